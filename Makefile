@@ -1,0 +1,46 @@
+# pgoutput_codec — every target installs what it needs into .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: all build test test-fast lint fuzz bench corpus demo clean wheel system
+
+all: build
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "setuptools>=68" wheel "cython>=3.1,<4"
+	$(PIP) install -q --no-build-isolation -e ".[test,spark,bench]"
+	touch $(STAMP)
+
+build: $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+
+system:
+	bash tools/ensure_system.sh
+
+test: build system
+	$(PY) -m pytest -q
+
+test-fast: build
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pgoutput_codec tests bench
+	$(VENV)/bin/cython-lint pgoutput_codec
+
+fuzz: build
+	$(PY) tests/fuzz/fuzz_decode.py -max_total_time=$${FUZZ_SECONDS:-300}
+
+bench: build
+	$(PY) bench/decode_bench.py
+
+wheel: $(STAMP)
+	$(PIP) wheel --no-deps --no-build-isolation -w dist .
+
+clean:
+	rm -rf build dist *.egg-info pgoutput_codec/*.so pgoutput_codec/*.c pgoutput_codec/**/*.so pgoutput_codec/**/*.c

@@ -1,0 +1,52 @@
+"""pgoutput_codec: decode archived PostgreSQL pgoutput (and openGauss) replication payloads.
+
+Entry points:
+- :func:`decode_message` / :func:`encode_message` — one payload to a message object and back;
+- :func:`decode_batch` — a binary Arrow column of payloads to a ``StructArray`` (Cython hot path);
+- :mod:`pgoutput_codec.spark` — the same as Spark column functions.
+
+Setting ``PGOUTPUT_CODEC_NO_EXTENSIONS=1`` selects the plain-Python twin of the decoders
+(the readable reference and differential-test oracle) instead of the compiled modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from .errors import AmbiguousMessageError, PgoutputCodecError, PgoutputDecodeError, PgoutputEncodeError
+from .messages import *  # noqa: F401,F403
+from .messages import __all__ as _messages_all
+
+__version__ = "0.1.0"
+
+#: False when PGOUTPUT_CODEC_NO_EXTENSIONS selects the pure-Python twin.
+USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
+
+# name -> (module, attribute); resolved on first use so `import pgoutput_codec` stays cheap
+_LAZY = {
+    "decode_message": ("._decode" if USING_EXTENSIONS else "._decode_py", "decode_message"),
+    "decode_batch": (".batch" if USING_EXTENSIONS else "._decode_py", "decode_batch"),
+    "encode_message": ("._encode", "encode_message"),
+    "MESSAGE_STRUCT": (".schema", "MESSAGE_STRUCT"),
+}
+
+__all__ = [
+    "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT",
+    "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
+    "USING_EXTENSIONS", *_messages_all,
+]
+
+
+def __getattr__(name):
+    try:
+        mod, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'pgoutput_codec' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(mod, __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,90 @@
+"""The Arrow schema of decoded messages: the one place it is written down.
+
+``decode_batch`` returns a ``StructArray`` of :data:`MESSAGE_STRUCT`; the Spark
+functions derive their return types from it. Field order is the order the Cython
+builder (``_batch.pyx``) fills them in: change one, change the other, and the test
+``test_batch_schema_matches_builder`` holds them together.
+
+Representation choices (and why):
+- LSNs are ``uint64``, xids/OIDs ``uint32``: they are unsigned in PostgreSQL and a
+  relation OID above 2^31 must stay positive.
+- Timestamps are ``timestamp[us, UTC]``: the wire value (µs since 2000-01-01) plus
+  946 684 800 000 000 µs, computed modulo 2^64 so even absurd values round-trip.
+- Single-character codes (``type``, ``replica_identity``, ``old_kind``, tuple
+  ``kind``) are strings of one character: readable in SQL and in pandas.
+- Every field a message type does not have is null for that row; ``error`` is null
+  when the row decoded and holds the ``PgoutputDecodeError`` text when it did not.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = ["TUPLE_TYPE", "RELATION_COLUMNS_TYPE", "MESSAGE_FIELDS", "MESSAGE_STRUCT", "TS"]
+
+TS = pa.timestamp("us", tz="UTC")
+
+TUPLE_COLUMN = pa.struct([("kind", pa.string()), ("data", pa.binary())])
+TUPLE_TYPE = pa.list_(TUPLE_COLUMN)
+
+RELATION_COLUMN = pa.struct([
+    ("flags", pa.uint8()),
+    ("name", pa.string()),
+    ("type_oid", pa.uint32()),
+    ("type_modifier", pa.int32()),
+])
+RELATION_COLUMNS_TYPE = pa.list_(RELATION_COLUMN)
+
+MESSAGE_FIELDS = [
+    pa.field("type", pa.string()),
+    pa.field("error", pa.string()),
+    # replication envelope ('w' XLogData / 'k' keepalive)
+    pa.field("wal_start", pa.uint64()),
+    pa.field("wal_end", pa.uint64()),
+    pa.field("send_time", TS),
+    pa.field("reply_requested", pa.bool_()),
+    # transaction ids
+    pa.field("xid", pa.uint32()),
+    pa.field("subxid", pa.uint32()),
+    # LSNs and times
+    pa.field("final_lsn", pa.uint64()),
+    pa.field("commit_lsn", pa.uint64()),
+    pa.field("end_lsn", pa.uint64()),
+    pa.field("commit_ts", TS),
+    pa.field("flags", pa.uint8()),
+    # Origin
+    pa.field("origin_lsn", pa.uint64()),
+    pa.field("origin_name", pa.string()),
+    # Relation / Type
+    pa.field("relation_id", pa.uint32()),
+    pa.field("namespace", pa.string()),
+    pa.field("relation_name", pa.string()),
+    pa.field("replica_identity", pa.string()),
+    pa.field("columns", RELATION_COLUMNS_TYPE),
+    pa.field("type_oid", pa.uint32()),
+    pa.field("type_name", pa.string()),
+    # Insert / Update / Delete
+    pa.field("old_kind", pa.string()),
+    pa.field("old_tuple", TUPLE_TYPE),
+    pa.field("new_tuple", TUPLE_TYPE),
+    # Truncate
+    pa.field("options", pa.uint8()),
+    pa.field("relation_ids", pa.list_(pa.uint32())),
+    # Logical message
+    pa.field("lsn", pa.uint64()),
+    pa.field("prefix", pa.string()),
+    pa.field("content", pa.binary()),
+    # Streaming
+    pa.field("first_segment", pa.bool_()),
+    pa.field("abort_lsn", pa.uint64()),
+    pa.field("abort_ts", TS),
+    # Two-phase
+    pa.field("prepare_lsn", pa.uint64()),
+    pa.field("prepare_ts", TS),
+    pa.field("gid", pa.string()),
+    pa.field("prepare_end_lsn", pa.uint64()),
+    pa.field("rollback_end_lsn", pa.uint64()),
+    pa.field("rollback_ts", TS),
+]
+
+MESSAGE_STRUCT = pa.struct(MESSAGE_FIELDS)

@@ -1,0 +1,51 @@
+"""Build the Cython extensions of pgoutput_codec.
+
+Every ``pgoutput_codec/**/*.pyx`` becomes an extension module of the same dotted name.
+Cython directives live here and only here.
+
+Environment switches:
+- ``PGOUTPUT_CODEC_DEBUG=1``: -O0 -g, line tracing, annotated HTML, invariant checks
+  (``boundscheck``/``wraparound`` back on, so a wrong index raises instead of reading junk).
+- ``PGOUTPUT_CODEC_ONLY=name[,name]``: build only the modules whose dotted name
+  contains one of the names (fast rebuilds while working on one module).
+"""
+
+import glob
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("PGOUTPUT_CODEC_DEBUG") == "1"
+ONLY = [s for s in os.environ.get("PGOUTPUT_CODEC_ONLY", "").split(",") if s]
+
+DIRECTIVES = {
+    "language_level": 3,
+    "embedsignature": True,
+    "cdivision": True,
+    # Safe because every read goes through the length check in _reader.pxd.
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "linetrace": DEBUG,
+}
+
+
+def extensions():
+    exts = []
+    for pyx in sorted(glob.glob(os.path.join("pgoutput_codec", "**", "*.pyx"), recursive=True)):
+        name = pyx[: -len(".pyx")].replace(os.sep, ".")
+        if ONLY and not any(o in name for o in ONLY):
+            continue
+        exts.append(
+            Extension(
+                name,
+                [pyx],
+                extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O3"]) + ["-Wno-unused-function"],
+                define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
+            )
+        )
+    return cythonize(exts, compiler_directives=DIRECTIVES, annotate=DEBUG, nthreads=os.cpu_count() or 1)
+
+
+setup(ext_modules=extensions())
