@@ -1,0 +1,886 @@
+# cython: language_level=3
+"""Column converters for the common builtin types: Arrow buffers in, Arrow buffers out.
+
+One call converts one column of TupleData values (``kinds`` string array of 'n'/'u'/'t'/'b',
+``data`` binary array) to the Arrow layout that :mod:`pgoutput_codec.typecatalog` names
+for the type. No Python object is made per value. Which type uses which converter code is
+a fact of ``typecatalog.py`` (the ``fast`` column of its table), not of this module.
+
+Each value converter returns ``OK``, ``SPECIAL`` (the value is null in Arrow and
+``special`` holds +/-infinity or NaN), ``FAIL`` (the static message in ``Conv.err``) or
+``SLOW`` (a legal form this module does not parse, e.g. bytea 'escape' output or a
+non-default IntervalStyle: the caller converts the whole column in Python).
+Binary forms follow PostgreSQL's ``*_send`` functions (``src/backend/utils/adt/``);
+text forms follow the ``*_out`` functions under DateStyle ISO and IntervalStyle postgres.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport strtod, strtof
+from libc.string cimport memcpy
+
+from pgoutput_codec._reader cimport (
+    Reader, read_i16, read_i32, read_i64, read_u16, read_u32, reader_init, utf8_valid,
+)
+
+import numpy as np
+import pyarrow as pa
+
+
+cdef extern from *:
+    """
+    typedef __int128 pgc_i128;
+    static const pgc_i128 PGC_DEC38 = (((pgc_i128)5421010862427522170LL) << 64) + (pgc_i128)687399551400673280ULL; /* 10^38 */
+    static inline pgc_i128 pgc_pow10(int n) { pgc_i128 r = 1; while (n-- > 0) r *= 10; return r; }
+    static inline void pgc_store_i128(void *dst, pgc_i128 v) {
+        unsigned long long lo = (unsigned long long)v; long long hi = (long long)(v >> 64);
+        memcpy(dst, &lo, 8); memcpy((char *)dst + 8, &hi, 8);   /* Arrow decimal128: little-endian */
+    }
+    """
+    ctypedef long long pgc_i128
+    const pgc_i128 PGC_DEC38
+    pgc_i128 pgc_pow10(int n) noexcept nogil
+    void pgc_store_i128(void* dst, pgc_i128 v) noexcept nogil
+
+
+# converter codes (typecatalog.FAST_CODES names them)
+cpdef enum Code:
+    C_BOOL = 1
+    C_INT2 = 2
+    C_INT4 = 3
+    C_INT8 = 4
+    C_OID = 5
+    C_FLOAT4 = 6
+    C_FLOAT8 = 7
+    C_NUMERIC = 8      # decimal128(p, s) from the typmod
+    C_DATE = 9
+    C_TIME = 10
+    C_TIMESTAMP = 11
+    C_TIMESTAMPTZ = 12
+    C_INTERVAL = 13
+    C_TEXT = 14        # text-like: raw bytes in both forms, UTF-8 checked
+    C_BYTEA = 15
+    C_UUID = 16        # canonical 36-character string
+    C_JSONB = 17       # text; the binary form has a version byte 1
+
+# value results
+cdef enum:
+    OK = 0
+    SPECIAL = 1
+    FAIL = -1
+    SLOW = -2
+
+# special codes (typecatalog.SPECIAL_NAMES)
+cdef enum:
+    S_POS_INF = 1
+    S_NEG_INF = 2
+    S_NAN = 3
+
+DEF_WIDTH = {C_INT2: 2, C_INT4: 4, C_INT8: 8, C_OID: 4, C_FLOAT4: 4, C_FLOAT8: 8, C_NUMERIC: 16,
+             C_DATE: 4, C_TIME: 8, C_TIMESTAMP: 8, C_TIMESTAMPTZ: 8, C_INTERVAL: 16}
+
+cdef int64_t UNIX_EPOCH_DAYS = 10957              # 1970-01-01 -> 2000-01-01
+cdef int64_t UNIX_EPOCH_US = 946684800000000
+cdef int64_t US_PER_DAY = 86400000000
+cdef int64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef int64_t I64_MIN = -I64_MAX - 1
+cdef int32_t I32_MAX = 0x7FFFFFFF
+cdef int32_t I32_MIN = -I32_MAX - 1
+
+
+cdef struct Conv:
+    int code
+    int precision
+    int scale
+    uint8_t* out        # fixed-width output (or bool bitmap)
+    uint8_t* vout       # variable-width output bytes
+    Py_ssize_t vpos
+    int special
+    const char* err
+
+
+# ---------------------------------------------------------------- text helpers
+
+cdef inline bint _digit(uint8_t c) noexcept nogil:
+    return c >= 48 and c <= 57
+
+
+cdef int _parse_i64(const uint8_t* p, Py_ssize_t n, int64_t lo, int64_t hi, int64_t* out) noexcept nogil:
+    """[+-]digits, range-checked; accumulates negatively so INT64_MIN parses."""
+    cdef Py_ssize_t i = 0
+    cdef bint neg = False
+    cdef int64_t v = 0
+    cdef int d
+    if n > 0 and (p[0] == 45 or p[0] == 43):
+        neg = p[0] == 45
+        i = 1
+    if i == n:
+        return -1
+    while i < n:
+        if not _digit(p[i]):
+            return -1
+        d = p[i] - 48
+        if v < (I64_MIN + d) // 10:
+            return -1
+        v = v * 10 - d
+        i += 1
+    if not neg:
+        if v == I64_MIN:
+            return -1
+        v = -v
+    if v < lo or v > hi:
+        return -1
+    out[0] = v
+    return 0
+
+
+cdef int _uint(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxdigits, int64_t* out) noexcept nogil:
+    """At least one and at most ``maxdigits`` digits at p[i]."""
+    cdef int64_t v = 0
+    cdef int k = 0
+    while i[0] < n and _digit(p[i[0]]):
+        if k == maxdigits:
+            return -1
+        v = v * 10 + (p[i[0]] - 48)
+        i[0] += 1
+        k += 1
+    if k == 0:
+        return -1
+    out[0] = v
+    return 0
+
+
+cdef inline bint _eq(const uint8_t* p, Py_ssize_t n, const char* lit, Py_ssize_t ln) noexcept nogil:
+    cdef Py_ssize_t i
+    if n != ln:
+        return False
+    for i in range(n):
+        if p[i] != <uint8_t>lit[i]:
+            return False
+    return True
+
+
+cdef int _infinity(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    if _eq(p, n, b"infinity", 8):
+        return S_POS_INF
+    if _eq(p, n, b"-infinity", 9):
+        return S_NEG_INF
+    return 0
+
+
+cdef int64_t _days_from_civil(int64_t y, int64_t m, int64_t d) noexcept nogil:
+    """Days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's algorithm);
+    ``y`` is astronomical (1 BC = 0), as PostgreSQL's date2j."""
+    cdef int64_t era, yoe, doy, doe
+    if m <= 2:
+        y -= 1
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+cdef int _mdays(int64_t y, int64_t m) noexcept nogil:
+    if m == 2:
+        return 29 if (y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)) else 28
+    if m == 4 or m == 6 or m == 9 or m == 11:
+        return 30
+    return 31
+
+
+cdef int _date_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int64_t* y, int64_t* m, int64_t* d) noexcept nogil:
+    """YYYY-MM-DD (the year may have more than four digits)."""
+    if _uint(p, n, i, 7, y) < 0 or i[0] >= n or p[i[0]] != 45:
+        return -1
+    i[0] += 1
+    if _uint(p, n, i, 2, m) < 0 or i[0] >= n or p[i[0]] != 45:
+        return -1
+    i[0] += 1
+    if _uint(p, n, i, 2, d) < 0:
+        return -1
+    if m[0] < 1 or m[0] > 12 or d[0] < 1:
+        return -1
+    return 0
+
+
+cdef int _time_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxh, int64_t* us) noexcept nogil:
+    """HH:MM:SS[.ffffff] -> microseconds."""
+    cdef int64_t h, mi, s, f = 0
+    cdef int k = 0
+    if _uint(p, n, i, maxh, &h) < 0 or i[0] >= n or p[i[0]] != 58:
+        return -1
+    i[0] += 1
+    if _uint(p, n, i, 2, &mi) < 0 or i[0] >= n or p[i[0]] != 58:
+        return -1
+    i[0] += 1
+    if _uint(p, n, i, 2, &s) < 0 or mi > 59 or s > 60:
+        return -1
+    if i[0] < n and p[i[0]] == 46:
+        i[0] += 1
+        while i[0] < n and _digit(p[i[0]]):
+            if k == 6:
+                return -1
+            f = f * 10 + (p[i[0]] - 48)
+            k += 1
+            i[0] += 1
+        if k == 0:
+            return -1
+        while k < 6:
+            f *= 10
+            k += 1
+    us[0] = ((h * 60 + mi) * 60 + s) * 1000000 + f
+    return 0
+
+
+cdef int _bc_suffix(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int64_t* y) noexcept nogil:
+    """Optional ' BC' (year Y BC is astronomical 1 - Y), then the end of the value."""
+    if i[0] + 3 == n and p[i[0]] == 32 and p[i[0] + 1] == 66 and p[i[0] + 2] == 67:
+        if y[0] == 0:
+            return -1
+        y[0] = 1 - y[0]
+        i[0] = n
+    return 0 if i[0] == n else -1
+
+
+cdef int _date_text(const uint8_t* p, Py_ssize_t n, int64_t* days) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef int64_t y, m, d
+    if _date_part(p, n, &i, &y, &m, &d) < 0:
+        return -1
+    if _bc_suffix(p, n, &i, &y) < 0 or d > _mdays(y, m):
+        return -1
+    days[0] = _days_from_civil(y, m, d)
+    return 0
+
+
+cdef int _timestamp_text(const uint8_t* p, Py_ssize_t n, bint tz, int64_t* out) noexcept nogil:
+    """'YYYY-MM-DD HH:MM:SS[.f][+HH[:MM[:SS]]][ BC]' -> µs since 1970 UTC."""
+    cdef Py_ssize_t i = 0
+    cdef int64_t y, m, d, us, oh, om = 0, osec = 0, off = 0, days
+    cdef int sign
+    if _date_part(p, n, &i, &y, &m, &d) < 0 or i >= n or p[i] != 32:
+        return -1
+    i += 1
+    if _time_part(p, n, &i, 2, &us) < 0:
+        return -1
+    if tz:
+        if i >= n or (p[i] != 43 and p[i] != 45):
+            return -1
+        sign = 1 if p[i] == 43 else -1
+        i += 1
+        if _uint(p, n, &i, 2, &oh) < 0:
+            return -1
+        if i < n and p[i] == 58:
+            i += 1
+            if _uint(p, n, &i, 2, &om) < 0:
+                return -1
+            if i < n and p[i] == 58:
+                i += 1
+                if _uint(p, n, &i, 2, &osec) < 0:
+                    return -1
+        off = sign * ((oh * 60 + om) * 60 + osec)
+    if _bc_suffix(p, n, &i, &y) < 0 or d > _mdays(y, m):
+        return -1
+    days = _days_from_civil(y, m, d)
+    # |days| < 2^31 and |us| < 2^37: no overflow below
+    out[0] = days * US_PER_DAY + us - off * 1000000
+    return 0
+
+
+cdef int _interval_text(const uint8_t* p, Py_ssize_t n, int64_t* months, int64_t* days, int64_t* us) noexcept nogil:
+    """IntervalStyle postgres: '[N year[s]] [N mon[s]] [N day[s]] [[+-]H:MM:SS[.f]]'."""
+    cdef Py_ssize_t i = 0, j
+    cdef int64_t v, t
+    cdef bint neg
+    months[0] = 0
+    days[0] = 0
+    us[0] = 0
+    while i < n:
+        if p[i] == 32:
+            i += 1
+            continue
+        neg = False
+        if p[i] == 45 or p[i] == 43:
+            neg = p[i] == 45
+            i += 1
+        j = i
+        if _uint(p, n, &i, 18, &v) < 0:
+            return -2
+        if i < n and p[i] == 58:      # the time part
+            i = j
+            if _time_part(p, n, &i, 16, &t) < 0:
+                return -1
+            us[0] = -t if neg else t
+            continue
+        if neg:
+            v = -v
+        if i >= n or p[i] != 32:
+            return -2
+        i += 1
+        j = i
+        while i < n and p[i] != 32:
+            i += 1
+        if _eq(p + j, i - j, b"year", 4) or _eq(p + j, i - j, b"years", 5):
+            months[0] += v * 12
+        elif _eq(p + j, i - j, b"mon", 3) or _eq(p + j, i - j, b"mons", 4):
+            months[0] += v
+        elif _eq(p + j, i - j, b"day", 3) or _eq(p + j, i - j, b"days", 4):
+            days[0] += v
+        else:
+            return -2
+    if months[0] < I32_MIN or months[0] > I32_MAX or days[0] < I32_MIN or days[0] > I32_MAX:
+        return -1
+    return 0
+
+
+cdef int _numeric_text(const uint8_t* p, Py_ssize_t n, int scale, pgc_i128* out) noexcept nogil:
+    """Decimal text (no exponent, as numeric_out prints) -> unscaled integer at ``scale``."""
+    cdef Py_ssize_t i = 0
+    cdef bint neg = False, dot = False
+    cdef int frac = 0, ndig = 0, e
+    cdef pgc_i128 m = 0, q
+    if n > 0 and (p[0] == 45 or p[0] == 43):
+        neg = p[0] == 45
+        i = 1
+    while i < n:
+        if _digit(p[i]):
+            if m > (PGC_DEC38 - 1 - (p[i] - 48)) // 10:
+                return -1
+            m = m * 10 + (p[i] - 48)
+            ndig += 1
+            if dot:
+                frac += 1
+        elif p[i] == 46 and not dot:
+            dot = True
+        else:
+            return -1
+        i += 1
+    if ndig == 0:
+        return -1
+    e = scale - frac
+    if e > 0:
+        if e > 38:
+            if m != 0:
+                return -1
+        else:
+            q = pgc_pow10(e)
+            if m > (PGC_DEC38 - 1) // q:
+                return -1
+            m *= q
+    elif e < 0:
+        if -e > 38:
+            if m != 0:
+                return -1
+        else:
+            q = pgc_pow10(-e)
+            if m % q != 0:
+                return -1
+            m //= q
+    out[0] = -m if neg else m
+    return 0
+
+
+cdef int _numeric_binary(Reader* r, int scale, pgc_i128* out, int* special) noexcept nogil:
+    """numeric_send: ndigits, weight, sign, dscale, base-10000 digits."""
+    cdef int16_t ndigits, weight, dscale, dg
+    cdef uint16_t sign
+    cdef int k, e
+    cdef pgc_i128 m = 0, q
+    if (read_i16(r, &ndigits, b"") < 0 or read_i16(r, &weight, b"") < 0
+            or read_u16(r, &sign, b"") < 0 or read_i16(r, &dscale, b"") < 0):
+        return -1
+    if sign == 0xC000:
+        special[0] = S_NAN
+        return 1
+    if sign == 0xD000:
+        special[0] = S_POS_INF
+        return 1
+    if sign == 0xF000:
+        special[0] = S_NEG_INF
+        return 1
+    if (sign != 0 and sign != 0x4000) or ndigits < 0:
+        return -1
+    for k in range(ndigits):
+        if read_i16(r, &dg, b"") < 0 or dg < 0 or dg > 9999:
+            return -1
+        if m > (PGC_DEC38 - 1 - dg) // 10000:
+            return -1
+        m = m * 10000 + dg
+    e = 4 * (weight - ndigits + 1) + scale
+    if e > 0 and m != 0:
+        if e > 38:
+            return -1
+        q = pgc_pow10(e)
+        if m > (PGC_DEC38 - 1) // q:
+            return -1
+        m *= q
+    elif e < 0 and m != 0:
+        if -e > 38:
+            return -1
+        q = pgc_pow10(-e)
+        if m % q != 0:
+            return -1
+        m //= q
+    out[0] = -m if sign == 0x4000 else m
+    return 0
+
+
+cdef inline int _hexval(uint8_t c) noexcept nogil:
+    if c >= 48 and c <= 57:
+        return c - 48
+    if c >= 97 and c <= 102:
+        return c - 87
+    if c >= 65 and c <= 70:
+        return c - 55
+    return -1
+
+
+cdef const char* HEX = b"0123456789abcdef"
+
+
+# ---------------------------------------------------------------- one value
+
+cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
+    cdef Reader r
+    cdef int64_t v, months, days, us
+    cdef int32_t v32, m32, d32
+    cdef int16_t v16
+    cdef uint32_t u32
+    cdef double dv
+    cdef float fv
+    cdef char buf[128]
+    cdef char* endp
+    cdef pgc_i128 dec
+    cdef int rc, k, h1, h2
+    cdef Py_ssize_t j
+    cdef uint8_t* o
+    cdef int code = c.code
+    reader_init(&r, p, n)
+
+    if code == C_BOOL:
+        if binary:
+            if n != 1 or p[0] > 1:
+                c.err = b"bool send form must be one byte 0 or 1"
+                return FAIL
+            v = p[0]
+        elif n == 1 and (p[0] == 116 or p[0] == 102):
+            v = p[0] == 116
+        else:
+            c.err = b"bool text must be 't' or 'f'"
+            return FAIL
+        if v:
+            c.out[i >> 3] |= <uint8_t>(1 << (i & 7))
+        return OK
+
+    if code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID:
+        if binary:
+            if code == C_INT2 and n == 2:
+                read_i16(&r, &v16, b"")
+                v = v16
+            elif code == C_INT4 and n == 4:
+                read_i32(&r, &v32, b"")
+                v = v32
+            elif code == C_OID and n == 4:
+                read_u32(&r, &u32, b"")
+                v = u32
+            elif code == C_INT8 and n == 8:
+                read_i64(&r, &v, b"")
+            else:
+                c.err = b"binary integer of the wrong length"
+                return FAIL
+        else:
+            if code == C_INT2:
+                rc = _parse_i64(p, n, -32768, 32767, &v)
+            elif code == C_INT4:
+                rc = _parse_i64(p, n, I32_MIN, I32_MAX, &v)
+            elif code == C_OID:
+                rc = _parse_i64(p, n, 0, 0xFFFFFFFF, &v)
+            else:
+                rc = _parse_i64(p, n, I64_MIN, I64_MAX, &v)
+            if rc < 0:
+                c.err = b"not an integer in range"
+                return FAIL
+        if code == C_INT2:
+            v16 = <int16_t>v
+            memcpy(c.out + 2 * i, &v16, 2)
+        elif code == C_INT4 or code == C_OID:
+            v32 = <int32_t>v
+            memcpy(c.out + 4 * i, &v32, 4)
+        else:
+            memcpy(c.out + 8 * i, &v, 8)
+        return OK
+
+    if code == C_FLOAT4 or code == C_FLOAT8:
+        if binary:
+            if code == C_FLOAT4 and n == 4:
+                memcpy(c.out + 4 * i, p, 4)
+                for k in range(2):     # big-endian to little-endian in place
+                    o = c.out + 4 * i
+                    o[k], o[3 - k] = o[3 - k], o[k]
+                return OK
+            if code == C_FLOAT8 and n == 8:
+                o = c.out + 8 * i
+                for k in range(8):
+                    o[k] = p[7 - k]
+                return OK
+            c.err = b"binary float of the wrong length"
+            return FAIL
+        if n == 0 or n >= 127:
+            c.err = b"not a float"
+            return FAIL
+        memcpy(buf, p, n)
+        buf[n] = 0
+        if code == C_FLOAT4:
+            fv = strtof(buf, &endp)
+            if endp != buf + n or buf[0] == 32:
+                c.err = b"not a float"
+                return FAIL
+            memcpy(c.out + 4 * i, &fv, 4)
+        else:
+            dv = strtod(buf, &endp)
+            if endp != buf + n or buf[0] == 32:
+                c.err = b"not a float"
+                return FAIL
+            memcpy(c.out + 8 * i, &dv, 8)
+        return OK
+
+    if code == C_NUMERIC:
+        if binary:
+            rc = _numeric_binary(&r, c.scale, &dec, &c.special)
+            if rc == 1:
+                return SPECIAL
+            if rc < 0 or r.pos != n:
+                c.err = b"bad numeric send form or value out of the column's precision/scale"
+                return FAIL
+        else:
+            if _eq(p, n, b"NaN", 3):
+                c.special = S_NAN
+                return SPECIAL
+            if _eq(p, n, b"Infinity", 8):
+                c.special = S_POS_INF
+                return SPECIAL
+            if _eq(p, n, b"-Infinity", 9):
+                c.special = S_NEG_INF
+                return SPECIAL
+            if _numeric_text(p, n, c.scale, &dec) < 0:
+                c.err = b"not a decimal number within the column's precision/scale"
+                return FAIL
+        if c.precision < 38 and (dec >= pgc_pow10(c.precision) or dec <= -pgc_pow10(c.precision)):
+            c.err = b"numeric value exceeds the column's precision"
+            return FAIL
+        pgc_store_i128(c.out + 16 * i, dec)
+        return OK
+
+    if code == C_DATE:
+        if binary:
+            if n != 4:
+                c.err = b"binary date must be 4 bytes"
+                return FAIL
+            read_i32(&r, &v32, b"")
+            if v32 == I32_MAX or v32 == I32_MIN:
+                c.special = S_POS_INF if v32 == I32_MAX else S_NEG_INF
+                return SPECIAL
+            v = <int64_t>v32 + UNIX_EPOCH_DAYS
+        else:
+            c.special = _infinity(p, n)
+            if c.special:
+                return SPECIAL
+            if _date_text(p, n, &v) < 0:
+                c.err = b"not an ISO date"
+                return FAIL
+        if v > I32_MAX or v < I32_MIN:
+            c.err = b"date outside the date32 range"
+            return FAIL
+        v32 = <int32_t>v
+        memcpy(c.out + 4 * i, &v32, 4)
+        return OK
+
+    if code == C_TIME:
+        if binary:
+            if n != 8:
+                c.err = b"binary time must be 8 bytes"
+                return FAIL
+            read_i64(&r, &v, b"")
+        else:
+            j = 0
+            if _time_part(p, n, &j, 2, &v) < 0 or j != n:
+                c.err = b"not a time of day"
+                return FAIL
+        if v < 0 or v > US_PER_DAY:
+            c.err = b"time of day out of range"
+            return FAIL
+        memcpy(c.out + 8 * i, &v, 8)
+        return OK
+
+    if code == C_TIMESTAMP or code == C_TIMESTAMPTZ:
+        if binary:
+            if n != 8:
+                c.err = b"binary timestamp must be 8 bytes"
+                return FAIL
+            read_i64(&r, &v, b"")
+            if v == I64_MAX or v == I64_MIN:
+                c.special = S_POS_INF if v == I64_MAX else S_NEG_INF
+                return SPECIAL
+            if v > I64_MAX - UNIX_EPOCH_US:
+                c.err = b"timestamp beyond the Arrow timestamp[us] range (after 294246 AD)"
+                return FAIL
+            v += UNIX_EPOCH_US
+        else:
+            c.special = _infinity(p, n)
+            if c.special:
+                return SPECIAL
+            rc = _timestamp_text(p, n, code == C_TIMESTAMPTZ, &v)
+            if rc < 0:
+                if n > 0 and not _digit(p[0]):
+                    return SLOW       # DateStyle other than ISO
+                c.err = b"not an ISO timestamp"
+                return FAIL
+        memcpy(c.out + 8 * i, &v, 8)
+        return OK
+
+    if code == C_INTERVAL:
+        if binary:
+            if n != 16:
+                c.err = b"binary interval must be 16 bytes"
+                return FAIL
+            read_i64(&r, &us, b"")
+            read_i32(&r, &d32, b"")
+            read_i32(&r, &m32, b"")
+            if us == I64_MAX and d32 == I32_MAX and m32 == I32_MAX:
+                c.special = S_POS_INF
+                return SPECIAL
+            if us == I64_MIN and d32 == I32_MIN and m32 == I32_MIN:
+                c.special = S_NEG_INF
+                return SPECIAL
+            months = m32
+            days = d32
+        else:
+            c.special = _infinity(p, n)
+            if c.special:
+                return SPECIAL
+            rc = _interval_text(p, n, &months, &days, &us)
+            if rc == -2:
+                return SLOW           # IntervalStyle other than postgres
+            if rc < 0:
+                c.err = b"not an interval"
+                return FAIL
+        if us > I64_MAX // 1000 or us < I64_MIN // 1000:
+            c.err = b"interval time part overflows int64 nanoseconds"
+            return FAIL
+        m32 = <int32_t>months
+        d32 = <int32_t>days
+        v = us * 1000
+        o = c.out + 16 * i
+        memcpy(o, &m32, 4)
+        memcpy(o + 4, &d32, 4)
+        memcpy(o + 8, &v, 8)
+        return OK
+
+    # variable width ------------------------------------------------------
+    o = c.vout + c.vpos
+    if code == C_TEXT or code == C_JSONB:
+        if code == C_JSONB and binary:
+            if n < 1 or p[0] != 1:
+                c.err = b"jsonb send form must start with version byte 1"
+                return FAIL
+            p += 1
+            n -= 1
+        if not utf8_valid(p, n):
+            c.err = b"invalid UTF-8"
+            return FAIL
+        memcpy(o, p, n)
+        c.vpos += n
+        return OK
+
+    if code == C_BYTEA:
+        if binary:
+            memcpy(o, p, n)
+            c.vpos += n
+            return OK
+        if n < 2 or p[0] != 92 or p[1] != 120:
+            return SLOW               # bytea_output = 'escape'
+        if n & 1:
+            c.err = b"odd number of hex digits in bytea"
+            return FAIL
+        j = 2
+        while j < n:
+            h1 = _hexval(p[j])
+            h2 = _hexval(p[j + 1])
+            if h1 < 0 or h2 < 0:
+                c.err = b"bad hex digit in bytea"
+                return FAIL
+            o[0] = <uint8_t>(h1 * 16 + h2)
+            o += 1
+            j += 2
+        c.vpos += (n - 2) // 2
+        return OK
+
+    if code == C_UUID:
+        if binary:
+            if n != 16:
+                c.err = b"binary uuid must be 16 bytes"
+                return FAIL
+            k = 0
+            for j in range(16):
+                if j == 4 or j == 6 or j == 8 or j == 10:
+                    o[k] = 45
+                    k += 1
+                o[k] = HEX[p[j] >> 4]
+                o[k + 1] = HEX[p[j] & 15]
+                k += 2
+            c.vpos += 36
+            return OK
+        if n != 36:
+            c.err = b"not a canonical uuid"
+            return FAIL
+        for j in range(36):
+            if j == 8 or j == 13 or j == 18 or j == 23:
+                if p[j] != 45:
+                    c.err = b"not a canonical uuid"
+                    return FAIL
+                o[j] = 45
+            else:
+                h1 = _hexval(p[j])
+                if h1 < 0:
+                    c.err = b"not a canonical uuid"
+                    return FAIL
+                o[j] = HEX[h1]
+        c.vpos += 36
+        return OK
+
+    c.err = b"unknown converter code"
+    return FAIL
+
+
+# ---------------------------------------------------------------- one column
+
+cdef inline const uint8_t* _addr(buf):
+    return <const uint8_t*><uintptr_t>buf.address if buf is not None else NULL
+
+
+cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
+    return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
+
+
+def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
+    """Convert one column. ``kinds``: ``pa.string()`` array; ``data``: ``pa.binary()`` array
+    of the same length. Returns ``(array, special_codes)`` with ``special_codes`` an int8
+    numpy array (0 = none) or None when no value is special; ``None`` when a value needs
+    the Python converters (see SLOW); raises ``_ConvertFailure(index, message)``."""
+    cdef Py_ssize_t n = len(kinds), i, dn
+    cdef Conv c
+    if len(data) != n:
+        raise ValueError(f"kinds has {n} values but data has {len(data)}")
+    kb = kinds.buffers()
+    db = data.buffers()
+    cdef Py_ssize_t koff = kinds.offset, doff = data.offset
+    cdef const uint8_t* kvalid = _addr(kb[0]) if kinds.null_count else NULL
+    cdef const int32_t* koffs = <const int32_t*>_addr(kb[1])
+    cdef const uint8_t* kdata = _addr(kb[2])
+    cdef const uint8_t* dvalid = _addr(db[0]) if data.null_count else NULL
+    cdef const int32_t* doffs = <const int32_t*>_addr(db[1])
+    cdef const uint8_t* ddata = _addr(db[2])
+
+    c.code = code
+    c.precision = precision
+    c.scale = scale
+    c.vpos = 0
+    c.err = b""
+    c.special = 0
+    validity = np.zeros((n + 7) // 8, dtype=np.uint8)
+    cdef uint8_t[::1] vmv = validity
+    cdef uint8_t* vbits = &vmv[0] if n else NULL
+    specials = np.zeros(n, dtype=np.int8)
+    cdef int8_t[::1] smv = specials
+    cdef bint any_special = False
+    cdef Py_ssize_t span = (doffs[doff + n] - doffs[doff]) if n else 0
+    cdef uint8_t[::1] omv
+    cdef uint8_t[::1] vomv
+    cdef Py_ssize_t width
+    cdef bint variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
+    if code == C_BOOL:
+        out = np.zeros((n + 7) // 8 + 1, dtype=np.uint8)
+    elif variable:
+        out = np.zeros(n + 1, dtype=np.int32)       # offsets
+        vout = bytearray(span + 20 * n + 1)
+        vomv = vout
+        c.vout = &vomv[0]
+    else:
+        out = np.zeros(n * DEF_WIDTH[code] + 1, dtype=np.uint8)
+    if not variable:
+        omv = out.view(np.uint8)
+        c.out = &omv[0]
+    cdef int32_t[::1] offs_out
+    if variable:
+        offs_out = out
+    cdef uint8_t k
+    cdef int rc = OK
+    cdef Py_ssize_t bad = -1
+    cdef const char* why = NULL
+    with nogil:
+        for i in range(n):
+            k = 110
+            if _valid(kvalid, koff + i) and koffs[koff + i + 1] - koffs[koff + i] == 1:
+                k = kdata[koffs[koff + i]]
+            elif _valid(kvalid, koff + i):
+                bad = i
+                why = b"tuple column kind is not one character"
+                break
+            if k == 116 or k == 98:
+                if not _valid(dvalid, doff + i):
+                    bad = i
+                    why = b"kind 't'/'b' with null data"
+                    break
+                dn = doffs[doff + i + 1] - doffs[doff + i]
+                rc = convert_one(&c, i, ddata + doffs[doff + i], dn, k == 98)
+                if rc == OK:
+                    vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+                elif rc == SPECIAL:
+                    smv[i] = <int8_t>c.special
+                    any_special = True
+                elif rc == FAIL:
+                    bad = i
+                    why = c.err
+                    break
+                else:
+                    break
+            elif k != 110 and k != 117:
+                bad = i
+                why = b"tuple column kind is not n/u/t/b"
+                break
+            if variable:
+                if c.vpos > 0x7FFFFFFF:
+                    bad = i
+                    why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
+                    break
+                offs_out[i + 1] = <int32_t>c.vpos
+    if bad >= 0:
+        raise _ConvertFailure(bad, why.decode())
+    if rc == SLOW:
+        return None
+    null_count = n - int(np.unpackbits(validity, bitorder="little")[:n].sum())
+    vbuf = pa.py_buffer(validity) if null_count else None
+    if code == C_BOOL:
+        arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, pa.py_buffer(out)], null_count)
+    elif variable:
+        typ = pa.binary() if code == C_BYTEA else pa.string()
+        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out), pa.py_buffer(vout)[:c.vpos]], null_count)
+    else:
+        typ = {C_INT2: pa.int16(), C_INT4: pa.int32(), C_INT8: pa.int64(), C_OID: pa.uint32(),
+               C_FLOAT4: pa.float32(), C_FLOAT8: pa.float64(), C_DATE: pa.date32(),
+               C_TIME: pa.time64("us"), C_TIMESTAMP: pa.timestamp("us"),
+               C_TIMESTAMPTZ: pa.timestamp("us", tz="UTC"), C_INTERVAL: pa.month_day_nano_interval()}.get(code)
+        if code == C_NUMERIC:
+            typ = pa.decimal128(precision, scale)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out)[:n * DEF_WIDTH[code]]], null_count)
+    return arr, (specials if any_special else None)
+
+
+class _ConvertFailure(ValueError):
+    """Raised with (index, message); typecatalog adds the type and the value."""
+
+    def __init__(self, index, message):
+        super().__init__(index, message)
+        self.index = index
+        self.message = message
