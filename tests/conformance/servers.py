@@ -38,7 +38,8 @@ SERVER_SETTINGS = {
     "max_wal_senders": "20",
     "logical_decoding_work_mem": "64kB",
     "fsync": "off",
-    "synchronous_commit": "off",
+    # NOT synchronous_commit=off: the SQL decoding functions read only up to the WAL flush
+    # pointer, so asynchronously committed transactions would be missing from a peek.
     "full_page_writes": "off",
     "shared_buffers": "32MB",
     "max_connections": "20",
