@@ -14,7 +14,7 @@ from pgoutput_codec._parse cimport (
     ENV_AUTO, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, Slice, TupleCol,
     parse_payload, relid_at, scratch_free, scratch_init,
 )
-from pgoutput_codec._reader cimport Reader, reader_init
+from pgoutput_codec._reader cimport E_AMBIGUOUS, Reader, reader_init
 
 from pgoutput_codec import messages as M
 
@@ -145,7 +145,11 @@ def decode_message(data, *, in_stream=None):
     try:
         rc = parse_payload(&r, &m, &s, stream_mode(in_stream), ENV_AUTO)
         if rc < 0:
-            raise make_error(&r, m.tag)
+            err = make_error(&r, m.tag)
+            if r.err == E_AMBIGUOUS:
+                err.readings = (decode_message(data, in_stream=False),
+                                decode_message(data, in_stream=True))
+            raise err
         if m.env == 107:  # 'k'
             return M.PrimaryKeepalive(wal_end=m.wal_end, send_time=m.send_time,
                                       reply_requested=bool(m.reply_requested))

@@ -33,7 +33,11 @@ class PgoutputDecodeError(PgoutputCodecError, ValueError):
 
 class AmbiguousMessageError(PgoutputDecodeError):
     """Both readings of a streamable message (with and without the streaming xid)
-    consume the payload exactly; pass ``in_stream=True`` or ``False`` to choose."""
+    consume the payload exactly; pass ``in_stream=True`` or ``False`` to choose.
+
+    ``readings`` holds both decodings, (without xid, with xid), when known."""
+
+    readings: tuple = ()
 
 
 class PgoutputEncodeError(PgoutputCodecError, ValueError):

@@ -1,0 +1,471 @@
+# cython: language_level=3
+"""The hot path of ``decode_batch``: Arrow binary buffers in, Arrow buffers out.
+
+One loop over the input's offsets/data buffers: each payload is parsed by the shared C
+parser (_parse.pyx) and its fields written straight into column builders
+(_builders.pxd). No Python object is made per row or per value; Python runs only for a
+row in error (its message text) and for the rare Relation/Truncate list columns.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+
+from pgoutput_codec._builders cimport (
+    FixedCol, TupleListCol, VarCol, bit_set, fixed_bool, fixed_finish, fixed_free, fixed_init,
+    fixed_ts, fixed_u8, fixed_u32, fixed_u64, mem_reserve, tl_finish, tl_free, tl_grow_valid,
+    tl_init, var_append, var_finish, var_free, var_init,
+)
+from pgoutput_codec._errors cimport error_text
+from pgoutput_codec._parse cimport (
+    ENV_NONE, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
+    relid_at, scratch_free, scratch_init,
+)
+from pgoutput_codec._reader cimport E_NULL_ROW, Reader, reader_fail, reader_init
+from libc.string cimport memcpy
+
+import numpy as np
+import pyarrow as pa
+
+from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
+
+cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}
+cdef object _RELIDS_TYPE = _TYPES["relation_ids"]
+
+
+cdef struct Cols:
+    VarCol mtype
+    VarCol error
+    FixedCol wal_start
+    FixedCol wal_end
+    FixedCol send_time
+    FixedCol reply_requested
+    FixedCol xid
+    FixedCol subxid
+    FixedCol final_lsn
+    FixedCol commit_lsn
+    FixedCol end_lsn
+    FixedCol commit_ts
+    FixedCol flags
+    FixedCol origin_lsn
+    VarCol origin_name
+    FixedCol relation_id
+    VarCol namespace
+    VarCol relation_name
+    VarCol replica_identity
+    FixedCol type_oid
+    VarCol type_name
+    VarCol old_kind
+    TupleListCol old_tuple
+    TupleListCol new_tuple
+    FixedCol options
+    FixedCol lsn
+    VarCol prefix
+    VarCol content
+    FixedCol first_segment
+    FixedCol abort_lsn
+    FixedCol abort_ts
+    FixedCol prepare_lsn
+    FixedCol prepare_ts
+    VarCol gid
+    FixedCol prepare_end_lsn
+    FixedCol rollback_end_lsn
+    FixedCol rollback_ts
+
+
+cdef int _tuple_append(TupleListCol* c, Py_ssize_t row, const uint8_t* buf, Scratch* s,
+                       Py_ssize_t start, Py_ssize_t n, Py_ssize_t payload_len) noexcept nogil:
+    cdef Py_ssize_t i, e = c.nelem
+    cdef int32_t vend
+    cdef TupleCol* col
+    cdef uint8_t* kinds
+    cdef int32_t* voffs
+    cdef uint8_t* vvalid
+    # The values of one message fit in its payload: one reservation covers them all.
+    if (mem_reserve(&c.kinds, n) < 0 or mem_reserve(&c.voffs, 4 * n) < 0
+            or mem_reserve(&c.vdata, payload_len) < 0
+            or tl_grow_valid(c, ((e + n + 7) >> 3) + 1) < 0):
+        return -1
+    while c.filled < row:
+        c.filled += 1
+        c.offs[c.filled] = <int32_t>e
+    kinds = c.kinds.p + e
+    voffs = (<int32_t*>c.voffs.p) + 1 + e
+    vvalid = c.vvalid.p
+    vend = <int32_t>c.vdata.len
+    for i in range(n):
+        col = &s.cols[start + i]
+        kinds[i] = col.kind
+        if col.kind == 116 or col.kind == 98:  # 't' / 'b' carry bytes; 'n' / 'u' are null
+            memcpy(c.vdata.p + vend, buf + col.off, col.len)
+            vend += col.len
+            bit_set(vvalid, e + i)
+            c.nvvalid += 1
+        voffs[i] = vend
+    c.vdata.len = vend
+    c.nelem = e + n
+    c.kinds.len += n
+    c.voffs.len += 4 * n
+    c.filled = row + 1
+    c.offs[row + 1] = <int32_t>c.nelem
+    bit_set(c.valid, row)
+    c.nvalid += 1
+    return 0
+
+
+cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
+               Parsed* m, Scratch* s) noexcept nogil:
+    """Write one parsed message into the columns; -1 only when memory runs out."""
+    cdef uint8_t t = m.tag
+    cdef uint8_t ch
+    if m.env == 107:  # 'k' keepalive
+        ch = 107
+        if var_append(&c.mtype, row, &ch, 1) < 0:
+            return -1
+        fixed_u64(&c.wal_end, row, m.wal_end)
+        fixed_ts(&c.send_time, row, m.send_time)
+        fixed_bool(&c.reply_requested, row, m.reply_requested)
+        return 0
+    if m.env == 119:  # 'w' XLogData
+        fixed_u64(&c.wal_start, row, m.wal_start)
+        fixed_u64(&c.wal_end, row, m.wal_end)
+        fixed_ts(&c.send_time, row, m.send_time)
+    if var_append(&c.mtype, row, &t, 1) < 0:
+        return -1
+    if m.has_xid:
+        fixed_u32(&c.xid, row, m.xid)
+    if t == 73:  # 'I'
+        fixed_u32(&c.relation_id, row, m.relation_id)
+        return _tuple_append(&c.new_tuple, row, buf, s, m.new_start, m.new_n, buflen)
+    if t == 85:  # 'U'
+        fixed_u32(&c.relation_id, row, m.relation_id)
+        if m.old_kind:
+            if var_append(&c.old_kind, row, &m.old_kind, 1) < 0:
+                return -1
+            if _tuple_append(&c.old_tuple, row, buf, s, m.old_start, m.old_n, buflen) < 0:
+                return -1
+        return _tuple_append(&c.new_tuple, row, buf, s, m.new_start, m.new_n, buflen)
+    if t == 68:  # 'D'
+        fixed_u32(&c.relation_id, row, m.relation_id)
+        if var_append(&c.old_kind, row, &m.old_kind, 1) < 0:
+            return -1
+        return _tuple_append(&c.old_tuple, row, buf, s, m.old_start, m.old_n, buflen)
+    if t == 66:  # 'B'
+        fixed_u64(&c.final_lsn, row, m.final_lsn)
+        fixed_ts(&c.commit_ts, row, m.commit_ts)
+        return 0
+    if t == 67 or t == 99:  # 'C' / 'c'
+        fixed_u8(&c.flags, row, m.flags)
+        fixed_u64(&c.commit_lsn, row, m.commit_lsn)
+        fixed_u64(&c.end_lsn, row, m.end_lsn)
+        fixed_ts(&c.commit_ts, row, m.commit_ts)
+        return 0
+    if t == 82:  # 'R' (its column list is added by the caller)
+        fixed_u32(&c.relation_id, row, m.relation_id)
+        if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
+                or var_append(&c.relation_name, row, buf + m.relation_name.off, m.relation_name.len) < 0
+                or var_append(&c.replica_identity, row, &m.replica_identity, 1) < 0):
+            return -1
+        return 0
+    if t == 89:  # 'Y'
+        fixed_u32(&c.type_oid, row, m.type_oid)
+        if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
+                or var_append(&c.type_name, row, buf + m.type_name.off, m.type_name.len) < 0):
+            return -1
+        return 0
+    if t == 79:  # 'O'
+        fixed_u64(&c.origin_lsn, row, m.origin_lsn)
+        return var_append(&c.origin_name, row, buf + m.origin_name.off, m.origin_name.len)
+    if t == 84:  # 'T' (relation_ids added by the caller)
+        fixed_u8(&c.options, row, m.options)
+        return 0
+    if t == 77:  # 'M'
+        fixed_u8(&c.flags, row, m.flags)
+        fixed_u64(&c.lsn, row, m.lsn)
+        if (var_append(&c.prefix, row, buf + m.prefix.off, m.prefix.len) < 0
+                or var_append(&c.content, row, buf + m.content.off, m.content.len) < 0):
+            return -1
+        return 0
+    if t == 83:  # 'S'
+        fixed_bool(&c.first_segment, row, m.first_segment)
+        return 0
+    if t == 65:  # 'A'
+        fixed_u32(&c.subxid, row, m.subxid)
+        if m.has_abort:
+            fixed_u64(&c.abort_lsn, row, m.abort_lsn)
+            fixed_ts(&c.abort_ts, row, m.abort_ts)
+        return 0
+    if t == 98 or t == 80 or t == 112:  # 'b' / 'P' / 'p'
+        if t != 98:
+            fixed_u8(&c.flags, row, m.flags)
+        fixed_u64(&c.prepare_lsn, row, m.prepare_lsn)
+        fixed_u64(&c.end_lsn, row, m.end_lsn)
+        fixed_ts(&c.prepare_ts, row, m.prepare_ts)
+        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
+    if t == 75:  # 'K'
+        fixed_u8(&c.flags, row, m.flags)
+        fixed_u64(&c.commit_lsn, row, m.commit_lsn)
+        fixed_u64(&c.end_lsn, row, m.end_lsn)
+        fixed_ts(&c.commit_ts, row, m.commit_ts)
+        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
+    if t == 114:  # 'r'
+        fixed_u8(&c.flags, row, m.flags)
+        fixed_u64(&c.prepare_end_lsn, row, m.prepare_end_lsn)
+        fixed_u64(&c.rollback_end_lsn, row, m.rollback_end_lsn)
+        fixed_ts(&c.prepare_ts, row, m.prepare_ts)
+        fixed_ts(&c.rollback_ts, row, m.rollback_ts)
+        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
+    return 0  # 'E' has no fields
+
+
+cdef inline uint8_t _tag_at(const uint8_t* p, Py_ssize_t n, int envelope) noexcept nogil:
+    if n == 0:
+        return 0
+    if envelope != ENV_NONE and p[0] == 119:  # look inside XLogData
+        return p[25] if n > 25 else 0
+    return p[0]
+
+
+cdef object _scatter_lists(Py_ssize_t n, list rows, list lists, object list_type):
+    """A list column of ``n`` rows, null except at ``rows`` (few: control messages)."""
+    if not rows:
+        return pa.nulls(n, list_type)
+    values = pa.array([v for lst in lists for v in lst], type=list_type.value_type)
+    counts = np.zeros(n, dtype=np.int32)
+    counts[rows] = [len(lst) for lst in lists]
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    mask = np.ones(n, dtype=bool)
+    mask[rows] = False
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=list_type, mask=pa.array(mask))
+
+
+cdef class _Columns:
+    """Owns the builders of one output batch (freed here unless handed to Arrow)."""
+    cdef Cols c
+    cdef Py_ssize_t n
+    cdef list rel_rows, rel_cols, trunc_rows, trunc_ids
+    cdef bint ready
+
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t data_bytes):
+        self.n = n
+        self.ready = False
+        self.rel_rows, self.rel_cols, self.trunc_rows, self.trunc_ids = [], [], [], []
+        c = &self.c
+        var_init(&c.mtype, n, n)
+        var_init(&c.error, n, 0)
+        var_init(&c.origin_name, n, 0)
+        var_init(&c.namespace, n, 0)
+        var_init(&c.relation_name, n, 0)
+        var_init(&c.replica_identity, n, 0)
+        var_init(&c.type_name, n, 0)
+        var_init(&c.old_kind, n, 0)
+        var_init(&c.prefix, n, 0)
+        var_init(&c.content, n, 0)
+        var_init(&c.gid, n, 0)
+        fixed_init(&c.wal_start, n, 8)
+        fixed_init(&c.wal_end, n, 8)
+        fixed_init(&c.send_time, n, 8)
+        fixed_init(&c.reply_requested, n, 0)
+        fixed_init(&c.xid, n, 4)
+        fixed_init(&c.subxid, n, 4)
+        fixed_init(&c.final_lsn, n, 8)
+        fixed_init(&c.commit_lsn, n, 8)
+        fixed_init(&c.end_lsn, n, 8)
+        fixed_init(&c.commit_ts, n, 8)
+        fixed_init(&c.flags, n, 1)
+        fixed_init(&c.origin_lsn, n, 8)
+        fixed_init(&c.relation_id, n, 4)
+        fixed_init(&c.type_oid, n, 4)
+        fixed_init(&c.options, n, 1)
+        fixed_init(&c.lsn, n, 8)
+        fixed_init(&c.first_segment, n, 0)
+        fixed_init(&c.abort_lsn, n, 8)
+        fixed_init(&c.abort_ts, n, 8)
+        fixed_init(&c.prepare_lsn, n, 8)
+        fixed_init(&c.prepare_ts, n, 8)
+        fixed_init(&c.prepare_end_lsn, n, 8)
+        fixed_init(&c.rollback_end_lsn, n, 8)
+        fixed_init(&c.rollback_ts, n, 8)
+        tl_init(&c.old_tuple, n)
+        tl_init(&c.new_tuple, n)
+        if mem_reserve(&c.new_tuple.vdata, data_bytes) < 0:
+            raise MemoryError()
+        self.ready = True
+
+    def __dealloc__(self):
+        c = &self.c
+        var_free(&c.mtype)
+        var_free(&c.error)
+        var_free(&c.origin_name)
+        var_free(&c.namespace)
+        var_free(&c.relation_name)
+        var_free(&c.replica_identity)
+        var_free(&c.type_name)
+        var_free(&c.old_kind)
+        var_free(&c.prefix)
+        var_free(&c.content)
+        var_free(&c.gid)
+        fixed_free(&c.wal_start)
+        fixed_free(&c.wal_end)
+        fixed_free(&c.send_time)
+        fixed_free(&c.reply_requested)
+        fixed_free(&c.xid)
+        fixed_free(&c.subxid)
+        fixed_free(&c.final_lsn)
+        fixed_free(&c.commit_lsn)
+        fixed_free(&c.end_lsn)
+        fixed_free(&c.commit_ts)
+        fixed_free(&c.flags)
+        fixed_free(&c.origin_lsn)
+        fixed_free(&c.relation_id)
+        fixed_free(&c.type_oid)
+        fixed_free(&c.options)
+        fixed_free(&c.lsn)
+        fixed_free(&c.first_segment)
+        fixed_free(&c.abort_lsn)
+        fixed_free(&c.abort_ts)
+        fixed_free(&c.prepare_lsn)
+        fixed_free(&c.prepare_ts)
+        fixed_free(&c.prepare_end_lsn)
+        fixed_free(&c.rollback_end_lsn)
+        fixed_free(&c.rollback_ts)
+        tl_free(&c.old_tuple)
+        tl_free(&c.new_tuple)
+
+    cdef object finish(self):
+        cdef Py_ssize_t n = self.n
+        c = &self.c
+        T = _TYPES
+        arrays = {
+            "type": var_finish(&c.mtype, n, T["type"]),
+            "error": var_finish(&c.error, n, T["error"]),
+            "wal_start": fixed_finish(&c.wal_start, n, T["wal_start"]),
+            "wal_end": fixed_finish(&c.wal_end, n, T["wal_end"]),
+            "send_time": fixed_finish(&c.send_time, n, T["send_time"]),
+            "reply_requested": fixed_finish(&c.reply_requested, n, T["reply_requested"]),
+            "xid": fixed_finish(&c.xid, n, T["xid"]),
+            "subxid": fixed_finish(&c.subxid, n, T["subxid"]),
+            "final_lsn": fixed_finish(&c.final_lsn, n, T["final_lsn"]),
+            "commit_lsn": fixed_finish(&c.commit_lsn, n, T["commit_lsn"]),
+            "end_lsn": fixed_finish(&c.end_lsn, n, T["end_lsn"]),
+            "commit_ts": fixed_finish(&c.commit_ts, n, T["commit_ts"]),
+            "flags": fixed_finish(&c.flags, n, T["flags"]),
+            "origin_lsn": fixed_finish(&c.origin_lsn, n, T["origin_lsn"]),
+            "origin_name": var_finish(&c.origin_name, n, T["origin_name"]),
+            "relation_id": fixed_finish(&c.relation_id, n, T["relation_id"]),
+            "namespace": var_finish(&c.namespace, n, T["namespace"]),
+            "relation_name": var_finish(&c.relation_name, n, T["relation_name"]),
+            "replica_identity": var_finish(&c.replica_identity, n, T["replica_identity"]),
+            "columns": _scatter_lists(n, self.rel_rows, self.rel_cols, RELATION_COLUMNS_TYPE),
+            "type_oid": fixed_finish(&c.type_oid, n, T["type_oid"]),
+            "type_name": var_finish(&c.type_name, n, T["type_name"]),
+            "old_kind": var_finish(&c.old_kind, n, T["old_kind"]),
+            "old_tuple": tl_finish(&c.old_tuple, n, T["old_tuple"]),
+            "new_tuple": tl_finish(&c.new_tuple, n, T["new_tuple"]),
+            "options": fixed_finish(&c.options, n, T["options"]),
+            "relation_ids": _scatter_lists(n, self.trunc_rows, self.trunc_ids, _RELIDS_TYPE),
+            "lsn": fixed_finish(&c.lsn, n, T["lsn"]),
+            "prefix": var_finish(&c.prefix, n, T["prefix"]),
+            "content": var_finish(&c.content, n, T["content"]),
+            "first_segment": fixed_finish(&c.first_segment, n, T["first_segment"]),
+            "abort_lsn": fixed_finish(&c.abort_lsn, n, T["abort_lsn"]),
+            "abort_ts": fixed_finish(&c.abort_ts, n, T["abort_ts"]),
+            "prepare_lsn": fixed_finish(&c.prepare_lsn, n, T["prepare_lsn"]),
+            "prepare_ts": fixed_finish(&c.prepare_ts, n, T["prepare_ts"]),
+            "gid": var_finish(&c.gid, n, T["gid"]),
+            "prepare_end_lsn": fixed_finish(&c.prepare_end_lsn, n, T["prepare_end_lsn"]),
+            "rollback_end_lsn": fixed_finish(&c.rollback_end_lsn, n, T["rollback_end_lsn"]),
+            "rollback_ts": fixed_finish(&c.rollback_ts, n, T["rollback_ts"]),
+        }
+        return pa.StructArray.from_arrays([arrays[f.name] for f in MESSAGE_FIELDS], fields=MESSAGE_FIELDS)
+
+
+def decode_chunk(arr, int envelope, int stream):
+    """Decode one ``pa.BinaryArray``/``pa.LargeBinaryArray`` (any slice offset).
+
+    ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: 0 no, 1 yes, 2 infer from
+    the first S/E row. Returns ``(StructArray, stream state after the last row)``.
+    """
+    cdef Py_ssize_t n = len(arr)
+    cdef Py_ssize_t off = arr.offset
+    cdef bint large = pa.types.is_large_binary(arr.type)
+    bufs = arr.buffers()
+    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
+    cdef const int32_t* o32 = NULL
+    cdef const int64_t* o64 = NULL
+    cdef const uint8_t* dp = <const uint8_t*>b""
+    cdef Py_ssize_t i, start, end, total
+    cdef Reader r
+    cdef Parsed m
+    cdef Scratch s
+    cdef uint8_t tag
+    cdef _Columns cols
+    cdef Py_ssize_t k
+    if n and bufs[1] is not None:
+        if large:
+            o64 = <const int64_t*><uintptr_t>bufs[1].address
+        else:
+            o32 = <const int32_t*><uintptr_t>bufs[1].address
+    if bufs[2] is not None and bufs[2].size:
+        dp = <const uint8_t*><uintptr_t>bufs[2].address
+    if n == 0:
+        return _Columns(0, 0).finish(), (stream == STREAM_YES)
+    total = (o64[off + n] - o64[off]) if large else (o32[off + n] - o32[off])
+    cols = _Columns(n, total)
+
+    if stream == STREAM_UNKNOWN:
+        stream = STREAM_NO
+        for i in range(n):
+            if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+                continue
+            start = o64[off + i] if large else o32[off + i]
+            end = o64[off + i + 1] if large else o32[off + i + 1]
+            tag = _tag_at(dp + start, end - start, envelope)
+            if tag == 83:  # 'S' first: we start outside a stream
+                break
+            if tag == 69:  # 'E' first: we start inside one
+                stream = STREAM_YES
+                break
+
+    scratch_init(&s)
+    try:
+        for i in range(n):
+            if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+                reader_init(&r, dp, 0)
+                reader_fail(&r, E_NULL_ROW, 0, b"payload", 0, 0)
+                err = error_text(&r, 0).encode()
+                var_append(&cols.c.error, i, err, len(err))
+                continue
+            if large:
+                start = o64[off + i]
+                end = o64[off + i + 1]
+            else:
+                start = o32[off + i]
+                end = o32[off + i + 1]
+            reader_init(&r, dp + start, end - start)
+            s.ncols = 0
+            if parse_payload(&r, &m, &s, stream, envelope) < 0:
+                err = error_text(&r, m.tag).encode()
+                if var_append(&cols.c.error, i, err, len(err)) < 0:
+                    raise MemoryError()
+                continue
+            if _emit(&cols.c, i, dp + start, end - start, &m, &s) < 0:
+                raise MemoryError()
+            if m.env != 107:
+                if m.tag == 82:
+                    cols.rel_rows.append(i)
+                    cols.rel_cols.append([
+                        {"flags": s.rcols[k].flags,
+                         "name": (<const char*>(dp + start + s.rcols[k].name.off))[:s.rcols[k].name.len].decode(),
+                         "type_oid": s.rcols[k].type_oid,
+                         "type_modifier": s.rcols[k].type_modifier}
+                        for k in range(s.nrcols)])
+                elif m.tag == 84:
+                    cols.trunc_rows.append(i)
+                    cols.trunc_ids.append([relid_at(dp + start, m.relids_off, k) for k in range(m.nrels)])
+                elif m.tag == 83:
+                    stream = STREAM_YES
+                elif m.tag == 69:
+                    stream = STREAM_NO
+    finally:
+        scratch_free(&s)
+    return cols.finish(), (stream == STREAM_YES)

@@ -1,0 +1,69 @@
+"""``decode_batch``: a column of payloads to a ``StructArray`` of decoded messages.
+
+This module only normalizes the input (lists, chunked arrays, large binary) and carries
+the stream state across chunks; the work is done in ``_batch.pyx`` over Arrow buffers.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from . import _batch
+
+__all__ = ["decode_batch", "decode_batch_with_state"]
+
+_ENVELOPES = {"auto": 0, "none": 1, "xlogdata": 2}
+
+
+def _as_binary_chunks(values):
+    if isinstance(values, pa.ChunkedArray):
+        chunks = values.chunks
+        typ = values.type
+    elif isinstance(values, pa.Array):
+        chunks = [values]
+        typ = values.type
+    else:
+        arr = pa.array(list(values), type=pa.binary())
+        chunks = [arr]
+        typ = arr.type
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return chunks
+    if pa.types.is_null(typ):  # a list of only None
+        return [pa.array([None] * len(c), type=pa.binary()) for c in chunks]
+    if pa.types.is_fixed_size_binary(typ) or pa.types.is_binary_view(typ):
+        return [c.cast(pa.binary()) for c in chunks]
+    raise TypeError(f"decode_batch expects binary payloads, got an Arrow column of type {typ}")
+
+
+def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None):
+    """Like :func:`decode_batch`, also returning the stream state after the last row
+    (True inside a Stream Start/Stop block), to continue with the next batch."""
+    try:
+        env = _ENVELOPES[envelope]
+    except KeyError:
+        raise ValueError(f"envelope must be one of {sorted(_ENVELOPES)}, got {envelope!r}") from None
+    state = 2 if in_stream is None else int(bool(in_stream))
+    results = []
+    for chunk in _as_binary_chunks(values):
+        out, now = _batch.decode_chunk(chunk, env, state)
+        state = int(now)
+        results.append(out)
+    if len(results) == 1:
+        return results[0], state == 1
+    if not results:
+        return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0], state == 1
+    return pa.concat_arrays(results), state == 1
+
+
+def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None) -> pa.StructArray:
+    """Decode payloads in stream order into a ``StructArray`` of ``schema.MESSAGE_STRUCT``.
+
+    ``values``: a pyarrow Binary/LargeBinary array, a ChunkedArray of those, or a list of
+    ``bytes``/``None``. One output row per input row; a row that does not decode has
+    ``error`` set (the ``PgoutputDecodeError`` text, with byte offset and message type)
+    and its other fields null. ``envelope``: "auto" unwraps 'w'/'k' frames, "none"
+    expects bare pgoutput messages, "xlogdata" requires every row to be a 'w'/'k' frame.
+    ``in_stream``: whether the first row is inside a Stream Start/Stop block; None
+    infers it from the first S or E row. Stream Start/Stop rows then drive the state.
+    """
+    return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream)[0]
