@@ -1,0 +1,116 @@
+"""openGauss/GaussDB parallel logical decoding output (PROTOCOL.md §4).
+
+- :func:`decode_batch` — an Arrow column of frames (one batch, or one record with
+  sending-batch=0, per input row) to a ``pyarrow.Table`` of :data:`schema.RECORD_SCHEMA`
+  with one row per record; 'b' runs in the compiled ``_binary`` module, 't'/'j' in
+  :mod:`.text`. Skipped heartbeats: ``table.schema.metadata[HEARTBEATS_KEY]``.
+- :func:`decode_frame` / :func:`decode_record` — one frame/record to Python objects,
+  raising ``PgoutputDecodeError`` at the first problem.
+- :mod:`.encode` — the inverse, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from ..errors import PgoutputDecodeError
+from ._binary_py import ENVELOPES, decode_frame_items
+from ._binary_py import decode_frame as _decode_frame_b
+from ._binary_py import decode_record
+from .records import Column, Frame, Record
+from .schema import HEARTBEATS_KEY, RECORD_SCHEMA
+
+__all__ = ["decode_batch", "decode_frame", "decode_record", "Column", "Record", "Frame",
+           "RECORD_SCHEMA", "HEARTBEATS_KEY", "heartbeats", "STYLES"]
+
+STYLES = ("b", "t", "j")
+USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
+
+
+def _chunks(values):
+    if isinstance(values, pa.ChunkedArray):
+        return list(values.chunks)
+    if isinstance(values, pa.Array):
+        return [values]
+    return [pa.array(list(values), pa.binary())]
+
+
+def heartbeats(table: pa.Table) -> int:
+    """The number of 'H' records ``decode_batch`` skipped."""
+    return int((table.schema.metadata or {}).get(HEARTBEATS_KEY, b"0"))
+
+
+def _rows_to_batch(rows):
+    return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
+
+
+def decode_batch_py(values, *, envelope="auto"):
+    """Plain-Python twin of the 'b' path of :func:`decode_batch` (reference and oracle)."""
+    batches, hb, base = [], 0, 0
+    for chunk in _chunks(values):
+        rows = []
+        for i, data in enumerate(chunk.to_pylist()):
+            items, h, _end, _x = decode_frame_items(data, envelope)
+            hb += h
+            for it in items:
+                if isinstance(it, tuple):
+                    text, _pos, tag, lsn, _fatal = it
+                    known = tag is not None and chr(tag) in "BCIUDH"
+                    rows.append({"row": base + i, "lsn": lsn, "type": chr(tag) if known else None,
+                                 "error": text})
+                else:
+                    rows.append({"row": base + i, **it.to_row()})
+        base += len(chunk)
+        batches.append(_rows_to_batch(rows))
+    return _table(batches, hb)
+
+
+def _table(batches, hb):
+    t = pa.Table.from_batches(batches, schema=RECORD_SCHEMA)
+    return t.replace_schema_metadata({HEARTBEATS_KEY: str(hb).encode()})
+
+
+def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_batch=None) -> pa.Table:
+    """Decode frames to a ``pyarrow.Table`` (one row per record, ``row`` = input row).
+
+    ``values``: ``pa.BinaryArray``/``pa.LargeBinaryArray``, a ``ChunkedArray`` of those, or
+    a list of ``bytes``/``None``. A bad record or frame becomes a row whose ``error`` is
+    set (see ``_binary_py`` for the policy); nothing raises for bad input.
+    ``envelope``: "auto" (a leading 'w' is an XLogData header), "none", "xlogdata".
+    ``sending_batch`` ('t'/'j' only): True/False, or None to tell by the first byte
+    (a bare text frame starts with a letter or '{', a batched one with a length's 0x00).
+    """
+    if envelope not in ENVELOPES:
+        raise ValueError(f"envelope must be one of {ENVELOPES}, not {envelope!r}")
+    if style == "b":
+        if not USING_EXTENSIONS:
+            return decode_batch_py(values, envelope=envelope)
+        from ._binary import decode_binary_chunk
+        batches, hb, base = [], 0, 0
+        for chunk in _chunks(values):
+            if pa.types.is_null(chunk.type):
+                chunk = chunk.cast(pa.binary())
+            b, h = decode_binary_chunk(chunk, base, envelope)
+            batches.append(b)
+            hb += h
+            base += len(chunk)
+        return _table(batches, hb)
+    if style in ("t", "j"):
+        from .text import decode_text_batch
+        return decode_text_batch(values, style, envelope=envelope, sending_batch=sending_batch)
+    raise ValueError(f"style must be one of {STYLES}, not {style!r}")
+
+
+def decode_frame(data, style: str = "b", *, envelope: str = "auto", sending_batch=None) -> Frame:
+    """One frame to a :class:`Frame`; raises ``PgoutputDecodeError`` on bad input."""
+    if style == "b":
+        return _decode_frame_b(data, envelope=envelope)
+    if style in ("t", "j"):
+        from .text import decode_text_frame
+        return decode_text_frame(data, style, envelope=envelope, sending_batch=sending_batch)
+    raise ValueError(f"style must be one of {STYLES}, not {style!r}")
+
+
+_ = PgoutputDecodeError
