@@ -484,7 +484,7 @@ def decode_batch(values, *, envelope="auto", in_stream=None) -> pa.StructArray:
     rows = []
     for raw in _rows(values):
         if raw is None:
-            rows.append({"error": "null payload"})
+            rows.append({"error": "null payload at byte 0"})
             continue
         try:
             msg = _decode_row(_as_bytes(raw), envelope, state)
