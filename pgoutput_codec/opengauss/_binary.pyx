@@ -100,8 +100,49 @@ cdef inline int32_t off32(Buf* data) except? -1:
     return <int32_t>data.len
 
 
+cdef class _Owned:
+    """Hands a builder's malloc'd buffer to Arrow without a copy (freed with the array)."""
+    cdef char* data
+    cdef Py_ssize_t len
+    cdef Py_ssize_t shape[1]
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        self.shape[0] = self.len
+        view.buf = self.data
+        view.len = self.len
+        view.obj = self
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        view.shape = self.shape
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def __dealloc__(self):
+        free(self.data)
+
+
 cdef object as_buffer(Buf* b):
-    return pa.py_buffer(PyBytes_FromStringAndSize(b.data, b.len))
+    """Move ``b`` into an Arrow buffer (``b`` is left empty)."""
+    cdef _Owned o = _Owned.__new__(_Owned)
+    if b.data == NULL:
+        return pa.py_buffer(b"")
+    o.data = b.data
+    o.len = b.len
+    b.data = NULL
+    b.len = b.cap = 0
+    return pa.py_buffer(o)
+
+
+cdef int buf_reserve(Buf* b, Py_ssize_t n) except -1:
+    if n > b.cap - b.len:
+        buf_grow(b, n)
+    return 0
 
 
 # ---- column builders -------------------------------------------------------------------
@@ -611,6 +652,10 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
         offs32 = <const int32_t*><uintptr_t>bufs[1].address
     if bufs[2] is not None and bufs[2].size:
         data = <const uint8_t*><uintptr_t>bufs[2].address
+    if data != NULL:
+        # decoded names and values are never longer than the input
+        buf_reserve(&out.newt.name_data, bufs[2].size)
+        buf_reserve(&out.newt.val_data, bufs[2].size)
     for i in range(n):
         if validity != NULL and not (validity[(i + off) >> 3] >> ((i + off) & 7)) & 1:
             reader_init(&nr, NULL, 0)
