@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import Counter, defaultdict
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import checks  # noqa: E402
 import servers  # noqa: E402
 
 SPECS = {spec.major: spec for spec in servers.server_specs()}
 
-#: (server label, option set) -> Counter(tag -> messages decoded and re-encoded)
-ROUNDTRIP_COUNTS: "defaultdict[tuple, Counter]" = defaultdict(Counter)
 _STARTED = {}
 
 
@@ -45,13 +43,14 @@ def capture(pg_server):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not ROUNDTRIP_COUNTS and not _STARTED:
+    counts = checks.ROUNDTRIP_COUNTS
+    if not counts and not _STARTED:
         return
     tr = terminalreporter
     tr.section("pgoutput conformance: real messages decoded + re-encoded byte-exact")
     for major, version in sorted(_STARTED.items()):
         tr.write_line(f"pg{major}: PostgreSQL {version}")
-    for (label, optset), counts in sorted(ROUNDTRIP_COUNTS.items()):
+    for (label, optset), counts in sorted(counts.items()):
         total = sum(counts.values())
         detail = " ".join(f"{tag}={n}" for tag, n in sorted(counts.items()))
         tr.write_line(f"{label:5} {optset:24} {total:5} msgs  {detail}")

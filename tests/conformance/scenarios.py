@@ -198,6 +198,9 @@ class Capture:
     types_text: Dict[int, Dict[str, Optional[str]]] = field(default_factory=dict)
     #: all_types: id -> {column: typsend bytes or None (NULL), or the str 'text' (no send fn)}
     types_send: Dict[int, Dict[str, object]] = field(default_factory=dict)
+    #: user types of the workload: oid -> dict(namespace, name, typtype, wire_namespace, wire_name)
+    #: (wire_* = what a Type message must carry: a domain's base type, "" for pg_catalog)
+    types: Dict[int, dict] = field(default_factory=dict)
     #: tables: list of dict(schema, table, relid, relkind, columns=[...], rows=[[text|None]])
     tables: List[dict] = field(default_factory=list)
     #: facts the workload recorded (xids of interesting transactions, origin, gids, ...)
@@ -391,12 +394,20 @@ def _workload(server, conn, cols, cap: Capture) -> None:
     x("UPDATE gen_cols SET a = 11 WHERE id = 1")
 
 
+def _out(col: str) -> str:
+    """SQL for a column's text as its type's *output function* writes it (what pgoutput
+    sends in 't' columns). Not ``col::text``: that cast differs for bool ('true' vs 't'),
+    bpchar (strips the padding) and inet (adds /32 or /128); concat() calls the output
+    function."""
+    return f"CASE WHEN {col} IS NULL THEN NULL ELSE concat({col}) END"
+
+
 def _snapshot_catalog(conn, cap: Capture) -> None:
     rels = conn.execute(
-        "SELECT c.oid::int8, n.nspname, c.relname, c.relreplident, c.relkind "
+        "SELECT c.oid::int8, n.nspname, c.relname, c.relreplident, c.relkind, c.relispartition "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname IN ('public', 'Sch') AND c.relkind IN ('r', 'p') ORDER BY 1").fetchall()
-    for oid, nsp, name, replident, relkind in rels:
+    for oid, nsp, name, replident, relkind, ispartition in rels:
         cols = conn.execute(
             "SELECT attname, atttypid::int8, atttypmod, attgenerated::text FROM pg_attribute "
             "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (oid,)).fetchall()
@@ -408,20 +419,28 @@ def _snapshot_catalog(conn, cap: Capture) -> None:
         if replident == "f":
             key = [c[0] for c in cols]
         cap.catalog[oid] = dict(namespace=nsp, name=name, replident=replident, relkind=relkind,
-                                columns=[tuple(c) for c in cols], key=key)
+                                ispartition=ispartition, columns=[tuple(c) for c in cols], key=key)
         ident = f'"{nsp}"."{name}"'
         colnames = [c[0] for c in cols]
-        select = ", ".join(f'"{c}"::text' for c in colnames)
+        select = ", ".join(_out(f'"{c}"') for c in colnames)
         rows = conn.execute(f"SELECT {select} FROM {ident} ORDER BY 1").fetchall()
         cap.tables.append(dict(schema=nsp, table=name, relid=oid, relkind=relkind, replident=replident,
+                               ispartition=ispartition,
                                columns=[dict(name=c[0], type_oid=c[1], type_modifier=c[2],
                                              generated=c[3]) for c in cols],
                                rows=[list(r) for r in rows]))
 
 
 def _snapshot_types(conn, cols, cap: Capture) -> None:
+    for oid, nsp, name, typtype, wnsp, wname in conn.execute(
+            "SELECT t.oid::int8, n.nspname, t.typname, t.typtype::text, bn.nspname, b.typname "
+            "FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+            "JOIN pg_type b ON b.oid = CASE t.typtype WHEN 'd' THEN t.typbasetype ELSE t.oid END "
+            "JOIN pg_namespace bn ON bn.oid = b.typnamespace WHERE t.oid >= 16384").fetchall():
+        cap.types[oid] = dict(namespace=nsp, name=name, typtype=typtype,
+                              wire_namespace="" if wnsp == "pg_catalog" else wnsp, wire_name=wname)
     names = [n for n, _, _ in cols]
-    rows = conn.execute(f"SELECT id, {', '.join(n + '::text' for n in names)} FROM all_types ORDER BY id").fetchall()
+    rows = conn.execute(f"SELECT id, {', '.join(_out(n) for n in names)} FROM all_types ORDER BY id").fetchall()
     for row in rows:
         cap.types_text[row[0]] = dict(zip(names, row[1:]))
     sends = []
