@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from pgoutput_codec import AmbiguousMessageError
@@ -87,3 +91,23 @@ def test_every_message_type_has_a_vector():
         plain = [v for v in VECTORS if v.message.type == tag and v.in_stream is False]
         assert streamed and plain, tag
     assert len(PGOUTPUT_TAGS) == 19
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="only CI must run the compiled decoder")
+def test_compiled_module_loaded_in_ci():
+    import pgoutput_codec
+    import pgoutput_codec._decode
+    import pgoutput_codec.batch
+
+    assert pgoutput_codec.USING_EXTENSIONS is True
+    assert pgoutput_codec.decode_message is pgoutput_codec._decode.decode_message
+    assert pgoutput_codec.decode_batch is pgoutput_codec.batch.decode_batch
+    assert pgoutput_codec._decode.__file__.endswith((".so", ".pyd"))
+
+
+def test_no_extensions_switch_selects_the_twin():
+    code = ("import pgoutput_codec as p, pgoutput_codec._decode_py as t; "
+            "assert not p.USING_EXTENSIONS; "
+            "assert p.decode_message is t.decode_message and p.decode_batch is t.decode_batch")
+    env = dict(os.environ, PGOUTPUT_CODEC_NO_EXTENSIONS="1")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
