@@ -39,6 +39,9 @@ fuzz: build
 bench: build
 	$(PY) bench/decode_bench.py
 
+corpus: build
+	$(PY) tools/capture_corpus.py
+
 wheel: $(STAMP)
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
 

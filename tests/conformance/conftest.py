@@ -53,4 +53,4 @@ def pytest_terminal_summary(terminalreporter):
     for (label, optset), counts in sorted(counts.items()):
         total = sum(counts.values())
         detail = " ".join(f"{tag}={n}" for tag, n in sorted(counts.items()))
-        tr.write_line(f"{label:5} {optset:24} {total:5} msgs  {detail}")
+        tr.write_line(f"{label:11} {optset:24} {total:5} msgs  {detail}")

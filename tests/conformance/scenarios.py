@@ -208,9 +208,51 @@ class Capture:
     #: type columns left out (e.g. xml on a server built without libxml)
     skipped_columns: Dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    #: "live" (captured in this run) or "corpus" (rebuilt from tests/data)
+    source: str = "live"
+
+    @property
+    def label(self) -> str:
+        return f"pg{self.major}" + ("" if self.source == "live" else f"-{self.source}")
 
     def option_sets(self):
         return [o for o in OPTION_SETS if o.name in self.rows]
+
+    # ---- (de)serialization for the committed corpus (tools/capture_corpus.py) ----------
+    def to_json(self) -> dict:
+        """Everything but ``rows`` and ``tables`` (those go to parquet), JSON-safe."""
+        return dict(
+            major=self.major, version=self.version, refused=self.refused, seconds=round(self.seconds, 3),
+            skipped_columns=self.skipped_columns, facts=self.facts,
+            catalog={str(k): v for k, v in self.catalog.items()},
+            types={str(k): v for k, v in self.types.items()},
+            types_text={str(k): v for k, v in self.types_text.items()},
+            types_send={str(k): {c: (v.hex() if isinstance(v, bytes) else v) for c, v in d.items()}
+                        for k, d in self.types_send.items()},
+        )
+
+    @classmethod
+    def from_corpus(cls, truth: dict, corpus_rows: list, tables: list) -> "Capture":
+        """Rebuild from ground_truth.json's entry, corpus.parquet rows and tables.parquet rows
+        (both as lists of dicts of one server)."""
+        cap = cls(major=truth["major"], version=truth["version"], refused=truth["refused"],
+                  skipped_columns=truth["skipped_columns"], facts=truth["facts"], seconds=truth["seconds"],
+                  source="corpus")
+        cap.catalog = {int(k): dict(v, columns=[tuple(c) for c in v["columns"]])
+                       for k, v in truth["catalog"].items()}
+        cap.types = {int(k): v for k, v in truth["types"].items()}
+        cap.types_text = {int(k): v for k, v in truth["types_text"].items()}
+        cap.types_send = {int(k): {c: (bytes.fromhex(v) if v not in (None, "text") else v) for c, v in d.items()}
+                          for k, d in truth["types_send"].items()}
+        for row in sorted(corpus_rows, key=lambda r: (r["option_set"], r["seq"])):
+            cap.rows.setdefault(row["option_set"], []).append((row["lsn"], row["xid"], row["data"]))
+        for t in tables:
+            cap.tables.append(dict(
+                schema=t["schema"], table=t["table"], relid=t["relid"], relkind=t["relkind"],
+                replident=t["replica_identity"], ispartition=t["is_partition"], rows=t["rows"],
+                columns=[dict(name=n, type_oid=o, type_modifier=m, generated=g) for n, o, m, g in zip(
+                    t["column_names"], t["column_type_oids"], t["column_type_modifiers"], t["column_generated"])]))
+        return cap
 
 
 def _xid(conn) -> int:

@@ -26,12 +26,12 @@ def decoded_rows(cap, optname):
     if optname not in cap.rows:
         opt = OPTS[optname]
         pytest.skip(f"PG{cap.major} refuses {optname} (needs PG{opt.min_major}+): {cap.refused.get(optname)}")
-    key = (cap.major, optname)
+    key = (id(cap), optname)
     if key not in _DECODED:
         from pgoutput_codec import decode_message
 
-        _DECODED[key] = checks.decode_rows(cap.rows[optname], decode_message)
-    return _DECODED[key]
+        _DECODED[key] = (cap, checks.decode_rows(cap.rows[optname], decode_message))  # cap kept alive
+    return _DECODED[key][1]
 
 
 optsets = pytest.mark.parametrize("optname", list(OPTS))
@@ -59,7 +59,7 @@ def test_decode_and_reencode_byte_exact(capture, optname):
             bad.append(f"row {r.seq} {r.msg.type}: {r.data.hex()} re-encoded as {again.hex()}")
         else:
             counts[r.msg.type] += 1
-    checks.ROUNDTRIP_COUNTS[(f"pg{capture.major}", optname)] = counts
+    checks.ROUNDTRIP_COUNTS[(capture.label, optname)] = counts
     assert not bad, "\n".join(bad[:10])
 
 
@@ -300,4 +300,5 @@ def test_scenario_facts(capture, optname):
 
 
 def test_capture_is_fast(capture):
+    """Scenarios + peeks of one server (for the corpus: as measured when it was captured)."""
     assert capture.seconds < 30, f"scenarios + peeks took {capture.seconds:.1f}s"
