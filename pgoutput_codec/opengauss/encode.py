@@ -69,7 +69,7 @@ def _tuple(cols):
 def _options(rec, allowed):
     order = rec.options
     if order is None:
-        order = "".join(t for t, k in zip("XTON", ("xid", "commit_time", "origin_id", "user_name"))
+        order = "".join(t for t, k in zip("XTON", ("xid", "commit_time", "origin_id", "user_name"), strict=False)
                         if t in allowed and getattr(rec, k) is not None)
     out = []
     for t in order:

@@ -178,7 +178,7 @@ def _json_cols(obj, prefix, tag):
             and len(names) == len(types) == len(vals)):
         raise _Bad(0, f"{prefix}_name/_type/_val must be lists of one length", tag)
     cols = []
-    for i, (n, t, v) in enumerate(zip(names, types, vals)):
+    for i, (n, t, v) in enumerate(zip(names, types, vals, strict=False)):
         if not (isinstance(n, str) and isinstance(t, str) and isinstance(v, str)):
             raise _Bad(0, f"{prefix} column {i}: strings expected", tag)
         value, toast, end = parse_literal(v, 0)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec.errors import PgoutputDecodeError
-from pgoutput_codec.opengauss import (RECORD_SCHEMA, Record, decode_batch, decode_batch_py, decode_frame,
+from pgoutput_codec.opengauss import (RECORD_SCHEMA, decode_batch, decode_batch_py, decode_frame,
                                       decode_record, heartbeats)
 from pgoutput_codec.opengauss.encode import encode_frame, encode_heartbeat, encode_record, xlogdata
 
