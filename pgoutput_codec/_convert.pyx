@@ -401,27 +401,30 @@ cdef int _numeric_binary(Reader* r, int scale, pgc_i128* out, int* special) noex
         return 1
     if (sign != 0 and sign != 0x4000) or ndigits < 0:
         return -1
+    # digit k is worth dg * 10^(4*(weight-k)); at the column scale that is 10^e
     for k in range(ndigits):
         if read_i16(r, &dg, b"") < 0 or dg < 0 or dg > 9999:
             return -1
-        if m > (PGC_DEC38 - 1 - dg) // 10000:
+        if dg == 0:
+            continue
+        e = 4 * (weight - k) + scale
+        if e >= 0:
+            if e > 38:
+                return -1
+            q = pgc_pow10(e)
+            if dg > (PGC_DEC38 - 1) // q:
+                return -1
+            q *= dg
+        else:
+            if -e >= 4:
+                return -1        # a nonzero digit below the column's scale
+            q = pgc_pow10(-e)
+            if dg % q != 0:
+                return -1
+            q = dg // q
+        if q > PGC_DEC38 - 1 - m:
             return -1
-        m = m * 10000 + dg
-    e = 4 * (weight - ndigits + 1) + scale
-    if e > 0 and m != 0:
-        if e > 38:
-            return -1
-        q = pgc_pow10(e)
-        if m > (PGC_DEC38 - 1) // q:
-            return -1
-        m *= q
-    elif e < 0 and m != 0:
-        if -e > 38:
-            return -1
-        q = pgc_pow10(-e)
-        if m % q != 0:
-            return -1
-        m //= q
+        m += q
     out[0] = -m if sign == 0x4000 else m
     return 0
 

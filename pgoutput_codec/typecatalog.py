@@ -141,6 +141,8 @@ BY_OID = {t.oid: t for t in TYPES}
 #: array type OID -> element type OID
 ARRAY_ELEM = {t.array_oid: t.oid for t in TYPES if t.array_oid}
 _ARRAY_NAME = {t.array_oid: "_" + t.name for t in TYPES if t.array_oid}
+BY_NAME = {t.name: t for t in TYPES}
+_ARRAY_BY_NAME = {"_" + t.name: t.oid for t in TYPES if t.array_oid}
 
 
 def numeric_typmod(type_modifier: int) -> tuple[int, int] | None:
@@ -213,12 +215,30 @@ class TypeRegistry:
         return self.types.setdefault(oid, UserType(oid))
 
     def add_type_message(self, type_oid, namespace=None, type_name=None):
-        """Record a Type ('Y') message (or any object with those attributes)."""
+        """Record a Type ('Y') message (or any object with those attributes).
+
+        pgoutput (``logicalrep_write_typ``) sends the OID of the column type but the
+        namespace and name of its *base* type: a domain over numeric arrives as
+        (domain OID, "pg_catalog", "numeric"). Such a message registers a domain over
+        that builtin (its typmod is not sent: -1). A name '_x' where 'x' is a known
+        user type of the same namespace registers an array of it. Facts already known
+        (from the catalog or ``register_*``) are kept."""
         if not isinstance(type_oid, int):
             msg = type_oid
             type_oid, namespace, type_name = msg.type_oid, msg.namespace, msg.type_name
         t = self._get(type_oid)
-        t.namespace, t.name = namespace, type_name
+        if t.kind == "unknown":
+            if namespace in ("", "pg_catalog") and type_name in BY_NAME and BY_NAME[type_name].oid != type_oid:
+                t.kind, t.base_oid, t.base_typmod = "domain", BY_NAME[type_name].oid, -1
+            elif namespace in ("", "pg_catalog") and type_name in _ARRAY_BY_NAME:
+                t.kind, t.base_oid = "array", _ARRAY_BY_NAME[type_name]
+            elif type_name and type_name.startswith("_"):
+                for u in self.types.values():
+                    if u.name == type_name[1:] and u.namespace == namespace and u.oid != type_oid:
+                        t.kind, t.base_oid = "array", u.oid
+                        break
+        t.namespace = namespace if t.namespace is None else t.namespace
+        t.name = type_name if t.name is None else t.name
         return t
 
     def register_enum(self, oid, labels=(), name=None, array_oid=None):
@@ -806,7 +826,7 @@ def _fmt_float8(x):
     if e10 < -4 or e10 >= 15:
         mant = digs[0] + ("." + digs[1:] if len(digs) > 1 else "")
         return f"{sg}{mant}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
-    return sg + format(d.normalize(), "f")
+    return format(d.normalize(), "f")
 
 
 def _b_point(b, tm):
@@ -1127,7 +1147,13 @@ def _convert_py(kinds, data, r, binary, ndim):
                                    f" ndim={ndim} (pass ndim=)"), i, r, klist[i], dlist[i])
     typ = _arrow_of(r, binary, ndim or 1)
     try:
-        arr = pa.array(values, type=typ)
+        if pa.types.is_decimal(typ):
+            # built at full precision and viewed: pa.array rejects scale > precision (numeric(3,5))
+            wide = (pa.decimal128 if pa.types.is_decimal128(typ) else pa.decimal256)(
+                38 if pa.types.is_decimal128(typ) else 76, typ.scale)
+            arr = pa.array(values, type=wide).view(typ)
+        else:
+            arr = pa.array(values, type=typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise ConversionError(f"{r.name} (type OID {r.oid}): {e}", None, r.oid, r.name) from None
     sp = pa.array(specials, pa.string()) if any(s is not None for s in specials) else None
