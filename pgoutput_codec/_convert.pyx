@@ -14,8 +14,7 @@ Binary forms follow PostgreSQL's ``*_send`` functions (``src/backend/utils/adt/`
 text forms follow the ``*_out`` functions under DateStyle ISO and IntervalStyle postgres.
 """
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uintptr_t
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
@@ -30,7 +29,9 @@ import pyarrow as pa
 cdef extern from *:
     """
     typedef __int128 pgc_i128;
-    static const pgc_i128 PGC_DEC38 = (((pgc_i128)5421010862427522170LL) << 64) + (pgc_i128)687399551400673280ULL; /* 10^38 */
+    /* 10^38 */
+    static const pgc_i128 PGC_DEC38 =
+        (((pgc_i128)5421010862427522170LL) << 64) + (pgc_i128)687399551400673280ULL;
     static inline pgc_i128 pgc_pow10(int n) { pgc_i128 r = 1; while (n-- > 0) r *= 10; return r; }
     static inline void pgc_store_i128(void *dst, pgc_i128 v) {
         unsigned long long lo = (unsigned long long)v; long long hi = (long long)(v >> 64);
@@ -189,7 +190,8 @@ cdef int _mdays(int64_t y, int64_t m) noexcept nogil:
     return 31
 
 
-cdef int _date_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int64_t* y, int64_t* m, int64_t* d) noexcept nogil:
+cdef int _date_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i,
+                    int64_t* y, int64_t* m, int64_t* d) noexcept nogil:
     """YYYY-MM-DD (the year may have more than four digits)."""
     if _uint(p, n, i, 7, y) < 0 or i[0] >= n or p[i[0]] != 45:
         return -1
@@ -288,7 +290,8 @@ cdef int _timestamp_text(const uint8_t* p, Py_ssize_t n, bint tz, int64_t* out) 
     return 0
 
 
-cdef int _interval_text(const uint8_t* p, Py_ssize_t n, int64_t* months, int64_t* days, int64_t* us) noexcept nogil:
+cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
+                        int64_t* months, int64_t* days, int64_t* us) noexcept nogil:
     """IntervalStyle postgres: '[N year[s]] [N mon[s]] [N day[s]] [[+-]H:MM:SS[.f]]'."""
     cdef Py_ssize_t i = 0, j
     cdef int64_t v, t
@@ -800,7 +803,6 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
     cdef Py_ssize_t span = (doffs[doff + n] - doffs[doff]) if n else 0
     cdef uint8_t[::1] omv
     cdef uint8_t[::1] vomv
-    cdef Py_ssize_t width
     cdef bint variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
     if code == C_BOOL:
         out = np.zeros((n + 7) // 8 + 1, dtype=np.uint8)
@@ -868,12 +870,14 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
         arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, pa.py_buffer(out)], null_count)
     elif variable:
         typ = pa.binary() if code == C_BYTEA else pa.string()
-        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out), pa.py_buffer(vout)[:c.vpos]], null_count)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out), pa.py_buffer(vout)[:c.vpos]],
+                                    null_count)
     else:
         typ = {C_INT2: pa.int16(), C_INT4: pa.int32(), C_INT8: pa.int64(), C_OID: pa.uint32(),
                C_FLOAT4: pa.float32(), C_FLOAT8: pa.float64(), C_DATE: pa.date32(),
                C_TIME: pa.time64("us"), C_TIMESTAMP: pa.timestamp("us"),
-               C_TIMESTAMPTZ: pa.timestamp("us", tz="UTC"), C_INTERVAL: pa.month_day_nano_interval()}.get(code)
+               C_TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+               C_INTERVAL: pa.month_day_nano_interval()}.get(code)
         if code == C_NUMERIC:
             typ = pa.decimal128(precision, scale)
         arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out)[:n * DEF_WIDTH[code]]], null_count)

@@ -1019,7 +1019,7 @@ def _t_array(s, r):
     lbs = [a for a, _ in bounds] if bounds else [1] * ndim
     if not dims:
         return _ArrayOut([], None), 0
-    return _ArrayOut(_shape(flat, dims), _array_special(list(zip(lbs, dims)), especials)), ndim
+    return _ArrayOut(_shape(flat, dims), _array_special(list(zip(lbs, dims, strict=True)), especials)), ndim
 
 
 def _b_array(b, r):
@@ -1119,7 +1119,7 @@ def _convert_py(kinds, data, r, binary, ndim):
     values, specials, ndims = [], [], []
     klist = kinds.to_pylist()
     dlist = data.to_pylist()
-    for i, (k, raw) in enumerate(zip(klist, dlist)):
+    for i, (k, raw) in enumerate(zip(klist, dlist, strict=True)):
         if k in (None, "n", "u"):
             values.append(None)
             specials.append(None)

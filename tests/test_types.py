@@ -19,7 +19,7 @@ import pytest
 import types_data
 import types_server
 from pgoutput_codec import typecatalog as tc
-from pgoutput_codec.typecatalog import ConversionError, Special, arrow_type, convert_column, convert_value
+from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column, convert_value
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_text_and_binary_agree(conn, case):
     assert_same(cb, convert_column(kinds_b, bins, oid, mod, fast=False))
     # mixed kinds in one column, with 'u' and 'n'
     mixed_k = [("t" if i % 2 else "b") if t is not None else "n" for i, t in enumerate(texts)] + ["u", "n"]
-    mixed_d = [(t if i % 2 else b) for i, (t, b) in enumerate(zip(texts, bins))] + [None, None]
+    mixed_d = [(t if i % 2 else b) for i, (t, b) in enumerate(zip(texts, bins, strict=True))] + [None, None]
     cm = convert_column(mixed_k, mixed_d, oid, mod)
     assert plain(cm.values)[:-2] == plain(ct.values)
     assert cm.values[-1].is_valid is False and cm.values[-2].is_valid is False
