@@ -337,8 +337,10 @@ def _decode_pgoutput(buf, start, in_stream):
     plain_ok = not isinstance(plain, _Fail)
     streamed_ok = not isinstance(streamed, _Fail)
     if plain_ok and streamed_ok:
-        raise _error(cls_name, tag, start, "payload reads both with and without the streaming xid; "
+        err = _error(cls_name, tag, start, "payload reads both with and without the streaming xid; "
                      "pass in_stream=True or False", AmbiguousMessageError)
+        err.readings = (plain, streamed)
+        raise err
     if plain_ok:
         return plain
     if streamed_ok:
@@ -469,20 +471,37 @@ def _decode_row(buf, envelope, state):
                               "envelope ('w' or 'k') and envelope='xlogdata'", 0, chr(t))
 
 
+def _infer_initial_state(payloads, envelope):
+    """DESIGN.md: an 'E' before any 'S' means the batch begins inside a stream block;
+    an 'S' first, or neither, means outside. Decided by the tag alone (inside a 'w'
+    frame unless envelope="none"), before any row is decoded."""
+    for raw in payloads:
+        if not raw:
+            continue
+        t = raw[0]
+        if envelope != "none" and t == 0x77:
+            t = raw[25] if len(raw) > 25 else 0
+        if t == 0x53:  # 'S'
+            return False
+        if t == 0x45:  # 'E'
+            return True
+    return False
+
+
 def decode_batch(values, *, envelope="auto", in_stream=None) -> pa.StructArray:
     """Decode a column of payloads into a ``StructArray`` of ``schema.MESSAGE_STRUCT``.
 
     One row per input row; a row that does not decode keeps only ``error`` (the
     ``PgoutputDecodeError`` text). Stream Start/Stop rows set the streaming state
-    used for the following rows (``in_stream`` is the state before the first row).
+    used for the following rows (``in_stream`` is the state before the first row;
+    None infers it from the first S/E row of the whole batch).
     """
     if envelope not in _ENVELOPES:
         raise ValueError(f"envelope must be one of {_ENVELOPES}, not {envelope!r}")
-    if in_stream is not None:
-        in_stream = bool(in_stream)
-    state = in_stream
+    payloads = list(_rows(values))
+    state = _infer_initial_state(payloads, envelope) if in_stream is None else bool(in_stream)
     rows = []
-    for raw in _rows(values):
+    for raw in payloads:
         if raw is None:
             rows.append({"error": "null payload at byte 0"})
             continue

@@ -61,7 +61,9 @@ def test_ambiguous_relation(impl):
     with pytest.raises(AmbiguousMessageError) as ei:
         impl.decode_message(vec.data)
     assert ei.value.offset == 0 and ei.value.message_type == "R"
-    assert impl.decode_message(vec.data, in_stream=True).namespace == "ic"
+    streamed = impl.decode_message(vec.data, in_stream=True)
+    assert streamed.namespace == "ic" and streamed.xid == 0x4000
+    assert ei.value.readings == (vec.message, streamed)
 
 
 @pytest.mark.parametrize("vec", VECTORS, ids=IDS)
