@@ -1,0 +1,106 @@
+"""Micro-benchmark of typecatalog.convert_column: values/s for 1M-value columns.
+
+    .venv/bin/python bench/convert_bench.py [--n 1000000] [--repeat 3] [--python]
+
+Columns are synthetic but in the exact text/binary forms PostgreSQL sends (int4,
+text, numeric(12,2), timestamptz, uuid, date); ``--python`` also times the
+plain-Python converters (on 1/20 of the values, it is slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import time
+
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pgoutput_codec.typecatalog import convert_column  # noqa: E402
+
+US_2000 = 946684800000000
+
+
+def _numeric_send(cents: int) -> bytes:
+    # numeric_send of a numeric(12,2): base-10000 digits of the scaled value
+    sign = 0x4000 if cents < 0 else 0
+    v = abs(cents)
+    groups = []
+    frac = v % 100 * 100
+    ip = v // 100
+    while ip:
+        groups.insert(0, ip % 10000)
+        ip //= 10000
+    weight = len(groups) - 1
+    digits = groups + ([frac] if frac else [])
+    while digits and digits[-1] == 0:
+        digits.pop()
+    if not groups:
+        weight = -1
+    return struct.pack(f">hhHh{len(digits)}h", len(digits), weight, sign, 2, *digits)
+
+
+def columns(n):
+    rng = np.random.default_rng(1)
+    ints = rng.integers(-2**31, 2**31 - 1, n)
+    cents = rng.integers(-10**11, 10**11, n)
+    ts = rng.integers(0, 50 * 365 * 86400 * 10**6, n) + US_2000
+    days = rng.integers(-10000, 20000, n)
+    words = [b"lorem", b"ipsum dolor", b"sit amet, consectetur", b"x" * 40]
+    uuids = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    cols = {
+        "int4": (23, -1, [str(int(x)).encode() for x in ints], [struct.pack(">i", int(x)) for x in ints]),
+        "text": (25, -1, [words[i % 4] for i in range(n)], [words[i % 4] for i in range(n)]),
+        "numeric(12,2)": (1700, ((12 << 16) | 2) + 4, [f"{int(c) / 100:.2f}".encode() for c in cents],
+                          [_numeric_send(int(c)) for c in cents]),
+        "timestamptz": (1184, -1, [], [struct.pack(">q", int(t) - US_2000) for t in ts]),
+        "date": (1082, -1, [], [struct.pack(">i", int(d)) for d in days]),
+        "uuid": (2950, -1, [], [bytes(u) for u in uuids]),
+    }
+    tsa = pa.array(ts.astype("datetime64[us]"))
+    import pyarrow.compute as pc
+    cols["timestamptz"][2].extend(
+        s.encode() + b"+00" for s in pc.strftime(tsa, "%Y-%m-%d %H:%M:%S").to_pylist())
+    cols["date"][2].extend(s.encode() for s in
+                           pc.strftime(pa.array(days.astype("datetime64[D]")), "%Y-%m-%d").to_pylist())
+    import uuid
+    cols["uuid"][2].extend(str(uuid.UUID(bytes=bytes(u))).encode() for u in uuids)
+    return cols
+
+
+def timeit(fn, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--python", action="store_true")
+    a = ap.parse_args()
+    n = a.n
+    print(f"{'column':16} {'form':6} {'compiled values/s':>18} {'python values/s':>16}")
+    for name, (oid, mod, text, binary) in columns(n).items():
+        for form, vals in (("text", text), ("binary", binary)):
+            data = pa.array(vals, pa.binary())
+            kinds = pa.array([form[0]] * n, pa.string())
+            t = timeit(lambda k=kinds, d=data, o=oid, md=mod: convert_column(k, d, o, md), a.repeat)
+            py = ""
+            if a.python:
+                m = n // 20
+                tp = timeit(lambda k=kinds[:m], d=data[:m], o=oid, md=mod: convert_column(k, d, o, md, fast=False), 1)
+                py = f"{m / tp:16,.0f}"
+            print(f"{name:16} {form:6} {n / t:18,.0f} {py}")
+
+
+if __name__ == "__main__":
+    main()
