@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Arrow column builders over plain C memory.
 
-The batch decoders write values straight into malloc'd buffers laid out as Arrow
+The batch decoders write values straight into buffers from ``_memory`` laid out as Arrow
 expects (validity bitmaps, offsets, data); ``_builders.pyx`` hands the memory to
 pyarrow without copying (``pa.foreign_buffer`` with an owner that frees it). Row
 counts are known up front (one output row per input row), so fixed-width columns
@@ -12,8 +12,9 @@ undefined, and not touching them is what keeps columns a row does not use free.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport realloc
 from libc.string cimport memcpy
+
+from pgoutput_codec._memory cimport pool_realloc
 
 
 cdef struct Mem:
@@ -29,7 +30,7 @@ cdef inline int mem_grow(Mem* b, Py_ssize_t extra) noexcept nogil:
         cap = b.len + extra
     if cap < 256:
         cap = 256
-    p = <uint8_t*>realloc(b.p, cap)
+    p = <uint8_t*>pool_realloc(b.p, cap)
     if p == NULL:
         return -1
     b.p = p
@@ -115,6 +116,20 @@ cdef inline int var_append(VarCol* c, Py_ssize_t row, const uint8_t* src, Py_ssi
     var_fill(c, row)
     memcpy(c.data.p + c.data.len, src, n)
     c.data.len += n
+    c.filled = row + 1
+    c.offs[row + 1] = <int32_t>c.data.len
+    bit_set(c.valid, row)
+    c.nvalid += 1
+    return 0
+
+
+cdef inline int var_append_byte(VarCol* c, Py_ssize_t row, uint8_t b) noexcept nogil:
+    """One-character strings (message type, kinds): no memcpy call."""
+    if mem_reserve(&c.data, 1) < 0:
+        return -1
+    var_fill(c, row)
+    c.data.p[c.data.len] = b
+    c.data.len += 1
     c.filled = row + 1
     c.offs[row + 1] = <int32_t>c.data.len
     bit_set(c.valid, row)

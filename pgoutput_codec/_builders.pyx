@@ -2,23 +2,24 @@
 """Allocation and hand-off of the C column builders (see _builders.pxd) to pyarrow."""
 
 from libc.stdint cimport int32_t, uint8_t, uintptr_t
-from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
+
+from pgoutput_codec._memory cimport pool_calloc, pool_free, pool_malloc
 
 import numpy as np
 import pyarrow as pa
 
 
 cdef class _Owned:
-    """Owns one malloc'd block; pyarrow buffers made from it keep it alive."""
+    """Owns one block from ``_memory``; pyarrow buffers made from it keep it alive."""
     cdef void* p
 
     def __dealloc__(self):
-        free(self.p)
+        pool_free(self.p)
 
 
 cdef object _hand_off(void* p, Py_ssize_t size):
-    """Wrap malloc'd memory as a pyarrow Buffer that frees it when the last user goes."""
+    """Wrap a ``_memory`` block as a pyarrow Buffer that frees it when the last user goes."""
     cdef _Owned owner = _Owned.__new__(_Owned)
     owner.p = p
     return pa.foreign_buffer(<uintptr_t>p, size, base=owner)
@@ -29,16 +30,16 @@ cdef int fixed_init(FixedCol* c, Py_ssize_t n, int width) except -1:
     cdef Py_ssize_t nbytes = (n + 7) >> 3 if width == 0 else n * width
     c.width = width
     c.nvalid = 0
-    c.data = <uint8_t*>(calloc(nbytes + 1, 1) if width == 0 else malloc(nbytes + 1))
-    c.valid = <uint8_t*>calloc(((n + 7) >> 3) + 1, 1)
+    c.data = <uint8_t*>(pool_calloc(nbytes + 1) if width == 0 else pool_malloc(nbytes + 1))
+    c.valid = <uint8_t*>pool_calloc(((n + 7) >> 3) + 1)
     if c.data == NULL or c.valid == NULL:
         raise MemoryError()
     return 0
 
 
 cdef void fixed_free(FixedCol* c) noexcept:
-    free(c.data)
-    free(c.valid)
+    pool_free(c.data)
+    pool_free(c.valid)
     c.data = NULL
     c.valid = NULL
 
@@ -50,7 +51,7 @@ cdef object fixed_finish(FixedCol* c, Py_ssize_t n, object typ):
         return pa.nulls(n, typ)
     valid = None if c.nvalid == n else _hand_off(c.valid, (n + 7) >> 3)
     if valid is None:
-        free(c.valid)
+        pool_free(c.valid)
     data = _hand_off(c.data, nbytes)
     c.data = NULL
     c.valid = NULL
@@ -58,8 +59,8 @@ cdef object fixed_finish(FixedCol* c, Py_ssize_t n, object typ):
 
 
 cdef int var_init(VarCol* c, Py_ssize_t n, Py_ssize_t reserve) except -1:
-    c.offs = <int32_t*>malloc((n + 1) * sizeof(int32_t))
-    c.valid = <uint8_t*>calloc(((n + 7) >> 3) + 1, 1)
+    c.offs = <int32_t*>pool_malloc((n + 1) * sizeof(int32_t))
+    c.valid = <uint8_t*>pool_calloc(((n + 7) >> 3) + 1)
     c.data.p = NULL
     c.data.len = 0
     c.data.cap = 0
@@ -72,9 +73,9 @@ cdef int var_init(VarCol* c, Py_ssize_t n, Py_ssize_t reserve) except -1:
 
 
 cdef void var_free(VarCol* c) noexcept:
-    free(c.offs)
-    free(c.valid)
-    free(c.data.p)
+    pool_free(c.offs)
+    pool_free(c.valid)
+    pool_free(c.data.p)
     c.offs = NULL
     c.valid = NULL
     c.data.p = NULL
@@ -87,11 +88,11 @@ cdef object var_finish(VarCol* c, Py_ssize_t n, object typ):
     var_fill(c, n)
     valid = None if c.nvalid == n else _hand_off(c.valid, (n + 7) >> 3)
     if valid is None:
-        free(c.valid)
+        pool_free(c.valid)
     offs = _hand_off(c.offs, (n + 1) * sizeof(int32_t))
     data = _hand_off(c.data.p, c.data.len) if c.data.len else pa.py_buffer(b"")
     if not c.data.len:
-        free(c.data.p)
+        pool_free(c.data.p)
     c.offs = NULL
     c.valid = NULL
     c.data.p = NULL
@@ -99,8 +100,8 @@ cdef object var_finish(VarCol* c, Py_ssize_t n, object typ):
 
 
 cdef int tl_init(TupleListCol* c, Py_ssize_t n) except -1:
-    c.offs = <int32_t*>malloc((n + 1) * sizeof(int32_t))
-    c.valid = <uint8_t*>calloc(((n + 7) >> 3) + 1, 1)
+    c.offs = <int32_t*>pool_malloc((n + 1) * sizeof(int32_t))
+    c.valid = <uint8_t*>pool_calloc(((n + 7) >> 3) + 1)
     c.filled = 0
     c.nvalid = 0
     c.nelem = 0
@@ -129,12 +130,12 @@ cdef int tl_grow_valid(TupleListCol* c, Py_ssize_t nbytes) noexcept nogil:
 
 
 cdef void tl_free(TupleListCol* c) noexcept:
-    free(c.offs)
-    free(c.valid)
-    free(c.kinds.p)
-    free(c.voffs.p)
-    free(c.vdata.p)
-    free(c.vvalid.p)
+    pool_free(c.offs)
+    pool_free(c.valid)
+    pool_free(c.kinds.p)
+    pool_free(c.voffs.p)
+    pool_free(c.vdata.p)
+    pool_free(c.vvalid.p)
     c.offs = NULL
     c.valid = NULL
     c.kinds.p = NULL
@@ -157,21 +158,21 @@ cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ):
         [None, pa.py_buffer(np.arange(ne + 1, dtype=np.int32)),
          _hand_off(c.kinds.p, ne) if ne else pa.py_buffer(b"")])
     if not ne:
-        free(c.kinds.p)
+        pool_free(c.kinds.p)
     vvalid = None
     if c.nvvalid != ne:
         vvalid = _hand_off(c.vvalid.p, (ne + 7) >> 3)
     else:
-        free(c.vvalid.p)
+        pool_free(c.vvalid.p)
     vdata = _hand_off(c.vdata.p, c.vdata.len) if c.vdata.len else pa.py_buffer(b"")
     if not c.vdata.len:
-        free(c.vdata.p)
+        pool_free(c.vdata.p)
     data = pa.Array.from_buffers(pa.binary(), ne, [vvalid, _hand_off(c.voffs.p, (ne + 1) * 4), vdata],
                                  null_count=ne - c.nvvalid)
     struct = pa.StructArray.from_arrays([kinds, data], fields=list(elem_type))
     valid = None if c.nvalid == n else _hand_off(c.valid, (n + 7) >> 3)
     if valid is None:
-        free(c.valid)
+        pool_free(c.valid)
     offs = _hand_off(c.offs, (n + 1) * 4)
     c.offs = NULL
     c.valid = NULL

@@ -92,10 +92,13 @@ cdef int _tuple(Reader* r, Scratch* s, Py_ssize_t* start, Py_ssize_t* count) noe
     """TupleData: Int16 ncols, then per column kind n/u or t/b + Int32 len + bytes.
 
     Each column needs at least one byte, so reserving min(ncols, bytes left) slots is
-    enough: a column count larger than that fails on a short read first.
+    enough: a column count larger than that fails on a short read first. The loop keeps
+    the reader's position in locals: stores through the uint8 kind would otherwise make
+    the compiler reload ``r`` after every column.
     """
     cdef int16_t ncols
-    cdef Py_ssize_t i, base, at, left
+    cdef Py_ssize_t i, base, at, left, pos, n
+    cdef const uint8_t* buf
     cdef int32_t vlen
     cdef uint32_t raw
     cdef uint8_t kind
@@ -109,41 +112,51 @@ cdef int _tuple(Reader* r, Scratch* s, Py_ssize_t* start, Py_ssize_t* count) noe
     left = r.len - r.pos
     if _reserve_cols(r, s, base + (ncols if ncols < left else left)) < 0:
         return -1
+    buf = r.buf
+    n = r.len
+    pos = r.pos
+    c = s.cols + base
     for i in range(ncols):
-        if r.pos >= r.len:
-            reader_fail(r, E_SHORT, r.pos, b"TupleData column kind", 1, 0)
+        if pos >= n:
+            r.pos = pos
+            reader_fail(r, E_SHORT, pos, b"TupleData column kind", 1, 0)
             r.err_col = <int>i
             return -1
-        kind = r.buf[r.pos]
-        c = &s.cols[base + i]
+        kind = buf[pos]
         c.kind = kind
         if kind == 116 or kind == 98:  # 't' text, 'b' binary
-            at = r.pos + 1
-            if r.len - at < 4:
+            at = pos + 1
+            if n - at < 4:
+                r.pos = pos
                 reader_fail(r, E_SHORT, at, b"TupleData value length", 4, 0)
                 r.err_col = <int>i
                 return -1
-            memcpy(&raw, r.buf + at, 4)
+            memcpy(&raw, buf + at, 4)
             vlen = <int32_t>pgc_be32(raw)
             if vlen < 0:
+                r.pos = pos
                 reader_fail(r, E_NEGATIVE, at, b"TupleData value length", 0, vlen)
                 r.err_col = <int>i
                 return -1
-            if vlen > r.len - at - 4:
+            if vlen > n - at - 4:
+                r.pos = pos
                 reader_fail(r, E_SHORT, at + 4, b"TupleData value", vlen, 0)
                 r.err_col = <int>i
                 return -1
             c.off = at + 4
             c.len = vlen
-            r.pos = at + 4 + vlen
+            pos = at + 4 + vlen
         elif kind == 110 or kind == 117:  # 'n' NULL, 'u' unchanged TOAST
             c.off = 0
             c.len = 0
-            r.pos += 1
+            pos += 1
         else:
-            reader_fail(r, E_BAD_VALUE, r.pos, b"TupleData column kind", 0, kind)
+            r.pos = pos
+            reader_fail(r, E_BAD_VALUE, pos, b"TupleData column kind", 0, kind)
             r.err_col = <int>i
             return -1
+        c += 1
+    r.pos = pos
     s.ncols = base + ncols
     start[0] = base
     count[0] = ncols

@@ -42,9 +42,20 @@ def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool |
         env = _ENVELOPES[envelope]
     except KeyError:
         raise ValueError(f"envelope must be one of {sorted(_ENVELOPES)}, got {envelope!r}") from None
-    state = 2 if in_stream is None else int(bool(in_stream))
+    chunks = _as_binary_chunks(values)
+    if in_stream is None:
+        # The first Stream Start/Stop anywhere in the input decides: 'E' first means
+        # the input begins inside a stream block.
+        state = 0
+        for chunk in chunks:
+            marker = _batch.first_stream_marker(chunk, env)
+            if marker is not None:
+                state = int(marker == "E")
+                break
+    else:
+        state = int(bool(in_stream))
     results = []
-    for chunk in _as_binary_chunks(values):
+    for chunk in chunks:
         out, now = _batch.decode_chunk(chunk, env, state)
         state = int(now)
         results.append(out)

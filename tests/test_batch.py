@@ -199,10 +199,6 @@ def test_stream_state_inside_xlogdata(impl):
 
 # DESIGN.md: in_stream=None infers the initial state from the first Stream Start/Stop
 # row of the batch ('E' before any 'S': inside; 'S' first or neither: outside).
-COMPILED_FIRST_CHUNK_ONLY = (
-    "compiled decode_batch(in_stream=None) looks for the first S/E only in the first chunk of a "
-    "ChunkedArray and assumes 'outside' for the rest, so the same rows decode differently chunked "
-    "and contiguous (DESIGN.md says: the first S/E row of the batch); reported")
 
 
 def initial_state(payloads, envelope="auto"):
@@ -249,9 +245,7 @@ def test_unknown_state_looks_inside_xlogdata(impl):
     assert got[0]["error"] is not None
 
 
-def test_unknown_state_chunked_equals_contiguous(impl, request):
-    if impl.name == "compiled":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=COMPILED_FIRST_CHUNK_ONLY))
+def test_unknown_state_chunked_equals_contiguous(impl):
     rows = [V("insert_streamed"), V("stream_stop"), V("insert_text_null_unchanged")]
     contiguous = batch_rows(impl.decode_batch(rows))
     chunked = batch_rows(impl.decode_batch(pa.chunked_array([pa.array(rows[:1], pa.binary()),

@@ -89,9 +89,7 @@ def check_batch(rows, envelope, in_stream, chunked):
     out.validate(full=True)
     if len(out) != len(rows) or out.type != MESSAGE_STRUCT:
         raise AssertionError(f"{len(rows)} rows in, {len(out)} rows of {out.type} out")
-    # Known, reported: with in_stream=None the compiled batch infers the initial state from
-    # the first chunk only (tests/test_batch.py::test_unknown_state_chunked_equals_contiguous).
-    if DIFF and not (chunked and in_stream is None):
+    if DIFF:
         want = _rows(twin.decode_batch(rows, envelope=envelope, in_stream=in_stream))
         got = _rows(out)
         if got != want:
