@@ -135,8 +135,9 @@ cdef int _parse_i64(const uint8_t* p, Py_ssize_t n, int64_t lo, int64_t hi, int6
     return 0
 
 
-cdef int _uint(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxdigits, int64_t* out) noexcept nogil:
-    """At least one and at most ``maxdigits`` digits at p[i]."""
+cdef int _uint(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int mindigits, int maxdigits,
+               int64_t* out) noexcept nogil:
+    """``mindigits`` to ``maxdigits`` digits at p[i] (the *_out functions zero-pad)."""
     cdef int64_t v = 0
     cdef int k = 0
     while i[0] < n and _digit(p[i[0]]):
@@ -145,7 +146,7 @@ cdef int _uint(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxdigits, int
         v = v * 10 + (p[i[0]] - 48)
         i[0] += 1
         k += 1
-    if k == 0:
+    if k < mindigits:
         return -1
     out[0] = v
     return 0
@@ -193,13 +194,13 @@ cdef int _mdays(int64_t y, int64_t m) noexcept nogil:
 cdef int _date_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i,
                     int64_t* y, int64_t* m, int64_t* d) noexcept nogil:
     """YYYY-MM-DD (the year may have more than four digits)."""
-    if _uint(p, n, i, 7, y) < 0 or i[0] >= n or p[i[0]] != 45:
+    if _uint(p, n, i, 4, 7, y) < 0 or i[0] >= n or p[i[0]] != 45:
         return -1
     i[0] += 1
-    if _uint(p, n, i, 2, m) < 0 or i[0] >= n or p[i[0]] != 45:
+    if _uint(p, n, i, 2, 2, m) < 0 or i[0] >= n or p[i[0]] != 45:
         return -1
     i[0] += 1
-    if _uint(p, n, i, 2, d) < 0:
+    if _uint(p, n, i, 2, 2, d) < 0:
         return -1
     if m[0] < 1 or m[0] > 12 or d[0] < 1:
         return -1
@@ -210,13 +211,13 @@ cdef int _time_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxh, int
     """HH:MM:SS[.ffffff] -> microseconds."""
     cdef int64_t h, mi, s, f = 0
     cdef int k = 0
-    if _uint(p, n, i, maxh, &h) < 0 or i[0] >= n or p[i[0]] != 58:
+    if _uint(p, n, i, 2, maxh, &h) < 0 or i[0] >= n or p[i[0]] != 58:
         return -1
     i[0] += 1
-    if _uint(p, n, i, 2, &mi) < 0 or i[0] >= n or p[i[0]] != 58:
+    if _uint(p, n, i, 2, 2, &mi) < 0 or i[0] >= n or p[i[0]] != 58:
         return -1
     i[0] += 1
-    if _uint(p, n, i, 2, &s) < 0 or mi > 59 or s > 60:
+    if _uint(p, n, i, 2, 2, &s) < 0 or mi > 59 or s > 60:
         return -1
     if i[0] < n and p[i[0]] == 46:
         i[0] += 1
@@ -271,22 +272,27 @@ cdef int _timestamp_text(const uint8_t* p, Py_ssize_t n, bint tz, int64_t* out) 
             return -1
         sign = 1 if p[i] == 43 else -1
         i += 1
-        if _uint(p, n, &i, 2, &oh) < 0:
+        if _uint(p, n, &i, 2, 2, &oh) < 0:
             return -1
         if i < n and p[i] == 58:
             i += 1
-            if _uint(p, n, &i, 2, &om) < 0:
+            if _uint(p, n, &i, 2, 2, &om) < 0:
                 return -1
             if i < n and p[i] == 58:
                 i += 1
-                if _uint(p, n, &i, 2, &osec) < 0:
+                if _uint(p, n, &i, 2, 2, &osec) < 0:
                     return -1
         off = sign * ((oh * 60 + om) * 60 + osec)
     if _bc_suffix(p, n, &i, &y) < 0 or d > _mdays(y, m):
         return -1
     days = _days_from_civil(y, m, d)
-    # |days| < 2^31 and |us| < 2^37: no overflow below
-    out[0] = days * US_PER_DAY + us - off * 1000000
+    if days > 106751991 or days < -106751991:
+        return -3
+    us -= off * 1000000             # |us| < 2^37 here
+    days *= US_PER_DAY
+    if (us > 0 and days > I64_MAX - us) or (us < 0 and days < I64_MIN - us):
+        return -3
+    out[0] = days + us
     return 0
 
 
@@ -308,7 +314,7 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
             neg = p[i] == 45
             i += 1
         j = i
-        if _uint(p, n, &i, 18, &v) < 0:
+        if _uint(p, n, &i, 1, 18, &v) < 0:
             return -2
         if i < n and p[i] == 58:      # the time part
             i = j
@@ -343,8 +349,8 @@ cdef int _numeric_text(const uint8_t* p, Py_ssize_t n, int scale, pgc_i128* out)
     cdef bint neg = False, dot = False
     cdef int frac = 0, ndig = 0, e
     cdef pgc_i128 m = 0, q
-    if n > 0 and (p[0] == 45 or p[0] == 43):
-        neg = p[0] == 45
+    if n > 0 and p[0] == 45:
+        neg = True
         i = 1
     while i < n:
         if _digit(p[i]):
@@ -359,7 +365,7 @@ cdef int _numeric_text(const uint8_t* p, Py_ssize_t n, int scale, pgc_i128* out)
         else:
             return -1
         i += 1
-    if ndig == 0:
+    if ndig == frac or (dot and frac == 0):   # numeric_out prints digits on both sides of '.'
         return -1
     e = scale - frac
     if e > 0:
@@ -637,6 +643,9 @@ cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint
             if c.special:
                 return SPECIAL
             rc = _timestamp_text(p, n, code == C_TIMESTAMPTZ, &v)
+            if rc == -3:
+                c.err = b"timestamp beyond the Arrow timestamp[us] range"
+                return FAIL
             if rc < 0:
                 if n > 0 and not _digit(p[0]):
                     return SLOW       # DateStyle other than ISO

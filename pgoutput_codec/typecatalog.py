@@ -343,8 +343,8 @@ def arrow_type(type_oid: int, type_modifier: int = -1, registry: TypeRegistry | 
 # ------------------------------------------------------------------ text helpers
 
 _INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
-_DATE_RE = re.compile(rb"([0-9]+)-([0-9]{2})-([0-9]{2})( BC)?\Z")
-_TS_RE = re.compile(rb"([0-9]+)-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
+_DATE_RE = re.compile(rb"([0-9]{4,})-([0-9]{2})-([0-9]{2})( BC)?\Z")
+_TS_RE = re.compile(rb"([0-9]{4,})-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
                     rb"(?:([+-])([0-9]{2})(?::([0-9]{2}))?(?::([0-9]{2}))?)?( BC)?\Z")
 _TIME_RE = re.compile(rb"([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
                       rb"(?:([+-])([0-9]{2})(?::([0-9]{2}))?(?::([0-9]{2}))?)?\Z")
@@ -444,7 +444,10 @@ def _t_date(s, tm):
     y, mo, d = int(m[1]), int(m[2]), int(m[3])
     if m[4]:
         y = 1 - y
-    return _days(y, mo, d)
+    v = _days(y, mo, d)
+    if not -2**31 <= v <= _I32_MAX:
+        raise ValueError("date outside the date32 range")
+    return v
 
 
 def _time_us(h, mi, se, frac):
@@ -475,12 +478,14 @@ def _t_timestamp_(tz):
         if tz:
             off = (int(m[9]) * 60 + int(m[10] or 0)) * 60 + int(m[11] or 0)
             us -= (off if m[8] == b"+" else -off) * 1000000
+        if not -2**63 <= us <= _I64_MAX:
+            raise ValueError("timestamp beyond the Arrow timestamp[us] range")
         return us
     return conv
 
 
 _IV_UNIT = {b"year": 12, b"years": 12, b"mon": 1, b"mons": 1}
-_IV_TOKEN = re.compile(rb"\s*(?:([+-]?[0-9]+) (years?|mons?|days?)|([+-])?([0-9]+):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?)")
+_IV_TOKEN = re.compile(rb"\s*(?:([+-]?[0-9]+) (years?|mons?|days?)|([+-])?([0-9]{2,}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?)")
 _ISO_IV = re.compile(rb"P(?:(-?[0-9]+)Y)?(?:(-?[0-9]+)M)?(?:(-?[0-9]+)D)?"
                      rb"(?:T(?:(-?[0-9]+)H)?(?:(-?[0-9]+)M)?(?:(-?[0-9]+)(?:\.([0-9]{1,6}))?S)?)?\Z")
 

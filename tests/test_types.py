@@ -16,6 +16,9 @@ import struct
 import pyarrow as pa
 import pytest
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 import types_data
 import types_server
 from pgoutput_codec import typecatalog as tc
@@ -367,3 +370,54 @@ def test_logical_replication_payloads(conn):
     finally:
         cur.execute("SELECT pg_drop_replication_slot('types_slot')")
         cur.execute("DROP PUBLICATION pub_types")
+
+
+# ------------------------------------------------------------------ compiled vs Python on mutated input
+
+_SEEDS = {
+    23: [b"123", b"-2147483648", b"\x00\x00\x00\x07"],
+    20: [b"9223372036854775807", b"\x00" * 8],
+    701: [b"1.5", b"-Infinity", b"NaN", b"1e-05"],
+    1700: [b"-12345.67", b"NaN", bytes.fromhex("0003000140000003000109291a7c")],
+    1082: [b"2020-02-29", b"0044-03-15 BC", b"infinity", b"\x00\x00\x00\x01"],
+    1184: [b"2020-06-01 17:30:00.123+05:30", b"0044-03-15 12:00:00-03:30:52 BC", b"infinity"],
+    1114: [b"2020-06-01 17:30:00.5", b"294276-12-31 23:59:59.999999"],
+    1083: [b"24:00:00", b"12:34:56.000001"],
+    1186: [b"1 year 2 mons -3 days +04:05:06.789", b"-00:00:01", b"infinity"],
+    2950: [b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", bytes(range(16))],
+    17: [b"\\x00ff", b"\\x", b"ab"],
+    3802: [b'\x01{"a": 1}', b'{"a": 1}'],
+    16: [b"t", b"f", b"\x01"],
+}
+
+
+@st.composite
+def _mutated(draw):
+    oid = draw(st.sampled_from(sorted(_SEEDS)))
+    raw = bytearray(draw(st.sampled_from(_SEEDS[oid])))
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.integers(0, 2))
+        pos = draw(st.integers(0, len(raw)))
+        if op == 0 and raw:
+            del raw[min(pos, len(raw) - 1)]
+        elif op == 1:
+            raw.insert(pos, draw(st.sampled_from(b"0123456789-+:. eEBCx\x00\xff")))
+        elif raw:
+            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
+    kind = draw(st.sampled_from("tb"))
+    return oid, kind, bytes(raw)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_compiled_and_python_agree_on_mutations(case):
+    oid, kind, raw = case
+    mod = ((10 << 16) | 2) + 4 if oid == 1700 else -1
+    results = []
+    for fast in (True, False):
+        try:
+            col = convert_column(["n", kind], [None, raw], oid, mod, fast=fast)
+            results.append(("ok", plain(col.values), col.special.to_pylist() if col.special is not None else None))
+        except ConversionError as e:
+            results.append(("error", e.index))
+    assert results[0] == results[1], (oid, kind, raw)
