@@ -106,8 +106,8 @@ def _expected_eq(got, want):
 
 @pytest.mark.parametrize("case", types_data.CASES, ids=[c[0] for c in types_data.CASES])
 def test_text_and_binary_agree(conn, case):
-    name, sqltype, literals, settings = case
-    rows = fetch(conn, sqltype, literals, settings)
+    name, sqltype, literals, gucs = case
+    rows = fetch(conn, sqltype, literals, gucs)
     oid, mod = rows[0][0], rows[0][1]
     assert all(r[0] == oid and r[1] == mod for r in rows)
     texts = [r[2] for r in rows]
@@ -152,8 +152,8 @@ def _depth(t):
 
 def test_text_form_is_what_pgoutput_parses_back(conn):
     """For the string-represented types, the binary form renders the server's own text."""
-    for name, sqltype, literals, settings in types_data.CASES:
-        rows = fetch(conn, sqltype, literals, settings)
+    for name, sqltype, literals, gucs in types_data.CASES:
+        rows = fetch(conn, sqltype, literals, gucs)
         r = tc._resolve(rows[0][0], rows[0][1])
         if r.conv in ("inet", "macaddr", "money", "bit", "pg_lsn", "point", "timetz", "char", "uuid") \
                 or r.conv.startswith("range:") or (r.conv == "numeric" and rows[0][1] == -1):
