@@ -1,0 +1,449 @@
+"""Spark column and DataFrame functions over the Cython decoders.
+
+Which Spark mechanism for what (and why):
+
+- ``from_pgoutput`` / ``from_opengauss`` (column functions, also SQL ``pgoutput_decode``):
+  a scalar *iterator* UDF, so one Python call sees every Arrow batch of a partition and
+  the stream state can be carried from batch to batch. On PySpark >= 4.1 it is an
+  ``arrow_udf`` (``Iterator[pa.Array] -> Iterator[pa.Array]``): the Arrow batch goes
+  straight into ``decode_batch`` and the result goes back as Arrow, no pandas at all.
+  On 3.5 and 4.0 (no ``arrow_udf``) it is a ``pandas_udf`` (``Iterator[pd.Series] ->
+  Iterator[pd.DataFrame]``): the decoded columns are handed back as ``pd.ArrowDtype``
+  columns, so the flat ones cross pandas without a copy, but Spark's own pandas→Arrow
+  converter walks the nested ones (``columns``, ``old_tuple``, ``new_tuple``,
+  ``relation_ids``) row by row in Python: measured, that is the bulk of its cost (see
+  the package docstring). Prefer ``decode_messages`` there.
+- ``decode_messages`` / ``opengauss_messages`` (DataFrame functions): ``mapInArrow``
+  (PySpark >= 3.3, so 3.5 and 4.x alike): Arrow record batches in and out, no pandas,
+  no per-row Python; the only way to drop rows (DROPMALFORMED) or expand one frame into
+  many records (openGauss) without a join, and it flattens the struct to columns.
+- ``read_archive``: Spark's own Parquet/CSV readers (splits, pushdown, any Hadoop
+  filesystem) + ``decode_messages``: works on 3.5 and 4.x. On PySpark >= 4.0 the same is
+  ``spark.read.format("pgoutput")`` (Python Data Source API, ``datasource.py``).
+
+Stream state: R/Y/I/U/D/T/M carry a streaming xid only inside a Stream Start/Stop
+block, and a Relation often parses both ways. A column function cannot know the state
+before its first row; with ``in_stream=None`` it infers it like ``decode_batch`` does,
+from the first S/E row of the first Arrow batch of each partition, then carries it
+across the partition's batches (so rows must be in stream order within a partition,
+as they are when reading an archive file). ``in_stream=True/False`` sets the state
+before the first row of *every* partition (``False`` is right for slots without
+``streaming``). Exact tracking across partition boundaries is ``decode_changes``'s job.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Tuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..batch import decode_batch_with_state
+from ..schema import MESSAGE_STRUCT
+from . import types as ST
+from .archive import HEX_ERROR, hex_to_binary
+from .modes import FAILFAST, PERMISSIVE, DROPMALFORMED, check_mode, corrupt_records, raise_first_error
+
+__all__ = [
+    "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "register",
+    "read_archive", "HAS_ARROW_UDF", "DEFAULT_KEEP",
+]
+
+#: ``pyspark.sql.functions.arrow_udf`` exists (PySpark >= 4.1)
+HAS_ARROW_UDF = hasattr(F, "arrow_udf")
+
+#: columns kept by default next to the decoded ones (when the DataFrame has them)
+DEFAULT_KEEP = ("lsn", "xid", "seq")
+
+_PAYLOAD = "__pgoutput_payload"
+_ENVELOPES = ("auto", "none", "xlogdata")
+
+
+def _check_envelope(envelope):
+    if envelope not in _ENVELOPES:
+        raise ValueError(f"envelope must be one of {_ENVELOPES}, got {envelope!r}")
+    return envelope
+
+
+# --------------------------------------------------------------------------- decoding core
+# Shared by the UDFs, mapInArrow functions and the data source: Arrow in, Arrow out.
+
+def decode_pgoutput_arrays(payload: pa.Array, keys: dict, *, envelope: str, state, mode: str,
+                           hex_text: bool = False):
+    """Decode one Arrow batch of payloads. Returns (message field arrays + ``_corrupt_record``
+    as a list in ``MESSAGE_TYPE`` order, the ``error`` array, the stream state after it).
+    FAILFAST raises :class:`~.modes.MalformedPayloadError` on the first bad row."""
+    if isinstance(payload, pa.ChunkedArray):
+        payload = payload.combine_chunks()
+    raw = payload
+    bad = None
+    if hex_text:
+        payload, bad = hex_to_binary(payload)
+        if not pc.any(bad).as_py():
+            bad = None
+    out, now = decode_batch_with_state(payload, envelope=envelope, in_stream=state)
+    fields = out.flatten()
+    err_idx = MESSAGE_STRUCT.get_field_index("error")
+    if bad is not None:
+        fields[err_idx] = pc.if_else(bad, pa.scalar(HEX_ERROR), fields[err_idx])
+    error = fields[err_idx]
+    if mode == FAILFAST:
+        raise_first_error(error, keys)
+    fields.append(corrupt_records(raw if hex_text else payload, error))
+    return fields, error, now
+
+
+def _key_arrays(batch: pa.RecordBatch, names) -> dict:
+    return {n: batch.column(i) for i, n in enumerate(batch.schema.names) if n in names}
+
+
+# --------------------------------------------------------------------------- column UDFs
+
+def _struct_for_spark(fields, spark_type: T.StructType) -> pa.StructArray:
+    target = ST.arrow_type_for(spark_type)
+    arrays = [ST.to_spark_arrow(a, target.field(i).type) for i, a in enumerate(fields)]
+    return pa.StructArray.from_arrays(arrays, fields=list(target))
+
+
+def _to_pandas(result: pa.Array):
+    # pd.ArrowDtype: flat columns cross pandas zero-copy (no Decimal/str objects, no
+    # float64 for nullable ints, no ns overflow for far timestamps).
+    # Nested columns stay plain objects: Spark's converter walks them and wants None, not pd.NA.
+    if isinstance(result, pa.StructArray):
+        return pd.DataFrame({result.type.field(i).name: _column_to_pandas(result.field(i))
+                             for i in range(result.type.num_fields)})
+    return result.to_pandas()
+
+
+def _column_to_pandas(arr):
+    if pa.types.is_nested(arr.type):
+        return arr.to_pandas()
+    return arr.to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def _from_pandas(series) -> pa.Array:
+    arr = pa.Array.from_pandas(series)
+    if pa.types.is_null(arr.type):
+        arr = arr.cast(pa.binary())
+    return arr
+
+
+def _column_udf(decode_one, return_type: T.DataType, key_name, impl=None):
+    """Iterator UDF over (payload[, key]) that calls ``decode_one(payload, keys, state)
+    -> (pa.Array, state)`` per Arrow batch. ``impl``: "arrow", "pandas" or None (best)."""
+    impl = impl or ("arrow" if HAS_ARROW_UDF else "pandas")
+    if impl == "arrow":
+        if key_name is None:
+            def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+                state = None
+                for payload in batches:
+                    res, state = decode_one(payload, {}, state)
+                    yield res
+        else:
+            def run(batches: Iterator[Tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
+                state = None
+                for payload, key in batches:
+                    res, state = decode_one(payload, {key_name: key}, state)
+                    yield res
+        return F.arrow_udf(run, return_type)
+    if impl != "pandas":
+        raise ValueError(f"impl must be 'arrow' or 'pandas', got {impl!r}")
+    if key_name is None:
+        def prun(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
+            state = None
+            for payload in batches:
+                res, state = decode_one(_from_pandas(payload), {}, state)
+                yield _to_pandas(res)
+    else:
+        def prun(batches: Iterator[Tuple[pd.Series, pd.Series]]) -> Iterator[pd.DataFrame]:
+            state = None
+            for payload, key in batches:
+                res, state = decode_one(_from_pandas(payload), {key_name: pa.Array.from_pandas(key)}, state)
+                yield _to_pandas(res)
+    if not isinstance(return_type, T.StructType):
+        prun.__annotations__["return"] = Iterator[pd.Series]
+    return F.pandas_udf(prun, return_type)
+
+
+class _PgoutputDecoder:
+    """Picklable per-batch decoder for the column UDF (state threaded by the caller)."""
+
+    def __init__(self, envelope, in_stream, mode):
+        self.envelope, self.in_stream, self.mode = envelope, in_stream, mode
+
+    def __call__(self, payload, keys, state):
+        if state is None:
+            state = self.in_stream
+        fields, _err, now = decode_pgoutput_arrays(payload, keys, envelope=self.envelope,
+                                                   state=state, mode=self.mode)
+        return _struct_for_spark(fields, ST.MESSAGE_TYPE), now
+
+
+def pgoutput_udf(*, envelope="auto", mode=FAILFAST, in_stream=None, key_name=None, impl=None):
+    """The UDF behind :func:`from_pgoutput` (for ``spark.udf.register``)."""
+    mode = check_mode(mode, allowed=(FAILFAST, PERMISSIVE))
+    return _column_udf(_PgoutputDecoder(_check_envelope(envelope), in_stream, mode),
+                       ST.MESSAGE_TYPE, key_name, impl)
+
+
+def from_pgoutput(col, *, envelope: str = "auto", mode: str = FAILFAST, in_stream=None,
+                  key=None, impl=None) -> Column:
+    """Decode a binary column of pgoutput payloads to a struct per row.
+
+    The struct is ``schema.MESSAGE_STRUCT`` converted by :mod:`.types` (LSNs
+    ``decimal(20,0)``, xids/OIDs ``bigint``) plus ``_corrupt_record`` (binary).
+    ``mode``: "FAILFAST" (raise on the first malformed row, naming the row, its ``key``
+    value if given, the message type and byte offset) or "PERMISSIVE" (fields null,
+    ``error`` = text, ``_corrupt_record`` = the payload). ``key``: an optional column
+    (e.g. the archive's lsn) named in FAILFAST errors. ``in_stream``: see the module
+    docstring (inferred per partition when None). ``impl``: force "arrow"/"pandas"."""
+    col = F.col(col) if isinstance(col, str) else col
+    if key is None:
+        return pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, impl=impl)(col)
+    key_name = key if isinstance(key, str) else "key"
+    key = F.col(key) if isinstance(key, str) else key
+    udf = pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, key_name=key_name, impl=impl)
+    return udf(col, key.cast("string"))
+
+
+# --------------------------------------------------------------------------- DataFrame level
+
+def _keep_columns(df: DataFrame, keep, reserved) -> dict:
+    """{source column: output name}. A kept column whose name is also a decoded field
+    (``lsn``, ``xid``, ``type``...) is renamed ``source_<name>``; a dict chooses names.
+    Columns of the default ``keep`` the DataFrame lacks are skipped."""
+    names = set(df.columns)
+    if isinstance(keep, dict):
+        pairs = list(keep.items())
+    else:
+        pairs = [(k, f"source_{k}" if k in reserved else k) for k in (keep or ())]
+    if keep is DEFAULT_KEEP:
+        pairs = [p for p in pairs if p[0] in names]
+    missing = [k for k, _ in pairs if k not in names]
+    if missing:
+        raise ValueError(f"keep: no column {missing} in the DataFrame (columns: {df.columns})")
+    return dict(pairs)
+
+
+def _flat_fields(struct: T.StructType):
+    return list(struct.fields)
+
+
+def _observe(df: DataFrame, observation):
+    if observation is None:
+        return df
+    return df.observe(observation, F.count(F.lit(1)).alias("rows"),
+                      F.count(F.col("error")).alias("malformed"))
+
+
+class _MessagesMapper:
+    def __init__(self, out_schema, keep_names, envelope, in_stream, mode, hex_text):
+        self.out_schema, self.keep_names = out_schema, keep_names
+        self.envelope, self.in_stream, self.mode, self.hex_text = envelope, in_stream, mode, hex_text
+
+    def __call__(self, batches):
+        target = ST.arrow_schema_for(self.out_schema)
+        nkeep = len(self.keep_names)
+        err_col = nkeep + MESSAGE_STRUCT.get_field_index("error")
+        state = self.in_stream
+        for b in batches:
+            keys = dict(zip(self.keep_names, b.columns[1:]))
+            fields, error, state = decode_pgoutput_arrays(
+                b.column(0), keys, envelope=self.envelope, state=state,
+                mode=self.mode, hex_text=self.hex_text)
+            cols = list(b.columns[1:]) + fields
+            arrays = [ST.to_spark_arrow(c, target.field(i).type) for i, c in enumerate(cols)]
+            rb = pa.RecordBatch.from_arrays(arrays, schema=target)
+            if self.mode == DROPMALFORMED and rb.column(err_col).null_count != rb.num_rows:
+                rb = rb.filter(pc.is_null(rb.column(err_col)))
+            yield rb
+
+
+def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, mode: str = FAILFAST,
+                    envelope: str = "auto", in_stream=None, observation=None,
+                    payload_format: str = "binary") -> DataFrame:
+    """Decode ``df[payload]`` into one column per public message field (``MESSAGE_STRUCT``
+    order) plus ``_corrupt_record``, after the ``keep`` columns (renamed ``source_<name>``
+    when they clash with a message field: ``lsn`` → ``source_lsn``, ``xid`` →
+    ``source_xid``). Runs as ``mapInArrow``; row order within a partition is kept.
+
+    ``mode``: FAILFAST / PERMISSIVE / DROPMALFORMED (see :mod:`.modes`); the kept columns
+    are named in FAILFAST errors. ``observation``: a ``pyspark.sql.Observation`` that
+    receives ``rows`` (rows in) and ``malformed`` (rows in error, dropped or kept) after
+    the first action. ``payload_format``: "binary", or "hex" for ``\\x…`` bytea text."""
+    mode = check_mode(mode)
+    _check_envelope(envelope)
+    if payload_format not in ("binary", "hex"):
+        raise ValueError(f"payload_format must be 'binary' or 'hex', got {payload_format!r}")
+    keep_map = _keep_columns(df, keep, set(ST.MESSAGE_FIELDS) | {ST.CORRUPT_RECORD})
+    src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD),
+                    *[F.col(f"`{k}`").alias(v) for k, v in keep_map.items()])
+    kept_fields = [f for f in src.schema.fields if f.name != _PAYLOAD]
+    out_schema = T.StructType(kept_fields + _flat_fields(ST.MESSAGE_TYPE))
+    # With an observation, errors must reach observe(): drop after it, not inside.
+    inner_mode = PERMISSIVE if (mode == DROPMALFORMED and observation is not None) else mode
+    mapper = _MessagesMapper(out_schema, [f.name for f in kept_fields], envelope, in_stream,
+                             inner_mode, payload_format == "hex")
+    out = _observe(src.mapInArrow(mapper, out_schema), observation)
+    if mode == DROPMALFORMED and observation is not None:
+        out = out.filter(F.col("error").isNull())
+    return out
+
+
+# --------------------------------------------------------------------------- openGauss
+
+def _og_struct():
+    from ..opengauss.schema import RECORD_STRUCT
+    return pa.struct([f for f in RECORD_STRUCT if f.name != "row"])
+
+
+def _og_decode(payload, style, mode, keys):
+    """Decode frames; returns (record table without ``row``, row index per record)."""
+    from ..opengauss import decode_batch as og_decode_batch
+    if isinstance(payload, pa.ChunkedArray):
+        payload = payload.combine_chunks()
+    table = og_decode_batch(payload, style)
+    rows = table.column("row").to_numpy()
+    if mode == FAILFAST:
+        raise_first_error(table.column("error").combine_chunks(), keys,
+                          what="openGauss frame", row_of=rows)
+    return table.drop_columns(["row"]), rows
+
+
+class _OpenGaussColumnDecoder:
+    def __init__(self, style, mode, spark_type):
+        self.style, self.mode, self.spark_type = style, mode, spark_type
+
+    def __call__(self, payload, keys, state):
+        table, rows = _og_decode(payload, self.style, self.mode, keys)
+        n = len(payload)
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+        struct = pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns],
+                                            names=table.column_names)
+        lists = pa.ListArray.from_arrays(pa.array(offsets), struct)
+        return ST.to_spark_arrow(lists, ST.arrow_type_for(self.spark_type)), state
+
+
+def opengauss_type() -> T.ArrayType:
+    """Spark type of :func:`from_opengauss`: an array of record structs (no ``row``)."""
+    return T.ArrayType(ST.spark_type(_og_struct()), containsNull=False)
+
+
+def opengauss_udf(*, style="b", mode=FAILFAST, key_name=None, impl=None):
+    mode = check_mode(mode, allowed=(FAILFAST, PERMISSIVE))
+    rt = opengauss_type()
+    return _column_udf(_OpenGaussColumnDecoder(style, mode, rt), rt, key_name, impl)
+
+
+def from_opengauss(col, style: str = "b", *, mode: str = FAILFAST, key=None, impl=None) -> Column:
+    """openGauss parallel-decoding frames → an array of records per row (one frame holds
+    many records; ``F.explode`` it, or use :func:`opengauss_messages`). Error records
+    stay in the array with ``error`` set in PERMISSIVE mode."""
+    col = F.col(col) if isinstance(col, str) else col
+    if key is None:
+        return opengauss_udf(style=style, mode=mode, impl=impl)(col)
+    key_name = key if isinstance(key, str) else "key"
+    key = F.col(key) if isinstance(key, str) else key
+    return opengauss_udf(style=style, mode=mode, key_name=key_name, impl=impl)(col, key.cast("string"))
+
+
+class _OpenGaussMapper:
+    def __init__(self, out_schema, keep_names, style, mode):
+        self.out_schema, self.keep_names, self.style, self.mode = out_schema, keep_names, style, mode
+
+    def __call__(self, batches):
+        target = ST.arrow_schema_for(self.out_schema)
+        nkeep = len(self.keep_names)
+        for b in batches:
+            keys = dict(zip(self.keep_names, b.columns[1:]))
+            table, rows = _og_decode(b.column(0), self.style, self.mode, keys)
+            take = pa.array(rows, pa.int64())
+            first = np.searchsorted(rows, rows, side="left")
+            record = pa.array(np.arange(len(rows), dtype=np.int32) - first.astype(np.int32))
+            error = table.column("error").combine_chunks()
+            cols = [c.take(take) for c in b.columns[1:]] + [record]
+            cols += [c.combine_chunks() for c in table.columns]
+            cols.append(corrupt_records(b.column(0), error, row_of=rows))
+            arrays = [ST.to_spark_arrow(c, target.field(i).type) for i, c in enumerate(cols)]
+            rb = pa.RecordBatch.from_arrays(arrays, schema=target)
+            if self.mode == DROPMALFORMED and error.null_count != len(error):
+                rb = rb.filter(pc.is_null(rb.column(nkeep + 1 + table.column_names.index("error"))))
+            yield rb
+
+
+def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b", keep=DEFAULT_KEEP,
+                       mode: str = FAILFAST, observation=None) -> DataFrame:
+    """openGauss frames → one row per record (``mapInArrow``: a batch frame expands to
+    many rows). Columns: the ``keep`` columns of the frame's row (clashing names get
+    ``source_``), ``record`` (position of the record in its frame), the record fields of
+    ``opengauss.schema.RECORD_SCHEMA`` except ``row``, and ``_corrupt_record`` (the whole
+    frame, on error records). Heartbeats are skipped as by ``decode_batch``."""
+    from ..opengauss import STYLES
+    mode = check_mode(mode)
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    rec = ST.spark_type(_og_struct())
+    keep_map = _keep_columns(df, keep, set(rec.names) | {"record", ST.CORRUPT_RECORD})
+    src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD),
+                    *[F.col(f"`{k}`").alias(v) for k, v in keep_map.items()])
+    kept_fields = [f for f in src.schema.fields if f.name != _PAYLOAD]
+    out_schema = T.StructType(kept_fields + [T.StructField("record", T.IntegerType(), False)]
+                              + list(rec.fields) + [T.StructField(ST.CORRUPT_RECORD, T.BinaryType())])
+    inner_mode = PERMISSIVE if (mode == DROPMALFORMED and observation is not None) else mode
+    mapper = _OpenGaussMapper(out_schema, [f.name for f in kept_fields], style, inner_mode)
+    out = _observe(src.mapInArrow(mapper, out_schema), observation)
+    if mode == DROPMALFORMED and observation is not None:
+        out = out.filter(F.col("error").isNull())
+    return out
+
+
+# --------------------------------------------------------------------------- archives, SQL
+
+def read_archive(spark, path, *, format: str = "parquet", payload: str = "data", output: str = "messages",
+                 keep=None, mode: str = FAILFAST, envelope: str = "auto", in_stream=None,
+                 observation=None, header: bool = True, sep: str = ",") -> DataFrame:
+    """Read archive files (see :mod:`.archive`) and decode them: the same rows as
+    ``spark.read.format("pgoutput")`` (PySpark >= 4.0), through Spark's own Parquet/CSV
+    readers, so it works on 3.5. ``keep`` defaults to every non-payload column.
+    ``output``: "messages" (``decode_messages``); "changes" needs ``pgoutput_codec.changes``."""
+    if output == "changes":
+        raise NotImplementedError(
+            "output='changes' needs the change decoder (pgoutput_codec.changes), which is not "
+            "part of this version; use output='messages'")
+    if output != "messages":
+        raise ValueError(f"output must be 'messages' or 'changes', got {output!r}")
+    if format == "parquet":
+        df = spark.read.parquet(*([path] if isinstance(path, str) else path))
+        hex_text = False
+    elif format == "csv":
+        df = (spark.read.option("header", header).option("sep", sep).option("escape", '"')
+              .option("inferSchema", False).csv(path))
+        hex_text = True
+    else:
+        raise ValueError(f"format must be 'parquet' or 'csv', got {format!r}")
+    if payload not in df.columns:
+        raise ValueError(f"payload column {payload!r} not in the archive (columns: {df.columns})")
+    if keep is None:
+        keep = [c for c in df.columns if c != payload]
+    return decode_messages(df, payload=payload, keep=keep, mode=mode, envelope=envelope,
+                           in_stream=in_stream, observation=observation,
+                           payload_format="hex" if hex_text else "binary")
+
+
+def register(spark) -> None:
+    """Register for SQL: ``pgoutput_decode(payload)`` (FAILFAST),
+    ``pgoutput_decode_permissive(payload)``, ``opengauss_decode(payload)`` ('b' style,
+    array of records), and, on PySpark >= 4.0, the ``pgoutput`` data source."""
+    spark.udf.register("pgoutput_decode", pgoutput_udf())
+    spark.udf.register("pgoutput_decode_permissive", pgoutput_udf(mode=PERMISSIVE))
+    spark.udf.register("opengauss_decode", opengauss_udf())
+    from .datasource import HAS_DATASOURCE
+    if HAS_DATASOURCE:
+        from .datasource import PgoutputDataSource
+        spark.dataSource.register(PgoutputDataSource)

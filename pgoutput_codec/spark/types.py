@@ -1,0 +1,114 @@
+"""Arrow types of the decoders → Spark SQL types: the one converter.
+
+Every Spark schema of :mod:`pgoutput_codec.spark` is derived here from the Arrow schemas
+(``schema.MESSAGE_STRUCT``, ``opengauss.schema.RECORD_STRUCT``), and every Arrow array a
+UDF or ``mapInArrow`` hands back to Spark is cast here to the Arrow type Spark expects
+for that Spark type (``to_spark_arrow``). Spark has no unsigned integers, so:
+
+- uint8 → ShortType, uint16 → IntegerType, uint32 → LongType: exact, the next wider
+  signed type (a relation OID above 2^31 stays positive).
+- uint64 (LSNs) → ``DecimalType(20, 0)``: exact for the whole range. LongType would need
+  either a silent two's-complement wrap for LSNs ≥ 2^63 or a per-value range check that
+  turns valid (if rare) rows into errors; a decimal(20,0) sorts, compares, joins and
+  does arithmetic correctly in SQL, and ``CAST(lsn AS BIGINT)`` is there for users who
+  know their LSNs are small. The cost is a wider column (16 bytes, not 8).
+- timestamp[us, UTC] → TimestampType; string/binary/bool/int → the obvious types;
+  list → ArrayType, struct → StructType (nullability kept).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from ..schema import MESSAGE_STRUCT
+
+__all__ = [
+    "spark_type", "spark_field", "to_spark_arrow", "arrow_type_for", "arrow_schema_for",
+    "CORRUPT_RECORD", "MESSAGE_TYPE", "MESSAGE_FIELDS", "message_type", "LSN_TYPE",
+]
+
+#: name of the field/column that holds the raw payload of a malformed row (PERMISSIVE)
+CORRUPT_RECORD = "_corrupt_record"
+
+LSN_TYPE = T.DecimalType(20, 0)
+
+
+def spark_type(t: pa.DataType) -> T.DataType:
+    """The Spark SQL type that holds every value of Arrow type ``t`` exactly."""
+    if pa.types.is_struct(t):
+        return T.StructType([spark_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(spark_type(t.value_type), containsNull=t.value_field.nullable)
+    if pa.types.is_boolean(t):
+        return T.BooleanType()
+    if pa.types.is_int8(t):
+        return T.ByteType()
+    if pa.types.is_int16(t) or pa.types.is_uint8(t):
+        return T.ShortType()
+    if pa.types.is_int32(t) or pa.types.is_uint16(t):
+        return T.IntegerType()
+    if pa.types.is_int64(t) or pa.types.is_uint32(t):
+        return T.LongType()
+    if pa.types.is_uint64(t):
+        return LSN_TYPE
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return T.StringType()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return T.BinaryType()
+    if pa.types.is_timestamp(t) and t.unit == "us":
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
+    if pa.types.is_float64(t):
+        return T.DoubleType()
+    if pa.types.is_float32(t):
+        return T.FloatType()
+    if pa.types.is_decimal(t):
+        return T.DecimalType(t.precision, t.scale)
+    raise TypeError(f"no Spark type for Arrow type {t}")
+
+
+def spark_field(f: pa.Field) -> T.StructField:
+    return T.StructField(f.name, spark_type(f.type), nullable=f.nullable)
+
+
+def _tz_kwargs(fn):
+    # PySpark 4 wants the time zone of TimestampType spelled out; 3.5 always uses UTC.
+    # The JVM reads any zone: the values are UTC microseconds either way.
+    import inspect
+    return {"timezone": "UTC"} if "timezone" in inspect.signature(fn).parameters else {}
+
+
+def arrow_type_for(dt: T.DataType) -> pa.DataType:
+    """The Arrow type Spark's Python workers exchange for Spark type ``dt``."""
+    from pyspark.sql.pandas.types import to_arrow_type
+    return to_arrow_type(dt, **_tz_kwargs(to_arrow_type))
+
+
+def arrow_schema_for(schema: T.StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(schema, **_tz_kwargs(to_arrow_schema))
+
+
+def to_spark_arrow(arr, target: pa.DataType):
+    """Cast a decoder array to ``target`` (from :func:`arrow_type_for`).
+
+    Every cast here widens (uint→wider int, uint64→decimal128(20,0)) or renames list
+    items, so it cannot lose a value; ``safe=True`` makes any surprise an error."""
+    if arr.type.equals(target):
+        return arr
+    return arr.cast(target, safe=True)
+
+
+def message_type(*, corrupt_record: bool = True) -> T.StructType:
+    """The Spark struct of one decoded pgoutput message (``from_pgoutput``): the fields of
+    ``schema.MESSAGE_STRUCT`` in order, plus ``_corrupt_record`` (the raw payload of a
+    row that did not decode, PERMISSIVE mode) when ``corrupt_record``."""
+    st = spark_type(MESSAGE_STRUCT)
+    if corrupt_record:
+        st = st.add(CORRUPT_RECORD, T.BinaryType(), nullable=True)
+    return st
+
+
+MESSAGE_TYPE = message_type()
+#: public message field names, in schema order
+MESSAGE_FIELDS = tuple(f.name for f in MESSAGE_STRUCT)
