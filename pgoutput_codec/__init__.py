@@ -29,10 +29,17 @@ _LAZY = {
     "decode_batch": (".batch" if USING_EXTENSIONS else "._decode_py", "decode_batch"),
     "encode_message": ("._encode", "encode_message"),
     "MESSAGE_STRUCT": (".schema", "MESSAGE_STRUCT"),
+    "CHANGE_SCHEMA": (".schema", "CHANGE_SCHEMA"),
+    "ChangeDecoder": (".changes", "ChangeDecoder"),
+    "decode_changes": (".changes", "decode_changes"),
+    "table_changes": (".tables", "table_changes"),
+    "snapshot": (".tables", "snapshot"),
+    "history": (".tables", "history"),
 }
 
 __all__ = [
-    "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT",
+    "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
+    "ChangeDecoder", "decode_changes", "table_changes", "snapshot", "history",
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]

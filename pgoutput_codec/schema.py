@@ -88,3 +88,35 @@ MESSAGE_FIELDS = [
 ]
 
 MESSAGE_STRUCT = pa.struct(MESSAGE_FIELDS)
+
+
+# ---------------------------------------------------------------------- change rows
+# One row per row change (and one per truncated relation), in commit order, shaped
+# after Debezium's envelope: ``op`` + ``before`` + ``after``. Values stay as sent
+# (kind + bytes: lossless, 'u' unchanged TOAST distinct from NULL); the relation's
+# columns at the time of the change travel with the row, so a change is readable on its
+# own and ``table_changes`` can type it. Mapping to Delta's change data feed:
+# I → insert (after), U → update_preimage (before) + update_postimage (after),
+# D → delete (before), T → no CDF equivalent (a truncate of the whole table).
+CHANGE_FIELDS = [
+    pa.field("op", pa.string()),               # 'I' 'U' 'D' 'T' ('C' = empty transaction marker)
+    pa.field("seq", pa.int64()),               # arrival order of the message in the archive
+    pa.field("lsn", pa.uint64()),              # the archive row's own lsn, when the input has one
+    pa.field("xid", pa.uint32()),              # top-level transaction id
+    pa.field("commit_lsn", pa.uint64()),
+    pa.field("commit_ts", TS),
+    pa.field("origin", pa.string()),           # replication origin name (Origin message)
+    pa.field("schema", pa.string()),
+    pa.field("table", pa.string()),
+    pa.field("relation_id", pa.uint32()),
+    pa.field("columns", RELATION_COLUMNS_TYPE),  # flags & 1 = replica identity key column
+    pa.field("before_kind", pa.string()),      # 'K' key only, 'O' whole old row, null
+    pa.field("before", TUPLE_TYPE),
+    pa.field("after", TUPLE_TYPE),
+    pa.field("truncate_options", pa.uint8()),  # 1 CASCADE, 2 RESTART IDENTITY
+]
+
+CHANGE_SCHEMA = pa.schema(CHANGE_FIELDS)
+
+#: Columns dropped from change rows by include_xids / include_timestamp / include_origin = False.
+CHANGE_OPTIONAL = {"include_xids": "xid", "include_timestamp": "commit_ts", "include_origin": "origin"}

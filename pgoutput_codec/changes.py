@@ -1,0 +1,555 @@
+"""From messages to changes: the ``ChangeDecoder`` and ``decode_changes``.
+
+A stream of pgoutput messages (in arrival order, in chunks) becomes one row per row
+change (``schema.CHANGE_SCHEMA``), emitted when its transaction commits:
+
+- plain transactions: Begin … Commit;
+- streamed transactions: (Stream Start … Stream Stop)+ then Stream Commit — held until
+  then, dropped on Stream Abort (an abort of a subtransaction drops only the changes
+  carrying that subtransaction's xid); a Stream Abort for an unknown xid is ignored
+  (PostgreSQL 18 has been reported to send one on v1 streams);
+- two-phase: Begin Prepare … Prepare (or streamed … Stream Prepare) become changes at
+  Commit Prepared and vanish on Rollback Prepared.
+
+How the work is split (no Python object per change row): messages are decoded by the
+Cython batch decoder; the relation version of every row comes from one C walk
+(``_changes.relation_versions``); the transaction of every row comes from the segment
+it sits in between two control messages, so Python runs once per control message
+(Begin, Commit, Relation, …), never per change; rows are gathered with Arrow ``take``.
+
+Rows of a transaction still open at the end of a chunk are kept (Arrow tables) in the
+decoder's state, spilled to Arrow IPC files once they pass ``max_txn_in_memory_mb``.
+``ChangeDecoder.state`` is a plain, picklable snapshot (relation and type caches, open
+transactions, stream state) from which :meth:`ChangeDecoder.from_state` resumes exactly:
+the basis for decoding an archive in independent chunks.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _changes
+from .batch import decode_batch_with_state
+from .errors import PgoutputDecodeError
+from .messages import parse_lsn
+from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
+
+__all__ = ["ChangeDecoder", "decode_changes", "parse_table_list"]
+
+_CHANGE_TAGS = np.zeros(256, dtype=bool)
+for _t in b"IUDT":
+    _CHANGE_TAGS[_t] = True
+_IUD = np.zeros(256, dtype=bool)
+for _t in b"IUD":
+    _IUD[_t] = True
+
+# Columns of pending (not yet committed) change rows: the change schema without the
+# transaction's commit facts, plus the message's own (sub)transaction xid.
+_PENDING_FIELDS = [f for f in CHANGE_FIELDS if f.name not in ("xid", "commit_lsn", "commit_ts", "origin")]
+_PENDING_SCHEMA = pa.schema(_PENDING_FIELDS + [pa.field("msg_xid", pa.uint32())])
+_VERSION_SCHEMA = pa.schema([
+    pa.field("schema", pa.string()), pa.field("table", pa.string()),
+    pa.field("relation_id", pa.uint32()), pa.field("columns", RELATION_COLUMNS_TYPE),
+])
+
+
+def parse_table_list(spec):
+    """openGauss white-table-list syntax (``public.t1,*.t3,my_schema.*``) to (schema, table)
+    glob pairs; ``None``/empty means every table. Identifiers with a '.' may be quoted."""
+    if spec is None:
+        return None
+    items = spec if isinstance(spec, (list, tuple)) else [s for s in spec.split(",")]
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith('"'):
+            end = item.index('"', 1)
+            sch, rest = item[1:end], item[end + 1:]
+            tbl = rest[1:] if rest.startswith(".") else "*"
+        elif "." in item:
+            sch, tbl = item.split(".", 1)
+        else:
+            sch, tbl = "*", item
+        out.append((sch, tbl.strip('"')))
+    return out or None
+
+
+def _table_selected(patterns, schema, table):
+    if patterns is None:
+        return True
+    return any(fnmatch.fnmatchcase(schema, s) and fnmatch.fnmatchcase(table, t) for s, t in patterns)
+
+
+@dataclass
+class _Txn:
+    xid: int | None                     # None: its Begin came before the archive started
+    kind: str = "tx"                    # "tx", "stream", "prepared"
+    origin: str | None = None
+    gid: str | None = None
+    aborted_subxids: set = field(default_factory=set)
+    pending: list = field(default_factory=list)   # pa.Table pieces or spill-file paths
+    pending_bytes: int = 0
+
+
+def _tag_codes(type_col: pa.Array) -> np.ndarray:
+    """The message tag byte of every row (0 for an error row), without a Python object
+    per row: the ``type`` column is a 1-character string, so its data buffer holds it."""
+    n = len(type_col)
+    codes = np.zeros(n, dtype=np.uint8)
+    if n == 0 or type_col.null_count == n:
+        return codes
+    offs = np.frombuffer(type_col.buffers()[1], dtype=np.int32, count=type_col.offset + n + 1)[type_col.offset:]
+    data = np.frombuffer(type_col.buffers()[2], dtype=np.uint8)
+    valid = type_col.is_valid().to_numpy(zero_copy_only=False)
+    starts = offs[:-1][valid]
+    codes[valid] = data[starts]
+    return codes
+
+
+def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
+    return col.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def _lsn_array(lsn, n):
+    if lsn is None:
+        return pa.nulls(n, pa.uint64())
+    if isinstance(lsn, pa.ChunkedArray):
+        lsn = lsn.combine_chunks()
+    if not isinstance(lsn, pa.Array):
+        lsn = pa.array(lsn)
+    if pa.types.is_string(lsn.type) or pa.types.is_large_string(lsn.type):
+        return pa.array([None if v is None else parse_lsn(v) for v in lsn.to_pylist()], pa.uint64())
+    return lsn.cast(pa.uint64())
+
+
+class ChangeDecoder:
+    """Feed messages in arrival order, get committed row changes.
+
+    Options (client-side twins of openGauss's decoding options):
+    ``tables`` — white-table-list (``"public.t1,*.t3,my_schema.*"``), default all;
+    ``skip_empty_xacts`` — when False, a committed transaction with no (selected) change
+    yields one ``op='C'`` row carrying its commit facts; ``include_xids``,
+    ``include_timestamp``, ``include_origin`` — keep the ``xid`` / ``commit_ts`` /
+    ``origin`` columns; ``max_txn_in_memory_mb`` — an open transaction's rows spill to
+    Arrow IPC files in ``spill_dir`` past this size; ``errors`` — ``"raise"`` (default:
+    a malformed payload raises ``PgoutputDecodeError`` naming its seq, lsn and byte
+    offset) or ``"collect"`` (the row is skipped and listed in :attr:`errors`).
+    """
+
+    def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
+                 include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
+                 spill_dir=None, errors="raise", registry=None):
+        if errors not in ("raise", "collect"):
+            raise ValueError("errors must be 'raise' or 'collect'")
+        self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
+                            include_timestamp=include_timestamp, include_origin=include_origin,
+                            max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors)
+        self._patterns = parse_table_list(tables)
+        self._in_stream = False
+        self._seq = 0
+        self._versions: list[dict] = []          # relation definitions, index = version
+        self._relmap: dict[int, int] = {}        # relation_id -> current version
+        self._types: list[tuple] = []            # Type messages seen (type_oid, namespace, name)
+        self._ctx = -1                           # slot of the transaction rows now belong to
+        self._txns: dict[int, _Txn] = {}
+        self._streams: dict[int, int] = {}       # streamed top-level xid -> slot
+        self._prepared: dict[str, int] = {}      # gid -> slot
+        self._next_slot = 0
+        self.errors: list[dict] = []
+        self.counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "changes": 0}
+        self.registry = registry
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> dict:
+        """A picklable snapshot; :meth:`from_state` resumes from it exactly."""
+        txns = {}
+        for slot, t in self._txns.items():
+            pieces = []
+            for p in t.pending:
+                if isinstance(p, str):
+                    with pa.OSFile(p, "rb") as f:
+                        p = pa.ipc.open_file(f).read_all()
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, p.schema) as w:
+                    w.write_table(p)
+                pieces.append(sink.getvalue().to_pybytes())
+            txns[slot] = dict(xid=t.xid, kind=t.kind, origin=t.origin, gid=t.gid,
+                              aborted_subxids=sorted(t.aborted_subxids), pending=pieces)
+        return {
+            "version": 1, "options": dict(self.options), "in_stream": self._in_stream, "seq": self._seq,
+            "versions": copy.deepcopy(self._versions), "relmap": dict(self._relmap),
+            "types": list(self._types), "ctx": self._ctx, "txns": txns, "streams": dict(self._streams),
+            "prepared": dict(self._prepared), "next_slot": self._next_slot,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, **overrides) -> "ChangeDecoder":
+        opts = dict(state["options"])
+        opts.update(overrides)
+        self = cls(**opts)
+        self._in_stream = state["in_stream"]
+        self._seq = state["seq"]
+        self._versions = copy.deepcopy(state["versions"])
+        self._relmap = {int(k): v for k, v in state["relmap"].items()}
+        self._types = list(state["types"])
+        self._ctx = state["ctx"]
+        for slot, t in state["txns"].items():
+            pieces = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in t["pending"]]
+            self._txns[int(slot)] = _Txn(xid=t["xid"], kind=t["kind"], origin=t["origin"], gid=t["gid"],
+                                         aborted_subxids=set(t["aborted_subxids"]), pending=pieces,
+                                         pending_bytes=sum(p.nbytes for p in pieces))
+        self._streams = {int(k): v for k, v in state["streams"].items()}
+        self._prepared = dict(state["prepared"])
+        self._next_slot = state["next_slot"]
+        return self
+
+    @property
+    def open_transactions(self) -> list[dict]:
+        """Transactions begun but not (yet) committed or aborted."""
+        return [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid,
+                     rows=sum(len(p) if isinstance(p, pa.Table) else 0 for p in t.pending))
+                for s, t in self._txns.items()]
+
+    @property
+    def relations(self) -> dict:
+        """relation_id -> the newest Relation definition seen."""
+        return {rid: self._versions[v] for rid, v in self._relmap.items()}
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        drop = {col for opt, col in CHANGE_OPTIONAL.items() if not self.options[opt]}
+        return pa.schema([f for f in CHANGE_FIELDS if f.name not in drop])
+
+    # ------------------------------------------------------------------ feeding
+    def _new_slot(self, txn: _Txn) -> int:
+        slot = self._next_slot
+        self._next_slot += 1
+        self._txns[slot] = txn
+        return slot
+
+    def _add_version(self, rel: dict) -> int:
+        cur = self._relmap.get(rel["relation_id"])
+        if cur is not None and self._versions[cur] == rel:
+            return cur     # streamed transactions resend unchanged Relations: keep one version
+        self._versions.append(rel)
+        return len(self._versions) - 1
+
+    def feed(self, values, lsn=None, seq=None) -> pa.Table:
+        """Decode the next payloads (arrival order) and return the changes of the
+        transactions that committed in them. ``values``: binary array/list of payloads,
+        or a table with a ``data`` column (and optional ``lsn``, ``seq`` columns)."""
+        if isinstance(values, pa.Table):
+            if lsn is None and "lsn" in values.column_names:
+                lsn = values.column("lsn")
+            if seq is None and "seq" in values.column_names:
+                seq = values.column("seq")
+            values = values.column("data")
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        msgs, self._in_stream = decode_batch_with_state(values, in_stream=self._in_stream)
+        n = len(msgs)
+        lsn_arr = _lsn_array(lsn, n)
+        if seq is None:
+            seq_arr = pa.array(np.arange(self._seq, self._seq + n, dtype=np.int64))
+        else:
+            seq_arr = (seq.combine_chunks() if isinstance(seq, pa.ChunkedArray) else pa.array(seq)).cast(pa.int64())
+        self._seq += n
+        self.counts["rows_in"] += n
+        tags = _tag_codes(msgs.field("type"))
+        errors = msgs.field("error")
+        if errors.null_count != n:
+            self._handle_errors(errors, seq_arr, lsn_arr)
+        self.counts["rows_decoded"] += n - (n - errors.null_count)
+        return self._process(msgs, tags, seq_arr, lsn_arr)
+
+    def _handle_errors(self, errors, seq_arr, lsn_arr):
+        bad = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))
+        self.counts["rows_in_error"] += len(bad)
+        for i in bad[: 1 if self.options["errors"] == "raise" else len(bad)]:
+            rec = dict(seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(), error=errors[int(i)].as_py())
+            if self.options["errors"] == "raise":
+                where = f"seq {rec['seq']}" + (f", lsn {rec['lsn']:X}" if rec["lsn"] is not None else "")
+                raise PgoutputDecodeError(f"archive row {where}: {rec['error']}")
+            self.errors.append(rec)
+
+    def _process(self, msgs, tags, seq_arr, lsn_arr) -> pa.Table:
+        n = len(msgs)
+        is_change = _CHANGE_TAGS[tags]
+        is_ctrl = ~is_change & (tags != 0)
+        ctrl_idx = np.flatnonzero(is_ctrl)
+        seg = np.cumsum(is_ctrl)                     # row i sits after seg[i] control rows
+        change_idx = np.flatnonzero(is_change)
+        seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
+
+        ctrl = msgs.take(pa.array(ctrl_idx, pa.int64())).to_pylist() if len(ctrl_idx) else []
+        relmap_start = dict(self._relmap)
+        seg_slot = np.full(len(ctrl_idx) + 1, -1, dtype=np.int64)
+        commits = []          # (slot, commit facts) in commit order
+        r_versions = []
+
+        for k in range(len(ctrl_idx) + 1):
+            if seg_counts[k] and self._ctx < 0:
+                # changes whose Begin is not in the archive: their Commit will come
+                self._ctx = self._new_slot(_Txn(xid=None))
+            seg_slot[k] = self._ctx
+            if k == len(ctrl_idx):
+                break
+            m = ctrl[k]
+            t = m["type"]
+            if t == "B":
+                self._ctx = self._new_slot(_Txn(xid=m["xid"]))
+            elif t == "C":
+                if self._ctx >= 0:
+                    commits.append((self._ctx, m))
+                self._ctx = -1
+            elif t == "O":
+                if self._ctx >= 0:
+                    self._txns[self._ctx].origin = m["origin_name"]
+            elif t == "R":
+                r_versions.append(self._add_version(dict(
+                    schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
+                    relation_id=m["relation_id"], replica_identity=m["replica_identity"],
+                    columns=m["columns"])))
+                self._relmap[m["relation_id"]] = r_versions[-1]
+            elif t == "Y":
+                self._types.append((m["type_oid"], m["namespace"], m["type_name"]))
+                if self.registry is not None:
+                    self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
+            elif t == "S":
+                slot = self._streams.get(m["xid"])
+                if slot is None:
+                    slot = self._streams[m["xid"]] = self._new_slot(_Txn(xid=m["xid"], kind="stream"))
+                self._ctx = slot
+            elif t == "E":
+                self._ctx = -1
+            elif t == "c":
+                slot = self._streams.pop(m["xid"], None)
+                if slot is not None:
+                    commits.append((slot, m))
+            elif t == "A":
+                slot = self._streams.get(m["xid"])
+                if slot is not None:   # a stray abort (unknown xid) is tolerated
+                    if m["subxid"] == m["xid"]:
+                        self._drop(self._streams.pop(m["xid"]))
+                    else:
+                        self._txns[slot].aborted_subxids.add(m["subxid"])
+            elif t == "b":
+                self._ctx = self._new_slot(_Txn(xid=m["xid"], kind="prepared", gid=m["gid"]))
+            elif t == "P":
+                if self._ctx >= 0:
+                    self._txns[self._ctx].gid = m["gid"]
+                    self._prepared[m["gid"]] = self._ctx
+                self._ctx = -1
+            elif t == "p":
+                slot = self._streams.pop(m["xid"], None)
+                if slot is not None:
+                    self._txns[slot].gid = m["gid"]
+                    self._txns[slot].kind = "prepared"
+                    self._prepared[m["gid"]] = slot
+            elif t == "K":
+                slot = self._prepared.pop(m["gid"], None)
+                if slot is not None:
+                    commits.append((slot, m))
+            elif t == "r":
+                slot = self._prepared.pop(m["gid"], None)
+                if slot is not None:
+                    self._drop(slot)
+            # 'M' logical messages and 'k' keepalives carry no row changes
+
+        # Relation version of each I/U/D row (one C walk from the map as it was before
+        # this chunk's Relations), then the pending-row table.
+        relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
+        versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids),
+                                              np.asarray(r_versions, dtype=np.int64), relmap_start)
+        rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr)
+        row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
+        table = rows["table"]
+
+        # Group this chunk's change rows by transaction slot (nearly sorted already).
+        order = np.argsort(row_slot, kind="stable")
+        sorted_slots = row_slot[order]
+        out_pieces = []
+        committed = set()
+        for slot, m in commits:
+            committed.add(slot)
+            lo, hi = np.searchsorted(sorted_slots, [slot, slot + 1])
+            txn = self._txns.pop(slot)
+            parts = [self._load(p) for p in txn.pending]
+            if hi > lo:
+                parts.append(table.take(pa.array(order[lo:hi], pa.int64())))
+            out_pieces.append(self._commit(txn, parts, m))
+        # Open transactions keep their rows of this chunk.
+        for slot in np.unique(sorted_slots):
+            slot = int(slot)
+            if slot in committed or slot not in self._txns:
+                continue
+            lo, hi = np.searchsorted(sorted_slots, [slot, slot + 1])
+            self._hold(self._txns[slot], table.take(pa.array(order[lo:hi], pa.int64())))
+        schema = self.output_schema
+        out_pieces = [p for p in out_pieces if p is not None and len(p)]
+        if not out_pieces:
+            return schema.empty_table()
+        out = pa.concat_tables(out_pieces).select(schema.names).cast(schema)
+        self.counts["changes"] += len(out)
+        return out
+
+    def _change_rows(self, msgs, tags, change_idx, versions, seq_arr, lsn_arr):
+        """Pending-row table of this chunk's changes (Truncates expanded per relation)."""
+        idx = change_idx
+        iud = idx[_IUD[tags[idx]]] if len(idx) else idx
+        t_rows = idx[tags[idx] == ord("T")] if len(idx) else idx
+        take = pa.array(iud, pa.int64())
+        ver = versions[iud]
+        if (ver < 0).any():
+            i = int(iud[np.flatnonzero(ver < 0)[0]])
+            raise PgoutputDecodeError(
+                f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
+                "before any Relation message for it (start decoding earlier, or resume from a state)")
+        vt = self._version_table()
+        vtake = pa.array(ver, pa.int64())
+        cols = {
+            "op": msgs.field("type").take(take),
+            "seq": seq_arr.take(take),
+            "lsn": lsn_arr.take(take),
+            "schema": vt.column("schema").take(vtake),
+            "table": vt.column("table").take(vtake),
+            "relation_id": msgs.field("relation_id").take(take),
+            "columns": vt.column("columns").take(vtake),
+            "before_kind": msgs.field("old_kind").take(take),
+            "before": msgs.field("old_tuple").take(take),
+            "after": msgs.field("new_tuple").take(take),
+            "truncate_options": pa.nulls(len(iud), pa.uint8()),
+            "msg_xid": msgs.field("xid").take(take),
+        }
+        table = pa.table(cols, schema=_PENDING_SCHEMA)
+        src = iud
+        if len(t_rows):
+            trows, tsrc = [], []
+            tm = msgs.take(pa.array(t_rows, pa.int64())).to_pylist()
+            for i, m in zip(t_rows, tm, strict=True):
+                for rid in m["relation_ids"]:
+                    v = self._relmap.get(rid)
+                    rel = self._versions[v] if v is not None else {}
+                    trows.append(dict(op="T", seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(),
+                                      schema=rel.get("schema"), table=rel.get("table"), relation_id=rid,
+                                      columns=rel.get("columns"), before_kind=None, before=None, after=None,
+                                      truncate_options=m["options"], msg_xid=m["xid"]))
+                    tsrc.append(i)
+            table = pa.concat_tables([table, pa.Table.from_pylist(trows, schema=_PENDING_SCHEMA)])
+            src = np.concatenate([iud, np.asarray(tsrc, dtype=iud.dtype)])
+            order = np.argsort(src, kind="stable")
+            table = table.take(pa.array(order, pa.int64()))
+            src = src[order]
+        if self._patterns is not None and len(table):
+            # decide once per distinct schema.table, then filter with a vector is_in
+            key = pc.binary_join_element_wise(pc.fill_null(table.column("schema"), ""),
+                                              pc.fill_null(table.column("table"), ""), "\x00")
+            chosen = [k for k in pc.unique(key).to_pylist()
+                      if _table_selected(self._patterns, *k.split("\x00", 1))]
+            mask = pc.is_in(key, value_set=pa.array(chosen, pa.string()))
+            table = table.filter(mask)
+            src = src[mask.to_numpy(zero_copy_only=False)]
+        return {"table": table, "_src": src}
+
+    def _version_table(self) -> pa.Table:
+        if getattr(self, "_vt_len", -1) != len(self._versions):
+            self._vt = pa.Table.from_pylist(
+                [{k: v[k] for k in ("schema", "table", "relation_id", "columns")} for v in self._versions],
+                schema=_VERSION_SCHEMA)
+            self._vt_len = len(self._versions)
+        return self._vt
+
+    # ------------------------------------------------------------------ transactions
+    def _hold(self, txn: _Txn, rows: pa.Table):
+        txn.pending.append(rows)
+        txn.pending_bytes += rows.nbytes
+        if txn.pending_bytes > self.options["max_txn_in_memory_mb"] * (1 << 20):
+            self._spill(txn)
+
+    def _spill(self, txn: _Txn):
+        spill_dir = self.options["spill_dir"] or tempfile.gettempdir()
+        new = []
+        for p in txn.pending:
+            if isinstance(p, pa.Table):
+                fd, path = tempfile.mkstemp(prefix="pgoutput_txn_", suffix=".arrow", dir=spill_dir)
+                os.close(fd)
+                with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, p.schema) as w:
+                    w.write_table(p)
+                p = path
+            new.append(p)
+        txn.pending = new
+        txn.pending_bytes = 0
+
+    @staticmethod
+    def _load(p):
+        if isinstance(p, str):
+            with pa.OSFile(p, "rb") as f:
+                t = pa.ipc.open_file(f).read_all()
+            os.unlink(p)
+            return t
+        return p
+
+    def _drop(self, slot: int):
+        txn = self._txns.pop(slot, None)
+        if txn is None:
+            return
+        for p in txn.pending:
+            if isinstance(p, str) and os.path.exists(p):
+                os.unlink(p)
+        if self._ctx == slot:
+            self._ctx = -1
+
+    def _commit(self, txn: _Txn, parts: list, m: dict):
+        rows = pa.concat_tables(parts) if parts else _PENDING_SCHEMA.empty_table()
+        if txn.aborted_subxids and len(rows):
+            aborted = pa.array(sorted(txn.aborted_subxids), pa.uint32())
+            rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(rows.column("msg_xid"), value_set=aborted), False)))
+        xid = txn.xid if txn.xid is not None else m.get("xid")
+        n = len(rows)
+        if n == 0:
+            if self.options["skip_empty_xacts"]:
+                return None
+            rows = pa.Table.from_pylist([dict(op="C")], schema=_PENDING_SCHEMA)
+            n = 1
+        commit_lsn = m.get("commit_lsn")
+        extra = {
+            "xid": _repeat(xid, n, pa.uint32()),
+            "commit_lsn": _repeat(commit_lsn, n, pa.uint64()),
+            "commit_ts": _repeat(m.get("commit_ts"), n, CHANGE_SCHEMA.field("commit_ts").type),
+            "origin": _repeat(txn.origin, n, pa.string()),
+        }
+        for name, arr in extra.items():
+            rows = rows.append_column(name, arr)
+        return rows.drop_columns(["msg_xid"])
+
+
+def _repeat(value, n, typ) -> pa.Array:
+    """``n`` copies of one value, built without a Python object per row."""
+    if value is None:
+        return pa.nulls(n, typ)
+    one = pa.array([value], typ)
+    return one.take(pa.array(np.zeros(n, dtype=np.int32)))
+
+
+def decode_changes(input, **options) -> pa.Table:
+    """Decode a whole archive into change rows (``schema.CHANGE_SCHEMA``), in commit order.
+
+    ``input``: a binary array / list of payloads in arrival order, or a table shaped like
+    ``pg_logical_slot_get_binary_changes`` output (``data``, optional ``lsn`` as text or
+    int, ``xid``, ``seq``). Rows are taken in the order given — never re-sorted by
+    ``lsn``: a change's LSN goes backwards when transactions interleave. Options: see
+    :class:`ChangeDecoder`.
+    """
+    dec = ChangeDecoder(**options)
+    return dec.feed(input)

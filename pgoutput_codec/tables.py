@@ -1,0 +1,270 @@
+"""Tables from change rows: typed changes of one table, its snapshot, its history.
+
+All three take the output of ``decode_changes`` (``schema.CHANGE_SCHEMA``) in the order
+it gives (commit order; arrival order inside a transaction) and never re-sort by LSN.
+
+- :func:`table_changes` — one row per change of the table, ``before``/``after`` as
+  structs of typed columns (types from ``typecatalog``), plus the commit facts and
+  ``unchanged`` (columns sent as 'u': unchanged TOAST, value not in the message).
+- :func:`snapshot` — the table's rows as of a commit LSN (default: everything), rebuilt
+  by replica-identity key (FULL identity: the whole old row), deletes removing,
+  truncates clearing, unchanged TOAST values carried from the earlier image.
+- :func:`history` — every version of every row with the commit range it was valid in
+  (SCD type 2: ``__START_AT``/``__END_AT`` commit times, ``__START_LSN``/``__END_LSN``).
+
+Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null with a
+``<column>__special`` string column saying what they were (see docs/TYPES.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .schema import TS
+from .typecatalog import ConversionError, convert_column
+
+__all__ = ["table_changes", "snapshot", "history", "table_columns"]
+
+_COMMIT_COLS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin"]
+
+
+def _split_name(name: str):
+    if "." in name:
+        schema, table = name.split(".", 1)
+    else:
+        schema, table = "public", name
+    return schema.strip('"'), table.strip('"')
+
+
+def _rows_of(changes: pa.Table, name: str) -> pa.Table:
+    schema, table = _split_name(name)
+    mask = pc.and_(pc.equal(changes.column("schema"), schema), pc.equal(changes.column("table"), table))
+    return changes.filter(pc.fill_null(mask, False))
+
+
+def _column_set_ids(colsets: pa.Array):
+    """(id per row, one representative column list per id) for a ``columns`` array.
+
+    Arrow has no hash kernels for list<struct>, so each list is keyed by a string that
+    joins its columns' name, type OID, typmod and flags; ids come from that key."""
+    colsets = colsets.combine_chunks() if isinstance(colsets, pa.ChunkedArray) else colsets
+    flat = colsets.flatten()
+    elem = pc.binary_join_element_wise(
+        flat.field("name"), pc.cast(flat.field("type_oid"), pa.string()),
+        pc.cast(flat.field("type_modifier"), pa.string()), pc.cast(flat.field("flags"), pa.string()), "\x00")
+    offsets = colsets.offsets
+    if colsets.offset:
+        offsets = pc.subtract(offsets, offsets[0])
+    keys = pc.binary_join(pa.ListArray.from_arrays(offsets, elem, mask=colsets.is_null()), "\x01")
+    uniq = pc.unique(pc.drop_null(keys)) if keys.null_count != len(keys) else pa.array([], pa.string())
+    ids = pc.index_in(keys, value_set=uniq).to_numpy(zero_copy_only=False)
+    reps = [colsets[int(pc.index(keys, u).as_py())].as_py() for u in uniq]
+    return np.where(np.isnan(ids.astype(float)), -1, ids).astype(np.int64) if keys.null_count else ids.astype(np.int64), reps
+
+
+def table_columns(changes: pa.Table, name: str) -> list[dict]:
+    """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
+    versions in the changes, newest definition of each column winning, in the order of
+    the newest version (columns dropped later keep their place at the end)."""
+    rows = _rows_of(changes, name)
+    seen: dict[str, dict] = {}
+    order: list[str] = []
+    reps = _column_set_ids(rows.column("columns"))[1] if len(rows) else []
+    for cols in reps:
+        for c in cols:
+            seen[c["name"]] = c
+            if c["name"] not in order:
+                order.append(c["name"])
+    if len(rows):
+        last = rows.column("columns")[len(rows) - 1].as_py() or []
+        newest = [c["name"] for c in last]
+        order = newest + [n for n in order if n not in newest]
+        for c in last:
+            seen[c["name"]] = c
+    return [seen[n] for n in order]
+
+
+def _gather(rows: pa.Table, side: str, cols: list[dict]):
+    """kind and data arrays of every column of ``side`` ('before'/'after'), aligned to
+    ``rows``; a row whose Relation version lacks the column gives kind null."""
+    n = len(rows)
+    tuples = rows.column(side).combine_chunks()
+    colsets = rows.column("columns").combine_chunks()
+    flat = tuples.flatten()
+    kinds_all = flat.field("kind")
+    data_all = flat.field("data")
+    offsets = tuples.offsets.to_numpy()[:n] if n else np.zeros(0, np.int32)
+    lengths = pc.fill_null(pc.list_value_length(tuples), 0).to_numpy(zero_copy_only=False)
+    valid = tuples.is_valid().to_numpy(zero_copy_only=False)
+    # positions of each column name per distinct column list (few distinct lists)
+    out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
+    idx_of, reps = _column_set_ids(colsets) if n else (np.zeros(0, np.int64), [])
+    for k, cl in enumerate(reps):
+        rows_k = np.flatnonzero(idx_of == k)
+        for pos, c in enumerate(cl):
+            sel = rows_k[valid[rows_k] & (lengths[rows_k] > pos)]
+            out[c["name"]][sel] = offsets[sel] + pos
+    result = {}
+    for c in cols:
+        ix = out[c["name"]]
+        take = pa.array(ix, pa.int64(), mask=ix < 0)
+        result[c["name"]] = (kinds_all.take(take), data_all.take(take))
+    return result
+
+
+def _convert(kinds, data, c, registry):
+    """Typed values of one column; a column the catalog cannot type as a whole (e.g. an
+    array column holding arrays of different dimensionality) stays raw (binary: the text
+    or send form as sent) with ``__special`` = the conversion error, so nothing is lost."""
+    try:
+        conv = convert_column(kinds, data, c["type_oid"], c["type_modifier"], registry)
+        return conv.values, conv.special
+    except ConversionError as e:
+        data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
+        raw = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(len(data), pa.binary()))
+        return raw, pa.array([str(e)] * len(data), pa.string())
+
+
+def _columns_out(pairs: list, cols: list[dict], registry=None):
+    arrays, names = [], []
+    for c, (kinds, data) in zip(cols, pairs, strict=True):
+        values, special = _convert(kinds, data, c, registry)
+        arrays.append(values)
+        names.append(c["name"])
+        if special is not None and special.null_count != len(special):
+            arrays.append(special)
+            names.append(c["name"] + "__special")
+    return arrays, names
+
+
+def _typed_struct(gathered: dict, cols: list[dict], registry=None):
+    return _columns_out([(pc.fill_null(gathered[c["name"]][0], "n"), gathered[c["name"]][1]) for c in cols],
+                        cols, registry)
+
+
+def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+    """The changes of one table (``"schema.table"``) with typed ``before``/``after``."""
+    rows = _rows_of(changes, name)
+    cols = table_columns(changes, name)
+    out = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
+    for side in ("before", "after"):
+        g = _gather(rows, side, cols)
+        arrays, names = _typed_struct(g, cols, registry)
+        present = rows.column(side).combine_chunks().is_valid() if len(rows) else pa.array([], pa.bool_())
+        struct = pa.StructArray.from_arrays(arrays, names=names, mask=pc.invert(present)) if cols else \
+            pa.nulls(len(rows), pa.struct([]))
+        out[side] = struct
+    after = rows.column("after").combine_chunks()
+    names = [c["name"] for c in cols]
+    g = _gather(rows, "after", cols)
+    unchanged = [[] for _ in range(len(rows))] if False else None
+    # unchanged TOAST columns per row: few rows have them; find those rows vectorized
+    flags = np.zeros(len(rows), dtype=bool)
+    for nm in names:
+        flags |= pc.fill_null(pc.equal(g[nm][0], "u"), False).to_numpy(zero_copy_only=False)
+    unchanged = [None] * len(rows) if flags.any() else None
+    if unchanged is not None:
+        for i in np.flatnonzero(flags):
+            unchanged[i] = [nm for nm in names if g[nm][0][int(i)].as_py() == "u"]
+        out["unchanged"] = pa.array(unchanged, pa.list_(pa.string()))
+    else:
+        out["unchanged"] = pa.nulls(len(rows), pa.list_(pa.string()))
+    del after
+    return pa.table(out)
+
+
+def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
+    """Replay one table's changes on raw (kind, data) values, keyed by replica identity."""
+    rows = _rows_of(changes, name)
+    if as_of_lsn is not None and len(rows):
+        rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
+                                        False))
+    store: dict = {}
+    versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
+    open_ver: dict = {}
+
+    def close(key, lsn, ts):
+        if keep_history and key in open_ver:
+            versions[open_ver.pop(key)][5:7] = [lsn, ts]
+
+    for r in rows.to_pylist():
+        op = r["op"]
+        cols = r["columns"] or []
+        names = [c["name"] for c in cols]
+        keycols = [c["name"] for c in cols if c["flags"] & 1] or names
+        lsn, ts = r["commit_lsn"], r["commit_ts"]
+        if op == "T":
+            for key in list(store):
+                close(key, lsn, ts)
+            store.clear()
+            continue
+        before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
+            if r["before"] is not None else None
+        after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
+            if r["after"] is not None else None
+        if op == "I":
+            key = tuple(after.get(k) for k in keycols)
+            close(key, lsn, ts)
+            store[key] = after
+        elif op == "U":
+            src = before if before is not None else after
+            old_key = tuple(src.get(k) for k in keycols)
+            if r["before_kind"] == "O":    # FULL identity: the whole old row is the key
+                old_key = tuple(before.get(k) for k in keycols)
+            old = store.pop(old_key, None)
+            new = dict(after)
+            for k, v in after.items():
+                if v[0] == "u":            # unchanged TOAST: carry the earlier value
+                    new[k] = (old or {}).get(k, v)
+            new_key = tuple(new.get(k) for k in keycols)
+            close(old_key, lsn, ts)
+            close(new_key, lsn, ts)
+            store[new_key] = new
+            after = new
+            key = new_key
+        elif op == "D":
+            key = tuple(before.get(k) for k in keycols)
+            store.pop(key, None)
+            close(key, lsn, ts)
+            continue
+        else:
+            continue
+        if keep_history:
+            open_ver[key] = len(versions)
+            versions.append([key, after, op, lsn, ts, None, None])
+    return store, versions
+
+
+def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
+    pairs = []
+    for c in cols:
+        vals = [r.get(c["name"]) or ("n", None) for r in rowdicts]
+        pairs.append((pa.array([v[0] for v in vals], pa.string()), pa.array([v[1] for v in vals], pa.binary())))
+    return _columns_out(pairs, cols, registry)
+
+
+def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:
+    """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes)."""
+    store, _ = _replay(changes, name, as_of_lsn, False)
+    cols = table_columns(changes, name)
+    arrays, names = _typed_rows(list(store.values()), cols, registry)
+    return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+    """Every version of every row (SCD type 2): typed columns, ``__OP`` (the change that
+    made the version), ``__START_LSN``/``__START_AT`` (its commit) and
+    ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
+    _, versions = _replay(changes, name, None, True)
+    cols = table_columns(changes, name)
+    arrays, names = _typed_rows([v[1] for v in versions], cols, registry)
+    extra = {
+        "__OP": pa.array([v[2] for v in versions], pa.string()),
+        "__START_LSN": pa.array([v[3] for v in versions], pa.uint64()),
+        "__START_AT": pa.array([v[4] for v in versions], TS),
+        "__END_LSN": pa.array([v[5] for v in versions], pa.uint64()),
+        "__END_AT": pa.array([v[6] for v in versions], TS),
+    }
+    return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
