@@ -37,7 +37,8 @@ _LAZY = {
     "history": (".tables", "history"),
 }
 
-__all__ = [
+# The first names resolve lazily through __getattr__ below.
+__all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "snapshot", "history",
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
