@@ -7,7 +7,7 @@ struct into Python objects. It is not the hot path — ``decode_batch`` is.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport uint8_t
 
 from pgoutput_codec._errors cimport make_error
 from pgoutput_codec._parse cimport (
