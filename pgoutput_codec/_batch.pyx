@@ -449,7 +449,6 @@ def decode_chunk(arr, int envelope, int stream):
     cdef Reader r
     cdef Parsed m
     cdef Scratch s
-    cdef uint8_t tag
     cdef _Columns cols
     cdef Py_ssize_t k
     cdef const uint8_t* src_end
@@ -500,7 +499,8 @@ def decode_chunk(arr, int envelope, int stream):
                     cols.rel_rows.append(i)
                     cols.rel_cols.append([
                         {"flags": s.rcols[k].flags,
-                         "name": (<const char*>(dp + start + s.rcols[k].name.off))[:s.rcols[k].name.len].decode(),
+                         "name": (<const char*>(dp + start + s.rcols[k].name.off))[
+                             :s.rcols[k].name.len].decode(),
                          "type_oid": s.rcols[k].type_oid,
                          "type_modifier": s.rcols[k].type_modifier}
                         for k in range(s.nrcols)])
