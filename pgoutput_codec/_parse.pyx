@@ -229,7 +229,7 @@ cdef int _pgoutput(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
     r.pos += 1
     # The streaming xid of R/Y/I/U/D/T/M (proto.c: "transaction ID (if not valid, we're not streaming)")
     if stream == STREAM_YES and (tag == 82 or tag == 89 or tag == 73 or tag == 85
-                                  or tag == 68 or tag == 84 or tag == 77):
+                                 or tag == 68 or tag == 84 or tag == 77):
         if read_u32(r, &m.xid, b"streaming xid") < 0:
             return -1
         m.has_xid = True
