@@ -22,7 +22,8 @@ cdef extern from *:
     #define pgc_bswap64(x) __builtin_bswap64(x)
     #else
     #define pgc_bswap16(x) ((uint16_t)((((x) & 0xFF) << 8) | (((x) >> 8) & 0xFF)))
-    #define pgc_bswap32(x) ((((x) & 0xFFu) << 24) | (((x) & 0xFF00u) << 8) | (((x) >> 8) & 0xFF00u) | ((x) >> 24))
+    #define pgc_bswap32(x) ((((x) & 0xFFu) << 24) | (((x) & 0xFF00u) << 8) \
+                            | (((x) >> 8) & 0xFF00u) | ((x) >> 24))
     #define pgc_bswap64(x) (((uint64_t)pgc_bswap32((uint32_t)(x)) << 32) | pgc_bswap32((uint32_t)((x) >> 32)))
     #endif
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
