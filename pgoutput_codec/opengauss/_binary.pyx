@@ -11,7 +11,6 @@ handed to Arrow with ``Array.from_buffers``: no Python object per record or valu
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
-from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from pgoutput_codec._reader cimport (
     E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_NULL_ROW, E_OK, E_SHORT, E_TRAILING,
@@ -22,7 +21,7 @@ from pgoutput_codec._reader cimport (
 import pyarrow as pa
 
 from pgoutput_codec.opengauss._errors import format_error
-from pgoutput_codec.opengauss.schema import RECORD_SCHEMA, TUPLE_COLUMN, HEARTBEATS_KEY
+from pgoutput_codec.opengauss.schema import RECORD_SCHEMA, TUPLE_COLUMN
 
 cdef uint32_t NULL_LEN = 0xFFFFFFFF
 
@@ -329,11 +328,16 @@ cdef class _Builder:
 
     def __dealloc__(self):
         free(self.row.data)
-        free(self.lsn.vals.data); free(self.lsn.valid.b.data)
-        free(self.csn.vals.data); free(self.csn.valid.b.data)
-        free(self.first_lsn.vals.data); free(self.first_lsn.valid.b.data)
-        free(self.xid.vals.data); free(self.xid.valid.b.data)
-        free(self.origin.data); free(self.origin_valid.b.data)
+        free(self.lsn.vals.data)
+        free(self.lsn.valid.b.data)
+        free(self.csn.vals.data)
+        free(self.csn.valid.b.data)
+        free(self.first_lsn.vals.data)
+        free(self.first_lsn.valid.b.data)
+        free(self.xid.vals.data)
+        free(self.xid.valid.b.data)
+        free(self.origin.data)
+        free(self.origin_valid.b.data)
         self._free_str(&self.type_)
         self._free_str(&self.commit_time)
         self._free_str(&self.user_name)
@@ -348,7 +352,8 @@ cdef class _Builder:
         free(s.data.data)
         free(s.valid.b.data)
 
-    cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err, Py_ssize_t errlen) except -1:
+    cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
+                 Py_ssize_t errlen) except -1:
         """One output row: ``rec`` fields per ``rec.has``; tuples were appended already
         when H_NEW/H_OLD are set."""
         cdef int h = rec.has
@@ -375,7 +380,7 @@ cdef class _Builder:
 
     cdef object _str(self, StrB* s):
         return pa.Array.from_buffers(pa.string(), self.nrows, [as_buffer(&s.valid.b), as_buffer(&s.offs),
-                                                              as_buffer(&s.data)])
+                                                               as_buffer(&s.data)])
 
     cdef object _u64(self, U64B* c):
         return pa.Array.from_buffers(pa.uint64(), self.nrows, [as_buffer(&c.valid.b), as_buffer(&c.vals)])
