@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from .errors import PgoutputDecodeError
 from .messages import parse_lsn
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
 
-__all__ = ["ChangeDecoder", "decode_changes", "parse_table_list"]
+__all__ = ["ChangeDecoder", "decode_changes", "parse_table_list", "relation_fingerprint"]
 
 _CHANGE_TAGS = np.zeros(256, dtype=bool)
 for _t in b"IUDT":
@@ -58,7 +59,16 @@ _PENDING_SCHEMA = pa.schema(_PENDING_FIELDS + [pa.field("msg_xid", pa.uint32())]
 _VERSION_SCHEMA = pa.schema([
     pa.field("schema", pa.string()), pa.field("table", pa.string()),
     pa.field("relation_id", pa.uint32()), pa.field("columns", RELATION_COLUMNS_TYPE),
+    pa.field("relation_version", pa.uint64()),
 ])
+
+
+def relation_fingerprint(rel: dict) -> int:
+    """64-bit content hash of a Relation definition (the ``relation_version`` column)."""
+    cols = ";".join(f"{c['name']}\x00{c['type_oid']}\x00{c['type_modifier']}\x00{c['flags']}"
+                    for c in rel["columns"] or ())
+    text = f"{rel['schema']}\x01{rel['table']}\x01{rel['relation_id']}\x01{rel['replica_identity']}\x01{cols}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def parse_table_list(spec):
@@ -376,31 +386,92 @@ class ChangeDecoder:
         row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
         table = rows["table"]
 
-        # Group this chunk's change rows by transaction slot (nearly sorted already).
-        order = np.argsort(row_slot, kind="stable")
-        sorted_slots = row_slot[order]
-        out_pieces = []
-        committed = set()
-        for slot, m in commits:
-            committed.add(slot)
-            lo, hi = np.searchsorted(sorted_slots, [slot, slot + 1])
+        return self._emit(commits, table, row_slot)
+
+    def _emit(self, commits, table: pa.Table, row_slot: np.ndarray) -> pa.Table:
+        """Rows of the transactions committed in this chunk, in commit order, with their
+        commit facts; rows of transactions still open are kept in the state.
+
+        Vectorized: each row gets the rank of its transaction's commit (-1: not
+        committed here), one stable sort by (rank, seq) orders them — rows held from
+        earlier chunks come first within a transaction, as their seq is smaller."""
+        n_commits = len(commits)
+        rank_of = {slot: k for k, (slot, _) in enumerate(commits)}
+        slots = np.fromiter(rank_of.keys(), dtype=np.int64, count=n_commits)
+        ranks = np.fromiter(rank_of.values(), dtype=np.int64, count=n_commits)
+        row_rank = np.full(len(row_slot), -1, dtype=np.int64)
+        if n_commits and len(row_slot):
+            o = np.argsort(slots)
+            pos = np.searchsorted(slots[o], row_slot)
+            pos = np.minimum(pos, n_commits - 1)
+            hit = slots[o][pos] == row_slot
+            row_rank[hit] = ranks[o][pos[hit]]
+        # open transactions keep their rows of this chunk
+        open_rows = row_rank < 0
+        if open_rows.any():
+            oslots = row_slot[open_rows]
+            oidx = np.flatnonzero(open_rows)
+            order = np.argsort(oslots, kind="stable")
+            oslots, oidx = oslots[order], oidx[order]
+            bounds = np.flatnonzero(np.diff(oslots)) + 1
+            for part_slots, part_idx in zip(np.split(oslots, bounds), np.split(oidx, bounds), strict=True):
+                txn = self._txns.get(int(part_slots[0]))
+                if txn is not None:   # None: its transaction was aborted in this chunk
+                    self._hold(txn, table.take(pa.array(part_idx, pa.int64())))
+        pieces, piece_rank = [], []
+        txns = []
+        for slot, _ in commits:
             txn = self._txns.pop(slot)
-            parts = [self._load(p) for p in txn.pending]
-            if hi > lo:
-                parts.append(table.take(pa.array(order[lo:hi], pa.int64())))
-            out_pieces.append(self._commit(txn, parts, m))
-        # Open transactions keep their rows of this chunk.
-        for slot in np.unique(sorted_slots):
-            slot = int(slot)
-            if slot in committed or slot not in self._txns:
-                continue
-            lo, hi = np.searchsorted(sorted_slots, [slot, slot + 1])
-            self._hold(self._txns[slot], table.take(pa.array(order[lo:hi], pa.int64())))
+            txns.append(txn)
+            for p in txn.pending:
+                p = self._load(p)
+                pieces.append(p)
+                piece_rank.append(np.full(len(p), rank_of[slot], dtype=np.int64))
+        cur = np.flatnonzero(row_rank >= 0)
+        if len(cur):
+            pieces.append(table.take(pa.array(cur, pa.int64())))
+            piece_rank.append(row_rank[cur])
         schema = self.output_schema
-        out_pieces = [p for p in out_pieces if p is not None and len(p)]
-        if not out_pieces:
+        if not pieces and self.options["skip_empty_xacts"]:
             return schema.empty_table()
-        out = pa.concat_tables(out_pieces).select(schema.names).cast(schema)
+        rows = pa.concat_tables(pieces) if pieces else _PENDING_SCHEMA.empty_table()
+        rank = np.concatenate(piece_rank) if piece_rank else np.zeros(0, np.int64)
+        # subtransactions aborted inside streamed transactions
+        drop = np.zeros(len(rows), dtype=bool)
+        msg_xid = None
+        for k, txn in enumerate(txns):
+            if txn.aborted_subxids:
+                if msg_xid is None:
+                    msg_xid = rows.column("msg_xid").to_numpy(zero_copy_only=False)
+                drop |= (rank == k) & np.isin(msg_xid, np.fromiter(txn.aborted_subxids, np.float64))
+        if drop.any():
+            keep = ~drop
+            rows, rank = rows.filter(pa.array(keep)), rank[keep]
+        # empty transactions: one 'C' row each when asked for
+        if not self.options["skip_empty_xacts"]:
+            seen = np.zeros(n_commits, dtype=bool)
+            seen[rank] = True
+            empty = np.flatnonzero(~seen)
+            if len(empty):
+                markers = pa.Table.from_pylist([dict(op="C")] * len(empty), schema=_PENDING_SCHEMA)
+                rows = pa.concat_tables([rows, markers])
+                rank = np.concatenate([rank, empty])
+        if not len(rows):
+            return schema.empty_table()
+        order = np.lexsort((rows.column("seq").fill_null(-1).to_numpy(zero_copy_only=False), rank))
+        rows = rows.take(pa.array(order, pa.int64()))
+        rank = pa.array(rank[order], pa.int64())
+        facts = [m for _, m in commits]
+        xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]
+        extra = {
+            "xid": pa.array(xids, pa.uint32()).take(rank),
+            "commit_lsn": pa.array([m.get("commit_lsn") for m in facts], pa.uint64()).take(rank),
+            "commit_ts": pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type).take(rank),
+            "origin": pa.array([t.origin for t in txns], pa.string()).take(rank),
+        }
+        for name, arr in extra.items():
+            rows = rows.append_column(name, arr)
+        out = rows.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out
 
@@ -426,6 +497,7 @@ class ChangeDecoder:
             "table": vt.column("table").take(vtake),
             "relation_id": msgs.field("relation_id").take(take),
             "columns": vt.column("columns").take(vtake),
+            "relation_version": vt.column("relation_version").take(vtake),
             "before_kind": msgs.field("old_kind").take(take),
             "before": msgs.field("old_tuple").take(take),
             "after": msgs.field("new_tuple").take(take),
@@ -443,7 +515,9 @@ class ChangeDecoder:
                     rel = self._versions[v] if v is not None else {}
                     trows.append(dict(op="T", seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(),
                                       schema=rel.get("schema"), table=rel.get("table"), relation_id=rid,
-                                      columns=rel.get("columns"), before_kind=None, before=None, after=None,
+                                      columns=rel.get("columns"),
+                                      relation_version=relation_fingerprint(rel) if rel else None,
+                                      before_kind=None, before=None, after=None,
                                       truncate_options=m["options"], msg_xid=m["xid"]))
                     tsrc.append(i)
             table = pa.concat_tables([table, pa.Table.from_pylist(trows, schema=_PENDING_SCHEMA)])
@@ -465,7 +539,8 @@ class ChangeDecoder:
     def _version_table(self) -> pa.Table:
         if getattr(self, "_vt_len", -1) != len(self._versions):
             self._vt = pa.Table.from_pylist(
-                [{k: v[k] for k in ("schema", "table", "relation_id", "columns")} for v in self._versions],
+                [dict({k: v[k] for k in ("schema", "table", "relation_id", "columns")},
+                      relation_version=relation_fingerprint(v)) for v in self._versions],
                 schema=_VERSION_SCHEMA)
             self._vt_len = len(self._versions)
         return self._vt
@@ -509,37 +584,6 @@ class ChangeDecoder:
                 os.unlink(p)
         if self._ctx == slot:
             self._ctx = -1
-
-    def _commit(self, txn: _Txn, parts: list, m: dict):
-        rows = pa.concat_tables(parts) if parts else _PENDING_SCHEMA.empty_table()
-        if txn.aborted_subxids and len(rows):
-            aborted = pa.array(sorted(txn.aborted_subxids), pa.uint32())
-            rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(rows.column("msg_xid"), value_set=aborted), False)))
-        xid = txn.xid if txn.xid is not None else m.get("xid")
-        n = len(rows)
-        if n == 0:
-            if self.options["skip_empty_xacts"]:
-                return None
-            rows = pa.Table.from_pylist([dict(op="C")], schema=_PENDING_SCHEMA)
-            n = 1
-        commit_lsn = m.get("commit_lsn")
-        extra = {
-            "xid": _repeat(xid, n, pa.uint32()),
-            "commit_lsn": _repeat(commit_lsn, n, pa.uint64()),
-            "commit_ts": _repeat(m.get("commit_ts"), n, CHANGE_SCHEMA.field("commit_ts").type),
-            "origin": _repeat(txn.origin, n, pa.string()),
-        }
-        for name, arr in extra.items():
-            rows = rows.append_column(name, arr)
-        return rows.drop_columns(["msg_xid"])
-
-
-def _repeat(value, n, typ) -> pa.Array:
-    """``n`` copies of one value, built without a Python object per row."""
-    if value is None:
-        return pa.nulls(n, typ)
-    one = pa.array([value], typ)
-    return one.take(pa.array(np.zeros(n, dtype=np.int32)))
 
 
 def decode_changes(input, **options) -> pa.Table:

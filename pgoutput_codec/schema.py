@@ -110,6 +110,10 @@ CHANGE_FIELDS = [
     pa.field("table", pa.string()),
     pa.field("relation_id", pa.uint32()),
     pa.field("columns", RELATION_COLUMNS_TYPE),  # flags & 1 = replica identity key column
+    # 64-bit fingerprint of the Relation definition the row was decoded with (schema, table,
+    # identity, columns): equal definitions give equal values in any decoder, so consumers
+    # group rows by schema version without comparing column lists
+    pa.field("relation_version", pa.uint64()),
     pa.field("before_kind", pa.string()),      # 'K' key only, 'O' whole old row, null
     pa.field("before", TUPLE_TYPE),
     pa.field("after", TUPLE_TYPE),

@@ -44,24 +44,15 @@ def _rows_of(changes: pa.Table, name: str) -> pa.Table:
     return changes.filter(pc.fill_null(mask, False))
 
 
-def _column_set_ids(colsets: pa.Array):
-    """(id per row, one representative column list per id) for a ``columns`` array.
-
-    Arrow has no hash kernels for list<struct>, so each list is keyed by a string that
-    joins its columns' name, type OID, typmod and flags; ids come from that key."""
-    colsets = colsets.combine_chunks() if isinstance(colsets, pa.ChunkedArray) else colsets
-    flat = colsets.flatten()
-    elem = pc.binary_join_element_wise(
-        flat.field("name"), pc.cast(flat.field("type_oid"), pa.string()),
-        pc.cast(flat.field("type_modifier"), pa.string()), pc.cast(flat.field("flags"), pa.string()), "\x00")
-    offsets = colsets.offsets
-    if colsets.offset:
-        offsets = pc.subtract(offsets, offsets[0])
-    keys = pc.binary_join(pa.ListArray.from_arrays(offsets, elem, mask=colsets.is_null()), "\x01")
-    uniq = pc.unique(pc.drop_null(keys)) if keys.null_count != len(keys) else pa.array([], pa.string())
-    ids = pc.index_in(keys, value_set=uniq).to_numpy(zero_copy_only=False)
-    reps = [colsets[int(pc.index(keys, u).as_py())].as_py() for u in uniq]
-    return np.where(np.isnan(ids.astype(float)), -1, ids).astype(np.int64) if keys.null_count else ids.astype(np.int64), reps
+def _column_set_ids(rows: pa.Table):
+    """(id per row, one column list per id): rows grouped by ``relation_version`` (a
+    fingerprint of the Relation definition), so column lists are never compared."""
+    fp = rows.column("relation_version").combine_chunks()
+    uniq = pc.unique(pc.drop_null(fp)) if fp.null_count != len(fp) else pa.array([], pa.uint64())
+    ids = pc.fill_null(pc.index_in(fp, value_set=uniq), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    cols = rows.column("columns")
+    reps = [cols[int(pc.index(fp, u).as_py())].as_py() for u in uniq]
+    return ids, reps
 
 
 def table_columns(changes: pa.Table, name: str) -> list[dict]:
@@ -71,7 +62,7 @@ def table_columns(changes: pa.Table, name: str) -> list[dict]:
     rows = _rows_of(changes, name)
     seen: dict[str, dict] = {}
     order: list[str] = []
-    reps = _column_set_ids(rows.column("columns"))[1] if len(rows) else []
+    reps = _column_set_ids(rows)[1] if len(rows) else []
     for cols in reps:
         for c in cols:
             seen[c["name"]] = c
@@ -100,7 +91,7 @@ def _gather(rows: pa.Table, side: str, cols: list[dict]):
     valid = tuples.is_valid().to_numpy(zero_copy_only=False)
     # positions of each column name per distinct column list (few distinct lists)
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
-    idx_of, reps = _column_set_ids(colsets) if n else (np.zeros(0, np.int64), [])
+    idx_of, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
     for k, cl in enumerate(reps):
         rows_k = np.flatnonzero(idx_of == k)
         for pos, c in enumerate(cl):
