@@ -1,0 +1,11 @@
+# Stub of the compiled module _batch.pyx: the hot path behind batch.decode_batch.
+# envelope: 0 auto, 1 none, 2 xlogdata (batch._ENVELOPES); stream: 0 outside a Stream
+# Start/Stop block, 1 inside, 2 infer from the first S/E row.
+from typing import Literal
+
+import pyarrow as pa
+
+def first_stream_marker(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> Literal["S", "E"] | None: ...
+def decode_chunk(
+    arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int, stream: int
+) -> tuple[pa.StructArray, bool]: ...

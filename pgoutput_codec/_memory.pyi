@@ -1,0 +1,6 @@
+# Stub of the compiled module _memory.pyx (block cache of the decoders' output buffers).
+
+def cache_info() -> tuple[int, int, int]:
+    """(blocks cached, bytes cached, limit in bytes)."""
+
+def cache_clear() -> None: ...
