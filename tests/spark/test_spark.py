@@ -1,0 +1,383 @@
+"""pgoutput_codec.spark on a real local SparkSession (PySpark 3.5 and 4.x).
+
+The oracle is the single-process decoder: every Spark result is compared with
+``decode_batch`` (or ``opengauss.decode_batch``) over the same payloads, cast to the
+Arrow types Spark exchanges (``spark.types``).
+"""
+
+from __future__ import annotations
+
+import csv
+import decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import Observation  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
+
+import pgoutput_codec as pc_ # noqa: E402
+from pgoutput_codec import decode_batch, encode_message  # noqa: E402
+from pgoutput_codec.messages import TupleColumn as TC  # noqa: E402
+from pgoutput_codec.schema import MESSAGE_STRUCT  # noqa: E402
+from pgoutput_codec.spark import (CORRUPT_RECORD, HAS_ARROW_UDF, MESSAGE_TYPE, decode_messages,  # noqa: E402
+                                  from_opengauss, from_pgoutput, opengauss_messages, read_archive, register,
+                                  spark_type)
+from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.parquet"
+# PySpark 4 warns that it does not fully support pandas 3; nothing here depends on it.
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+
+IMPLS = ["arrow", "pandas"] if HAS_ARROW_UDF else ["pandas"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+def collect(df) -> pa.Table:
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    batches = df._collect_as_arrow()  # PySpark 3.5: what toPandas uses
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def expected_struct(values, **kw) -> pa.Table:
+    """decode_batch + the _corrupt_record column, cast to Spark's Arrow types."""
+    payloads = pa.array(values, pa.binary()) if not isinstance(values, pa.Array) else values
+    out = decode_batch(payloads, **kw)
+    fields = out.flatten()
+    err = fields[MESSAGE_STRUCT.get_field_index("error")]
+    fields.append(pc.if_else(pc.is_valid(err), payloads, pa.scalar(None, pa.binary())))
+    schema = ST.arrow_schema_for(MESSAGE_TYPE)
+    return pa.Table.from_arrays([ST.to_spark_arrow(a, schema.field(i).type) for i, a in enumerate(fields)],
+                                schema=schema)
+
+
+def same(got: pa.Table, want: pa.Table, columns=None):
+    columns = columns or want.column_names
+    got = got.select(columns).cast(want.select(columns).schema)
+    want = want.select(columns)
+    if not got.equals(want):
+        for c in columns:
+            g, w = got.column(c).to_pylist(), want.column(c).to_pylist()
+            for i, (a, b) in enumerate(zip(g, w)):
+                assert a == b, f"column {c} row {i}: spark {a!r} != decode_batch {b!r}"
+            assert len(g) == len(w), f"column {c}: {len(g)} rows != {len(w)}"
+    return True
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    if not CORPUS.exists():
+        pytest.skip(f"{CORPUS} not present (make corpus)")
+    t = pq.read_table(CORPUS)
+    return t.append_column("row", pa.array(range(t.num_rows), pa.int64()))
+
+
+@pytest.fixture(scope="session")
+def corpus_path(corpus, tmp_path_factory):
+    p = tmp_path_factory.mktemp("corpus") / "corpus.parquet"
+    pq.write_table(corpus, p, row_group_size=1000)  # 8 row groups: 8 data source partitions
+    return str(p)
+
+
+@pytest.fixture(scope="session")
+def corpus_df(spark, corpus_path):
+    return spark.read.parquet(corpus_path)
+
+
+def in_partitions(df, n):
+    return df.repartitionByRange(n, "row").sortWithinPartitions("row")
+
+
+def generated():
+    """Every message type once, streaming blocks, LSN/xid/OID at their maxima."""
+    M = pc_
+    big = 2**64 - 1
+    cols = (M.RelationColumn(1, "id", 23, -1), M.RelationColumn(0, "v", 25, -1))
+    row = (TC("t", b"1"), TC("n", None), TC("u", None), TC("b", b"\x00\xff"))
+    msgs = [
+        M.Begin(final_lsn=big, commit_ts=700_000_000_000_000, xid=2**32 - 1),
+        M.Origin(origin_lsn=2**63, origin_name="origin"),
+        M.Relation(relation_id=2**32 - 1, namespace="public", relation_name="t", replica_identity="f",
+                   columns=cols),
+        M.Type(type_oid=2**31 + 5, namespace="pg_catalog", type_name="mood"),
+        M.Insert(relation_id=2**32 - 1, new_tuple=row),
+        M.Update(relation_id=1, old_kind="O", old_tuple=row, new_tuple=row),
+        M.Update(relation_id=1, new_tuple=row[:1]),
+        M.Delete(relation_id=1, old_kind="K", old_tuple=row[:1]),
+        M.Truncate(options=3, relation_ids=(1, 2**32 - 1)),
+        M.LogicalMessage(flags=1, lsn=2**63 + 5, prefix="p", content=b"\x00x"),
+        M.Commit(commit_lsn=big, end_lsn=big - 1, commit_ts=1),
+        M.StreamStart(xid=9, first_segment=True),
+        M.Relation(xid=9, relation_id=7, namespace="myschema", relation_name="s", replica_identity="d",
+                   columns=cols),
+        M.Insert(xid=9, relation_id=7, new_tuple=row),
+        M.StreamStop(),
+        M.StreamCommit(xid=9, commit_lsn=10, end_lsn=11, commit_ts=12),
+        M.StreamAbort(xid=10, subxid=11),
+        M.BeginPrepare(prepare_lsn=1, end_lsn=2, prepare_ts=3, xid=4, gid="g"),
+        M.Prepare(prepare_lsn=1, end_lsn=2, prepare_ts=3, xid=4, gid="g"),
+        M.CommitPrepared(commit_lsn=1, end_lsn=2, commit_ts=3, xid=4, gid="g"),
+        M.RollbackPrepared(prepare_end_lsn=1, rollback_end_lsn=2, prepare_ts=3, rollback_ts=4, xid=4, gid="g"),
+    ]
+    return [encode_message(m) for m in msgs]
+
+
+def malformed():
+    ins = encode_message(pc_.Insert(relation_id=1, new_tuple=(TC("t", b"abc"),)))
+    return [b"", None, b"Z\x00\x01", ins[:-1], ins + b"\x00"]
+
+
+def frame_df(spark, payloads, extra=None):
+    rows = [(i, f"0/{i:X}", p) for i, p in enumerate(payloads)]
+    schema = T.StructType([T.StructField("seq", T.LongType()), T.StructField("lsn", T.StringType()),
+                           T.StructField("data", T.BinaryType())])
+    return spark.createDataFrame(rows, schema).coalesce(1)
+
+
+# --------------------------------------------------------------------------- types (no JVM)
+
+def test_type_converter():
+    assert spark_type(pa.uint64()) == T.DecimalType(20, 0)
+    assert spark_type(pa.uint32()) == T.LongType()
+    assert spark_type(pa.uint8()) == T.ShortType()
+    assert spark_type(pa.timestamp("us", tz="UTC")) == T.TimestampType()
+    assert MESSAGE_TYPE.names == [f.name for f in MESSAGE_STRUCT] + [CORRUPT_RECORD]
+    assert MESSAGE_TYPE["columns"].dataType.elementType["type_oid"].dataType == T.LongType()
+    with pytest.raises(TypeError):
+        spark_type(pa.float16())
+
+
+# --------------------------------------------------------------------------- from_pgoutput
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_from_pgoutput_corpus_equals_decode_batch(spark, corpus, corpus_df, impl):
+    want = expected_struct(corpus.column("data").combine_chunks())
+    for n in (1, 8):
+        df = in_partitions(corpus_df, n)
+        got = collect(df.select("row", from_pgoutput("data", impl=impl).alias("m"))
+                      .orderBy("row").select("m.*"))
+        assert got.num_rows == corpus.num_rows
+        assert got.column("error").null_count == got.num_rows
+        same(got, want)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_from_pgoutput_generated_and_big_lsn(spark, impl):
+    payloads = generated()
+    df = frame_df(spark, payloads)
+    got = collect(df.select("seq", from_pgoutput("data", impl=impl).alias("m")).orderBy("seq").select("m.*"))
+    same(got, expected_struct(payloads))
+    assert got.column("error").null_count == len(payloads)
+    assert got.column("final_lsn")[0].as_py() == decimal.Decimal(2**64 - 1)
+    assert got.column("lsn")[9].as_py() == decimal.Decimal(2**63 + 5)
+    assert got.column("relation_id")[2].as_py() == 2**32 - 1
+    assert got.column("xid")[13].as_py() == 9  # inside the stream block
+    # SQL sees exact LSNs too
+    df.select(from_pgoutput("data", impl=impl).alias("m")).createOrReplaceTempView("gen")
+    assert spark.sql("SELECT max(m.final_lsn) FROM gen").first()[0] == decimal.Decimal(2**64 - 1)
+
+
+def test_sql_pgoutput_decode(spark, corpus, corpus_df):
+    register(spark)
+    corpus_df.createOrReplaceTempView("corpus")
+    got = collect(spark.sql("SELECT row, pgoutput_decode(data) AS m FROM corpus").orderBy("row").select("m.*"))
+    same(got, expected_struct(corpus.column("data").combine_chunks()))
+    bad = frame_df(spark, malformed())
+    bad.createOrReplaceTempView("bad")
+    got = collect(spark.sql("SELECT seq, pgoutput_decode_permissive(data).error AS e FROM bad ORDER BY seq"))
+    assert got.column("e").to_pylist() == decode_batch(malformed()).field("error").to_pylist()
+    with pytest.raises(Exception, match="Malformed pgoutput payload"):
+        spark.sql("SELECT pgoutput_decode(data) FROM bad").collect()
+
+
+# --------------------------------------------------------------------------- modes
+
+def mixed():
+    good = generated()
+    out = []
+    for i, b in enumerate(malformed()):
+        out += good[i * 3:(i + 1) * 3] + [b]
+    return out + good[15:]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_from_pgoutput_permissive(spark, impl):
+    payloads = mixed()
+    df = frame_df(spark, payloads)
+    got = collect(df.select("seq", from_pgoutput("data", mode="PERMISSIVE", impl=impl).alias("m"))
+                  .orderBy("seq").select("m.*"))
+    want = expected_struct(payloads)
+    same(got, want)
+    err = got.column("error").to_pylist()
+    assert sum(e is not None for e in err) == len(malformed())
+    for e, p, c in zip(err, payloads, got.column(CORRUPT_RECORD).to_pylist()):
+        assert c == (p if e is not None else None)
+    assert "Insert ('I') at byte" in next(e for e in err if e and e.startswith("Insert"))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_from_pgoutput_failfast_names_row_key_type_offset(spark, impl):
+    df = frame_df(spark, mixed())
+    with pytest.raises(Exception) as ei:
+        df.select(from_pgoutput("data", key="lsn", impl=impl)).collect()
+    text = str(ei.value)
+    assert "Malformed pgoutput payload in row 3" in text and "(lsn=0/3)" in text
+    assert "at byte 0" in text and "FAILFAST" in text  # first bad row: the empty payload
+    with pytest.raises(ValueError, match="DROPMALFORMED"):
+        from_pgoutput("data", mode="DROPMALFORMED")
+
+
+def test_decode_messages_modes(spark):
+    payloads = mixed()
+    nbad = len(malformed())
+    df = frame_df(spark, payloads)
+    want = expected_struct(payloads)
+    # PERMISSIVE: every row, flattened, keys renamed where they clash (lsn → source_lsn)
+    obs = Observation("permissive")
+    got = collect(decode_messages(df, mode="PERMISSIVE", observation=obs).orderBy("seq"))
+    assert got.column_names[:2] == ["source_lsn", "seq"]
+    assert got.column_names[2:] == MESSAGE_TYPE.names
+    same(got, want)
+    assert obs.get == {"rows": len(payloads), "malformed": nbad}
+    # DROPMALFORMED: rows in = rows out + malformed, with and without an observation
+    obs = Observation("drop")
+    kept = collect(decode_messages(df, mode="DROPMALFORMED", observation=obs).orderBy("seq"))
+    assert obs.get == {"rows": len(payloads), "malformed": nbad}
+    assert kept.num_rows == len(payloads) - nbad and kept.column("error").null_count == kept.num_rows
+    good = want.filter(pc.is_null(want.column("error")))
+    same(kept, good)
+    assert decode_messages(df, mode="DROPMALFORMED").count() == len(payloads) - nbad
+    # FAILFAST: the kept columns name the row
+    with pytest.raises(Exception) as ei:
+        decode_messages(df).collect()
+    assert "source_lsn=0/3, seq=3" in str(ei.value) and "at byte 0" in str(ei.value)
+    with pytest.raises(Exception, match=r"Insert \('I'\) at byte"):
+        decode_messages(df.filter("seq > 12")).collect()
+
+
+def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
+    want = expected_struct(corpus.column("data").combine_chunks())
+    results = []
+    for n in (1, 8):
+        got = collect(decode_messages(in_partitions(corpus_df, n), keep=("row", "lsn", "xid", "seq"))
+                      .orderBy("row"))
+        assert got.column_names[:4] == ["row", "source_lsn", "source_xid", "seq"]
+        same(got, want)
+        results.append(got)
+    assert results[0].equals(results[1])
+
+
+# --------------------------------------------------------------------------- archives
+
+def write_csv(path, corpus, *, sep=",", prefix="\\x"):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, delimiter=sep, lineterminator="\n")
+        w.writerow(["lsn", "xid", "data"])
+        for lsn, xid, data in zip(*(corpus.column(c).to_pylist() for c in ("lsn", "xid", "data"))):
+            w.writerow([lsn, xid, prefix + data.hex()])
+
+
+@pytest.fixture(scope="session")
+def csv_paths(corpus, tmp_path_factory):
+    d = tmp_path_factory.mktemp("csv")
+    write_csv(d / "export.csv", corpus)
+    (d / "copy").mkdir()
+    write_csv(d / "copy" / "export.tsv", corpus, sep="\t", prefix="\\\\x")  # COPY text format
+    return d
+
+
+def test_read_archive_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
+    want = expected_struct(corpus.column("data").combine_chunks())
+    got = collect(read_archive(spark, corpus_path).orderBy("row"))
+    assert got.column_names[:5] == ["server_version", "option_set", "seq", "source_lsn", "source_xid"]
+    same(got, want)
+    for path, sep in ((csv_paths / "export.csv", ","), (csv_paths / "copy", "\t")):
+        got = collect(read_archive(spark, str(path), format="csv", sep=sep))
+        assert got.num_rows == corpus.num_rows
+        assert got.schema.field("source_xid").type == pa.string()  # CSV has no types
+        same(got, want)  # single file: Spark keeps the file order
+    with pytest.raises(NotImplementedError, match="change decoder"):
+        read_archive(spark, corpus_path, output="changes")
+
+
+def test_csv_bad_hex_is_an_error_row(spark, tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("lsn,xid,data\n0/1,1,\\x45\n0/2,1,nothex\n0/3,1,\\x4\n")
+    got = collect(read_archive(spark, str(p), format="csv", mode="PERMISSIVE").orderBy("source_lsn"))
+    assert got.column("error").to_pylist()[1:] == [
+        "payload is not bytea hex text ('\\x' followed by an even number of hex digits)"] * 2
+    assert got.column(CORRUPT_RECORD).to_pylist()[1:] == [b"nothex", b"\\x4"]
+    with pytest.raises(Exception, match=r"row 1 of the Arrow batch \(source_lsn=0/2"):
+        read_archive(spark, str(p), format="csv").collect()
+
+
+@pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
+def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
+    register(spark)
+    want = expected_struct(corpus.column("data").combine_chunks())
+    df = spark.read.format("pgoutput").load(corpus_path)
+    assert df.rdd.getNumPartitions() == 8  # one per row group
+    got = collect(df.orderBy("row"))
+    same(got, want)
+    assert got.select(["row", "seq"]).equals(collect(read_archive(spark, corpus_path).orderBy("row"))
+                                             .select(["row", "seq"]))
+    got = collect(spark.read.format("pgoutput").option("format", "csv").load(str(csv_paths / "export.csv")))
+    same(got, want)
+    got = collect(spark.read.format("pgoutput").options(format="csv", sep="\\t", keep="lsn")
+                  .load(str(csv_paths / "copy")))
+    assert got.column_names[0] == "source_lsn" and got.column_names[1] == "type"
+    same(got, want)
+    with pytest.raises(Exception, match="change decoder"):
+        spark.read.format("pgoutput").option("output", "changes").load(corpus_path).schema
+
+
+# --------------------------------------------------------------------------- openGauss
+
+def og_frames():
+    from pgoutput_codec.opengauss import Column, Record
+    from pgoutput_codec.opengauss.encode import encode_frame
+    ts = "2024-02-05 14:46:35.203057+08"
+    recs = [
+        Record("B", 0x0CFE64D0, csn=2359, first_lsn=0x0CFE64D0, xid=2**64 - 1, commit_time=ts, options="XT"),
+        Record("I", 0x0CFE6500, schema="public", table="t1",
+               new_tuple=(Column("a", 23, b"1"), Column('"Mixed"', 25, None))),
+        Record("D", 0x0CFE6700, schema="public", table="t1", old_tuple=(Column("a", 23, b"4"),)),
+        Record("C", 0x0CFE6900, xid=78109, commit_time=ts, options="XT"),
+    ]
+    good = encode_frame(recs)
+    return [good, encode_frame(recs[:1]), good[:-7], good]
+
+
+def test_opengauss(spark):
+    from pgoutput_codec.opengauss import decode_batch as og_decode
+    frames = og_frames()
+    want = og_decode(pa.array(frames, pa.binary()))
+    df = frame_df(spark, frames)
+    got = collect(opengauss_messages(df, mode="PERMISSIVE").orderBy("seq", "record"))
+    assert got.num_rows == want.num_rows
+    assert got.column("seq").to_pylist() == want.column("row").to_pylist()
+    cols = [c for c in want.column_names if c != "row"]
+    same(got, want.select(cols).cast(pa.schema([ST.arrow_schema_for(ST.spark_type(
+        pa.struct([want.schema.field(c) for c in cols]))).field(c) for c in cols])))
+    nerr = want.column("error").null_count
+    assert got.column(CORRUPT_RECORD).null_count == nerr
+    obs = Observation("og")
+    assert opengauss_messages(df, mode="DROPMALFORMED", observation=obs).count() == nerr
+    assert obs.get["rows"] == want.num_rows and obs.get["malformed"] == want.num_rows - nerr
+    with pytest.raises(Exception, match="Malformed openGauss frame in row 2"):
+        opengauss_messages(df).collect()
+    # column function: an array of records per frame
+    arr = collect(df.select("seq", from_opengauss("data", mode="PERMISSIVE").alias("r")).orderBy("seq"))
+    sizes = [len(x) for x in arr.column("r").to_pylist()]
+    assert sizes == [sum(1 for r in want.column("row").to_pylist() if r == i) for i in range(len(frames))]
+    exploded = df.select("seq", F.posexplode(from_opengauss("data", mode="PERMISSIVE")))
+    assert exploded.count() == want.num_rows
