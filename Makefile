@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-fast lint fuzz bench corpus demo clean wheel system
+.PHONY: all build test test-fast test-spark35 lint fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -25,9 +25,21 @@ system:
 
 test: build system
 	$(PY) -m pytest -q
+	$(MAKE) test-spark35
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
+
+# tests/spark again on PySpark 3.5 (no arrow_udf, no Python data sources): its own venv,
+# pgoutput_codec (with the extensions built in place) from PYTHONPATH.
+SPARK35 ?= .venv-spark35
+$(SPARK35)/.installed:
+	$(PYTHON) -m venv $(SPARK35)
+	$(SPARK35)/bin/pip install -q "pyspark>=3.5,<3.6" pyarrow numpy "pandas>=2,<3" pytest hypothesis
+	touch $@
+
+test-spark35: build $(SPARK35)/.installed
+	PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q tests/spark
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pgoutput_codec tests bench

@@ -33,8 +33,10 @@ from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.parquet"
-# PySpark 4 warns that it does not fully support pandas 3; nothing here depends on it.
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+# PySpark 4 warns that it does not fully support pandas 3 (nothing here depends on it);
+# PySpark 3.5 still uses distutils' LooseVersion.
+pytestmark = [pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+              pytest.mark.filterwarnings("ignore:distutils Version classes are deprecated:DeprecationWarning")]
 
 IMPLS = ["arrow", "pandas"] if HAS_ARROW_UDF else ["pandas"]
 
