@@ -431,12 +431,50 @@ def first_stream_marker(arr, int envelope):
     return None
 
 
-def decode_chunk(arr, int envelope, int stream):
+def tags_of(arr, int envelope):
+    """The message tag byte of every row (inside XLogData frames too); 0 for a null or
+    empty row. Reads one byte per row: the cheap first pass of parallel decoding."""
+    cdef Py_ssize_t n = len(arr)
+    cdef Py_ssize_t off = arr.offset
+    cdef Py_ssize_t i, start, end
+    cdef bint large = pa.types.is_large_binary(arr.type)
+    out = np.zeros(n, dtype=np.uint8)
+    cdef uint8_t[::1] o = out
+    bufs = arr.buffers()
+    if n == 0 or bufs[2] is None or bufs[2].size == 0:
+        return out
+    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
+    cdef const int32_t* o32 = NULL
+    cdef const int64_t* o64 = NULL
+    cdef const uint8_t* dp = <const uint8_t*><uintptr_t>bufs[2].address
+    if large:
+        o64 = <const int64_t*><uintptr_t>bufs[1].address
+    else:
+        o32 = <const int32_t*><uintptr_t>bufs[1].address
+    for i in range(n):
+        if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+            continue
+        start = o64[off + i] if large else o32[off + i]
+        end = o64[off + i + 1] if large else o32[off + i + 1]
+        o[i] = _tag_at(dp + start, end - start, envelope)
+    return out
+
+
+def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     """Decode one ``pa.BinaryArray``/``pa.LargeBinaryArray`` (any slice offset).
 
     ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: 0 no, 1 yes, 2 infer from
-    the first S/E row. Returns ``(StructArray, stream state after the last row)``.
+    the first S/E row. ``stream_rows``: optional uint8 array, the stream state of every
+    row given by the caller (rows that are not contiguous in arrival order, as in
+    parallel decoding); S/E rows then do not change it.
+    Returns ``(StructArray, stream state after the last row)``.
     """
+    cdef const uint8_t[::1] per_row
+    cdef bint explicit = stream_rows is not None
+    if explicit:
+        per_row = np.ascontiguousarray(stream_rows, dtype=np.uint8)
+        if per_row.shape[0] != len(arr):
+            raise ValueError("stream_rows must have one entry per row")
     cdef Py_ssize_t n = len(arr)
     cdef Py_ssize_t off = arr.offset
     cdef bint large = pa.types.is_large_binary(arr.type)
@@ -487,6 +525,8 @@ def decode_chunk(arr, int envelope, int stream):
                 end = o32[off + i + 1]
             reader_init(&r, dp + start, end - start)
             s.ncols = 0
+            if explicit:
+                stream = STREAM_YES if per_row[i] else STREAM_NO
             if parse_payload(&r, &m, &s, stream, envelope) < 0:
                 err = error_text(&r, m.tag).encode()
                 if var_append(&cols.c.error, i, err, len(err)) < 0:

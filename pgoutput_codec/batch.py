@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from . import _batch
 
-__all__ = ["decode_batch", "decode_batch_with_state"]
+__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "message_tags"]
 
 _ENVELOPES = {"auto": 0, "none": 1, "xlogdata": 2}
 
@@ -35,13 +35,44 @@ def _as_binary_chunks(values):
     raise TypeError(f"decode_batch expects binary payloads, got an Arrow column of type {typ}")
 
 
+def _envelope_code(envelope):
+    try:
+        return _ENVELOPES[envelope]
+    except KeyError:
+        raise ValueError(f"envelope must be one of {sorted(_ENVELOPES)}, got {envelope!r}") from None
+
+
+def message_tags(values, *, envelope: str = "auto"):
+    """numpy uint8 array: the tag byte of every payload (0 for null/empty), reading one
+    byte per row — for cheap first passes over an archive."""
+    import numpy as np
+    env = _envelope_code(envelope)
+    parts = [_batch.tags_of(c, env) for c in _as_binary_chunks(values)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+
+
+def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto") -> pa.StructArray:
+    """``decode_batch`` with the stream state of every row given (a bool array): for
+    rows that are not contiguous in arrival order (parallel decoding from a plan)."""
+    import numpy as np
+    env = _envelope_code(envelope)
+    flags = np.asarray(in_stream_rows, dtype=np.uint8)
+    results, at = [], 0
+    for chunk in _as_binary_chunks(values):
+        out, _ = _batch.decode_chunk(chunk, env, 0, flags[at:at + len(chunk)])
+        at += len(chunk)
+        results.append(out)
+    if len(results) == 1:
+        return results[0]
+    if not results:
+        return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0]
+    return pa.concat_arrays(results)
+
+
 def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None):
     """Like :func:`decode_batch`, also returning the stream state after the last row
     (True inside a Stream Start/Stop block), to continue with the next batch."""
-    try:
-        env = _ENVELOPES[envelope]
-    except KeyError:
-        raise ValueError(f"envelope must be one of {sorted(_ENVELOPES)}, got {envelope!r}") from None
+    env = _envelope_code(envelope)
     chunks = _as_binary_chunks(values)
     if in_stream is None:
         # The first Stream Start/Stop anywhere in the input decides: 'E' first means

@@ -166,6 +166,7 @@ class ChangeDecoder:
                             max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors)
         self._patterns = parse_table_list(tables)
         self._in_stream = False
+        self._walk_stream = False   # stream state as the control walk sees it
         self._seq = 0
         self._versions: list[dict] = []          # relation definitions, index = version
         self._relmap: dict[int, int] = {}        # relation_id -> current version
@@ -304,16 +305,41 @@ class ChangeDecoder:
 
         ctrl = msgs.take(pa.array(ctrl_idx, pa.int64())).to_pylist() if len(ctrl_idx) else []
         relmap_start = dict(self._relmap)
-        seg_slot = np.full(len(ctrl_idx) + 1, -1, dtype=np.int64)
+        seg_slot, commits, r_versions, _ = self._walk(ctrl, seg_counts)
+
+        # Relation version of each I/U/D row (one C walk from the map as it was before
+        # this chunk's Relations), then the pending-row table.
+        relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
+        versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids),
+                                              np.asarray(r_versions, dtype=np.int64), relmap_start)
+        r_pos = np.flatnonzero(tags == ord("R"))
+        r_events = (r_pos, relids[r_pos], np.asarray(r_versions, dtype=np.int64), relmap_start)
+        rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
+        row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
+        table = rows["table"]
+
+        return self._emit(commits, table, row_slot)
+
+    def _walk(self, ctrl: list, seg_counts):
+        """The transaction state machine, run over the control messages of a chunk.
+
+        ``ctrl``: the decoded control rows in arrival order; ``seg_counts[k]``: how many
+        change rows sit between control rows k-1 and k (segment k). Returns, per segment,
+        the transaction slot its rows belong to and the stream state, the commits in
+        order as (slot, commit message), and the relation version of each Relation row.
+        Shared by the sequential ChangeDecoder and the parallel ControlPlan.
+        """
+        seg_slot = np.full(len(ctrl) + 1, -1, dtype=np.int64)
+        seg_stream = np.zeros(len(ctrl) + 1, dtype=bool)
         commits = []          # (slot, commit facts) in commit order
         r_versions = []
-
-        for k in range(len(ctrl_idx) + 1):
+        for k in range(len(ctrl) + 1):
             if seg_counts[k] and self._ctx < 0:
                 # changes whose Begin is not in the archive: their Commit will come
                 self._ctx = self._new_slot(_Txn(xid=None))
             seg_slot[k] = self._ctx
-            if k == len(ctrl_idx):
+            seg_stream[k] = self._walk_stream
+            if k == len(ctrl):
                 break
             m = ctrl[k]
             t = m["type"]
@@ -337,11 +363,13 @@ class ChangeDecoder:
                 if self.registry is not None:
                     self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
             elif t == "S":
+                self._walk_stream = True
                 slot = self._streams.get(m["xid"])
                 if slot is None:
                     slot = self._streams[m["xid"]] = self._new_slot(_Txn(xid=m["xid"], kind="stream"))
                 self._ctx = slot
             elif t == "E":
+                self._walk_stream = False
                 self._ctx = -1
             elif t == "c":
                 slot = self._streams.pop(m["xid"], None)
@@ -376,17 +404,7 @@ class ChangeDecoder:
                 if slot is not None:
                     self._drop(slot)
             # 'M' logical messages and 'k' keepalives carry no row changes
-
-        # Relation version of each I/U/D row (one C walk from the map as it was before
-        # this chunk's Relations), then the pending-row table.
-        relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
-        versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids),
-                                              np.asarray(r_versions, dtype=np.int64), relmap_start)
-        rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr)
-        row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
-        table = rows["table"]
-
-        return self._emit(commits, table, row_slot)
+        return seg_slot, commits, r_versions, seg_stream
 
     def _emit(self, commits, table: pa.Table, row_slot: np.ndarray) -> pa.Table:
         """Rows of the transactions committed in this chunk, in commit order, with their
@@ -475,7 +493,7 @@ class ChangeDecoder:
         self.counts["changes"] += len(out)
         return out
 
-    def _change_rows(self, msgs, tags, change_idx, versions, seq_arr, lsn_arr):
+    def _change_rows(self, msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events):
         """Pending-row table of this chunk's changes (Truncates expanded per relation)."""
         idx = change_idx
         iud = idx[_IUD[tags[idx]]] if len(idx) else idx
@@ -509,9 +527,11 @@ class ChangeDecoder:
         if len(t_rows):
             trows, tsrc = [], []
             tm = msgs.take(pa.array(t_rows, pa.int64())).to_pylist()
+            r_pos, r_rel, r_ver, start_map = r_events
             for i, m in zip(t_rows, tm, strict=True):
                 for rid in m["relation_ids"]:
-                    v = self._relmap.get(rid)
+                    before = np.flatnonzero((r_pos < i) & (r_rel == rid))
+                    v = int(r_ver[before[-1]]) if len(before) else start_map.get(rid)
                     rel = self._versions[v] if v is not None else {}
                     trows.append(dict(op="T", seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(),
                                       schema=rel.get("schema"), table=rel.get("table"), relation_id=rid,
@@ -597,3 +617,11 @@ def decode_changes(input, **options) -> pa.Table:
     """
     dec = ChangeDecoder(**options)
     return dec.feed(input)
+
+
+def __getattr__(name):
+    # The parallel path lives in plan.py (it builds on this module); re-exported here.
+    if name in ("ControlPlan", "control_candidates", "decode_changes_parallel"):
+        from . import plan
+        return getattr(plan, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -308,3 +308,45 @@ def test_change_before_any_relation_is_an_error_not_a_guess():
     with pytest.raises(PgoutputDecodeError, match="before any Relation"):
         decode_changes(enc([Begin(final_lsn=1, commit_ts=0, xid=1),
                             Insert(relation_id=1, new_tuple=row(1)), Commit(commit_lsn=1, end_lsn=2, commit_ts=0)]))
+
+
+# ---------------------------------------------------------------- parallel path
+
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_plan_decodes_any_split_and_order_like_the_sequential_decoder(version, option_set):
+    import numpy as np
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates, decode_changes_parallel
+    arch = archive(version, option_set)
+    want = decode_changes(arch)
+    values = arch.column("data").combine_chunks()
+    assert decode_changes_parallel(values, arch.column("seq"), arch.column("lsn"), splits=5).equals(want)
+    keys = arch.column("seq").to_numpy()
+    mask = control_candidates(values)
+    assert mask.mean() < 0.6
+    plan = pickle.loads(pickle.dumps(ControlPlan.build(values.filter(pa.array(mask)), keys[mask])))
+    perm = np.random.default_rng(len(arch)).permutation(len(values))   # rows in no order at all
+    lsn = arch.column("lsn").combine_chunks()
+    parts = [plan.changes(values.take(pa.array(p)), keys[p], lsn.take(pa.array(p))) for p in np.array_split(perm, 3)]
+    got = pa.concat_tables(parts)
+    got = got.take(pc.sort_indices(got, sort_keys=[("commit_rank", "ascending"), ("seq", "ascending")]))
+    assert got.drop_columns(["commit_rank"]).equals(want)
+
+
+def test_plan_counts_errors_and_orphans():
+    import numpy as np
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, Insert(relation_id=16400, new_tuple=row(1, "x")),
+                Commit(commit_lsn=1, end_lsn=2, commit_ts=0), Insert(relation_id=16400, new_tuple=row(2, "y"))])
+    values = pa.array(msgs[:4] + [b"I\x00"] + msgs[4:], pa.binary())
+    keys = np.arange(len(values))
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect")
+    out = plan.changes(values, keys, errors="collect")
+    assert len(out) == 1
+    c = plan.last_counts
+    assert c["rows_in"] == c["rows_decoded"] + c["rows_in_error"] == 6
+    assert c["orphans"] == 1                       # the Insert after the Commit
+    with pytest.raises(PgoutputDecodeError, match="seq 4"):
+        plan.changes(values, keys, errors="raise")

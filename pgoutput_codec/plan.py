@@ -1,0 +1,274 @@
+"""Parallel change decoding: a control plan built once, change rows decoded anywhere.
+
+A pgoutput archive is a sequence, but only its control messages (≈1%: Begin, Commit,
+Relation, Stream Start/Stop/Commit/Abort, prepares, …) carry the state that decides
+what a change row means — which transaction it belongs to, whether that transaction
+committed, which Relation definition and stream state apply. So:
+
+1. :func:`control_candidates` reads one byte per row and keeps the control rows (cheap,
+   parallel, no decoding);
+2. :meth:`ControlPlan.build` decodes those rows in arrival order (on one machine: they
+   are few) and runs the same transaction state machine as :class:`ChangeDecoder`
+   (``ChangeDecoder._walk``): every segment between two control rows gets its
+   transaction and stream state, every transaction its commit facts and rank;
+3. :meth:`ControlPlan.changes` decodes ANY subset of the archive's rows — any partition,
+   any order — given each row's arrival-order key, and returns their committed change
+   rows with ``commit_rank``: sorting by (``commit_rank``, ``seq``) gives exactly the
+   rows and order of :func:`decode_changes`.
+
+Arrival order is the ``order`` key given (an int64 per row: the archive's ``seq``, or
+file index and row index combined), never the ``lsn``: a change's LSN goes backwards
+when transactions interleave. Keys must be unique.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ._batch import first_stream_marker
+from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
+from .changes import ChangeDecoder, _lsn_array, _table_selected, _tag_codes, relation_fingerprint
+from .errors import PgoutputDecodeError
+from .schema import CHANGE_SCHEMA
+
+__all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS"]
+
+#: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
+CONTROL_TAGS = b"BCORYSEcAbPKrp"
+_IS_CONTROL = np.zeros(256, dtype=bool)
+for _t in CONTROL_TAGS:
+    _IS_CONTROL[_t] = True
+_IS_CHANGE = np.zeros(256, dtype=bool)
+for _t in b"IUDT":
+    _IS_CHANGE[_t] = True
+
+
+def control_candidates(values, *, envelope: str = "auto") -> np.ndarray:
+    """Boolean mask of the rows whose message is a control message (by tag byte only)."""
+    return _IS_CONTROL[message_tags(values, envelope=envelope)]
+
+
+def _keys(order) -> np.ndarray:
+    if isinstance(order, pa.ChunkedArray):
+        order = order.combine_chunks()
+    if isinstance(order, pa.Array):
+        if order.null_count:
+            raise ValueError("the order key must not be null")
+        order = order.to_numpy(zero_copy_only=False)
+    return np.asarray(order, dtype=np.int64)
+
+
+class ControlPlan:
+    """Everything needed to decode change rows in parallel; picklable (broadcast it).
+
+    Options are those of :class:`ChangeDecoder` (``tables``, ``include_*``, ``errors``,
+    ``registry``); ``skip_empty_xacts=False`` is not supported here (no marker rows).
+    """
+
+    @classmethod
+    def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, **options) -> "ControlPlan":
+        keys = _keys(order)
+        values = pa.concat_arrays(_as_binary_chunks(payloads)) if not isinstance(payloads, pa.Array) \
+            else payloads
+        srt = np.argsort(keys, kind="stable")
+        keys = keys[srt]
+        if len(keys) > 1 and (np.diff(keys) == 0).any():
+            raise ValueError("order keys of control rows are not unique")
+        values = values.take(pa.array(srt, pa.int64()))
+        env = _envelope_code(envelope)
+        if in_stream is None:
+            in_stream = len(values) > 0 and first_stream_marker(values, env) == "E"
+        options.setdefault("errors", "raise")
+        dec = ChangeDecoder(**options)
+        self = cls()
+        self.options = dict(options)
+        self.envelope = envelope
+        msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream))
+        err = msgs.field("error")
+        self.errors = []
+        ok = err.is_null().to_numpy(zero_copy_only=False)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            self.errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
+            if options["errors"] == "raise":
+                raise PgoutputDecodeError(f"archive row seq {self.errors[0]['seq']}: {self.errors[0]['error']}")
+        tags = _tag_codes(msgs.field("type"))
+        keep = ok & _IS_CONTROL[tags]
+        ctrl_idx = np.flatnonzero(keep)
+        ctrl = msgs.take(pa.array(ctrl_idx, pa.int64())).to_pylist()
+        self.ctrl_keys = keys[ctrl_idx]
+        dec._walk_stream = bool(in_stream)
+        seg_counts = np.zeros(len(ctrl) + 1, dtype=np.int64)
+        seg_counts[0] = 1   # rows before the first control row: changes whose Begin precedes the archive
+        self.seg_slot, commits, r_versions, self.seg_stream = dec._walk(ctrl, seg_counts)
+        # transactions that committed, in commit order
+        self.commit_slots = np.array([slot for slot, _ in commits], dtype=np.int64)
+        txns = [dec._txns[slot] for slot, _ in commits]
+        facts = [m for _, m in commits]
+        self.commit_xid = pa.array([t.xid if t.xid is not None else m.get("xid") for t, m in
+                                    zip(txns, facts, strict=True)], pa.uint32())
+        self.commit_lsn = pa.array([m.get("commit_lsn") for m in facts], pa.uint64())
+        self.commit_ts = pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type)
+        self.commit_origin = pa.array([t.origin for t in txns], pa.string())
+        self.aborted = {k: np.fromiter(t.aborted_subxids, np.int64) for k, t in enumerate(txns) if t.aborted_subxids}
+        self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()
+                                  if s not in set(self.commit_slots.tolist())]
+        # relation events: (relid, key) -> version, sorted by relid then key
+        r_rows = [k for k, m in enumerate(ctrl) if m["type"] == "R"]
+        ev_rel = np.array([ctrl[k]["relation_id"] for k in r_rows], dtype=np.int64)
+        ev_key = self.ctrl_keys[r_rows] if r_rows else np.zeros(0, np.int64)
+        ev_ver = np.asarray(r_versions, dtype=np.int64)
+        o = np.lexsort((ev_key, ev_rel))
+        self.ev_rel, self.ev_key, self.ev_ver = ev_rel[o], ev_key[o], ev_ver[o]
+        self.versions = dec._versions
+        self.version_table = dec._version_table()
+        self.patterns = dec._patterns
+        self.output_schema = pa.schema(list(dec.output_schema) + [pa.field("commit_rank", pa.int64())])
+        self.registry = options.get("registry")
+        return self
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["options"] = {k: v for k, v in d["options"].items() if k != "registry"}
+        d["registry"] = None
+        return d
+
+    # ------------------------------------------------------------------ executors
+    def in_stream_at(self, order) -> np.ndarray:
+        """The stream state in force at each order key."""
+        return self.seg_stream[np.searchsorted(self.ctrl_keys, _keys(order), side="left")]
+
+    def _versions_at(self, relids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Version of the newest Relation with that relid sent before each key (-1: none)."""
+        out = np.full(len(relids), -1, dtype=np.int64)
+        for rid in np.unique(relids):
+            lo, hi = np.searchsorted(self.ev_rel, [rid, rid + 1])
+            if lo == hi:
+                continue
+            sel = np.flatnonzero(relids == rid)
+            pos = np.searchsorted(self.ev_key[lo:hi], keys[sel], side="left") - 1
+            good = pos >= 0
+            out[sel[good]] = self.ev_ver[lo:hi][pos[good]]
+        return out
+
+    def changes(self, values, order, lsn=None, *, errors: str | None = None) -> pa.Table:
+        """Committed change rows among these rows (any subset of the archive, any order),
+        with ``commit_rank``. ``errors``: "raise" or "collect" (default: the plan's)."""
+        errors = errors or self.options.get("errors", "raise")
+        keys = _keys(order)
+        values = pa.concat_arrays(_as_binary_chunks(values)) if not isinstance(values, pa.Array) else values
+        n = len(values)
+        seg = np.searchsorted(self.ctrl_keys, keys, side="left")
+        msgs = decode_batch_rows(values, self.seg_stream[seg], envelope=self.envelope)
+        lsn_arr = _lsn_array(lsn, n)
+        self.last_counts = counts = {"rows_in": n, "rows_in_error": 0, "orphans": 0}
+        self.last_errors = []
+        err = msgs.field("error")
+        if err.null_count != n:
+            bad = np.flatnonzero(err.is_valid().to_numpy(zero_copy_only=False))
+            counts["rows_in_error"] = len(bad)
+            if errors == "raise":
+                i = int(bad[0])
+                raise PgoutputDecodeError(f"archive row seq {keys[i]}: {err[i].as_py()}")
+            self.last_errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
+        counts["rows_decoded"] = n - counts["rows_in_error"]
+        tags = _tag_codes(msgs.field("type"))
+        idx = np.flatnonzero(_IS_CHANGE[tags])
+        slot = self.seg_slot[seg[idx]]
+        orphan = slot < 0
+        if orphan.any():   # a change outside any transaction: reported, not guessed
+            counts["orphans"] = int(orphan.sum())
+            if errors == "raise":
+                raise PgoutputDecodeError(f"archive row seq {keys[idx[orphan][0]]}: change outside any transaction")
+        # commit rank of each row's transaction (-1: rolled back, aborted, or still open)
+        rank = np.full(len(idx), -1, dtype=np.int64)
+        if len(self.commit_slots) and len(idx):
+            o = np.argsort(self.commit_slots)
+            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
+            hit = self.commit_slots[o][pos] == slot
+            rank[hit] = o[pos[hit]]
+        if self.aborted and len(idx):
+            msg_xid = pc.fill_null(msgs.field("xid").take(pa.array(idx, pa.int64())), 0).to_numpy(
+                zero_copy_only=False).astype(np.int64)
+            for k, subxids in self.aborted.items():
+                rank[(rank == k) & np.isin(msg_xid, subxids)] = -1
+        live = rank >= 0
+        idx, rank = idx[live], rank[live]
+        is_t = tags[idx] == ord("T")
+        iud, iud_rank = idx[~is_t], rank[~is_t]
+        relids = pc.fill_null(msgs.field("relation_id"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        ver = self._versions_at(relids[iud], keys[iud])
+        if (ver < 0).any():
+            i = int(iud[np.flatnonzero(ver < 0)[0]])
+            raise PgoutputDecodeError(f"archive row seq {keys[i]}: change to relation {relids[i]} before any "
+                                      "Relation message for it")
+        table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
+        if is_t.any():
+            table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
+        if self.patterns is not None and len(table):
+            key = pc.binary_join_element_wise(pc.fill_null(table.column("schema"), ""),
+                                              pc.fill_null(table.column("table"), ""), "\x00")
+            chosen = [k for k in pc.unique(key).to_pylist() if _table_selected(self.patterns, *k.split("\x00", 1))]
+            table = table.filter(pc.is_in(key, value_set=pa.array(chosen, pa.string())))
+        return table.select(self.output_schema.names).cast(self.output_schema)
+
+    def _commit_cols(self, rank):
+        r = pa.array(rank, pa.int64())
+        return {"xid": self.commit_xid.take(r), "commit_lsn": self.commit_lsn.take(r),
+                "commit_ts": self.commit_ts.take(r), "origin": self.commit_origin.take(r), "commit_rank": r}
+
+    def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
+        take = pa.array(idx, pa.int64())
+        vt, vtake = self.version_table, pa.array(ver, pa.int64())
+        cols = {
+            "op": msgs.field("type").take(take),
+            "seq": pa.array(keys[idx], pa.int64()),
+            "lsn": lsn_arr.take(take),
+            "schema": vt.column("schema").take(vtake),
+            "table": vt.column("table").take(vtake),
+            "relation_id": msgs.field("relation_id").take(take),
+            "columns": vt.column("columns").take(vtake),
+            "relation_version": vt.column("relation_version").take(vtake),
+            "before_kind": msgs.field("old_kind").take(take),
+            "before": msgs.field("old_tuple").take(take),
+            "after": msgs.field("new_tuple").take(take),
+            "truncate_options": pa.nulls(len(idx), pa.uint8()),
+        }
+        cols.update(self._commit_cols(rank))
+        return pa.table(cols)
+
+    def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:
+        rows, ranks = [], []
+        for i, r, m in zip(idx, rank, msgs.take(pa.array(idx, pa.int64())).to_pylist(), strict=True):
+            for rid in m["relation_ids"]:
+                v = int(self._versions_at(np.array([rid]), np.array([keys[i]]))[0])
+                rel = self.versions[v] if v >= 0 else {}
+                rows.append(dict(op="T", seq=int(keys[i]), lsn=lsn_arr[int(i)].as_py(), schema=rel.get("schema"),
+                                 table=rel.get("table"), relation_id=rid, columns=rel.get("columns"),
+                                 relation_version=relation_fingerprint(rel) if rel else None,
+                                 before_kind=None, before=None, after=None, truncate_options=m["options"]))
+                ranks.append(r)
+        schema = pa.schema([f for f in self.output_schema if f.name not in
+                            ("xid", "commit_lsn", "commit_ts", "origin", "commit_rank")])
+        t = pa.Table.from_pylist(rows, schema=schema)
+        for name, arr in self._commit_cols(np.asarray(ranks, dtype=np.int64)).items():
+            t = t.append_column(name, arr)
+        return t
+
+
+def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:
+    """Single-process demonstration of the parallel path: plan over the control rows,
+    then decode the archive in ``splits`` independent pieces; equals ``decode_changes``."""
+    values = pa.concat_arrays(_as_binary_chunks(values)) if not isinstance(values, pa.Array) else values
+    keys = np.arange(len(values), dtype=np.int64) if order is None else _keys(order)
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
+    parts = [plan.changes(values.slice(a, b - a), keys[a:b], None if lsn is None else _lsn_array(lsn, len(values))
+                          .slice(a, b - a))
+             for a, b in zip(np.linspace(0, len(values), splits + 1, dtype=int)[:-1],
+                             np.linspace(0, len(values), splits + 1, dtype=int)[1:], strict=True)]
+    out = pa.concat_tables(parts)
+    order_ = pc.sort_indices(out, sort_keys=[("commit_rank", "ascending"), ("seq", "ascending")])
+    return out.take(order_).drop_columns(["commit_rank"])
