@@ -1,0 +1,627 @@
+"""Change rows at cluster scale: ``decode_changes``, ``table_changes``, ``snapshot``, ``history``.
+
+The single-process API (:mod:`pgoutput_codec.changes`, :mod:`pgoutput_codec.tables`) on
+Spark DataFrames, correct across partitions and files, and parallel.
+
+How (two passes over the archive, no per-partition state threaded through one task):
+
+1. ``mapInArrow`` keeps the *control candidates* (rows whose first message byte is a
+   control/Relation/Truncate tag, read without decoding: ≈1% of an archive) with their
+   order key; they are collected to the driver, where ``ControlPlan.build`` decodes them
+   in arrival order and resolves every transaction (commit rank, xid, commit LSN/time,
+   origin, aborted subtransactions, rolled-back prepares), the stream state in force
+   between any two control rows and every Relation version. The plan is broadcast.
+2. ``mapInArrow`` over every partition decodes its rows with ``plan.changes`` — each row
+   is placed by its order key alone, so any partitioning and any row order within a
+   partition gives the same rows. ``sort=True`` then orders them by
+   (``commit_rank``, ``seq``): exactly the rows and order of the single-process
+   ``decode_changes``.
+
+Ordering contract (what "arrival order" means here; never the ``lsn`` column — a
+change's LSN is its own WAL position and goes backwards when transactions interleave):
+
+- ``order_by="seq"`` (what ``capture`` writes) or any integral column: that column is
+  the arrival order. Values must be unique across the archive (a duplicate among the
+  control rows is an error; among change rows it makes their relative order within a
+  transaction undefined). ``order_by=[c1, c2, ...]``: integral columns compared left to
+  right; they are packed into one int64 from their min/max (one aggregate job), and an
+  error is raised when the ranges need more than 63 bits.
+- ``order_by=None``: the order of the Parquet files by their path (lexicographic order
+  of ``_metadata.file_path``, whatever order the paths were given to the reader: name
+  archive files so that this is their time order), then the row's position in its file
+  (``_metadata.row_index``, Spark ≥ 3.5 Parquet hidden metadata). The key is
+  ``file_rank << 40 | row_index`` (≤ 2^23 files of ≤ 2^40 rows). Without row-index
+  metadata (another source, older Spark): ``input_file_name()`` order, then
+  ``monotonically_increasing_id()`` — guaranteed only when each file is read as one
+  split in order (files smaller than ``spark.sql.files.maxPartitionBytes``, or set it
+  larger), since Spark packs splits of one file into partitions largest first; at most
+  4096 partitions of < 2^28 rows. With ``order_by=None`` the ``seq`` column of the
+  change rows holds this packed key, not 0, 1, 2, ….
+
+``commit_rank`` (kept as a column) is the rank of the transaction's commit in arrival
+order; (``commit_rank``, ``seq``) is a total order of the change rows except for the
+rows of one Truncate message (one per relation, same ``seq``), which keep the
+message's relation order through a hidden tiebreak when ``sort=True``.
+
+Modes (:mod:`.modes`): FAILFAST raises on the first malformed row (naming its order key,
+message type and byte offset); PERMISSIVE adds ``error`` and ``_corrupt_record`` columns
+and one row per malformed payload (``op`` null, ``seq``/``lsn`` of the row, the error
+text and the raw bytes); DROPMALFORMED drops them. With ``observation`` (a
+``pyspark.sql.Observation``) the first action also reports ``rows_in``,
+``rows_decoded`` and ``rows_in_error`` over the archive's rows (rows in = rows decoded +
+rows in error, in every mode). A malformed *control* row in PERMISSIVE mode is skipped
+by the plan, like the single-process ``errors="collect"``.
+
+Tables: :func:`table_changes` types ``before``/``after`` with the type catalog per
+partition (``mapInArrow`` over the single-process :func:`pgoutput_codec.tables.table_changes`),
+with one Spark schema computed on the driver from every Relation version of the table.
+:func:`snapshot` and :func:`history` are DataFrame operations on it (windows over the
+replica-identity key); see their docstrings for what is carried and what is not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
+from ..typecatalog import arrow_type
+from . import types as ST
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode
+
+
+
+def _plan_api():
+    """(ControlPlan, control_candidates): imported on use, so this module imports even
+    where the parallel core is missing."""
+    try:
+        from ..plan import ControlPlan, control_candidates
+    except ImportError:  # pragma: no cover - older layout
+        from ..changes import ControlPlan, control_candidates
+    return ControlPlan, control_candidates
+
+__all__ = ["decode_changes", "table_changes", "snapshot", "history", "change_type", "table_schema"]
+
+_PAYLOAD, _KEY, _LSN, _N = "__payload", "__order", "__lsn", "__rows"
+_SUB = "__sub"
+_ROWS_IN, _ROWS_ERR = "__rows_in", "__rows_err"
+_FILE_BITS = 40
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _collect_arrow(df: DataFrame) -> pa.Table:
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    batches = df._collect_as_arrow()   # PySpark 3.5
+    if batches:
+        return pa.Table.from_batches(batches)
+    return ST.arrow_schema_for(df.schema).empty_table()
+
+
+def _binary(arr):
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_large_binary(arr.type):
+        arr = arr.cast(pa.binary())
+    return arr
+
+
+def _col(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+def change_type(*, include_xids=True, include_timestamp=True, include_origin=True,
+                mode: str = FAILFAST) -> T.StructType:
+    """Spark schema of :func:`decode_changes` rows: ``schema.CHANGE_SCHEMA`` (minus the
+    optional columns switched off) + ``commit_rank``; PERMISSIVE adds ``error`` and
+    ``_corrupt_record``."""
+    opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
+    drop = {col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]}
+    fields = [ST.spark_field(f) for f in CHANGE_FIELDS if f.name not in drop]
+    fields.append(T.StructField("commit_rank", T.LongType()))
+    if mode == PERMISSIVE:
+        fields += [T.StructField("error", T.StringType()), T.StructField(ST.CORRUPT_RECORD, T.BinaryType())]
+    return T.StructType(fields)
+
+
+# --------------------------------------------------------------------------- order key
+
+def _order_key(df: DataFrame, order_by) -> Column:
+    """An int64 column of arrival order (see the module docstring)."""
+    if order_by is None:
+        return _default_order(df)
+    cols = [order_by] if isinstance(order_by, str) else list(order_by)
+    for c in cols:
+        dt = df.schema[c].dataType
+        if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)) or \
+                (isinstance(dt, T.DecimalType) and dt.scale):
+            raise TypeError(f"order_by column {c!r} must be integral, not {dt.simpleString()}")
+    if len(cols) == 1:
+        return _col(cols[0]).cast("long")
+    aggs = []
+    for c in cols:
+        aggs += [F.min(_col(c)).cast("decimal(38,0)"), F.max(_col(c)).cast("decimal(38,0)")]
+    row = df.agg(*aggs).first()
+    key, bits = None, 0
+    for k in reversed(range(len(cols))):
+        lo, hi = int(row[2 * k] or 0), int(row[2 * k + 1] or 0)
+        width = max(1, (hi - lo).bit_length())
+        part = (_col(cols[k]).cast("decimal(38,0)") - F.lit(lo)).cast("long")
+        part = F.shiftleft(part, bits) if bits else part
+        key = part if key is None else key.bitwiseOR(part)
+        bits += width
+    if bits > 63:
+        raise ValueError(f"order_by {cols}: the columns' ranges need {bits} bits, more than an int64 holds; "
+                         "add one integral arrival-order column (capture writes `seq`)")
+    return key
+
+
+def _default_order(df: DataFrame) -> Column:
+    from pyspark.errors import AnalysisException
+    try:
+        meta = df.select(F.col("_metadata.file_path").alias("f"), F.col("_metadata.row_index").alias("r"))
+        _ = meta.schema   # resolves now: AnalysisException without row-index metadata
+        files = sorted(r.f for r in meta.select("f").distinct().collect())
+        rank = F.create_map(*[x for i, p in enumerate(files) for x in (F.lit(p), F.lit(i))])
+        return F.shiftleft(F.element_at(rank, F.col("_metadata.file_path")).cast("long"), _FILE_BITS) \
+            .bitwiseOR(F.col("_metadata.row_index").cast("long"))
+    except AnalysisException:
+        pass
+    # No row-index metadata: input_file_name() order, then the row's place in its partition.
+    files = sorted(r.f for r in df.select(F.input_file_name().alias("f")).distinct().collect())
+    rank = F.create_map(*[x for i, p in enumerate(files) for x in (F.lit(p), F.lit(i))])
+    mid = F.monotonically_increasing_id()
+    pid = F.shiftright(mid, 33)
+    within = mid.bitwiseAND(F.lit((1 << 33) - 1))
+    return (F.shiftleft(F.element_at(rank, F.input_file_name()).cast("long"), _FILE_BITS)
+            .bitwiseOR(F.shiftleft(pid, 28)).bitwiseOR(within))
+
+
+# --------------------------------------------------------------------------- pass 1
+
+class _CandidateMapper:
+    """Keeps the control candidates (payload, key) and one count row per batch."""
+
+    def __init__(self, envelope):
+        self.envelope = envelope
+
+    def __call__(self, batches):
+        schema = pa.schema([(_PAYLOAD, pa.binary()), (_KEY, pa.int64()), (_N, pa.int64())])
+        for b in batches:
+            payload = _binary(b.column(0))
+            mask = _plan_api()[1](payload, envelope=self.envelope)
+            m = pa.array(mask)
+            keys = b.column(1)
+            yield pa.RecordBatch.from_arrays([
+                pa.concat_arrays([payload.filter(m), pa.nulls(1, pa.binary())]),
+                pa.concat_arrays([keys.filter(m).cast(pa.int64()), pa.nulls(1, pa.int64())]),
+                pa.concat_arrays([pa.nulls(int(mask.sum()), pa.int64()), pa.array([len(payload)], pa.int64())]),
+            ], schema=schema)
+
+
+# --------------------------------------------------------------------------- pass 2
+
+class _ChangeMapper:
+    def __init__(self, plan_bc, out_schema, mode, has_lsn, count_rows):
+        self.plan_bc, self.out_schema, self.mode = plan_bc, out_schema, mode
+        self.has_lsn, self.count_rows = has_lsn, count_rows
+
+    def __call__(self, batches):
+        plan = self.plan_bc.value
+        target = ST.arrow_schema_for(self.out_schema)
+        errors = "raise" if self.mode == FAILFAST else "collect"
+        for b in batches:
+            payload, keys = _binary(b.column(0)), b.column(1)
+            lsn = b.column(2) if self.has_lsn else None
+            try:
+                t = plan.changes(payload, keys, lsn, errors=errors)
+            except MalformedPayloadError:
+                raise
+            except Exception as e:
+                from ..errors import PgoutputDecodeError
+                if isinstance(e, PgoutputDecodeError):
+                    raise MalformedPayloadError(f"{e}. Parse mode: FAILFAST (use mode='PERMISSIVE' or "
+                                                "'DROPMALFORMED' to keep or drop malformed rows)") from e
+                raise
+            seq = t.column("seq").to_numpy(zero_copy_only=False)
+            sub = np.zeros(len(seq), dtype=np.int64)
+            if len(seq) > 1:   # rows of one Truncate share a seq: keep their relation order
+                start = np.r_[0, np.flatnonzero(np.diff(seq) != 0) + 1]
+                run = np.repeat(start, np.diff(np.r_[start, len(seq)]))
+                sub = np.arange(len(seq), dtype=np.int64) - run
+            cols = {f.name: t.column(f.name) for f in t.schema}
+            n = len(t)
+            if self.mode in (PERMISSIVE, DROPMALFORMED):
+                bad = plan.last_errors
+                cols["error"] = pa.nulls(n, pa.string())
+                cols[ST.CORRUPT_RECORD] = pa.nulls(n, pa.binary())
+                if bad:
+                    bad_keys = np.array([e["seq"] for e in bad], dtype=np.int64)
+                    knp = keys.to_numpy(zero_copy_only=False)
+                    o = np.argsort(knp, kind="stable")
+                    rows = o[np.searchsorted(knp[o], bad_keys)]
+                    extra = {name: pa.nulls(len(bad), t.schema.field(name).type) for name in t.schema.names}
+                    extra["seq"] = pa.array(bad_keys, pa.int64())
+                    if lsn is not None:
+                        from ..changes import _lsn_array
+                        extra["lsn"] = _lsn_array(lsn, len(payload)).take(pa.array(rows))
+                    extra["error"] = pa.array([e["error"] for e in bad], pa.string())
+                    extra[ST.CORRUPT_RECORD] = payload.take(pa.array(rows))
+                    cols = {k: pa.concat_arrays([_chunk(v), _chunk(extra[k])]) for k, v in cols.items()}
+                    sub = np.r_[sub, np.zeros(len(bad), np.int64)]
+                    n += len(bad)
+            cols[_SUB] = pa.array(sub, pa.int64())
+            if self.count_rows:
+                c = plan.last_counts
+                cols = {k: pa.concat_arrays([_chunk(v), pa.nulls(1, _chunk(v).type)]) for k, v in cols.items()}
+                cols[_ROWS_IN] = pa.array([None] * n + [c["rows_in"]], pa.int64())
+                cols[_ROWS_ERR] = pa.array([None] * n + [c["rows_in_error"]], pa.int64())
+            arrays = [ST.to_spark_arrow(_chunk(cols[f.name]), f.type) for f in target]
+            yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _chunk(a):
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
+                   mode: str = FAILFAST, sort: bool = True, envelope: str = "auto", observation=None,
+                   **options) -> DataFrame:
+    """Committed row changes of a pgoutput archive DataFrame, as ``ChangeDecoder`` gives them.
+
+    ``payload``: the binary column of messages; ``lsn``: the archive's lsn column (text
+    ``X/Y``, integral or decimal; None or absent: null ``lsn``); ``order_by``: the
+    column(s) of arrival order (module docstring: the ordering contract); ``mode``:
+    FAILFAST / PERMISSIVE / DROPMALFORMED; ``sort``: order by (``commit_rank``, ``seq``)
+    (a global sort; ``sort=False`` leaves rows in partition order, cheaper when only
+    aggregates follow); ``observation``: receives ``rows_in``/``rows_decoded``/
+    ``rows_in_error``. ``options``: those of :class:`~pgoutput_codec.changes.ChangeDecoder`
+    (``tables``, ``include_xids``, ``include_timestamp``, ``include_origin``,
+    ``registry``); ``skip_empty_xacts=False`` is not supported in parallel.
+
+    Runs one Spark job eagerly (pass 1, collecting the control rows to the driver)."""
+    mode = check_mode(mode)
+    if not options.get("skip_empty_xacts", True):
+        raise ValueError("skip_empty_xacts=False is not supported by the parallel decoder")
+    options.pop("skip_empty_xacts", None)
+    in_stream = options.pop("in_stream", None)
+    has_lsn = lsn is not None and lsn in df.columns
+    src = df.select(_col(payload).alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY),
+                    *([_col(lsn).alias(_LSN)] if has_lsn else []))
+
+    # pass 1: control candidates to the driver
+    cand_schema = T.StructType([T.StructField(_PAYLOAD, T.BinaryType()), T.StructField(_KEY, T.LongType()),
+                                T.StructField(_N, T.LongType())])
+    cand = _collect_arrow(src.select(_PAYLOAD, _KEY).mapInArrow(_CandidateMapper(envelope), cand_schema))
+    rows = cand.filter(pc.is_null(cand.column(_N)))
+    plan = _plan_api()[0].build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
+                             errors="raise" if mode == FAILFAST else "collect", **options)
+    spark = df.sparkSession
+    plan_bc = spark.sparkContext.broadcast(plan)
+
+    # pass 2: every partition
+    out_type = change_type(include_xids=options.get("include_xids", True),
+                           include_timestamp=options.get("include_timestamp", True),
+                           include_origin=options.get("include_origin", True),
+                           mode=PERMISSIVE if mode != FAILFAST else FAILFAST)
+    count_rows = observation is not None
+    inner = T.StructType(list(out_type.fields) + [T.StructField(_SUB, T.LongType())]
+                         + ([T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, T.LongType())]
+                            if count_rows else []))
+    out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
+    if count_rows:
+        out = out.observe(observation, F.coalesce(F.sum(_ROWS_IN), F.lit(0)).alias("rows_in"),
+                          (F.coalesce(F.sum(_ROWS_IN), F.lit(0)) - F.coalesce(F.sum(_ROWS_ERR), F.lit(0)))
+                          .alias("rows_decoded"),
+                          F.coalesce(F.sum(_ROWS_ERR), F.lit(0)).alias("rows_in_error"))
+        out = out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)
+    if mode == DROPMALFORMED:
+        out = out.filter(F.col("error").isNull()).drop("error", ST.CORRUPT_RECORD)
+    if sort:
+        out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
+    return out.drop(_SUB)
+
+
+# --------------------------------------------------------------------------- typed tables
+
+def _split_name(name: str):
+    schema, _, table = name.partition(".") if "." in name else ("public", ".", name)
+    return schema.strip('"'), table.strip('"')
+
+
+def _value_spark_type(t: pa.DataType) -> T.DataType:
+    """Spark type of a typed column value (Arrow type from the type catalog)."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(_value_spark_type(t.value_type))
+    if pa.types.is_date32(t):
+        return T.DateType()
+    if pa.types.is_time64(t):
+        return T.LongType()    # µs since midnight: Spark has no portable time-of-day type
+    if pa.types.is_interval(t):
+        return T.StructType([T.StructField("months", T.IntegerType()), T.StructField("days", T.IntegerType()),
+                             T.StructField("microseconds", T.LongType())])
+    if pa.types.is_decimal(t) and t.precision > 38:
+        return T.StringType()
+    try:
+        return ST.spark_type(t)
+    except TypeError:
+        return T.StringType()
+
+
+def _can_be_special(t: pa.DataType) -> bool:
+    """Columns that get a ``<name>__special`` companion (infinity/NaN, unconvertible values)."""
+    return not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_boolean(t)
+                or pa.types.is_integer(t))
+
+
+def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
+    """A typed value array (catalog type ``t``) as the Arrow type Spark wants (``target``)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_time64(arr.type):
+        arr = arr.cast(pa.int64())
+    elif pa.types.is_interval(arr.type):
+        vals = arr.to_pylist()
+        arr = pa.array([None if v is None else {"months": v.months, "days": v.days,
+                                                "microseconds": v.nanoseconds // 1000} for v in vals], target)
+    elif pa.types.is_list(arr.type) and pa.types.is_list(target):
+        inner = _conform(arr.values, t.value_type if pa.types.is_list(t) else arr.type.value_type,
+                         target.value_type)
+        arr = pa.ListArray.from_arrays(arr.offsets, inner, mask=arr.is_null())
+    if not arr.type.equals(target):
+        arr = arr.cast(target)
+    return arr
+
+
+def _table_versions(changes: DataFrame, name: str):
+    schema, table = _split_name(name)
+    rows = (changes.where((F.col("schema") == schema) & (F.col("table") == table))
+            .where(F.col("columns").isNotNull())
+            .groupBy("relation_version")
+            .agg(F.max(F.struct("commit_rank" if "commit_rank" in changes.columns else "commit_lsn", "seq"))
+                 .alias("last"), F.first("columns").alias("columns"))
+            .orderBy("last").collect())
+    return [[r.asDict(recursive=True) for r in row["columns"]] for row in rows]
+
+
+def _merge_columns(versions: list) -> list:
+    """Like ``tables.table_columns``: newest definition of each column wins, the newest
+    version's order first, columns dropped later at the end."""
+    seen, order = {}, []
+    for cols in versions:
+        for c in cols:
+            seen[c["name"]] = c
+            if c["name"] not in order:
+                order.append(c["name"])
+    if versions:
+        newest = [c["name"] for c in versions[-1]]
+        order = newest + [n for n in order if n not in newest]
+    return [seen[n] for n in order]
+
+
+def table_schema(cols: list, registry=None):
+    """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)])."""
+    fields, plan = [], []
+    for c in cols:
+        at = arrow_type(c["type_oid"], c["type_modifier"], registry)
+        sp = _can_be_special(at)
+        fields.append(T.StructField(c["name"], _value_spark_type(at)))
+        if sp:
+            fields.append(T.StructField(c["name"] + "__special", T.StringType()))
+        plan.append((c["name"], at, sp))
+    return T.StructType(fields), plan
+
+
+_TC_PASS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin", "commit_rank", "before_kind",
+            "relation_version"]
+
+
+class _TableMapper:
+    def __init__(self, name, in_names, out_schema, colplan, registry):
+        self.name, self.in_names, self.out_schema = name, in_names, out_schema
+        self.colplan, self.registry = colplan, registry
+
+    def __call__(self, batches):
+        from ..tables import table_changes as tc_single
+        target = ST.arrow_schema_for(self.out_schema)
+        for b in batches:
+            t = pa.Table.from_batches([b])
+            n = len(t)
+            cast = {}
+            for f in CHANGE_SCHEMA:
+                if f.name in t.column_names:
+                    cast[f.name] = t.column(f.name).cast(f.type)
+            typed = tc_single(pa.table(cast), self.name, registry=self.registry) if n else None
+            out = []
+            for f in target:
+                if f.name in ("before", "after"):
+                    out.append(self._side(typed.column(f.name).combine_chunks() if n else None, f.type, n))
+                elif f.name == "unchanged":
+                    out.append(typed.column("unchanged").combine_chunks().cast(f.type) if n
+                               else pa.nulls(0, f.type))
+                else:
+                    out.append(ST.to_spark_arrow(t.column(f.name).combine_chunks(), f.type))
+            yield pa.RecordBatch.from_arrays(out, schema=target)
+
+    def _side(self, struct, target: pa.DataType, n: int):
+        if n == 0:
+            return pa.nulls(0, target)
+        present = struct.type
+        arrays = []
+        for name, at, sp in self.colplan:
+            tgt = target.field(name).type
+            special = None
+            if present.get_field_index(name) >= 0:
+                v = struct.field(name)
+                if not v.type.equals(at) and not (pa.types.is_list(at) and pa.types.is_list(v.type)):
+                    # the catalog could not type this column in this batch (table_changes kept
+                    # it raw with the reason in __special): null values, reason kept
+                    v = pa.nulls(n, at)
+                try:
+                    v = _conform(v, at, tgt)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    v, special = pa.nulls(n, tgt), pa.array([f"not representable: {e}"] * n, pa.string())
+            else:
+                v = pa.nulls(n, tgt)
+            arrays.append(v)
+            if sp:
+                if special is None and present.get_field_index(name + "__special") >= 0:
+                    special = struct.field(name + "__special")
+                arrays.append(special if special is not None else pa.nulls(n, pa.string()))
+            elif present.get_field_index(name + "__special") >= 0:
+                s = struct.field(name + "__special")
+                if s.null_count != len(s):
+                    raise MalformedPayloadError(f"{self.name}.{name}: {s.drop_null()[0].as_py()}")
+        return pa.StructArray.from_arrays(arrays, fields=list(target), mask=struct.is_null())
+
+
+def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+    """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
+    of typed Spark columns (types from the type catalog over every Relation version of
+    the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
+    ``ArrayType`` …; ``time`` as µs since midnight, ``interval`` as a
+    (months, days, microseconds) struct, numerics beyond 38 digits as strings), plus
+    ``<column>__special`` for types that can hold infinity/NaN, and ``unchanged`` (columns
+    sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.
+    Runs one small job to list the table's Relation versions. Arrays are typed one level
+    deep (PostgreSQL does not record a column's dimensionality): a deeper array value
+    is null with the reason in ``__special``."""
+    schema, table = _split_name(name)
+    cols = _merge_columns(_table_versions(changes, name))
+    row_type, colplan = table_schema(cols, registry)
+    rows = changes.where((F.col("schema") == schema) & (F.col("table") == table))
+    keep = [c for c in _TC_PASS if c in changes.columns]
+    need = sorted(set(keep) | {"schema", "table", "relation_id", "columns", "before", "after"})
+    src = rows.select(*need)
+    out_fields = [src.schema[c] for c in keep]
+    out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),
+                   T.StructField("unchanged", T.ArrayType(T.StringType()))]
+    out_schema = T.StructType(out_fields)
+    return src.mapInArrow(_TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry), out_schema)
+
+
+# --------------------------------------------------------------------------- snapshot / history
+
+def _events(changes: DataFrame, name: str, as_of_lsn, registry):
+    """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
+    key-changing U), ordered by (commit position, seq, sub); plus truncates."""
+    tc = table_changes(changes, name, registry=registry)
+    if as_of_lsn is not None:
+        tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
+    cols = tc.schema["after"].dataType
+    names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
+    versions = _table_versions(changes, name)
+    newest = versions[-1] if versions else []
+    keycols = [c["name"] for c in newest if c["flags"] & 1] or [c["name"] for c in newest]
+    rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
+    pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
+
+    def key_of(side):
+        return F.struct(*[F.col(f"{side}.`{k}`").alias(k) for k in keycols])
+
+    old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
+    new_key = key_of("after")
+    tc = tc.withColumn("__pos", pos)
+    trunc = tc.where(F.col("op") == "T").select("__pos", "commit_lsn", "commit_ts")
+    iud = tc.where(F.col("op").isin("I", "U", "D"))
+    sets = iud.where(F.col("op").isin("I", "U")).select(
+        new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op", "__pos",
+        "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
+    dels = iud.where((F.col("op") == "D") | ((F.col("op") == "U") & (old_key != new_key))).select(
+        old_key.alias("__key"), F.lit(0).alias("__sub"), F.lit("del").alias("__ev"), "op", "__pos",
+        "commit_lsn", "commit_ts", F.lit(None).cast(cols).alias("after"),
+        F.lit(None).cast("array<string>").alias("unchanged"),
+        F.lit(None).cast(sets.schema["__from"].dataType).alias("__from"))
+    ev = sets.unionByName(dels)
+    return ev, trunc, names, cols
+
+
+def _carry_toast(ev: DataFrame, names: list, cols: T.StructType) -> DataFrame:
+    """Unchanged-TOAST values ('u': not in the message) carried from the last image of
+    the same key that sent them; across a key change, from the old key's last image (one
+    hop: a 'u' value last sent two key changes earlier stays null)."""
+    w = (Window.partitionBy("__key").orderBy("__pos", "__sub")
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    def rebuild(expr_of):
+        return F.when(F.col("__ev") == "set", F.struct(*[
+            (expr_of(f.name) if f.name in names else F.col(f"after.`{f.name}`")).alias(f.name)
+            for f in cols.fields]))
+
+    def carried(nm):
+        sent = ~F.coalesce(F.array_contains(F.col("unchanged"), nm), F.lit(False))
+        last = F.last(F.when((F.col("__ev") == "set") & sent, F.struct(F.col(f"after.`{nm}`").alias("v"))),
+                      ignorenulls=True).over(w)
+        return F.when(sent, F.col(f"after.`{nm}`")).otherwise(last["v"])
+
+    ev = ev.withColumn("after", rebuild(carried))
+    # one hop across key changes: fill what is still missing from the old key's image
+    hop = ev.where(F.col("__ev") == "set").select(
+        F.col("__key").alias("__hk"), F.col("__pos").alias("__hpos"), F.col("after").alias("__hafter"))
+    need = ev.where((F.col("__ev") == "set") & (F.col("op") == "U") & (F.col("__from") != F.col("__key"))
+                    & (F.size(F.coalesce(F.col("unchanged"), F.array())) > 0))
+    if not need.isEmpty():
+        j = (need.select("__key", "__pos", "__from").join(hop, F.col("__from") == F.col("__hk"))
+             .where(F.col("__hpos") < F.col("__pos"))
+             .groupBy("__key", "__pos").agg(F.max_by("__hafter", "__hpos").alias("__prev")))
+        ev = ev.join(j, ["__key", "__pos"], "left")
+        def fixed(nm):
+            return F.when(F.coalesce(F.array_contains(F.col("unchanged"), nm), F.lit(False)),
+                          F.coalesce(F.col(f"after.`{nm}`"), F.col(f"__prev.`{nm}`"))
+                          ).otherwise(F.col(f"after.`{nm}`"))
+
+        ev = ev.withColumn("after", rebuild(fixed)).drop("__prev")
+    return ev
+
+
+def _after_truncate(ev: DataFrame, trunc: DataFrame) -> DataFrame:
+    last = trunc.agg(F.max("__pos").alias("__t")).first()["__t"]
+    if last is None:
+        return ev
+    return ev.where(F.col("__pos") > F.struct(F.lit(last["r"]).alias("r"), F.lit(last["s"]).alias("s")))
+
+
+def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None) -> DataFrame:
+    """The table as of commit LSN ``as_of_lsn`` (inclusive; None: every change), rebuilt
+    with DataFrame operations: changes after the table's last Truncate, grouped by
+    replica-identity key (the newest Relation's key columns; FULL identity or no key:
+    every column), last change by (commit position, seq) wins, deletes and key-changing
+    updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
+    Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
+    ev, trunc, names, cols = _events(changes, name, as_of_lsn, registry)
+    ev = _carry_toast(_after_truncate(ev, trunc), names, cols)
+    w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
+    last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
+    return last.select("after.*")
+
+
+def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+    """Every version of every row (SCD type 2): the typed columns, ``__OP`` (the change
+    that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
+    ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
+    next Truncate, whichever comes first; null: current)."""
+    ev, trunc, names, cols = _events(changes, name, None, registry)
+    ev = _carry_toast(ev, names, cols)
+    w = Window.partitionBy("__key").orderBy("__pos", "__sub")
+    nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
+    ts = sorted((r["__pos"]["r"], r["__pos"]["s"], r["commit_lsn"], r["commit_ts"]) for r in trunc.collect())
+    end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")
+    if ts:
+        lit_t = F.array(*[F.struct(F.lit(r).alias("r"), F.lit(s).alias("s"),
+                                   F.lit(lsn).cast(ST.LSN_TYPE).alias("lsn"), F.lit(at).alias("at"))
+                          for r, s, lsn, at in ts])
+        after_start = F.filter(lit_t, lambda x: F.struct(x["r"].alias("r"), x["s"].alias("s")) > F.col("__pos"))
+        first_t = F.element_at(after_start, 1)
+        before_next = first_t.isNotNull() & (F.col("__next").isNull()
+                                             | (F.struct(first_t["r"].alias("r"), first_t["s"].alias("s"))
+                                                < F.col("__next.__pos")))
+        end_lsn = F.when(before_next, first_t["lsn"]).otherwise(end_lsn)
+        end_at = F.when(before_next, first_t["at"]).otherwise(end_at)
+    out = nxt.where(F.col("__ev") == "set").select(
+        "after.*", F.col("op").alias("__OP"), F.col("commit_lsn").alias("__START_LSN"),
+        F.col("commit_ts").alias("__START_AT"), end_lsn.alias("__END_LSN"), end_at.alias("__END_AT"))
+    return out
