@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "setuptools>=68" wheel "cython>=3.1,<4"
-	$(PIP) install -q --no-build-isolation -e ".[test,spark,bench]"
+	$(PIP) install -q --no-build-isolation -e ".[test,spark,bench,cli,demo]"
 	touch $(STAMP)
 
 build: $(STAMP)
@@ -55,6 +55,10 @@ corpus: build
 	$(PY) tools/capture_corpus.py
 
 wheel: $(STAMP)
+# real server -> capture -> archive -> Spark -> tables checked against the server (demo_out/)
+demo: build
+	$(PY) -m pgoutput_codec.demo --out demo_out
+
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
 
 clean:

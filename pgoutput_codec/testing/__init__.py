@@ -1,0 +1,1 @@
+"""Helpers for tests, the demo and notebooks: throwaway PostgreSQL servers (:mod:`.pgserver`)."""
