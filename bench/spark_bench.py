@@ -1,0 +1,260 @@
+"""Spark throughput of pgoutput_codec.spark on a ≥ 5 million message Parquet archive.
+
+One run measures, on ``local[2]`` (each the best of ``--repeat`` warm runs):
+
+(a) plain scan: ``sum(length(data))`` — Spark reading the archive;
+(b) identity ``mapInArrow`` returning the payload unchanged, then the same sum: the
+    floor of any Python/Arrow work (JVM → Arrow → Python worker → Arrow → JVM);
+(c) ``from_pgoutput`` + an aggregate over its fields (count by ``type``, sum of
+    ``size(new_tuple)``);
+(d) ``decode_changes(order_by="seq", sort=False)`` + count (both passes: control rows to
+    the driver, plan, every partition decoded to change rows);
+(e) a row-at-a-time Python UDF calling pypgoutput (``decoders.Insert``) on the first
+    ``--pyp-rows`` messages, scaled to messages/s;
+(f) (c) again in a separate process on ``local[1]``: speed-up of two cores over one.
+
+Targets: (c) ≤ 1.5×(b), (d) ≤ 2.5×(b), (c) ≥ 30×(e) in messages/s, (f) ≥ 1.6.
+
+The archive (cached in ``bench/data/``, gitignored): 10-column Inserts (text values of
+fixed width, encoded once as a template and varied with NumPy), 198 per transaction
+between Begin and Commit, a Relation every 100 transactions: ≈1% control messages;
+columns seq, lsn, xid, data; written as 8 Parquet files.
+
+Usage: ``python bench/spark_bench.py [--messages 5000000] [--repeat 2]``; prints a table
+and writes ``bench/results/spark.json``. Run it when the machine is quiet (load is
+recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pgoutput_codec import Begin, Commit, Relation, RelationColumn, encode_message  # noqa: E402
+
+DATA = ROOT / "bench" / "data"
+RESULTS = ROOT / "bench" / "results"
+WIDTHS = (12, 8, 10, 16, 6, 12, 8, 14, 10, 4)
+OIDS = (20, 23, 20, 25, 23, 20, 23, 25, 20, 23)
+PER_TXN = 198
+REL_EVERY = 100
+FILES = 8
+RELID = 16384
+
+
+def _relation():
+    cols = tuple(RelationColumn(1 if i == 0 else 0, f"c{i}", OIDS[i], -1) for i in range(len(WIDTHS)))
+    return encode_message(Relation(relation_id=RELID, namespace="public", relation_name="bench",
+                                   replica_identity="d", columns=cols))
+
+
+def _inserts(n: int, seed: int = 7) -> pa.BinaryArray:
+    """n Insert payloads from one template, values varied with NumPy (fixed-width text)."""
+    head = b"I" + RELID.to_bytes(4, "big") + b"N" + len(WIDTHS).to_bytes(2, "big")
+    tmpl = bytearray(head)
+    spans = []
+    for w in WIDTHS:
+        tmpl += b"t" + w.to_bytes(4, "big")
+        spans.append((len(tmpl), w))
+        tmpl += b"0" * w
+    size = len(tmpl)
+    buf = np.empty((n, size), dtype=np.uint8)
+    buf[:] = np.frombuffer(bytes(tmpl), dtype=np.uint8)
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n, dtype=np.int64)
+    for k, (off, w) in enumerate(spans):
+        v = ids if k == 0 else rng.integers(0, 10 ** min(w, 18), n, dtype=np.int64)
+        p = 10 ** np.arange(w - 1, -1, -1, dtype=np.int64) if w <= 18 else None
+        buf[:, off:off + w] = ((v[:, None] // p) % 10 + 48).astype(np.uint8)
+    offsets = np.arange(n + 1, dtype=np.int64) * size
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]) \
+        .cast(pa.binary())
+
+
+def build_archive(messages: int) -> Path:
+    """The cached archive directory with ≥ ``messages`` rows."""
+    n_txn = -(-messages // (PER_TXN + 2))
+    out = DATA / f"archive_{n_txn}tx"
+    if (out / "_DONE").exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    ins = _inserts(n_txn * PER_TXN)
+    ctrl, src, xids = [], [], []
+    rel = _relation()
+    n_ins = len(ins)
+    for k in range(n_txn):
+        if k % REL_EVERY == 0:
+            src.append(np.array([n_ins + len(ctrl)]))
+            ctrl.append(rel)
+        ts = 800_000_000_000_000 + k * 1000
+        src.append(np.array([n_ins + len(ctrl)]))
+        ctrl.append(encode_message(Begin(final_lsn=(k + 1) << 16, commit_ts=ts, xid=1000 + k)))
+        src.append(np.arange(k * PER_TXN, (k + 1) * PER_TXN))
+        xids.append(np.full(PER_TXN + 2 + (k % REL_EVERY == 0), 1000 + k, dtype=np.int64))
+        src.append(np.array([n_ins + len(ctrl)]))
+        ctrl.append(encode_message(Commit(commit_lsn=(k + 1) << 16, end_lsn=((k + 1) << 16) + 8, commit_ts=ts)))
+    idx = np.concatenate(src)
+    data = pa.concat_arrays([ins, pa.array(ctrl, pa.binary())]).take(pa.array(idx))
+    n = len(data)
+    seq = np.arange(n, dtype=np.int64)
+    table = pa.table({"seq": seq, "lsn": 0x1000000 + seq * 200, "xid": np.concatenate(xids), "data": data})
+    bounds = np.linspace(0, n, FILES + 1, dtype=np.int64)
+    for i in range(FILES):
+        pq.write_table(table.slice(bounds[i], bounds[i + 1] - bounds[i]), out / f"part-{i:04d}.parquet",
+                       row_group_size=131072)
+    (out / "_DONE").write_text(json.dumps({"messages": n, "transactions": n_txn,
+                                           "control": len(ctrl), "seconds": time.perf_counter() - t0}))
+    return out
+
+
+def _session(master: str):
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]])
+    from pyspark.sql import SparkSession
+    s = (SparkSession.builder.master(master).appName("pgoutput_codec-bench")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.files.maxPartitionBytes", str(32 << 20))
+         .config("spark.driver.memory", "3g").config("spark.python.worker.reuse", "true")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def _best(fn, repeat):
+    times, res = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), res
+
+
+def _identity(batches):
+    yield from batches
+
+
+def _pyp_len(b):
+    from pypgoutput import decoders
+    if b is None:
+        return None
+    b = bytes(b)
+    if b[:1] == b"I":
+        return len(decoders.Insert(b).new_tuple.column_data)
+    return 0
+
+
+def run(path: Path, master: str, which: str, repeat: int, pyp_rows: int) -> dict:
+    from pyspark.sql import functions as F
+
+    from pgoutput_codec.spark import decode_changes, from_pgoutput
+    spark = _session(master)
+    df = spark.read.parquet(str(path))
+    n = df.count()
+    res = {"master": master, "messages": n, "partitions": df.rdd.getNumPartitions()}
+
+    def scan():
+        return df.agg(F.sum(F.length("data"))).first()[0]
+
+    def identity():
+        return df.select("data").mapInArrow(_identity, "data binary").agg(F.sum(F.length("data"))).first()[0]
+
+    def decode():
+        m = df.select(from_pgoutput("data").alias("m"))
+        return m.agg(F.count(F.when(F.col("m.type") == "I", 1)), F.sum(F.size("m.new_tuple"))).first()
+
+    n_changes = json.loads((path / "_DONE").read_text())["transactions"] * PER_TXN
+
+    def changes():
+        got = decode_changes(df, order_by="seq", lsn="lsn", sort=False).count()
+        assert got == n_changes, (got, n_changes)   # every Insert committed, nothing else
+        return got
+
+    scan()   # warm-up: JVM, file listing, Python workers
+    todo = {"a": scan, "b": identity, "c": decode, "d": changes} if which == "all" else {"c": decode}
+    for key, fn in todo.items():
+        t, out = _best(fn, repeat)
+        res[key] = {"seconds": t, "messages_per_s": n / t, "result": str(out)}
+        print(f"  ({key}) {t:8.2f} s  {n / t / 1e6:6.2f} M msg/s   {out}", flush=True)
+    if which == "all":
+        pyp = F.udf(_pyp_len, "int")
+        small = df.where(F.col("seq") < pyp_rows)
+        k = small.count()
+        t, out = _best(lambda: small.agg(F.sum(pyp("data"))).first()[0], repeat)
+        res["e"] = {"seconds": t, "rows": k, "messages_per_s": k / t, "result": str(out)}
+        print(f"  (e) {t:8.2f} s  {k / t / 1e6:6.3f} M msg/s   on {k} rows, {out}", flush=True)
+    spark.stop()
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=5_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--pyp-rows", type=int, default=200_000)
+    ap.add_argument("--only-c", metavar="MASTER", help=argparse.SUPPRESS)
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.only_c:
+        print(json.dumps(run(Path(args.path), args.only_c, "c", args.repeat, 0)))
+        return
+    path = build_archive(args.messages)
+    meta = json.loads((path / "_DONE").read_text())
+    load0 = os.getloadavg()
+    print(f"archive {path} ({meta['messages']} messages, {meta['control']} control), load {load0}", flush=True)
+    print("local[2]:", flush=True)
+    main_res = run(path, "local[2]", "all", args.repeat, args.pyp_rows)
+    print("local[1] (separate process):", flush=True)
+    p = subprocess.run([sys.executable, __file__, "--only-c", "local[1]", "--path", str(path),
+                        "--repeat", str(args.repeat)], capture_output=True, text=True, check=True)
+    one = json.loads(p.stdout.strip().splitlines()[-1])
+    load1 = os.getloadavg()
+    b, c, d = (main_res[k]["seconds"] for k in "bcd")
+    e = main_res["e"]["messages_per_s"]
+    ratios = {
+        "c_over_b": c / b, "d_over_b": d / b, "c_rate_over_e_rate": main_res["c"]["messages_per_s"] / e,
+        "f_speedup_2_over_1": one["c"]["seconds"] / c,
+    }
+    targets = {"c_over_b": ("<=", 1.5), "d_over_b": ("<=", 2.5), "c_rate_over_e_rate": (">=", 30),
+               "f_speedup_2_over_1": (">=", 1.6)}
+    met = {k: (ratios[k] <= v if op == "<=" else ratios[k] >= v) for k, (op, v) in targets.items()}
+    print()
+    print(f"{'measure':44s} {'seconds':>9s} {'M msg/s':>9s}")
+    labels = {"a": "(a) scan sum(length(data))", "b": "(b) identity mapInArrow (floor)",
+              "c": "(c) from_pgoutput + aggregate", "d": "(d) decode_changes + count"}
+    for k, lab in labels.items():
+        r = main_res[k]
+        print(f"{lab:44s} {r['seconds']:9.2f} {r['messages_per_s'] / 1e6:9.3f}")
+    r = main_res["e"]
+    print(f"{'(e) pypgoutput row UDF (' + str(r['rows']) + ' rows, scaled)':44s} {r['seconds']:9.2f} "
+          f"{r['messages_per_s'] / 1e6:9.3f}")
+    print(f"{'(f) (c) on local[1]':44s} {one['c']['seconds']:9.2f} {one['c']['messages_per_s'] / 1e6:9.3f}")
+    print()
+    for k, (op, v) in targets.items():
+        print(f"{k:24s} {ratios[k]:8.2f}  target {op} {v}: {'met' if met[k] else 'NOT met'}")
+    print(f"load average before {load0}, after {load1}")
+    out = {"archive": meta, "local2": main_res, "local1": one, "ratios": ratios, "targets_met": met,
+           "load_before": load0, "load_after": load1, "cpus": os.cpu_count(), "python": platform.python_version(),
+           "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "spark.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
