@@ -31,7 +31,8 @@ test-fast: build
 	$(PY) -m pytest -q -m "not slow"
 
 # tests/spark again on PySpark 3.5 (no arrow_udf, no Python data sources): its own venv,
-# pgoutput_codec (with the extensions built in place) from PYTHONPATH.
+# pgoutput_codec (with the extensions built in place) from PYTHONPATH; pandas 2, the
+# pandas PySpark 3.5 was released for.
 SPARK35 ?= .venv-spark35
 $(SPARK35)/.installed:
 	$(PYTHON) -m venv $(SPARK35)
@@ -54,11 +55,11 @@ bench: build
 corpus: build
 	$(PY) tools/capture_corpus.py
 
-wheel: $(STAMP)
 # real server -> capture -> archive -> Spark -> tables checked against the server (demo_out/)
 demo: build
 	$(PY) -m pgoutput_codec.demo --out demo_out
 
+wheel: $(STAMP)
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
 
 clean:

@@ -9,7 +9,9 @@ Options:
 - ``keep``: comma-separated columns to keep (default: every other column of the archive;
   names that clash with a message field get ``source_``, e.g. ``source_lsn``);
 - ``output``: "messages" (default, one row per payload, the columns of
-  ``decode_messages``) or "changes" (needs ``pgoutput_codec.changes``: not yet);
+  ``decode_messages``); "changes" raises NotImplementedError pointing to
+  ``read_archive(..., output="changes")``: the change decoder plans over the control rows
+  of the whole archive on the driver first, which a data source reader cannot do;
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
 - ``in_stream``: "true"/"false" state before each partition's first row (default: inferred);
 - ``header`` (csv, default true; without one the columns are lsn, xid, data), ``sep`` (csv,
@@ -111,9 +113,14 @@ class _Config:
         self.payload = _opt(options, "payload", "data")
         self.output = _opt(options, "output", "messages").lower()
         if self.output == "changes":
+            # The change decoder needs a plan built on the driver from the control rows of
+            # the whole archive before any partition is decoded: a second pass that a
+            # DataSourceReader cannot make.
             raise NotImplementedError(
-                "pgoutput data source: output='changes' needs the change decoder "
-                "(pgoutput_codec.changes), which is not part of this version; use output='messages'")
+                "pgoutput data source: output='changes' is not available from the data source "
+                "(the change decoder plans over the whole archive first); use "
+                "pgoutput_codec.spark.read_archive(spark, path, output='changes') or "
+                "pgoutput_codec.spark.changes.decode_changes on the archive DataFrame")
         if self.output != "messages":
             raise ValueError(f"pgoutput data source: output must be 'messages' or 'changes', got {self.output!r}")
         self.mode = check_mode(_opt(options, "mode", FAILFAST))

@@ -47,7 +47,7 @@ from ..batch import decode_batch_with_state
 from ..schema import MESSAGE_STRUCT
 from . import types as ST
 from .archive import HEX_ERROR, hex_to_binary
-from .modes import FAILFAST, PERMISSIVE, DROPMALFORMED, check_mode, corrupt_records, raise_first_error
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, corrupt_records, raise_first_error
 
 __all__ = [
     "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "register",
@@ -252,7 +252,7 @@ class _MessagesMapper:
         err_col = nkeep + MESSAGE_STRUCT.get_field_index("error")
         state = self.in_stream
         for b in batches:
-            keys = dict(zip(self.keep_names, b.columns[1:]))
+            keys = dict(zip(self.keep_names, b.columns[1:], strict=True))
             fields, error, state = decode_pgoutput_arrays(
                 b.column(0), keys, envelope=self.envelope, state=state,
                 mode=self.mode, hex_text=self.hex_text)
@@ -361,7 +361,7 @@ class _OpenGaussMapper:
         target = ST.arrow_schema_for(self.out_schema)
         nkeep = len(self.keep_names)
         for b in batches:
-            keys = dict(zip(self.keep_names, b.columns[1:]))
+            keys = dict(zip(self.keep_names, b.columns[1:], strict=True))
             table, rows = _og_decode(b.column(0), self.style, self.mode, keys)
             take = pa.array(rows, pa.int64())
             first = np.searchsorted(rows, rows, side="left")
@@ -411,13 +411,18 @@ def read_archive(spark, path, *, format: str = "parquet", payload: str = "data",
     """Read archive files (see :mod:`.archive`) and decode them: the same rows as
     ``spark.read.format("pgoutput")`` (PySpark >= 4.0), through Spark's own Parquet/CSV
     readers, so it works on 3.5. ``keep`` defaults to every non-payload column.
-    ``output``: "messages" (``decode_messages``); "changes" needs ``pgoutput_codec.changes``."""
-    if output == "changes":
-        raise NotImplementedError(
-            "output='changes' needs the change decoder (pgoutput_codec.changes), which is not "
-            "part of this version; use output='messages'")
-    if output != "messages":
+    ``output``: "messages" (``decode_messages``) or "changes" (``spark.changes.decode_changes``
+    with its default ordering, when that module is installed; NotImplementedError if not)."""
+    if output not in ("messages", "changes"):
         raise ValueError(f"output must be 'messages' or 'changes', got {output!r}")
+    decode_changes = None
+    if output == "changes":
+        try:
+            from .changes import decode_changes
+        except ImportError:
+            raise NotImplementedError(
+                "output='changes' needs the Spark change decoder (pgoutput_codec.spark.changes), "
+                "which is not part of this version; use output='messages'") from None
     if format == "parquet":
         df = spark.read.parquet(*([path] if isinstance(path, str) else path))
         hex_text = False
@@ -429,6 +434,10 @@ def read_archive(spark, path, *, format: str = "parquet", payload: str = "data",
         raise ValueError(f"format must be 'parquet' or 'csv', got {format!r}")
     if payload not in df.columns:
         raise ValueError(f"payload column {payload!r} not in the archive (columns: {df.columns})")
+    if decode_changes is not None:
+        if hex_text:  # bytea hex text → binary on the JVM; bad text → null → an error row
+            df = df.withColumn(payload, F.unhex(F.regexp_replace(F.col(f"`{payload}`"), r"^\\?\\x", "")))
+        return decode_changes(df, payload=payload, mode=mode, envelope=envelope, observation=observation)
     if keep is None:
         keep = [c for c in df.columns if c != payload]
     return decode_messages(df, payload=payload, keep=keep, mode=mode, envelope=envelope,
