@@ -203,11 +203,16 @@ def decode_with_spark(spark, archive_dir, tables):
 
     from pgoutput_codec.spark import changes as sc
 
+    def arrow(df):   # through Arrow: timestamps stay UTC-aware (Row objects hold naive local times)
+        if hasattr(df, "toArrow"):
+            return df.toArrow()
+        return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+
     df = spark.read.parquet(archive_dir)
     ch = sc.decode_changes(df, order_by="seq").cache()
-    summary_cols = ["op", "seq", "xid", "commit_lsn", "commit_ts", "schema", "table"]
-    changes = pa.Table.from_pandas(ch.select(*summary_cols).toPandas(), preserve_index=False)
-    snaps = {t: [r.asDict(recursive=True) for r in sc.snapshot(ch, t).collect()] for t in tables}
+    changes = arrow(ch.select("op", "seq", "xid", "commit_lsn", "commit_ts", "schema", "table"))
+    snaps = {t: arrow(sc.snapshot(ch, t)).to_pylist() for t in tables}
+    ch.unpersist()
     return changes, snaps
 
 
@@ -255,7 +260,8 @@ def plot_changes(changes, path):
         x = (g["commit_ts"] - t0).dt.total_seconds()
         ax.step(x, range(1, len(g) + 1), where="post", label=f"{name} ({len(g)})")
     ax.set_xlabel(f"commit time (s after {t0:%H:%M:%S} UTC)")
-    ax.set_ylabel("changes (cumulative)")
+    ax.set_ylabel("changes (cumulative, log scale)")
+    ax.set_yscale("log")
     ax.set_title("Row changes per table, decoded from the pgoutput archive")
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
