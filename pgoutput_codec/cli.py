@@ -251,12 +251,17 @@ def _overlap_prefix(part, table, covered_lsn):
         return 0
     if parse_lsn(part.meta["start_lsn"]) >= covered_lsn or "lsn" not in table.column_names:
         return 0
+    # the earlier file ended at a transaction boundary row whose LSN is covered_lsn: the
+    # first such boundary row here ends the repeated prefix
     lsns = table.column("lsn").to_pylist()
-    last = -1
+    data = table.column("data")
     for i, v in enumerate(lsns):
-        if v is not None and parse_lsn(v) <= covered_lsn:
-            last = i
-    return last + 1
+        if v is not None and parse_lsn(v) == covered_lsn and data[i].as_py()[:1] in _BOUNDARY_TAGS:
+            return i + 1
+    return 0
+
+
+_BOUNDARY_TAGS = (b"C", b"P", b"c", b"p", b"K", b"r", b"M")
 
 
 def iter_archive(parts, payload="data", dedupe=True):

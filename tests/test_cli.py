@@ -1,0 +1,352 @@
+"""The ``pgoutput-codec`` command: every command on the sample archive, clean failures
+(one line on stderr, non-zero exit, no traceback), and ``capture`` against a real server
+including a crash between writing a file and advancing the slot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import pgoutput_codec as pc
+from pgoutput_codec import cli
+from pgoutput_codec.testing import pgserver
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = cli.sample_archive_path()
+
+
+def run_cli(*args, env=None, timeout=300):
+    e = dict(os.environ, PYTHONPATH=ROOT)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "pgoutput_codec.cli", *args], capture_output=True, text=True,
+                          env=e, timeout=timeout, cwd=ROOT)
+
+
+def assert_clean_failure(res, *needles):
+    assert res.returncode != 0, res
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+# ------------------------------------------------------------------------------ help
+@pytest.mark.parametrize("cmd", [[], ["capture"], ["decode"], ["inspect"], ["bench"]])
+def test_help(cmd):
+    res = run_cli(*cmd, "--help")
+    assert res.returncode == 0 and "usage: pgoutput-codec" in res.stdout, res.stderr
+
+
+def test_console_script_declared():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts["pgoutput-codec"] == "pgoutput_codec.cli:main"
+
+
+def test_sample_is_package_data():
+    import tomllib
+
+    assert os.path.getsize(SAMPLE) < 400_000
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        pkg_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
+    assert "*.parquet" in pkg_data["pgoutput_codec.data"]
+
+
+# ------------------------------------------------------------------------------ sample archive
+def test_inspect_sample():
+    res = run_cli("inspect", "--sample")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    for needle in ("2630 messages", "public.customers", "public.events", "I Insert", "StreamStart",
+                   "binary values: yes", "streaming: yes", "errors    0"):
+        assert needle in out, out
+    js = json.loads(run_cli("inspect", "--sample", "--json").stdout)
+    assert js["by_table"]["public.inventory"]["T"] == 1
+    assert sum(js["by_type"].values()) == js["messages"] == 2630
+
+
+def test_decode_sample_messages(tmp_path):
+    out = tmp_path / "m.parquet"
+    res = run_cli("decode", "--sample", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "rows in: 2630  rows decoded: 2630  rows in error: 0" in res.stdout
+    t = pq.read_table(out)
+    src = pq.read_table(SAMPLE)
+    assert len(t) == len(src)
+    assert t.column("seq").to_pylist() == src.column("seq").to_pylist()
+    assert t.column("source_lsn").to_pylist() == src.column("lsn").to_pylist()
+    expect = pc.decode_batch(src.column("data"))
+    assert t.column("type").to_pylist() == expect.field("type").to_pylist()
+    assert t.column("new_tuple").to_pylist() == expect.field("new_tuple").to_pylist()
+
+
+def test_decode_sample_changes_equals_library(tmp_path):
+    out = tmp_path / "c.parquet"
+    res = run_cli("decode", "--sample", str(out), "--changes")
+    assert res.returncode == 0, res.stderr
+    got = pq.read_table(out)
+    want = pc.decode_changes(pq.read_table(SAMPLE))
+    assert got.equals(want.cast(got.schema)) or got.to_pylist() == want.to_pylist()
+    assert f"change rows written: {len(want)}" in res.stdout
+    # table filter
+    res = run_cli("decode", "--sample", str(out), "--changes", "--tables", "public.orders")
+    assert res.returncode == 0, res.stderr
+    assert set(pq.read_table(out).column("table").to_pylist()) == {"orders"}
+
+
+def test_decode_directory_in_seq_order(tmp_path):
+    """A directory of files whose names do not sort in seq order: decoded in seq order."""
+    src = pq.read_table(SAMPLE).replace_schema_metadata(None)
+    d = tmp_path / "arch"
+    d.mkdir()
+    cuts = [0, 900, 1800, len(src)]
+    for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        pq.write_table(src.slice(a, b - a), d / f"{'zyx'[k]}.parquet")
+    out = tmp_path / "c.parquet"
+    res = run_cli("decode", str(d), str(out), "--changes")
+    assert res.returncode == 0, res.stderr
+    want = pc.decode_changes(pq.read_table(SAMPLE))
+    got = pq.read_table(out)
+    assert got.column("seq").to_pylist() == want.column("seq").to_pylist()
+    assert got.column("after").to_pylist() == want.column("after").to_pylist()
+
+
+def test_decode_csv_export(tmp_path):
+    """CSV (``\\copy ... csv header``) and COPY text (tab, no header, doubled backslash)."""
+    src = pq.read_table(SAMPLE)
+    rows = list(zip(src.column("lsn").to_pylist(), src.column("xid").to_pylist(),
+                    src.column("data").to_pylist(), strict=True))
+    csv = tmp_path / "x.csv"
+    csv.write_text("lsn,xid,data\n" + "".join(f"{a},{b},\\x{c.hex()}\n" for a, b, c in rows))
+    copy = tmp_path / "x.copy"
+    copy.write_text("".join(f"{a}\t{b}\t\\\\x{c.hex()}\n" for a, b, c in rows))
+    want = pc.decode_changes(src.select(["lsn", "data"]))
+    for f in (csv, copy):
+        out = tmp_path / (f.name + ".parquet")
+        res = run_cli("decode", str(f), str(out), "--changes")
+        assert res.returncode == 0, res.stderr
+        got = pq.read_table(out)
+        assert len(got) == len(want)
+        assert got.column("after").to_pylist() == want.column("after").to_pylist()
+        assert got.column("lsn").to_pylist() == want.column("lsn").to_pylist()
+
+
+def test_modes_on_a_malformed_row(tmp_path):
+    src = pq.read_table(SAMPLE)
+    data = src.column("data").to_pylist()
+    i = next(k for k, d in enumerate(data) if d[:1] == b"I")
+    data[i] = data[i][:7]                       # truncated Insert
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(src.set_column(src.column_names.index("data"), "data", pa.array(data, pa.binary())), bad)
+    out = tmp_path / "o.parquet"
+    res = run_cli("decode", str(bad), str(out))
+    assert_clean_failure(res, "malformed payload", f"seq {i}", "Insert ('I')")
+    assert not out.exists()
+    res = run_cli("decode", str(bad), str(out), "--mode", "PERMISSIVE")
+    assert res.returncode == 0 and "rows in error: 1" in res.stdout, res
+    t = pq.read_table(out)
+    assert len(t) == len(src) and t.column("error").null_count == len(src) - 1
+    res = run_cli("decode", str(bad), str(out), "--mode", "dropmalformed")
+    assert res.returncode == 0 and len(pq.read_table(out)) == len(src) - 1
+    res = run_cli("decode", str(bad), str(out), "--changes")
+    assert_clean_failure(res, f"seq {i}")
+    res = run_cli("decode", str(bad), str(out), "--changes", "--mode", "PERMISSIVE")
+    assert res.returncode == 0 and "rows in error: 1" in res.stdout, res
+    assert os.path.exists(str(out) + ".errors.parquet")
+    res = run_cli("inspect", str(bad))
+    assert res.returncode == 0 and "errors    1" in res.stdout
+
+
+# ------------------------------------------------------------------------------ clean failures
+@pytest.fixture()
+def bad_files(tmp_path):
+    notarch = tmp_path / "notes.txt"
+    notarch.write_text("hello\nthis is not an archive\n")
+    corrupt = tmp_path / "corrupt.parquet"
+    raw = open(SAMPLE, "rb").read()
+    corrupt.write_bytes(raw[:4] + bytes(len(raw) // 2) + raw[-8:])   # magic kept, body zeroed
+    truncated = tmp_path / "trunc.parquet"
+    truncated.write_bytes(raw[: len(raw) // 3])
+    wrongcols = tmp_path / "wrong.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), wrongcols)
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    return dict(missing=str(tmp_path / "nope.parquet"), notarch=str(notarch), corrupt=str(corrupt),
+                truncated=str(truncated), wrongcols=str(wrongcols), empty_dir=str(empty_dir))
+
+
+@pytest.mark.parametrize("which,needle", [
+    ("missing", "no such file"), ("notarch", "not an archive"), ("corrupt", "Parquet"),
+    ("truncated", "Parquet"), ("wrongcols", "no 'data' column"), ("empty_dir", "no Parquet files"),
+])
+@pytest.mark.parametrize("cmd", ["inspect", "decode", "decode-changes"])
+def test_clean_failures(bad_files, tmp_path, which, needle, cmd):
+    path = bad_files[which]
+    if cmd == "inspect":
+        res = run_cli("inspect", path)
+    else:
+        res = run_cli("decode", path, str(tmp_path / "out.parquet"), *(["--changes"] if cmd != "decode" else []))
+    assert_clean_failure(res, needle)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["frobnicate"], "invalid choice"),
+    (["decode", "--sample", "o.parquet", "--mode", "LENIENT"], "invalid choice"),
+    (["decode", "--sample", "o.parquet", "--tables", "public.t"], "--tables needs --changes"),
+    (["decode", "x"], "ARCHIVE is required"),
+    (["inspect"], "ARCHIVE is required"),
+    (["inspect", "--sample", "x.parquet"], "either ARCHIVE or --sample"),
+    (["capture", "--slot", "s"], "required"),
+    (["capture", "--dsn", "host=/nonexistent port=1", "--slot", "s", "--publication", "p", "--out", "{tmp}"],
+     "cannot connect"),
+    (["capture", "--dsn", "x", "--slot", "s", "--publication", "p", "--out", "{tmp}", "--streaming"],
+     "--streaming needs --proto 2"),
+    (["bench", "nosuch"], "no such benchmark"),
+    ([], "a command is required"),
+])
+def test_bad_arguments(tmp_path, args, needle):
+    res = run_cli(*[a.replace("{tmp}", str(tmp_path / "arch")) for a in args])
+    assert_clean_failure(res, needle)
+
+
+def test_bench_quick():
+    res = run_cli("bench", "convert", "--quick")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "== convert_bench.py" in res.stdout and "values/s" in res.stdout
+
+
+# ------------------------------------------------------------------------------ capture
+@pytest.fixture(scope="module")
+def server():
+    try:
+        spec = pgserver.first_available()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    srv = pgserver.PgServer(spec)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _dsn(srv):
+    return " ".join(f"{k}={v}" for k, v in srv.conninfo().items())
+
+
+def _capture_args(srv, slot, out, *extra):
+    return ["capture", "--dsn", _dsn(srv), "--slot", slot, "--publication", "cap_pub", "--out", str(out),
+            "--proto", "2", "--streaming", "--messages", "--poll-interval", "0.1", "--stop-after", "2",
+            "--rows-per-file", "300", *extra]
+
+
+def _workload(srv, base):
+    with srv.connect() as c:
+        for k in range(base, base + 30):
+            c.execute("INSERT INTO cap_t VALUES (%s, %s)", (k, f"row {k}"))
+        c.execute("UPDATE cap_t SET v = v || '!' WHERE id %% 3 = 0 AND id >= %s", (base,))
+        c.execute("DELETE FROM cap_t WHERE id %% 7 = 0 AND id >= %s", (base,))
+        c.execute("SELECT pg_logical_emit_message(false, 'cap', 'standalone')")
+    with srv.connect(autocommit=False) as c:   # a streamed transaction (> 64kB work mem)
+        c.execute("INSERT INTO cap_t SELECT g, repeat('y', 200) FROM generate_series(%s::int, %s::int) g",
+                  (base + 1000, base + 1600))
+        c.commit()
+
+
+def _messages(out):
+    parts = cli.read_archive_parts(str(out))
+    return pa.concat_tables([t for _, t in cli.iter_archive(parts)]), parts
+
+
+def test_capture_with_crash_and_resume(server, tmp_path):
+    """Crash (hook: os._exit) right after writing a file, before advancing the slot; the
+    rerun completes the advance, continues seq, and the archive equals what a second slot
+    created at the same point holds: nothing lost, nothing twice."""
+    with server.connect() as c:
+        c.execute("CREATE TABLE cap_t (id int PRIMARY KEY, v text)")
+        c.execute("CREATE PUBLICATION cap_pub FOR TABLE cap_t")
+        c.execute("SELECT pg_create_logical_replication_slot('cap_ref', 'pgoutput')")
+    out = tmp_path / "arch"
+    res = run_cli(*_capture_args(server, "cap_s", out, "--create-slot"))
+    assert res.returncode == 0, res.stderr
+    _workload(server, 0)
+    res = run_cli(*_capture_args(server, "cap_s", out), env={cli.CRASH_ENV: "1"})
+    assert res.returncode == 75, (res.stdout, res.stderr)
+    files = sorted(os.listdir(out))
+    assert files == ["part-000000.parquet", "part-000001.parquet"], files
+    meta1 = cli._parquet_part(str(out / files[1])).meta
+    with server.connect() as c:
+        confirmed = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                              "WHERE slot_name = 'cap_s'").fetchone()[0]
+    assert pc.parse_lsn(confirmed) < pc.parse_lsn(meta1["end_lsn"])   # the advance did not happen
+    _workload(server, 5000)
+    res = run_cli(*_capture_args(server, "cap_s", out))
+    assert res.returncode == 0, res.stderr
+    assert "completed the slot advance" in res.stdout and f"continuing at seq {meta1['seq_end'] + 1}" in res.stdout
+    got, parts = _messages(out)
+    assert got.column("seq").to_pylist() == list(range(len(got)))
+    assert len(parts) >= 4
+    for a, b in zip(parts, parts[1:], strict=False):   # files chain: each starts where the last ended
+        assert b.meta["start_lsn"] == a.meta["end_lsn"]
+    with server.connect() as c:
+        ref = c.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('cap_ref', NULL, NULL, "
+                        "'proto_version', '2', 'publication_names', 'cap_pub', 'streaming', 'true', "
+                        "'messages', 'true')").fetchall()
+        server_rows = c.execute("SELECT id, v FROM cap_t ORDER BY id").fetchall()
+    # Relation messages are re-sent once per decoding session (each poll is one): compare the rest
+    mine = [(lsn, d) for lsn, d in zip(got.column("lsn").to_pylist(), got.column("data").to_pylist(), strict=True)
+            if d[:1] != b"R"]
+    theirs = [(lsn, bytes(d)) for lsn, d in ref if bytes(d)[:1] != b"R"]
+    assert mine == theirs
+    assert {bytes(d)[:1] for _, d in ref} >= {b"S", b"E", b"c", b"M", b"B", b"C"}   # streamed for real
+    # and the decoded table equals the server's
+    snap = pc.snapshot(pc.decode_changes(got), "public.cap_t")
+    assert sorted(zip(snap.column("id").to_pylist(), snap.column("v").to_pylist(), strict=True)) == \
+        [tuple(r) for r in server_rows]
+    # a rerun with nothing new writes nothing
+    res = run_cli(*_capture_args(server, "cap_s", out))
+    assert res.returncode == 0 and "captured 0 messages" in res.stdout
+    # mixing another slot into the archive is refused
+    res = run_cli(*_capture_args(server, "cap_ref", out))
+    assert_clean_failure(res, "resume it with the same --slot")
+    res = run_cli(*_capture_args(server, "no_such_slot", tmp_path / "other"))
+    assert_clean_failure(res, "does not exist")
+
+
+def test_readers_drop_recaptured_rows(tmp_path):
+    """Should an archive hold rows captured twice (a file written again from the same slot
+    position), decode/inspect skip the re-captured prefix using the files' start/end LSNs."""
+    src = pq.read_table(SAMPLE)
+    meta = cli._capture_meta(src.schema)
+    lsns = src.column("lsn").to_pylist()
+    data = src.column("data").to_pylist()
+    cut = max(i for i in range(1200) if data[i][:1] == b"C")
+    d = tmp_path / "arch"
+    d.mkdir()
+
+    def write(name, t, **m):
+        md = dict(meta, **m)
+        pq.write_table(t.replace_schema_metadata({cli.META_KEY: json.dumps(md).encode()}), d / name)
+
+    a = src.slice(0, cut + 1)
+    write("part-000000.parquet", a, seq_start=0, seq_end=cut, start_lsn=lsns[0], end_lsn=lsns[cut])
+    # the second file was peeked from the same start again: it repeats file 0, then goes on
+    b = src.slice(0)
+    b = b.set_column(0, "seq", pa.array(range(cut + 1, cut + 1 + len(b)), pa.int64()))
+    write("part-000001.parquet", b, seq_start=cut + 1, seq_end=cut + len(b), start_lsn=lsns[0],
+          end_lsn=lsns[-1])
+    out = tmp_path / "c.parquet"
+    res = run_cli("decode", str(d), str(out), "--changes")
+    assert res.returncode == 0, res.stderr
+    assert f"skipping {cut + 1} rows re-captured" in res.stderr
+    want = pc.decode_changes(src)
+    got = pq.read_table(out)
+    assert len(got) == len(want)
+    assert got.column("after").to_pylist() == want.column("after").to_pylist()
