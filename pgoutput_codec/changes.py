@@ -447,7 +447,8 @@ class ChangeDecoder:
                 piece_rank.append(np.full(len(p), rank_of[slot], dtype=np.int64))
         cur = np.flatnonzero(row_rank >= 0)
         if len(cur):
-            pieces.append(table.take(pa.array(cur, pa.int64())))
+            # the common case, every row committed here: no copy
+            pieces.append(table if len(cur) == len(table) else table.take(pa.array(cur, pa.int64())))
             piece_rank.append(row_rank[cur])
         schema = self.output_schema
         if not pieces and self.options["skip_empty_xacts"]:
@@ -477,8 +478,10 @@ class ChangeDecoder:
         if not len(rows):
             return schema.empty_table()
         order = np.lexsort((rows.column("seq").fill_null(-1).to_numpy(zero_copy_only=False), rank))
-        rows = rows.take(pa.array(order, pa.int64()))
-        rank = pa.array(rank[order], pa.int64())
+        if (order != np.arange(len(order))).any():   # already in commit order: no copy
+            rows = rows.take(pa.array(order, pa.int64()))
+            rank = rank[order]
+        rank = pa.array(rank, pa.int64())
         facts = [m for _, m in commits]
         xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]
         extra = {
