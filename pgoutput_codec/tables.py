@@ -39,9 +39,25 @@ def _split_name(name: str):
 
 
 def _rows_of(changes: pa.Table, name: str) -> pa.Table:
+    """The rows of one table. Decided once per relation version (few), then one vector
+    ``is_in`` on the uint64 fingerprint instead of string comparisons per row."""
     schema, table = _split_name(name)
-    mask = pc.and_(pc.equal(changes.column("schema"), schema), pc.equal(changes.column("table"), table))
-    return changes.filter(pc.fill_null(mask, False))
+    if not len(changes):
+        return changes
+    fp = changes.column("relation_version")
+    uniq = pc.unique(fp)
+    sch, tbl = changes.column("schema"), changes.column("table")
+    chosen = []
+    for u in uniq.to_pylist():
+        if u is None:
+            continue
+        i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
+        if sch[i].as_py() == schema and tbl[i].as_py() == table:
+            chosen.append(u)
+    if changes.column("op").null_count or fp.null_count:   # 'C' markers and unknown relations
+        mask = pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))
+        return changes.filter(pc.fill_null(mask, False))
+    return changes.filter(pc.is_in(fp, value_set=pa.array(chosen, pa.uint64())))
 
 
 def _column_set_ids(rows: pa.Table):
@@ -55,11 +71,11 @@ def _column_set_ids(rows: pa.Table):
     return ids, reps
 
 
-def table_columns(changes: pa.Table, name: str) -> list[dict]:
+def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
     """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
     versions in the changes, newest definition of each column winning, in the order of
     the newest version (columns dropped later keep their place at the end)."""
-    rows = _rows_of(changes, name)
+    rows = _rows if _rows is not None else _rows_of(changes, name)
     seen: dict[str, dict] = {}
     order: list[str] = []
     reps = _column_set_ids(rows)[1] if len(rows) else []
@@ -82,7 +98,6 @@ def _gather(rows: pa.Table, side: str, cols: list[dict]):
     ``rows``; a row whose Relation version lacks the column gives kind null."""
     n = len(rows)
     tuples = rows.column(side).combine_chunks()
-    colsets = rows.column("columns").combine_chunks()
     flat = tuples.flatten()
     kinds_all = flat.field("kind")
     data_all = flat.field("data")
@@ -138,31 +153,34 @@ def _typed_struct(gathered: dict, cols: list[dict], registry=None):
 def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     """The changes of one table (``"schema.table"``) with typed ``before``/``after``."""
     rows = _rows_of(changes, name)
-    cols = table_columns(changes, name)
+    cols = table_columns(changes, name, _rows=rows)
+    n = len(rows)
     out = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
-    for side in ("before", "after"):
-        g = _gather(rows, side, cols)
+    gathered = {}
+    for side in ("after", "before"):
+        present = rows.column(side).combine_chunks().is_valid() if n else pa.array([], pa.bool_())
+        if side == "before" and n and not pc.any(present).as_py():
+            # no old images at all (inserts only): the typed struct of all nulls
+            out[side] = pa.nulls(n, out["after"].type)
+            continue
+        g = gathered[side] = _gather(rows, side, cols)
         arrays, names = _typed_struct(g, cols, registry)
-        present = rows.column(side).combine_chunks().is_valid() if len(rows) else pa.array([], pa.bool_())
-        struct = pa.StructArray.from_arrays(arrays, names=names, mask=pc.invert(present)) if cols else \
-            pa.nulls(len(rows), pa.struct([]))
-        out[side] = struct
-    after = rows.column("after").combine_chunks()
+        out[side] = pa.StructArray.from_arrays(arrays, names=names, mask=pc.invert(present)) if cols else \
+            pa.nulls(n, pa.struct([]))
+    out["before"], out["after"] = out.pop("before"), out.pop("after")
+    # unchanged-TOAST columns ('u') per row: few rows have them; found vectorized
     names = [c["name"] for c in cols]
-    g = _gather(rows, "after", cols)
-    unchanged = [[] for _ in range(len(rows))] if False else None
-    # unchanged TOAST columns per row: few rows have them; find those rows vectorized
-    flags = np.zeros(len(rows), dtype=bool)
+    g = gathered.get("after", {})
+    flags = np.zeros(n, dtype=bool)
     for nm in names:
         flags |= pc.fill_null(pc.equal(g[nm][0], "u"), False).to_numpy(zero_copy_only=False)
-    unchanged = [None] * len(rows) if flags.any() else None
-    if unchanged is not None:
+    if flags.any():
+        unchanged = [None] * n
         for i in np.flatnonzero(flags):
             unchanged[i] = [nm for nm in names if g[nm][0][int(i)].as_py() == "u"]
         out["unchanged"] = pa.array(unchanged, pa.list_(pa.string()))
     else:
-        out["unchanged"] = pa.nulls(len(rows), pa.list_(pa.string()))
-    del after
+        out["unchanged"] = pa.nulls(n, pa.list_(pa.string()))
     return pa.table(out)
 
 
