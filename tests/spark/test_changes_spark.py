@@ -1,0 +1,288 @@
+"""pgoutput_codec.spark.changes on a real local SparkSession, against the single-process
+decoder (``changes.decode_changes``, ``tables.snapshot``/``history``) and the servers'
+final tables.
+
+Archives are written as several small Parquet files, so Relations, transactions and
+streamed chunks sit in different files and partitions."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import Observation  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
+                            Update, encode_message)
+from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
+from pgoutput_codec.spark import decode_changes, history, snapshot, table_changes  # noqa: E402
+from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark.changes import _conform, change_type, convert_values, table_schema  # noqa: E402
+from pgoutput_codec.tables import history as history_1  # noqa: E402
+from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
+from pgoutput_codec.tables import table_columns  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+
+TESTS = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
+TC = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed server tables, gaps)
+
+VERSION = "16.14"
+OPTION_SETS = sorted({o for v, o in TC.SETS if v == VERSION})
+
+
+def collect(df) -> pa.Table:
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    batches = df._collect_as_arrow()
+    return pa.Table.from_batches(batches) if batches else ST.arrow_schema_for(df.schema).empty_table()
+
+
+def as_spark(t: pa.Table) -> pa.Table:
+    """Single-process change rows (+ commit_rank when present) cast to Spark's Arrow types."""
+    target = ST.arrow_schema_for(change_type())
+    names = [f.name for f in target if f.name in t.column_names]
+    return pa.table({n: ST.to_spark_arrow(t.column(n).combine_chunks(), target.field(n).type) for n in names})
+
+
+def write_files(table: pa.Table, directory: Path, files: int) -> list[str]:
+    """The archive (arrival order) as ``files`` Parquet files part-0000…, small row groups."""
+    directory.mkdir(parents=True, exist_ok=True)
+    n = len(table)
+    paths = []
+    for i in range(files):
+        a, b = n * i // files, n * (i + 1) // files
+        p = directory / f"part-{i:04d}.parquet"
+        pq.write_table(table.slice(a, b - a), p, row_group_size=50)
+        paths.append(str(p))
+    return paths
+
+
+def archive(version, option_set):
+    return TC.archive(version, option_set).select(["seq", "lsn", "xid", "data"])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Every option set of one server, each as 5 Parquet files."""
+    root = tmp_path_factory.mktemp("archives")
+    return {o: write_files(archive(VERSION, o), root / o, 5) for o in OPTION_SETS}
+
+
+# --------------------------------------------------------------------------- decode_changes
+
+@pytest.mark.parametrize("option_set", OPTION_SETS)
+def test_spark_changes_equal_single_process(spark, files, option_set):
+    df = spark.read.parquet(*files[option_set])
+    got = collect(decode_changes(df, order_by="seq"))
+    want = as_spark(decode_changes_1(archive(VERSION, option_set)))
+    assert len(want) > 100
+    assert got.drop_columns(["commit_rank"]).equals(want), option_set
+    rank = got.column("commit_rank").to_pylist()
+    assert rank == sorted(rank)
+
+
+def test_partitions_and_file_order_do_not_matter(spark, files):
+    """Streaming + two-phase archive: 1 partition, 8 shuffled partitions, files listed in
+    reverse, and the default order (file path, then row index) give the same rows."""
+    paths = files["v3_2pc_binary_streaming"]
+    want = as_spark(decode_changes_1(archive(VERSION, "v3_2pc_binary_streaming")))
+    base = spark.read.parquet(*paths)
+    one = collect(decode_changes(base.coalesce(1), order_by="seq")).drop_columns(["commit_rank"])
+    eight = collect(decode_changes(base.repartition(8), order_by="seq")).drop_columns(["commit_rank"])
+    rev = collect(decode_changes(spark.read.parquet(*reversed(paths)).repartition(8), order_by="seq"))
+    assert one.equals(want) and eight.equals(want) and rev.drop_columns(["commit_rank"]).equals(want)
+    # order_by=None: seq is the packed (file rank, row index) key; everything else equal
+    dflt = collect(decode_changes(spark.read.parquet(*reversed(paths))))
+    assert dflt.drop_columns(["seq", "commit_rank"]).equals(want.drop_columns(["seq"]))
+    s = dflt.column("seq").to_numpy()
+    files_ = s >> 40
+    assert set(files_) <= set(range(5)) and len(set(files_)) > 1
+
+
+def test_order_is_arrival_not_lsn(spark, files):
+    """Shuffling rows and giving an lsn column changes nothing: lsn is never the order."""
+    df = spark.read.parquet(*files["v1_text"]).orderBy(F.col("lsn").desc())
+    got = collect(decode_changes(df, order_by="seq"))
+    want = as_spark(decode_changes_1(archive(VERSION, "v1_text")))
+    assert got.drop_columns(["commit_rank"]).equals(want)
+
+
+def test_multi_column_order_by(spark, tmp_path):
+    t = archive(VERSION, "v2_streaming")
+    seq = t.column("seq").to_numpy()
+    t = t.append_column("hi", pa.array(seq // 100)).append_column("lo", pa.array(seq % 100))
+    paths = write_files(t.drop_columns(["seq"]), tmp_path / "mc", 3)
+    got = collect(decode_changes(spark.read.parquet(*paths).repartition(4), order_by=["hi", "lo"]))
+    want = as_spark(decode_changes_1(archive(VERSION, "v2_streaming")))
+    assert got.drop_columns(["seq", "commit_rank"]).equals(want.drop_columns(["seq"]))
+
+
+def test_options_pass_through(spark, files):
+    df = spark.read.parquet(*files["v1_text"])
+    got = collect(decode_changes(df, order_by="seq", tables="public.*", include_origin=False))
+    want = decode_changes_1(archive(VERSION, "v1_text"), tables="public.*", include_origin=False)
+    assert "origin" not in got.column_names
+    assert got.column("seq").to_pylist() == want.column("seq").to_pylist()
+    with pytest.raises(ValueError, match="skip_empty_xacts"):
+        decode_changes(df, order_by="seq", skip_empty_xacts=False)
+
+
+# --------------------------------------------------------------------------- modes
+
+def _with_bad_rows(t: pa.Table):
+    """Malformed payloads mixed in (inside and between transactions), seq spread out."""
+    seq = t.column("seq").to_numpy() * 10
+    bad_at = seq[[5, len(seq) // 2, len(seq) - 3]] + 5
+    bad = pa.table({"seq": pa.array(bad_at), "lsn": pa.array(["0/0"] * 3), "xid": pa.nulls(3, pa.int64()),
+                    "data": pa.array([b"I\x00\x00", b"\xff\x01", b"U\x00\x00\x40\x00N\x00"], pa.binary())})
+    good = t.set_column(0, "seq", pa.array(seq))
+    return pa.concat_tables([good, bad]).sort_by("seq"), good
+
+
+def test_modes_with_malformed_rows(spark, tmp_path):
+    mixed, good = _with_bad_rows(archive(VERSION, "v2_streaming"))
+    df = spark.read.parquet(*write_files(mixed, tmp_path / "bad", 3)).repartition(3)
+    want = as_spark(decode_changes_1(good))
+    with pytest.raises(Exception, match="seq [0-9]+5"):
+        collect(decode_changes(df, order_by="seq"))
+    obs = Observation("counts")
+    perm = collect(decode_changes(df, order_by="seq", mode="PERMISSIVE", observation=obs))
+    err = perm.filter(pc.is_valid(perm.column("error")))
+    assert len(err) == 3 and err.column(ST.CORRUPT_RECORD).to_pylist() == mixed.filter(
+        pc.is_in(mixed.column("seq"), err.column("seq"))).column("data").to_pylist()
+    assert all(s % 10 == 5 for s in err.column("seq").to_pylist())
+    assert err.column("op").null_count == 3
+    ok = perm.filter(pc.is_null(perm.column("error"))).drop_columns(["commit_rank", "error", ST.CORRUPT_RECORD])
+    assert ok.equals(want)
+    m = obs.get
+    assert m["rows_in"] == len(mixed) == m["rows_decoded"] + m["rows_in_error"] and m["rows_in_error"] == 3
+    drop = collect(decode_changes(df, order_by="seq", mode="DROPMALFORMED"))
+    assert "error" not in drop.column_names and drop.drop_columns(["commit_rank"]).equals(want)
+
+
+# --------------------------------------------------------------------------- tables
+
+def _conformed(t: pa.Table, cols, reg, raw=None) -> pa.Table:
+    """A single-process/server table converted the way the Spark side types values: a
+    column the catalog kept raw as a whole (arrays of mixed dimensionality) value by
+    value from ``raw`` (name -> (kinds, data)), as the Spark side does."""
+    st, plan = table_schema(cols, reg)
+    target = ST.arrow_schema_for(st)
+    out = {}
+    for name, at, _sp, oid, typmod in plan:
+        if name not in t.column_names:
+            continue
+        v = t.column(name).combine_chunks()
+        if not v.type.equals(at):
+            if raw is None:
+                continue
+            v, _ = convert_values(*raw[name], oid, typmod, reg, at)
+        out[name] = _conform(v, at, target.field(name).type)
+    return pa.table(out)
+
+
+def _server_raw(t):
+    return {n: (pa.array(["n" if r[j] is None else "t" for r in t["rows"]], pa.string()),
+                pa.array([None if r[j] is None else r[j].encode() for r in t["rows"]], pa.binary()))
+            for j, n in enumerate(t["column_names"])}
+
+
+def _same_table(got: pa.Table, want: pa.Table, t, option_set, key):
+    got, want = got.sort_by(key), want.sort_by(key)
+    checked = 0
+    for col in want.column_names:
+        if TC.known_gap(VERSION, option_set, col, t):
+            continue
+        assert col in got.column_names, col
+        assert TC.same_values(got.column(col), want.column(col).cast(got.column(col).type)), (t["table"], col)
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("option_set", ["v1_text", "v3_2pc_binary_streaming"])
+def test_snapshot_equals_server_tables(spark, files, option_set):
+    reg = TC.registry_for(VERSION)
+    ch = decode_changes(spark.read.parquet(*files[option_set]).repartition(4), order_by="seq").cache()
+    single = decode_changes_1(archive(VERSION, option_set), registry=reg)
+    checked = 0
+    # the corpus has updates that change the replica-identity key: snapshots must follow them
+    ops = single.filter(pc.equal(single.column("op"), "U"))
+    assert any(r["before"] is not None for r in ops.select(["before"]).to_pylist())
+    for t in TC.TABLES:
+        if t["server_version"] != VERSION or t["is_partition"]:
+            continue
+        name = f'{t["schema"]}.{t["table"]}'
+        cols = table_columns(single, name)
+        got = collect(snapshot(ch, name, registry=reg))
+        want_server = TC.server_table(t, reg)
+        assert len(got) == len(want_server), name
+        if not len(want_server):
+            continue
+        key = want_server.column_names[0]
+        srv_cols = [c for c in cols if c["name"] in want_server.column_names]
+        checked += _same_table(got, _conformed(want_server, srv_cols, reg, _server_raw(t)), t, option_set, key)
+        # and the single-process snapshot, every column
+        one = _conformed(snapshot_1(single, name, registry=reg), cols, reg)
+        _same_table(got, one, t, option_set, key)
+    ch.unpersist()
+    assert checked > 50
+
+
+def _hand_built():
+    rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+
+    def row(*vals):
+        return tuple(TupleColumn("n", None) if v is None else TupleColumn("u", None) if v == "<u>"
+                     else TupleColumn("t", str(v).encode()) for v in vals)
+    msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), rel,
+            Insert(relation_id=16400, new_tuple=row(1, "big")),
+            Insert(relation_id=16400, new_tuple=row(2, "two")),
+            Insert(relation_id=16400, new_tuple=row(3, None)),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
+            Begin(final_lsn=2, commit_ts=1, xid=2),
+            Update(relation_id=16400, old_kind="K", old_tuple=row(1, None), new_tuple=row(5, "<u>")),
+            Delete(relation_id=16400, old_kind="K", old_tuple=row(2, None)),
+            Update(relation_id=16400, new_tuple=row(3, "<u>")),
+            Commit(commit_lsn=20, end_lsn=21, commit_ts=1),
+            Begin(final_lsn=3, commit_ts=2, xid=3),
+            Update(relation_id=16400, new_tuple=row(5, "new")),
+            Insert(relation_id=16400, new_tuple=row(1, "again")),
+            Commit(commit_lsn=30, end_lsn=31, commit_ts=2)]
+    data = [encode_message(m) for m in msgs]
+    return pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+
+
+def test_key_change_toast_and_history(spark, tmp_path):
+    t = _hand_built()
+    df = spark.read.parquet(*write_files(t, tmp_path / "hb", 3)).repartition(3)
+    ch = decode_changes(df, order_by="seq", lsn=None)
+    single = decode_changes_1(t)
+    snap = collect(snapshot(ch, "public.t")).sort_by("id").to_pylist()
+    assert snap == [{"id": 1, "v": "again"}, {"id": 3, "v": None}, {"id": 5, "v": "new"}]
+    assert snap == snapshot_1(single, "public.t").sort_by("id").to_pylist()
+    at20 = collect(snapshot(ch, "public.t", as_of_lsn=20)).sort_by("id").to_pylist()
+    assert at20 == [{"id": 3, "v": None}, {"id": 5, "v": "big"}]   # key 1 → 5 carried the TOAST value
+    assert at20 == snapshot_1(single, "public.t", as_of_lsn=20).sort_by("id").to_pylist()
+    h = collect(history(ch, "public.t"))
+    h1 = history_1(single, "public.t")
+    keys = ["__START_LSN", "id"]
+    a = h.sort_by([(k, "ascending") for k in keys])
+    b = h1.sort_by([(k, "ascending") for k in keys])
+    for c in ["id", "v", "__OP"]:
+        assert a.column(c).to_pylist() == b.column(c).to_pylist(), c
+    for c in ["__START_LSN", "__END_LSN"]:
+        assert a.column(c).to_pylist() == [None if v is None else int(v) for v in b.column(c).to_pylist()], c
+    tc = collect(table_changes(ch, "public.t"))
+    assert tc.column("unchanged").to_pylist() == [None, None, None, ["v"], None, ["v"], None, None]
