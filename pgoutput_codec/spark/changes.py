@@ -69,7 +69,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
-from ..typecatalog import arrow_type
+from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode
 
@@ -378,15 +378,23 @@ def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     return arr
 
 
-def _table_versions(changes: DataFrame, name: str):
+def _table_info(changes: DataFrame, name: str):
+    """One small job: the table's Relation versions (column lists, oldest first) and its
+    truncates ((rank, seq, commit_lsn, commit_ts), in order)."""
     schema, table = _split_name(name)
+    rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
+    pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
     rows = (changes.where((F.col("schema") == schema) & (F.col("table") == table))
-            .where(F.col("columns").isNotNull())
             .groupBy("relation_version")
-            .agg(F.max(F.struct("commit_rank" if "commit_rank" in changes.columns else "commit_lsn", "seq"))
-                 .alias("last"), F.first("columns").alias("columns"))
-            .orderBy("last").collect())
-    return [[r.asDict(recursive=True) for r in row["columns"]] for row in rows]
+            .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
+                 F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
+                 .alias("truncates"))
+            .collect())
+    rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
+    versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
+    truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
+                    for r in rows for t in r["truncates"])
+    return versions, truncs
 
 
 def _merge_columns(versions: list) -> list:
@@ -413,8 +421,43 @@ def table_schema(cols: list, registry=None):
         fields.append(T.StructField(c["name"], _value_spark_type(at)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
-        plan.append((c["name"], at, sp))
+        plan.append((c["name"], at, sp, c["type_oid"], c["type_modifier"]))
     return T.StructType(fields), plan
+
+
+def convert_values(kinds, data, type_oid, type_modifier, registry, at: pa.DataType):
+    """Values of one column converted one by one to ``at`` (arrays: ``ndim`` of ``at``):
+    (values, special) where a value that does not convert is null and ``special`` says why."""
+    ndim = 0
+    t = at
+    while pa.types.is_list(t):
+        ndim, t = ndim + 1, t.value_type
+    values, special = [], []
+    for k, d in zip(kinds.to_pylist(), data.to_pylist(), strict=True):
+        try:
+            r = convert_column(pa.array([k or "n"], pa.string()), pa.array([d], pa.binary()), type_oid,
+                               type_modifier, registry, ndim=ndim or None)
+            v = r.values.cast(at)
+            values.append(v)
+            special.append(r.special[0].as_py() if r.special is not None else None)
+        except (ConversionError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            values.append(pa.nulls(1, at))
+            special.append(str(e))
+    return pa.concat_arrays(values) if values else pa.nulls(0, at), pa.array(special, pa.string())
+
+
+def _raw_values(t: pa.Table, side: str, name: str):
+    """(kinds, data) of column ``name`` on ``side`` of each change row, by its Relation version."""
+    kinds, data = [], []
+    for cols, tup in zip(t.column("columns").to_pylist(), t.column(side).to_pylist(), strict=True):
+        pos = next((i for i, c in enumerate(cols or ()) if c["name"] == name), None)
+        if tup is None or pos is None or pos >= len(tup):
+            kinds.append(None)
+            data.append(None)
+        else:
+            kinds.append(tup[pos]["kind"])
+            data.append(tup[pos]["data"])
+    return pa.array(kinds, pa.string()), pa.array(data, pa.binary())
 
 
 _TC_PASS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin", "commit_rank", "before_kind",
@@ -440,7 +483,8 @@ class _TableMapper:
             out = []
             for f in target:
                 if f.name in ("before", "after"):
-                    out.append(self._side(typed.column(f.name).combine_chunks() if n else None, f.type, n))
+                    out.append(self._side(typed.column(f.name).combine_chunks() if n else None, f.type, n,
+                                          lambda name, side=f.name, tbl=t: _raw_values(tbl, side, name)))
                 elif f.name == "unchanged":
                     out.append(typed.column("unchanged").combine_chunks().cast(f.type) if n
                                else pa.nulls(0, f.type))
@@ -448,24 +492,22 @@ class _TableMapper:
                     out.append(ST.to_spark_arrow(t.column(f.name).combine_chunks(), f.type))
             yield pa.RecordBatch.from_arrays(out, schema=target)
 
-    def _side(self, struct, target: pa.DataType, n: int):
+    def _side(self, struct, target: pa.DataType, n: int, raw_of):
         if n == 0:
             return pa.nulls(0, target)
         present = struct.type
         arrays = []
-        for name, at, sp in self.colplan:
+        for name, at, sp, oid, typmod in self.colplan:
             tgt = target.field(name).type
             special = None
             if present.get_field_index(name) >= 0:
                 v = struct.field(name)
-                if not v.type.equals(at) and not (pa.types.is_list(at) and pa.types.is_list(v.type)):
-                    # the catalog could not type this column in this batch (table_changes kept
-                    # it raw with the reason in __special): null values, reason kept
-                    v = pa.nulls(n, at)
-                try:
-                    v = _conform(v, at, tgt)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    v, special = pa.nulls(n, tgt), pa.array([f"not representable: {e}"] * n, pa.string())
+                if not v.type.equals(at):
+                    # the catalog could not type this column as a whole in this batch (e.g.
+                    # arrays of different dimensionality): value by value, what does not fit
+                    # the column's type is null with the reason in __special
+                    v, special = convert_values(*raw_of(name), oid, typmod, self.registry, at)
+                v = _conform(v, at, tgt)
             else:
                 v = pa.nulls(n, tgt)
             arrays.append(v)
@@ -480,7 +522,7 @@ class _TableMapper:
         return pa.StructArray.from_arrays(arrays, fields=list(target), mask=struct.is_null())
 
 
-def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=None) -> DataFrame:
     """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
     of typed Spark columns (types from the type catalog over every Relation version of
     the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
@@ -492,7 +534,9 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     deep (PostgreSQL does not record a column's dimensionality): a deeper array value
     is null with the reason in ``__special``."""
     schema, table = _split_name(name)
-    cols = _merge_columns(_table_versions(changes, name))
+    if _versions is None:
+        _versions = _table_info(changes, name)[0]
+    cols = _merge_columns(_versions)
     row_type, colplan = table_schema(cols, registry)
     rows = changes.where((F.col("schema") == schema) & (F.col("table") == table))
     keep = [c for c in _TC_PASS if c in changes.columns]
@@ -509,13 +553,14 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
 
 def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
-    key-changing U), ordered by (commit position, seq, sub); plus truncates."""
-    tc = table_changes(changes, name, registry=registry)
+    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side list)."""
+    versions, truncs = _table_info(changes, name)
+    tc = table_changes(changes, name, registry=registry, _versions=versions)
     if as_of_lsn is not None:
+        truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
         tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
     cols = tc.schema["after"].dataType
     names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
-    versions = _table_versions(changes, name)
     newest = versions[-1] if versions else []
     keycols = [c["name"] for c in newest if c["flags"] & 1] or [c["name"] for c in newest]
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
@@ -527,7 +572,6 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
     tc = tc.withColumn("__pos", pos)
-    trunc = tc.where(F.col("op") == "T").select("__pos", "commit_lsn", "commit_ts")
     iud = tc.where(F.col("op").isin("I", "U", "D"))
     sets = iud.where(F.col("op").isin("I", "U")).select(
         new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op", "__pos",
@@ -538,7 +582,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         F.lit(None).cast("array<string>").alias("unchanged"),
         F.lit(None).cast(sets.schema["__from"].dataType).alias("__from"))
     ev = sets.unionByName(dels)
-    return ev, trunc, names, cols
+    return ev, truncs, names, cols
 
 
 def _carry_toast(ev: DataFrame, names: list, cols: T.StructType) -> DataFrame:
@@ -562,27 +606,28 @@ def _carry_toast(ev: DataFrame, names: list, cols: T.StructType) -> DataFrame:
     # one hop across key changes: fill what is still missing from the old key's image
     hop = ev.where(F.col("__ev") == "set").select(
         F.col("__key").alias("__hk"), F.col("__pos").alias("__hpos"), F.col("after").alias("__hafter"))
+    # (an empty side makes this join cheap: no job is spent testing for emptiness)
     need = ev.where((F.col("__ev") == "set") & (F.col("op") == "U") & (F.col("__from") != F.col("__key"))
                     & (F.size(F.coalesce(F.col("unchanged"), F.array())) > 0))
-    if not need.isEmpty():
-        j = (need.select("__key", "__pos", "__from").join(hop, F.col("__from") == F.col("__hk"))
-             .where(F.col("__hpos") < F.col("__pos"))
-             .groupBy("__key", "__pos").agg(F.max_by("__hafter", "__hpos").alias("__prev")))
-        ev = ev.join(j, ["__key", "__pos"], "left")
-        def fixed(nm):
-            return F.when(F.coalesce(F.array_contains(F.col("unchanged"), nm), F.lit(False)),
-                          F.coalesce(F.col(f"after.`{nm}`"), F.col(f"__prev.`{nm}`"))
-                          ).otherwise(F.col(f"after.`{nm}`"))
+    j = (need.select("__key", "__pos", "__from").join(hop, F.col("__from") == F.col("__hk"))
+         .where(F.col("__hpos") < F.col("__pos"))
+         .groupBy("__key", "__pos").agg(F.max_by("__hafter", "__hpos").alias("__prev")))
+    ev = ev.join(j, ["__key", "__pos"], "left")
 
-        ev = ev.withColumn("after", rebuild(fixed)).drop("__prev")
+    def fixed(nm):
+        return F.when(F.coalesce(F.array_contains(F.col("unchanged"), nm), F.lit(False)),
+                      F.coalesce(F.col(f"after.`{nm}`"), F.col(f"__prev.`{nm}`"))
+                      ).otherwise(F.col(f"after.`{nm}`"))
+
+    ev = ev.withColumn("after", rebuild(fixed)).drop("__prev")
     return ev
 
 
-def _after_truncate(ev: DataFrame, trunc: DataFrame) -> DataFrame:
-    last = trunc.agg(F.max("__pos").alias("__t")).first()["__t"]
-    if last is None:
+def _after_truncate(ev: DataFrame, truncs: list) -> DataFrame:
+    if not truncs:
         return ev
-    return ev.where(F.col("__pos") > F.struct(F.lit(last["r"]).alias("r"), F.lit(last["s"]).alias("s")))
+    r, q = truncs[-1][:2]
+    return ev.where(F.col("__pos") > F.struct(F.lit(r).alias("r"), F.lit(q).alias("s")))
 
 
 def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None) -> DataFrame:
@@ -592,8 +637,8 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     every column), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
-    ev, trunc, names, cols = _events(changes, name, as_of_lsn, registry)
-    ev = _carry_toast(_after_truncate(ev, trunc), names, cols)
+    ev, truncs, names, cols = _events(changes, name, as_of_lsn, registry)
+    ev = _carry_toast(_after_truncate(ev, truncs), names, cols)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     return last.select("after.*")
@@ -604,11 +649,10 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
-    ev, trunc, names, cols = _events(changes, name, None, registry)
+    ev, ts, names, cols = _events(changes, name, None, registry)
     ev = _carry_toast(ev, names, cols)
     w = Window.partitionBy("__key").orderBy("__pos", "__sub")
     nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
-    ts = sorted((r["__pos"]["r"], r["__pos"]["s"], r["commit_lsn"], r["commit_ts"]) for r in trunc.collect())
     end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")
     if ts:
         lit_t = F.array(*[F.struct(F.lit(r).alias("r"), F.lit(s).alias("s"),
