@@ -3,9 +3,15 @@
 # Start/Stop block, 1 inside, 2 infer from the first S/E row.
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 def first_stream_marker(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> Literal["S", "E"] | None: ...
+def tags_of(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> npt.NDArray[np.uint8]: ...
 def decode_chunk(
-    arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int, stream: int
+    arr: pa.BinaryArray | pa.LargeBinaryArray,
+    envelope: int,
+    stream: int,
+    stream_rows: npt.ArrayLike | None = None,
 ) -> tuple[pa.StructArray, bool]: ...
