@@ -365,6 +365,11 @@ class ChangeDecoder:
             elif t == "S":
                 self._walk_stream = True
                 slot = self._streams.get(m["xid"])
+                if slot is not None and m["first_segment"]:
+                    # the server streams this transaction again from its start (a new
+                    # decoding session after a reconnect): what we hold is superseded
+                    self._drop(self._streams.pop(m["xid"]))
+                    slot = None
                 if slot is None:
                     slot = self._streams[m["xid"]] = self._new_slot(_Txn(xid=m["xid"], kind="stream"))
                 self._ctx = slot

@@ -354,3 +354,13 @@ def test_plan_counts_errors_and_orphans():
     assert c["orphans"] == 1                       # the Insert after the Commit
     with pytest.raises(PgoutputDecodeError, match="seq 4"):
         plan.changes(values, keys, errors="raise")
+
+
+def test_a_transaction_streamed_again_from_its_first_segment_replaces_the_earlier_copy():
+    rel = Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
+                   replica_identity="d", columns=REL.columns)
+    first = [StreamStart(xid=100, first_segment=True), rel,
+             Insert(xid=100, relation_id=16400, new_tuple=row(1, "a")), StreamStop()]
+    msgs = first + first + [StreamCommit(xid=100, flags=0, commit_lsn=500, end_lsn=510, commit_ts=1)]
+    ch = decode_changes(enc(msgs))
+    assert ch.column("op").to_pylist() == ["I"]
