@@ -614,15 +614,23 @@ class ChangeDecoder:
             self._ctx = -1
 
 
-def decode_changes(input, **options) -> pa.Table:
+def decode_changes(input, *, source: str = "pgoutput", **options) -> pa.Table:
     """Decode a whole archive into change rows (``schema.CHANGE_SCHEMA``), in commit order.
 
     ``input``: a binary array / list of payloads in arrival order, or a table shaped like
     ``pg_logical_slot_get_binary_changes`` output (``data``, optional ``lsn`` as text or
     int, ``xid``, ``seq``). Rows are taken in the order given — never re-sorted by
     ``lsn``: a change's LSN goes backwards when transactions interleave. Options: see
-    :class:`ChangeDecoder`.
+    :class:`ChangeDecoder`. ``source="opengauss"`` reads openGauss/GaussDB frames instead
+    (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``).
     """
+    if source == "opengauss":
+        from .opengauss.changes import decode_changes as og
+        if isinstance(input, pa.Table):
+            input = input.column("data")
+        return og(input, **options)
+    if source != "pgoutput":
+        raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
     dec = ChangeDecoder(**options)
     return dec.feed(input)
 

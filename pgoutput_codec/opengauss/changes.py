@@ -1,0 +1,145 @@
+"""openGauss/GaussDB records → the same change rows as pgoutput (``schema.CHANGE_SCHEMA``).
+
+openGauss's parallel decoding sends whole committed transactions (Begin, its DML,
+Commit), each DML record self-describing (schema, table, column names, type OIDs, values
+in text form). So the transaction context comes from the enclosing B/C records, and the
+"Relation" of a row is derived from the records themselves:
+
+- ``columns``: the table's columns as the records name them (the newest new tuple seen
+  for the table in this input, else the old tuple), type OIDs as sent, typmod -1 (not
+  sent), key flag on the columns an Update/Delete's old tuple carries (``old-key``), when
+  the old tuple is narrower than the row; with a full old tuple (REPLICA IDENTITY FULL)
+  every column is flagged, as pgoutput does;
+- ``before``/``after``: values aligned to ``columns``; kind 't' (text), 'n' (NULL or a
+  column the record did not carry), 'u' (``unchanged-toast-datum``, 't' style);
+- ``xid`` is the 64-bit openGauss TransactionId (``uint64``, the only column whose type
+  differs from pgoutput's change rows); ``relation_id`` is null (not sent);
+  ``origin`` is the origin id as text; ``commit_ts`` parses the commit time text
+  (``timestamptz`` output) through the type catalog.
+
+Options as for pgoutput: ``tables`` (white-table-list), ``skip_empty_xacts``,
+``include_xids``/``include_timestamp``/``include_origin``, and ``exclude_users`` (a
+list or comma-separated names; transactions whose Begin carries such a user name are
+dropped, as the server-side option does).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..changes import _table_selected, parse_table_list, relation_fingerprint
+from ..errors import PgoutputDecodeError
+from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
+from ..typecatalog import convert_column
+
+__all__ = ["decode_changes", "OPENGAUSS_CHANGE_SCHEMA"]
+
+OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == '"' and name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+def _commit_ts(texts: list) -> pa.Array:
+    kinds = ["n" if t is None else "t" for t in texts]
+    data = [None if t is None else t.encode() for t in texts]
+    try:
+        return convert_column(kinds, data, 1184).values   # timestamptz text form
+    except Exception:   # an unparseable commit time is kept as null, not guessed
+        return pa.nulls(len(texts), pa.timestamp("us", tz="UTC"))
+
+
+def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
+                   include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
+                   errors: str = "raise") -> pa.Table:
+    """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames."""
+    from . import decode_batch
+
+    recs = decode_batch(values, style=style, envelope=envelope)
+    err = recs.column("error")
+    if err.null_count != len(recs) and errors == "raise":
+        i = pc.index(pc.is_valid(err), True).as_py()
+        raise PgoutputDecodeError(f"openGauss input row {recs.column('row')[i].as_py()}: {err[i].as_py()}")
+    patterns = parse_table_list(tables)
+    excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
+    rows = recs.filter(pc.is_null(err)).to_pylist()
+
+    # the table's column list and key columns, learned from every record of the table
+    table_cols: dict = {}
+    key_cols: dict = {}
+    for r in rows:
+        if r["type"] not in ("I", "U", "D"):
+            continue
+        t = (r["schema"], r["table"])
+        if r["new_tuple"]:
+            table_cols[t] = [(_unquote(c["name"]), c["type_oid"]) for c in r["new_tuple"]]
+        elif t not in table_cols and r["old_tuple"]:
+            table_cols[t] = [(_unquote(c["name"]), c["type_oid"]) for c in r["old_tuple"]]
+        if r["old_tuple"]:
+            key_cols[t] = {_unquote(c["name"]) for c in r["old_tuple"]}
+
+    out, txn = [], None
+    commit_rows = []
+    for ordinal, r in enumerate(rows):
+        typ = r["type"]
+        if typ == "B":
+            txn = dict(xid=r["xid"], origin=None if r["origin_id"] is None else str(r["origin_id"]),
+                       user=r["user_name"], commit_time=r["commit_time"], rows=[])
+        elif typ == "C":
+            if txn is None:
+                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
+            if txn["user"] is None or txn["user"] not in excluded:
+                ct = r["commit_time"] or txn["commit_time"]
+                xid = r["xid"] if r["xid"] is not None else txn["xid"]
+                if not txn["rows"] and not skip_empty_xacts:
+                    txn["rows"].append(dict(op="C"))
+                for row in txn["rows"]:
+                    row.update(xid=xid, commit_lsn=r["lsn"], origin=txn["origin"])
+                    out.append(row)
+                    commit_rows.append(ct)
+            txn = None
+        elif typ in ("I", "U", "D"):
+            t = (r["schema"], r["table"])
+            if not _table_selected(patterns, r["schema"] or "", r["table"] or ""):
+                continue
+            cols = table_cols.get(t, [])
+            keys = key_cols.get(t, set())
+            names = [n for n, _ in cols]
+            full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
+
+            def align(tup):
+                if tup is None:
+                    return None
+                by = {_unquote(c["name"]): c for c in tup}
+                vals = []
+                for n in names:
+                    c = by.get(n)
+                    if c is None or (c["value"] is None and not c["unchanged_toast"]):
+                        vals.append({"kind": "n", "data": None})
+                    elif c["unchanged_toast"]:
+                        vals.append({"kind": "u", "data": None})
+                    else:
+                        vals.append({"kind": "t", "data": c["value"]})
+                return vals
+
+            columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
+                            name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
+            rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="",
+                       columns=columns)
+            row = dict(op=typ, seq=ordinal, lsn=r["lsn"], schema=r["schema"], table=r["table"],
+                       relation_id=None, columns=columns, relation_version=relation_fingerprint(rel),
+                       before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
+                       before=align(r["old_tuple"]), after=align(r["new_tuple"]), truncate_options=None)
+            if txn is None:
+                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
+            txn["rows"].append(row)
+    ts = _commit_ts(commit_rows)
+    table = pa.Table.from_pylist(out, schema=pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"]))
+    table = table.append_column("commit_ts", ts).select(OPENGAUSS_CHANGE_SCHEMA.names)
+    opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
+    drop = [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
+    return table.drop_columns(drop) if drop else table
