@@ -111,7 +111,7 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
             names = [n for n, _ in cols]
             full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
 
-            def align(tup):
+            def align(tup, names=names):
                 if tup is None:
                     return None
                 by = {_unquote(c["name"]): c for c in tup}
