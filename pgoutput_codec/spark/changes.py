@@ -172,7 +172,13 @@ def _default_order(df: DataFrame) -> Column:
             .bitwiseOR(F.col("_metadata.row_index").cast("long"))
     except AnalysisException:
         pass
-    # No row-index metadata: input_file_name() order, then the row's place in its partition.
+    # No row-index metadata: input_file_name() order, then the row's place in its partition,
+    # which means something only when the rows come straight from the file scan.
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    if "Exchange" in plan or not df.inputFiles():
+        raise ValueError("order_by=None needs the archive's file order: pass the DataFrame of "
+                         "spark.read.parquet(...) itself (no repartition, join or union before), or give "
+                         "order_by (the archive's arrival-order column, e.g. seq)")
     files = sorted(r.f for r in df.select(F.input_file_name().alias("f")).distinct().collect())
     rank = F.create_map(*[x for i, p in enumerate(files) for x in (F.lit(p), F.lit(i))])
     mid = F.monotonically_increasing_id()
@@ -314,6 +320,8 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
                          + ([T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, T.LongType())]
                             if count_rows else []))
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
+    if sort:   # before observe(): the sort's sampling job would run the metrics a second time
+        out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
     if count_rows:
         out = out.observe(observation, F.coalesce(F.sum(_ROWS_IN), F.lit(0)).alias("rows_in"),
                           (F.coalesce(F.sum(_ROWS_IN), F.lit(0)) - F.coalesce(F.sum(_ROWS_ERR), F.lit(0)))
@@ -322,8 +330,6 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         out = out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)
     if mode == DROPMALFORMED:
         out = out.filter(F.col("error").isNull()).drop("error", ST.CORRUPT_RECORD)
-    if sort:
-        out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
     return out.drop(_SUB)
 
 

@@ -286,3 +286,15 @@ def test_key_change_toast_and_history(spark, tmp_path):
         assert a.column(c).to_pylist() == [None if v is None else int(v) for v in b.column(c).to_pylist()], c
     tc = collect(table_changes(ch, "public.t"))
     assert tc.column("unchanged").to_pylist() == [None, None, None, ["v"], None, ["v"], None, None]
+
+
+def test_default_order_without_row_index_metadata(spark, files):
+    """A union of scans has no ``_metadata``: file order (input_file_name) and the row's
+    place in its split; after a shuffle that order is gone, so it is refused."""
+    paths = files["v2_streaming"]
+    want = as_spark(decode_changes_1(archive(VERSION, "v2_streaming")))
+    df = spark.read.parquet(*paths[3:]).union(spark.read.parquet(*paths[:3]))
+    got = collect(decode_changes(df))
+    assert got.drop_columns(["seq", "commit_rank"]).equals(want.drop_columns(["seq"]))
+    with pytest.raises(ValueError, match="order_by"):
+        decode_changes(df.repartition(2))
