@@ -37,8 +37,8 @@ cdef struct Buf:
 cdef int buf_grow(Buf* b, Py_ssize_t extra) except -1:
     cdef Py_ssize_t cap = b.cap * 2 if b.cap else 1024
     cdef void* p
-    while cap < b.len + extra:
-        cap *= 2
+    if cap < b.len + extra:
+        cap = b.len + extra    # a reserve for the whole input: exact, pool blocks are large
     p = pool_realloc(b.data, <size_t>cap)
     if p == NULL:
         raise MemoryError()
@@ -130,7 +130,7 @@ cdef object as_buffer(Buf* b):
     return pa.py_buffer(o)
 
 
-cdef int buf_reserve(Buf* b, Py_ssize_t n) except -1:
+cdef inline int buf_reserve(Buf* b, Py_ssize_t n) except -1:
     if n > b.cap - b.len:
         buf_grow(b, n)
     return 0
@@ -179,8 +179,9 @@ cdef inline void copy_small(char* dst, const uint8_t* src, Py_ssize_t n, const u
         memcpy(dst, src, <size_t>n)
 
 
-cdef inline bint text_ok(const uint8_t* s, Py_ssize_t n) noexcept:
-    """Strict UTF-8; ASCII (every identifier in practice) is checked a word at a time."""
+cdef inline bint text_ok(const uint8_t* s, Py_ssize_t n, const uint8_t* src_end) noexcept:
+    """Strict UTF-8; ASCII (every identifier in practice) is checked a word at a time,
+    the last partial word with one load (reading no further than ``src_end``)."""
     cdef uint64_t w, acc = 0
     cdef Py_ssize_t i = 0
     cdef uint8_t tail = 0
@@ -188,9 +189,15 @@ cdef inline bint text_ok(const uint8_t* s, Py_ssize_t n) noexcept:
         memcpy(&w, s + i, 8)
         acc |= w
         i += 8
-    while i < n:
-        tail |= s[i]
-        i += 1
+    if i < n:
+        if src_end - (s + i) >= 8:
+            memcpy(&w, s + i, 8)
+            # big-endian value: the n - i bytes wanted are the high ones on every host
+            acc |= pgc_be64(w) >> (64 - 8 * (n - i))
+        else:
+            while i < n:
+                tail |= s[i]
+                i += 1
     if (acc & <uint64_t>0x8080808080808080) == 0 and tail < 0x80:
         return True
     return utf8_valid(s, n)
@@ -400,10 +407,9 @@ cdef class _Builder:
         pool_free(s.data.data)
         pool_free(s.valid.b.data)
 
-    cdef int _grow(self) except -1:
-        """Room for the fixed-width parts of ``rowcap`` rows in every column, so that
+    cdef int _grow(self, Py_ssize_t k) except -1:
+        """Room for the fixed-width parts of ``k`` more rows in every column, so that
         writing one row checks capacity once."""
-        cdef Py_ssize_t k = self.rowcap if self.rowcap else 1024
         cdef Buf* b8[5]
         cdef Buf* b4[9]
         cdef Bits* bits[13]
@@ -413,7 +419,8 @@ cdef class _Builder:
                  &self.schema.offs, &self.table.offs, &self.error.offs, &self.newt.offs, &self.oldt.offs]
         bits[:] = [&self.lsn.valid, &self.csn.valid, &self.first_lsn.valid, &self.xid.valid,
                    &self.origin_valid, &self.type_.valid, &self.commit_time.valid, &self.user_name.valid,
-                   &self.schema.valid, &self.table.valid, &self.error.valid, &self.newt.valid, &self.oldt.valid]
+                   &self.schema.valid, &self.table.valid, &self.error.valid,
+                   &self.newt.valid, &self.oldt.valid]
         self.rowcap += k
         for i in range(5):
             buf_reserve(b8[i], 8 * k)
@@ -424,13 +431,30 @@ cdef class _Builder:
         buf_reserve(&self.type_.data, k)
         return 0
 
+    cdef int reserve_scaled(self, double f) except -1:
+        """Reserve for ``f`` times what is written so far (the input left after the first
+        frame, in proportion): no doubling copies, and the reserve comes from the pool."""
+        cdef Buf* v[16]
+        cdef int i
+        v[:] = [&self.newt.name_offs, &self.newt.name_data, &self.newt.oid, &self.newt.val_offs,
+                &self.newt.val_data, &self.newt.val_valid.b, &self.oldt.name_offs, &self.oldt.name_data,
+                &self.oldt.oid, &self.oldt.val_offs, &self.oldt.val_data, &self.oldt.val_valid.b,
+                &self.schema.data, &self.table.data, &self.commit_time.data, &self.user_name.data]
+        for i in range(16):
+            if v[i].len:
+                # headroom: the fast path reserves 32 bytes past each record's strings
+                buf_reserve(v[i], <Py_ssize_t>(v[i].len * f * 1.05) + 4096)
+        if self.nrows * f + 64 > self.rowcap - self.nrows:
+            self._grow(<Py_ssize_t>(self.nrows * f) + 64 - (self.rowcap - self.nrows))
+        return 0
+
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
                  Py_ssize_t errlen) except -1:
         """One output row: ``rec`` fields per ``rec.has``; tuples were appended already
         when H_NEW/H_OLD are set."""
         cdef int h = rec.has
         if self.nrows == self.rowcap:
-            self._grow()
+            self._grow(self.rowcap if self.rowcap else 1024)
         nc_u64(&self.row, <uint64_t>row)
         nc_u64(&self.lsn.vals, rec.lsn if h & H_LSN else 0)
         nc_bit(&self.lsn.valid, h & H_LSN)
@@ -463,7 +487,7 @@ cdef class _Builder:
                         const uint8_t* tb, Py_ssize_t tb_len, const uint8_t* src_end) except -1:
         """``add`` for an Insert row of the fast path (same values, fewer branches)."""
         if self.nrows == self.rowcap:
-            self._grow()
+            self._grow(self.rowcap if self.rowcap else 1024)
         nc_u64(&self.row, <uint64_t>row)
         nc_u64(&self.lsn.vals, lsn)
         nc_bit(&self.lsn.valid, 1)
@@ -678,8 +702,15 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     error message and offset, and nothing is left written then). Accepts exactly the
     records ``read_body`` decodes without error.
     """
-    cdef uint32_t length, oid, vlen
+    cdef uint32_t length, vlen
     cdef uint16_t natts
+    cdef char* nd
+    cdef char* vd
+    cdef Py_ssize_t nl, vl, vn
+    cdef int32_t* no
+    cdef uint32_t* oo
+    cdef int32_t* vo
+    cdef uint8_t* vv
     cdef uint64_t lsn
     cdef Py_ssize_t end, b, sc_off, sc_len, tb_off, tb_len, nlen, i
     cdef TupleB* t = &out.newt
@@ -702,23 +733,24 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
         return 0
     sc_len = be16_at(buf + b)
     sc_off = b + 2
-    if sc_len > end - sc_off or not text_ok(buf + sc_off, sc_len):
+    if sc_len > end - sc_off or not text_ok(buf + sc_off, sc_len, src_end):
         return 0
     b = sc_off + sc_len
     if end - b < 2:
         return 0
     tb_len = be16_at(buf + b)
     tb_off = b + 2
-    if tb_len > end - tb_off or not text_ok(buf + tb_off, tb_len):
+    if tb_len > end - tb_off or not text_ok(buf + tb_off, tb_len, src_end):
         return 0
     b = tb_off + tb_len
     if end - b < 3 or buf[b] != 0x4E:
         return 0
     natts = be16_at(buf + b + 1)
     b += 3
-    # every column takes 14 bytes at least; offsets stay within int32 (else off32 raises
+    # every column takes 10 bytes at least; offsets stay within int32 (else off32 raises
     # in the general path)
-    if natts > (end - b) // 14 or t.name_data.len + length > 0x7FFFFFFF or t.val_data.len + length > 0x7FFFFFFF:
+    if (natts > (end - b) // 10 or t.name_data.len + length > 0x7FFFFFFF
+            or t.val_data.len + length > 0x7FFFFFFF):
         return 0
     buf_reserve(&t.name_offs, 4 * natts)
     buf_reserve(&t.oid, 4 * natts)
@@ -727,40 +759,57 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     buf_reserve(&t.name_data, length + 32)
     buf_reserve(&t.val_data, length + 32)
     tuple_save(t, &sv)
+    # locals, not t's fields: every char store may alias them, the compiler would reload
+    nd = t.name_data.data
+    nl = t.name_data.len
+    vd = t.val_data.data
+    vl = t.val_data.len
+    no = <int32_t*>(t.name_offs.data + t.name_offs.len)
+    oo = <uint32_t*>(t.oid.data + t.oid.len)
+    vo = <int32_t*>(t.val_offs.data + t.val_offs.len)
+    vv = <uint8_t*>t.val_valid.b.data
+    vn = t.val_valid.n
     for i in range(natts):
         if end - b < 2:
             ok = False
             break
         nlen = be16_at(buf + b)
         b += 2
-        if nlen > end - b or not text_ok(buf + b, nlen):
+        if nlen > end - b or not text_ok(buf + b, nlen, src_end):
             ok = False
             break
-        copy_small(t.name_data.data + t.name_data.len, buf + b, nlen, src_end)
-        t.name_data.len += nlen
-        nc_i32(&t.name_offs, <int32_t>t.name_data.len)
+        copy_small(nd + nl, buf + b, nlen, src_end)
+        nl += nlen
+        no[i] = <int32_t>nl
         b += nlen
         if end - b < 8:
             ok = False
             break
-        oid = be32_at(buf + b)
+        oo[i] = be32_at(buf + b)
         vlen = be32_at(buf + b + 4)
         b += 8
-        nc_u32(&t.oid, oid)
-        if vlen == NULL_LEN:
-            nc_bit(&t.val_valid, 0)
-        else:
+        if (vn & 7) == 0:
+            vv[vn >> 3] = 0
+        if vlen != NULL_LEN:
             if vlen > end - b:
                 ok = False
                 break
-            copy_small(t.val_data.data + t.val_data.len, buf + b, vlen, src_end)
-            t.val_data.len += vlen
+            copy_small(vd + vl, buf + b, vlen, src_end)
+            vl += vlen
             b += vlen
-            nc_bit(&t.val_valid, 1)
-        nc_i32(&t.val_offs, <int32_t>t.val_data.len)
+            vv[vn >> 3] |= <uint8_t>(1 << (vn & 7))
+        vn += 1
+        vo[i] = <int32_t>vl
     if not ok or b != end:
         tuple_restore(t, &sv)
         return 0
+    t.name_data.len = nl
+    t.val_data.len = vl
+    t.name_offs.len += 4 * natts
+    t.oid.len += 4 * natts
+    t.val_offs.len += 4 * natts
+    t.val_valid.n = vn
+    t.val_valid.b.len = (vn + 7) >> 3
     t.ncols += natts
     out.add_insert(row, lsn, buf + sc_off, sc_len, buf + tb_off, tb_len, src_end)
     next_pos[0] = end + 1
@@ -890,6 +939,8 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
     cdef _Builder out = _Builder()
     cdef Reader nr
     cdef Rec rec
+    cdef bint scaled = False
+    cdef int64_t first, last
     if not (large or pa.types.is_binary(arr.type)):
         raise TypeError(f"expected a binary or large_binary array, got {arr.type}")
     bufs = arr.buffers()
@@ -903,10 +954,8 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
         data = <const uint8_t*><uintptr_t>bufs[2].address
         dsize = bufs[2].size
         src_end = data + dsize
-    if data != NULL:
-        # decoded names and values are never longer than the input
-        buf_reserve(&out.newt.name_data, bufs[2].size)
-        buf_reserve(&out.newt.val_data, bufs[2].size)
+    first = (offs64[off] if large else offs32[off]) if n else 0
+    last = (offs64[off + n] if large else offs32[off + n]) if n else 0
     for i in range(n):
         if validity != NULL and not (validity[(i + off) >> 3] >> ((i + off) & 7)) & 1:
             reader_init(&nr, NULL, 0)
@@ -922,4 +971,8 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
             end = offs32[i + off + 1]
         decode_row(out, row_base + i, data + start if data != NULL else <const uint8_t*>b"", end - start,
                    env, &hb, src_end)
+        if not scaled and end > first:
+            scaled = True
+            if end < last:
+                out.reserve_scaled(<double>(last - end) / <double>(end - first))
     return out.finish(), hb
