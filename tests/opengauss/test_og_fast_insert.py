@@ -1,0 +1,121 @@
+"""The compiled decoder's one-pass Insert path (``_binary.fast_insert``) against the Python
+twin, on the shapes where it takes shortcuts: word-at-a-time ASCII checks (names around
+8 bytes, a high byte at every position), fixed-size copies (lengths around 16 and 32,
+strings ending at the very end of the input buffer), and buffers reserved in proportion
+to the first frame (later frames much larger)."""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+import pytest
+
+from pgoutput_codec.opengauss import decode_batch, decode_batch_py
+from pgoutput_codec.opengauss.encode import encode_frame, encode_record
+from pgoutput_codec.opengauss.records import Column, Record
+
+pytest.importorskip("pgoutput_codec.opengauss._binary")
+
+
+def compiled(values, **kw):
+    return decode_batch(values, "b", **kw)
+
+
+def raw_insert(name: bytes, value: bytes | None = b"v", *, schema: bytes = b"public", table: bytes = b"t",
+               oid: int = 0xFFFFFFFE, lsn: int = 7) -> bytes:
+    """An Insert record with arbitrary name bytes (the encoder only takes valid text)."""
+    col = struct.pack(">H", len(name)) + name + struct.pack(">I", oid)
+    col += struct.pack(">I", 0xFFFFFFFF) if value is None else struct.pack(">I", len(value)) + value
+    body = (struct.pack(">H", len(schema)) + schema + struct.pack(">H", len(table)) + table
+            + b"N" + struct.pack(">H", 1) + col)
+    return struct.pack(">IQ", 9 + len(body), lsn) + b"I" + body
+
+
+def frame(records: list[bytes], end: bytes = b"F") -> bytes:
+    return b"P".join(records) + end
+
+
+def same(values):
+    arr = pa.array(values, pa.binary())
+    t = compiled(arr)
+    assert t.equals(decode_batch_py(arr)), (t.to_pylist(), decode_batch_py(arr).to_pylist())
+    return t
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 70])
+def test_lengths_around_the_word_and_copy_sizes(n):
+    name = bytes(b"abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(n))
+    recs = [raw_insert(name, b"x" * n), raw_insert(name, None), raw_insert(b"c", b"y" * (n + 1))]
+    t = same([frame(recs)])
+    assert t.column("error").null_count == 3
+    assert [c["name"] for c in t.column("new_tuple")[0].as_py()] == [name.decode()]
+    assert t.column("new_tuple")[0].as_py()[0]["value"] == b"x" * n
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 12, 16, 17, 33])
+def test_a_high_byte_at_every_position_of_a_name(n):
+    for pos in range(n):
+        for bad, ok in ((b"\xff", False), (b"\xc3\xa9", True)):
+            name = b"a" * pos + bad + b"a" * (n - pos - 1)
+            t = same([frame([raw_insert(name)]), frame([raw_insert(b"col", schema=name)]),
+                      frame([raw_insert(b"col", table=name)])])
+            errors = t.column("error").to_pylist()
+            if ok:
+                assert errors == [None] * 3
+            else:
+                assert all(e and "UTF-8" in e for e in errors), errors
+
+
+def test_high_bytes_right_after_a_name_are_not_part_of_it():
+    # the type OID's first byte follows the name: 0xFF there must not fail the name
+    t = same([frame([raw_insert(b"abc", oid=0xFFFFFFFF), raw_insert(b"abcdefgh", oid=0x80808080)])])
+    assert t.column("error").null_count == 2
+
+
+def test_strings_at_the_very_end_of_the_input_buffer():
+    # the last record's name and value end a few bytes before the data buffer does
+    for n in range(0, 40):
+        rec = raw_insert(b"n" * n, b"v" * n)
+        data = frame([rec])
+        arr = pa.array([data], pa.binary())
+        assert arr.buffers()[2].size == len(data)
+        assert compiled(arr).equals(decode_batch_py(arr))
+        # and inside a slice whose buffer goes on
+        big = pa.array([data, data + b"", b"\xff" * 64], pa.binary()).slice(0, 2)
+        assert compiled(big).equals(decode_batch_py(big))
+
+
+def test_irregular_inserts_fall_back_to_the_general_path():
+    good = raw_insert(b"a", b"1")
+    cases = [
+        frame([good]) + b"x",                              # bytes after 'F'
+        frame([good], b"Q"),                               # bad separator
+        frame([good[:-1] + b"\x00" + good[-1:]]),          # length ends mid-value
+        frame([good[:4] + good[4:13] + good[13:] + b"O"]),  # old tuple on an insert
+        frame([good.replace(b"N\x00\x01", b"N\x00\x02")]),  # more columns than bytes
+        frame([good.replace(b"N\x00\x01", b"X\x00\x01")]),  # bad marker
+        frame([good, good], b"P\x00\x00\x00\x00"),          # idle-flush end
+        frame([good, good], b"P"),                          # 'P' at the end: truncated
+    ]
+    for c in cases:
+        same([c])
+
+
+def test_later_frames_much_larger_than_the_first():
+    cols = tuple(Column(f"column_{i}", 25, b"v" * (i * 7)) for i in range(30))
+    big = encode_record(Record("I", 5, schema="s", table="wide_table", new_tuple=cols))
+    small = encode_record(Record("I", 4, schema="s", table="t", new_tuple=(Column("a", 23, b"1"),)))
+    values = [encode_frame([small])] + [encode_frame([big] * 50)] * 40 + [encode_frame([small] * 3)]
+    t = same(values)
+    assert t.num_rows == 1 + 2000 + 3 and t.column("error").null_count == t.num_rows
+
+
+def test_mixed_records_keep_their_order():
+    cols = (Column("a", 23, b"1"), Column("b", 25, None))
+    recs = [Record("B", 1, csn=3, first_lsn=1, xid=9), Record("I", 2, schema="s", table="t", new_tuple=cols),
+            Record("U", 3, schema="s", table="t", new_tuple=cols, old_tuple=cols),
+            Record("I", 4, schema="s", table="t", new_tuple=()),
+            Record("D", 5, schema="s", table="t", old_tuple=cols), Record("C", 6, xid=9)]
+    t = same([encode_frame(recs)])
+    assert t.column("type").to_pylist() == list("BIUIDC")
