@@ -692,6 +692,82 @@ cdef inline uint32_t be32_at(const uint8_t* p) noexcept:
     return pgc_be32(v)
 
 
+cdef extern from *:
+    """
+    /* The column loop of the Insert fast path (PROTOCOL.md 4: UInt16 len + name, UInt32
+       type_oid, UInt32 len + value, 0xFFFFFFFF = NULL), in plain C so that every cursor
+       stays in a register. "fixed": 32 bytes past the record are readable, so names and
+       values up to 16 (32) bytes are copied with fixed-size moves. Name bytes are OR-ed
+       into *hi (only a name's own bytes): a high bit there means a non-ASCII name, which
+       the caller validates as UTF-8. Returns the position after the tuple or -1 on any
+       irregularity (the general path then reports it). */
+    static inline uint64_t pgc_or_bytes(const uint8_t* s, Py_ssize_t n) {
+        uint64_t acc = 0, w;
+        Py_ssize_t i = 0;
+        for (; n - i >= 8; i += 8) { memcpy(&w, s + i, 8); acc |= w; }
+        for (; i < n; i++) acc |= s[i];
+        return acc;
+    }
+    static inline Py_ssize_t pgc_og_columns(const uint8_t* buf, Py_ssize_t b, Py_ssize_t end,
+            Py_ssize_t natts, int fixed, char* nd, Py_ssize_t* nl_io, int32_t* no, uint32_t* oo,
+            char* vd, Py_ssize_t* vl_io, int32_t* vo, uint8_t* vv, Py_ssize_t* vn_io, uint64_t* hi_io) {
+        Py_ssize_t nl = *nl_io, vl = *vl_io, vn = *vn_io, i;
+        uint64_t hi = 0;
+        for (i = 0; i < natts; i++) {
+            uint16_t r16;
+            uint32_t r32, vlen;
+            Py_ssize_t nlen;
+            if (end - b < 2) return -1;
+            memcpy(&r16, buf + b, 2);
+            nlen = pgc_be16(r16);
+            b += 2;
+            if (nlen > end - b) return -1;
+            if (fixed && nlen <= 16) {
+                uint64_t w0, w1;
+                memcpy(&w0, buf + b, 8);
+                memcpy(&w1, buf + b + 8, 8);
+                memcpy(nd + nl, buf + b, 16);
+                if (nlen > 8) hi |= w0 | (pgc_be64(w1) >> (128 - 8 * nlen));
+                else if (nlen) hi |= pgc_be64(w0) >> (64 - 8 * nlen);
+            } else {
+                memcpy(nd + nl, buf + b, (size_t)nlen);
+                hi |= pgc_or_bytes(buf + b, nlen);
+            }
+            nl += nlen;
+            no[i] = (int32_t)nl;
+            b += nlen;
+            if (end - b < 8) return -1;
+            memcpy(&r32, buf + b, 4);
+            oo[i] = pgc_be32(r32);
+            memcpy(&r32, buf + b + 4, 4);
+            vlen = pgc_be32(r32);
+            b += 8;
+            if ((vn & 7) == 0) vv[vn >> 3] = 0;
+            if (vlen != 0xFFFFFFFFu) {
+                if ((uint64_t)vlen > (uint64_t)(end - b)) return -1;
+                if (fixed && vlen <= 16) memcpy(vd + vl, buf + b, 16);
+                else if (fixed && vlen <= 32) memcpy(vd + vl, buf + b, 32);
+                else memcpy(vd + vl, buf + b, vlen);
+                vl += vlen;
+                b += vlen;
+                vv[vn >> 3] |= (uint8_t)(1u << (vn & 7));
+            }
+            vn++;
+            vo[i] = (int32_t)vl;
+        }
+        *nl_io = nl;
+        *vl_io = vl;
+        *vn_io = vn;
+        *hi_io = hi;
+        return b;
+    }
+    """
+    Py_ssize_t pgc_og_columns(const uint8_t* buf, Py_ssize_t b, Py_ssize_t end, Py_ssize_t natts,
+                              int fixed, char* nd, Py_ssize_t* nl_io, int32_t* no, uint32_t* oo,
+                              char* vd, Py_ssize_t* vl_io, int32_t* vo, uint8_t* vv, Py_ssize_t* vn_io,
+                              uint64_t* hi_io) noexcept
+
+
 cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t pos, Py_ssize_t n,
                      const uint8_t* src_end, Py_ssize_t* next_pos) except -1:
     """An Insert record — most of any archive — parsed and written in one pass.
@@ -702,7 +778,7 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     error message and offset, and nothing is left written then). Accepts exactly the
     records ``read_body`` decodes without error.
     """
-    cdef uint32_t length, vlen
+    cdef uint32_t length
     cdef uint16_t natts
     cdef char* nd
     cdef char* vd
@@ -711,8 +787,10 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     cdef uint32_t* oo
     cdef int32_t* vo
     cdef uint8_t* vv
+    cdef uint64_t hi = 0
+    cdef Py_ssize_t prev
     cdef uint64_t lsn
-    cdef Py_ssize_t end, b, sc_off, sc_len, tb_off, tb_len, nlen, i
+    cdef Py_ssize_t end, b, sc_off, sc_len, tb_off, tb_len, i
     cdef TupleB* t = &out.newt
     cdef Saved sv
     cdef uint8_t sep
@@ -769,37 +847,16 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     vo = <int32_t*>(t.val_offs.data + t.val_offs.len)
     vv = <uint8_t*>t.val_valid.b.data
     vn = t.val_valid.n
-    for i in range(natts):
-        if end - b < 2:
-            ok = False
-            break
-        nlen = be16_at(buf + b)
-        b += 2
-        if nlen > end - b or not text_ok(buf + b, nlen, src_end):
-            ok = False
-            break
-        copy_small(nd + nl, buf + b, nlen, src_end)
-        nl += nlen
-        no[i] = <int32_t>nl
-        b += nlen
-        if end - b < 8:
-            ok = False
-            break
-        oo[i] = be32_at(buf + b)
-        vlen = be32_at(buf + b + 4)
-        b += 8
-        if (vn & 7) == 0:
-            vv[vn >> 3] = 0
-        if vlen != NULL_LEN:
-            if vlen > end - b:
+    b = pgc_og_columns(buf, b, end, natts, src_end - (buf + end) >= 32, nd, &nl, no, oo, vd, &vl, vo,
+                       vv, &vn, &hi)
+    if b >= 0 and (hi & <uint64_t>0x8080808080808080):
+        # a non-ASCII name: strict UTF-8 over this record's names (as read_tuple)
+        prev = t.name_data.len
+        for i in range(natts):
+            if not utf8_valid(<const uint8_t*>nd + prev, no[i] - prev):
                 ok = False
                 break
-            copy_small(vd + vl, buf + b, vlen, src_end)
-            vl += vlen
-            b += vlen
-            vv[vn >> 3] |= <uint8_t>(1 << (vn & 7))
-        vn += 1
-        vo[i] = <int32_t>vl
+            prev = no[i]
     if not ok or b != end:
         tuple_restore(t, &sv)
         return 0
