@@ -7,12 +7,12 @@ parser (_parse.pyx) and its fields written straight into column builders
 row in error (its message text) and for the rare Relation/Truncate list columns.
 """
 
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uintptr_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 
 from pgoutput_codec._builders cimport (
     FixedCol, TupleListCol, VarCol, bit_set, fixed_bool, fixed_finish, fixed_free, fixed_init,
     fixed_ts, fixed_u8, fixed_u32, fixed_u64, mem_reserve, tl_finish, tl_free, tl_grow_valid,
-    tl_init, var_append, var_append_byte, var_finish, var_free, var_init,
+    null_array, tl_init, var_append, var_append_byte, var_finish, var_free, var_init,
 )
 from pgoutput_codec._errors cimport error_text
 from pgoutput_codec._parse cimport (
@@ -130,6 +130,72 @@ cdef int _tuple_append(TupleListCol* c, Py_ssize_t row, const uint8_t* buf, Scra
     return 0
 
 
+cdef extern from *:
+    """
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #define PGC_LITTLE_ENDIAN 0
+    #else
+    #define PGC_LITTLE_ENDIAN 1
+    #endif
+
+    /* The TupleData loop of the Insert fast path, in plain C so the compiler keeps
+       everything in registers: per value one kind test, one bounds check (unsigned,
+       so a negative length fails it too), a fixed 16-byte copy when allowed.
+       Returns the position after the tuple, or -1 on any irregularity (the caller
+       then hands the row to the general parser, which reports it). */
+    static inline Py_ssize_t pgc_tuple_fast(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n,
+                                            Py_ssize_t ncols, uint8_t* kinds, int32_t* voffs,
+                                            uint8_t* vdata, int32_t* vend_io, uint64_t* bits_io,
+                                            Py_ssize_t* nulls_io, int short_copy) {
+        int32_t vend = *vend_io;
+        uint64_t bits = 0, mask = 1;
+        Py_ssize_t nulls = 0;
+        /* two copies of the loop, so "may over-read 16 bytes" is decided once per row */
+        #define PGC_TUPLE_LOOP(COPY)                                                   \
+        for (Py_ssize_t i = 0; i < ncols; i++, mask <<= 1) {                           \
+            uint8_t kind;                                                              \
+            if (pos >= n) return -1;                                                   \
+            kind = p[pos];                                                             \
+            kinds[i] = kind;                                                           \
+            if (kind == 't' || kind == 'b') {                                          \
+                uint32_t raw, len;                                                     \
+                if (n - pos < 5) return -1;                                            \
+                memcpy(&raw, p + pos + 1, 4);                                          \
+                len = pgc_be32(raw);                                                   \
+                /* unsigned: a negative length is huge and fails too */                 \
+                if ((uint64_t)len > (uint64_t)(n - pos - 5)) return -1;                \
+                COPY(vdata + vend, p + pos + 5, len);                                  \
+                vend += (int32_t)len;                                                  \
+                bits |= mask;                                                          \
+                pos += 5 + (Py_ssize_t)len;                                            \
+            } else if (kind == 'n' || kind == 'u') {                                   \
+                pos += 1;                                                              \
+                nulls++;                                                               \
+            } else {                                                                   \
+                return -1;                                                             \
+            }                                                                          \
+            voffs[i] = vend;                                                           \
+        }
+        #define PGC_COPY_SHORT(d, s, l) \
+            do { if ((l) <= 16) memcpy((d), (s), 16); else memcpy((d), (s), (l)); } while (0)
+        #define PGC_COPY_EXACT(d, s, l) memcpy((d), (s), (l))
+        if (short_copy) { PGC_TUPLE_LOOP(PGC_COPY_SHORT) }
+        else { PGC_TUPLE_LOOP(PGC_COPY_EXACT) }
+        #undef PGC_TUPLE_LOOP
+        #undef PGC_COPY_SHORT
+        #undef PGC_COPY_EXACT
+        *vend_io = vend;
+        *bits_io = bits;
+        *nulls_io = nulls;
+        return pos;
+    }
+    """
+    int PGC_LITTLE_ENDIAN
+    Py_ssize_t pgc_tuple_fast(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t ncols,
+                              uint8_t* kinds, int32_t* voffs, uint8_t* vdata, int32_t* vend_io,
+                              uint64_t* bits_io, Py_ssize_t* nulls_io, int short_copy) nogil
+
+
 cdef int _fast_insert(Cols* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t n, int stream,
                       const uint8_t* src_end) noexcept nogil:
     """Insert rows — most of any archive — parsed and written in one pass.
@@ -138,8 +204,15 @@ cdef int _fast_insert(Cols* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t n, i
     (any irregularity: the general path owns every error message and offset; nothing
     was written then), -1 when memory runs out. Tests compare this path with
     ``decode_message`` on every vector and on fuzzed input.
+
+    Why it is shaped so (measured with callgrind, instructions per ten-column row):
+    validity bits of up to 56 values gather in a register and are OR-ed into the bitmap
+    with one unaligned 8-byte read-modify-write (Arrow bitmaps are LSB-first, which is a
+    little-endian word); one bounds check per value (``rem``, unsigned); when 16 bytes
+    past the payload are readable, values up to 16 bytes are copied with a fixed 16-byte
+    move (two vector instructions) instead of a memcpy call.
     """
-    cdef Py_ssize_t pos = 1, i, e, nvv = 0, left
+    cdef Py_ssize_t pos = 1, i, e, left, rem
     cdef uint32_t raw32, xid = 0, relid
     cdef uint16_t raw16
     cdef int16_t ncols
@@ -149,7 +222,9 @@ cdef int _fast_insert(Cols* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t n, i
     cdef int32_t* voffs
     cdef uint8_t* vvalid
     cdef uint8_t* vdata
-    cdef const uint8_t* src
+    cdef uint64_t bits = 0, word
+    cdef bint short_copy, break_ok = False
+    cdef Py_ssize_t nvv = 0, nnull = 0
     cdef TupleListCol* t = &c.new_tuple
     if stream == STREAM_YES:
         if n < 5:
@@ -168,63 +243,75 @@ cdef int _fast_insert(Cols* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t n, i
     if ncols < 0 or ncols > left:   # each column takes at least one byte
         return 0
     e = t.nelem
-    if (mem_reserve(&t.kinds, ncols) < 0 or mem_reserve(&t.voffs, 4 * ncols) < 0
-            or mem_reserve(&t.vdata, n + 16) < 0 or tl_grow_valid(t, ((e + ncols + 7) >> 3) + 1) < 0):
+    if ((t.kinds.len + ncols > t.kinds.cap and mem_reserve(&t.kinds, ncols) < 0)
+            or (t.voffs.len + 4 * ncols > t.voffs.cap and mem_reserve(&t.voffs, 4 * ncols) < 0)
+            or (t.vdata.len + n + 16 > t.vdata.cap and mem_reserve(&t.vdata, n + 16) < 0)
+            or (((e + ncols) >> 3) + 9 > t.vvalid.cap and tl_grow_valid(t, ((e + ncols) >> 3) + 9) < 0)):
         return -1
     kinds = t.kinds.p + e
     voffs = (<int32_t*>t.voffs.p) + 1 + e
     vvalid = t.vvalid.p
     vdata = t.vdata.p
     vend = <int32_t>t.vdata.len
-    for i in range(ncols):
-        if pos >= n:
-            break
-        kind = p[pos]
-        kinds[i] = kind
-        if kind == 116 or kind == 98:
-            if n - pos - 1 < 4:
-                break
-            memcpy(&raw32, p + pos + 1, 4)
-            vlen = <int32_t>pgc_be32(raw32)
-            if vlen < 0 or vlen > n - pos - 5:
-                break
-            src = p + pos + 5
-            if vlen <= 16 and src + 16 <= src_end:
-                memcpy(vdata + vend, src, 16)
-            else:
-                memcpy(vdata + vend, src, vlen)
-            vend += vlen
-            vvalid[(e + i) >> 3] |= <uint8_t>(1 << ((e + i) & 7))
-            nvv += 1
-            pos += 5 + vlen
-        elif kind == 110 or kind == 117:
-            pos += 1
-        else:
-            break
-        voffs[i] = vend
+    short_copy = p + n + 16 <= src_end
+    if PGC_LITTLE_ENDIAN and ncols <= 56:
+        pos = pgc_tuple_fast(p, pos, n, ncols, kinds, voffs, vdata, &vend, &bits, &nnull, short_copy)
+        if pos != n:
+            return 0      # irregular (or trailing bytes): nothing was committed
+        if bits:
+            memcpy(&word, vvalid + (e >> 3), 8)
+            word |= bits << (e & 7)
+            memcpy(vvalid + (e >> 3), &word, 8)
+        nvv = ncols - nnull
     else:
-        if pos == n:
-            # commit the row
-            t.nvvalid += nvv
-            t.vdata.len = vend
-            t.nelem = e + ncols
-            t.kinds.len += ncols
-            t.voffs.len += 4 * ncols
-            while t.filled < row:
-                t.filled += 1
-                t.offs[t.filled] = <int32_t>e
-            t.filled = row + 1
-            t.offs[row + 1] = <int32_t>t.nelem
-            bit_set(t.valid, row)
-            t.nvalid += 1
-            fixed_u32(&c.relation_id, row, relid)
-            if stream == STREAM_YES:
-                fixed_u32(&c.xid, row, xid)
-            return 1 if var_append_byte(&c.mtype, row, 73) == 0 else -1
-    # irregular: undo the validity bits set for this row's values, let the parser speak
-    for i in range(ncols):
-        vvalid[(e + i) >> 3] &= <uint8_t>~(1 << ((e + i) & 7))
-    return 0
+        # wide rows and big-endian machines: the same loop, validity bit by bit
+        for i in range(ncols):
+            rem = n - pos
+            if rem <= 0:
+                break
+            kind = p[pos]
+            kinds[i] = kind
+            if kind == 116 or kind == 98:
+                if rem < 5:
+                    break
+                memcpy(&raw32, p + pos + 1, 4)
+                vlen = <int32_t>pgc_be32(raw32)
+                if <uint32_t>vlen > <uint64_t>(rem - 5):   # also rejects a negative length
+                    break
+                memcpy(vdata + vend, p + pos + 5, vlen)
+                vend += vlen
+                vvalid[(e + i) >> 3] |= <uint8_t>(1 << ((e + i) & 7))
+                nvv += 1
+                pos += 5 + vlen
+            elif kind == 110 or kind == 117:
+                pos += 1
+            else:
+                break
+            voffs[i] = vend
+        else:
+            if pos == n:
+                break_ok = True
+        if not break_ok:
+            for i in range(ncols):
+                vvalid[(e + i) >> 3] &= <uint8_t>~(1 << ((e + i) & 7))
+            return 0
+    # commit the row
+    t.nvvalid += nvv
+    t.vdata.len = vend
+    t.nelem = e + ncols
+    t.kinds.len += ncols
+    t.voffs.len += 4 * ncols
+    while t.filled < row:
+        t.filled += 1
+        t.offs[t.filled] = <int32_t>e
+    t.filled = row + 1
+    t.offs[row + 1] = <int32_t>t.nelem
+    bit_set(t.valid, row)
+    t.nvalid += 1
+    fixed_u32(&c.relation_id, row, relid)
+    if stream == STREAM_YES:
+        fixed_u32(&c.xid, row, xid)
+    return 1 if var_append_byte(&c.mtype, row, 73) == 0 else -1
 
 
 cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
@@ -341,7 +428,7 @@ cdef inline uint8_t _tag_at(const uint8_t* p, Py_ssize_t n, int envelope) noexce
 cdef object _scatter_lists(Py_ssize_t n, list rows, list lists, object list_type):
     """A list column of ``n`` rows, null except at ``rows`` (few: control messages)."""
     if not rows:
-        return pa.nulls(n, list_type)
+        return null_array(n, list_type)
     values = pa.array([v for lst in lists for v in lst], type=list_type.value_type)
     counts = np.zeros(n, dtype=np.int32)
     counts[rows] = [len(lst) for lst in lists]
@@ -401,7 +488,11 @@ cdef class _Columns:
         fixed_init(&c.rollback_ts, n, 8)
         tl_init(&c.old_tuple, n)
         tl_init(&c.new_tuple, n)
-        if mem_reserve(&c.new_tuple.vdata, data_bytes) < 0:
+        # a 't'/'b' value takes at least 5 payload bytes: reserve for that many up front,
+        # so the kind and offset buffers rarely grow (each growth copies them)
+        if (mem_reserve(&c.new_tuple.vdata, data_bytes) < 0
+                or mem_reserve(&c.new_tuple.kinds, data_bytes // 5 + 16) < 0
+                or mem_reserve(&c.new_tuple.voffs, 4 * (data_bytes // 5 + 16)) < 0):
             raise MemoryError()
         self.ready = True
 

@@ -165,3 +165,4 @@ cdef int tl_init(TupleListCol* c, Py_ssize_t n) except -1
 cdef int tl_grow_valid(TupleListCol* c, Py_ssize_t nbytes) noexcept nogil
 cdef void tl_free(TupleListCol* c) noexcept
 cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ)
+cdef object null_array(Py_ssize_t n, object typ)

@@ -18,6 +18,62 @@ cdef class _Owned:
         pool_free(self.p)
 
 
+# One grow-only buffer of zeros shared by every all-null column (Arrow buffers are
+# immutable, so many arrays may point at it): most message fields are null in most rows,
+# and a freshly zeroed buffer per column per batch cost more than decoding the batch.
+cdef object _ZEROS = pa.py_buffer(b"")
+cdef object _ARANGE = np.arange(1, dtype=np.int32)
+
+
+cdef object _zeros(Py_ssize_t size):
+    global _ZEROS
+    if _ZEROS.size < size:
+        _ZEROS = pa.py_buffer(bytes(max(size, 2 * _ZEROS.size)))   # calloc'd: pages zero lazily
+    return _ZEROS.slice(0, size)
+
+
+cdef object _offsets_arange(Py_ssize_t n):
+    """0, 1, …, n as int32 offsets (the one-character ``kind`` strings)."""
+    global _ARANGE
+    if len(_ARANGE) < n + 1:
+        _ARANGE = np.arange(max(n + 1, 2 * len(_ARANGE)), dtype=np.int32)
+    return pa.py_buffer(_ARANGE[:n + 1])
+
+
+cdef dict _NULL_ARRAYS = {}
+
+
+cdef object null_array(Py_ssize_t n, object typ):
+    """An all-null column of ``n`` rows over the shared zero buffer (cached: Spark hands
+    batches of the same size again and again, and arrays are immutable)."""
+    # keyed by identity: hashing a DataType costs microseconds; the entry keeps the type
+    # alive, so its id cannot be reused while cached
+    key = (n, id(typ))
+    hit = _NULL_ARRAYS.get(key)
+    if hit is not None and hit[0] is typ:
+        return hit[1]
+    if len(_NULL_ARRAYS) > 512:
+        _NULL_ARRAYS.clear()
+    arr = _null_array(n, typ)
+    _NULL_ARRAYS[key] = (typ, arr)
+    return arr
+
+
+cdef object _null_array(Py_ssize_t n, object typ):
+    cdef Py_ssize_t bitmap = (n + 7) >> 3
+    if pa.types.is_boolean(typ):
+        return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(bitmap)], null_count=n)
+    if pa.types.is_list(typ):
+        child = pa.array([], typ.value_type)
+        return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(4 * (n + 1))], null_count=n,
+                                     children=[child])
+    if pa.types.is_string(typ) or pa.types.is_binary(typ):
+        return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(4 * (n + 1)), _zeros(0)], null_count=n)
+    if pa.types.is_struct(typ) or pa.types.is_null(typ):
+        return null_array(n, typ)
+    return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(n * typ.bit_width // 8)], null_count=n)
+
+
 cdef object _hand_off(void* p, Py_ssize_t size):
     """Wrap a ``_memory`` block as a pyarrow Buffer that frees it when the last user goes."""
     cdef _Owned owner = _Owned.__new__(_Owned)
@@ -48,7 +104,7 @@ cdef object fixed_finish(FixedCol* c, Py_ssize_t n, object typ):
     cdef Py_ssize_t nbytes = (n + 7) >> 3 if c.width == 0 else n * c.width
     if c.nvalid == 0:
         fixed_free(c)
-        return pa.nulls(n, typ)
+        return null_array(n, typ)
     valid = None if c.nvalid == n else _hand_off(c.valid, (n + 7) >> 3)
     if valid is None:
         pool_free(c.valid)
@@ -84,7 +140,7 @@ cdef void var_free(VarCol* c) noexcept:
 cdef object var_finish(VarCol* c, Py_ssize_t n, object typ):
     if c.nvalid == 0:
         var_free(c)
-        return pa.nulls(n, typ)
+        return null_array(n, typ)
     var_fill(c, n)
     valid = None if c.nvalid == n else _hand_off(c.valid, (n + 7) >> 3)
     if valid is None:
@@ -148,14 +204,14 @@ cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ):
     cdef Py_ssize_t ne = c.nelem
     if c.nvalid == 0:
         tl_free(c)
-        return pa.nulls(n, typ)
+        return null_array(n, typ)
     while c.filled < n:
         c.filled += 1
         c.offs[c.filled] = <int32_t>ne
     elem_type = typ.value_type
     kinds = pa.Array.from_buffers(
         pa.string(), ne,
-        [None, pa.py_buffer(np.arange(ne + 1, dtype=np.int32)),
+        [None, _offsets_arange(ne),
          _hand_off(c.kinds.p, ne) if ne else pa.py_buffer(b"")])
     if not ne:
         pool_free(c.kinds.p)
