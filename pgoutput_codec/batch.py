@@ -26,13 +26,48 @@ def _as_binary_chunks(values):
         arr = pa.array(list(values), type=pa.binary())
         chunks = [arr]
         typ = arr.type
-    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+    if pa.types.is_binary(typ):
         return chunks
+    if pa.types.is_large_binary(typ):
+        return [part for c in chunks for part in _split_large(c)]
     if pa.types.is_null(typ):  # a list of only None
         return [pa.array([None] * len(c), type=pa.binary()) for c in chunks]
     if pa.types.is_fixed_size_binary(typ) or pa.types.is_binary_view(typ):
         return [c.cast(pa.binary()) for c in chunks]
     raise TypeError(f"decode_batch expects binary payloads, got an Arrow column of type {typ}")
+
+
+#: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
+#: input chunk holding more payload bytes than this is decoded in slices (the result is
+#: then chunked), so no output column can pass 2 GiB.
+MAX_CHUNK_BYTES = 1 << 30
+
+
+def _split_large(arr):
+    import numpy as np
+    n = len(arr)
+    if n == 0:
+        return [arr]
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
+    if offs[-1] - offs[0] <= MAX_CHUNK_BYTES:
+        return [arr]
+    parts, start = [], 0
+    while start < n:
+        stop = int(np.searchsorted(offs, offs[start] + MAX_CHUNK_BYTES, side="right")) - 1
+        stop = max(stop, start + 1)   # a single payload larger than the limit goes alone
+        parts.append(arr.slice(start, stop - start))
+        start = stop
+    return parts
+
+
+def _join(results):
+    """One StructArray when it fits 32-bit offsets, else a ChunkedArray of the pieces."""
+    if len(results) == 1:
+        return results[0]
+    try:
+        return pa.concat_arrays(results)
+    except (pa.ArrowInvalid, pa.ArrowCapacityError):
+        return pa.chunked_array(results)
 
 
 def _envelope_code(envelope):
@@ -62,11 +97,9 @@ def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto") -> pa.S
         out, _ = _batch.decode_chunk(chunk, env, 0, flags[at:at + len(chunk)])
         at += len(chunk)
         results.append(out)
-    if len(results) == 1:
-        return results[0]
     if not results:
         return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0]
-    return pa.concat_arrays(results)
+    return _join(results)
 
 
 def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None):
@@ -90,11 +123,9 @@ def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool |
         out, now = _batch.decode_chunk(chunk, env, state)
         state = int(now)
         results.append(out)
-    if len(results) == 1:
-        return results[0], state == 1
     if not results:
         return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0], state == 1
-    return pa.concat_arrays(results), state == 1
+    return _join(results), state == 1
 
 
 def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None) -> pa.StructArray:
@@ -107,5 +138,8 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     expects bare pgoutput messages, "xlogdata" requires every row to be a 'w'/'k' frame.
     ``in_stream``: whether the first row is inside a Stream Start/Stop block; None
     infers it from the first S or E row. Stream Start/Stop rows then drive the state.
+    Output columns have 32-bit offsets: a result that would pass 2 GiB in one column
+    (LargeBinary input of more than ``MAX_CHUNK_BYTES`` payload bytes) comes back as a
+    ``pa.ChunkedArray`` of StructArrays instead.
     """
     return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream)[0]

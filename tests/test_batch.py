@@ -331,3 +331,21 @@ def test_batch_differential(compiled_impl, python_impl, data):
         assert (g["error"] is None) == (w["error"] is None), (g["error"], w["error"])
         g["error"] = w["error"] = None
         assert g == w
+
+
+def test_large_binary_input_is_sliced_under_the_offset_limit(monkeypatch):
+    """Output columns have int32 offsets: a LargeBinary input over the slice limit is
+    decoded in slices and returned chunked, rows and stream state intact."""
+    from pgoutput_codec import batch as batch_mod
+    from pgoutput_codec import decode_batch, decode_message
+    monkeypatch.setattr(batch_mod, "MAX_CHUNK_BYTES", 40)
+    rows = [V("stream_start_first"), V("insert_streamed"), V("insert_streamed"), V("stream_stop"),
+            V("insert_text_null_unchanged")] * 3
+    out = decode_batch(pa.array(rows, pa.large_binary()))
+    assert isinstance(out, (pa.StructArray, pa.ChunkedArray))
+    flat = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    assert len(flat) == len(rows)
+    assert flat.field("error").null_count == len(rows)
+    want = decode_batch(pa.array(rows, pa.binary()))
+    assert flat.equals(want)
+    assert decode_message(rows[1], in_stream=True).relation_id == flat.field("relation_id")[1].as_py()
