@@ -30,13 +30,16 @@ change's LSN is its own WAL position and goes backwards when transactions interl
   of ``_metadata.file_path``, whatever order the paths were given to the reader: name
   archive files so that this is their time order), then the row's position in its file
   (``_metadata.row_index``, Spark ≥ 3.5 Parquet hidden metadata). The key is
-  ``file_rank << 40 | row_index`` (≤ 2^23 files of ≤ 2^40 rows). Without row-index
-  metadata (another source, older Spark): ``input_file_name()`` order, then
-  ``monotonically_increasing_id()`` — guaranteed only when each file is read as one
-  split in order (files smaller than ``spark.sql.files.maxPartitionBytes``, or set it
-  larger), since Spark packs splits of one file into partitions largest first; at most
-  4096 partitions of < 2^28 rows. With ``order_by=None`` the ``seq`` column of the
-  change rows holds this packed key, not 0, 1, 2, ….
+  ``file_rank << 40 | row_index`` (≤ 2^23 files of ≤ 2^40 rows). The row index is
+  computed by the scan, so it survives a repartition of the DataFrame (checked on
+  PySpark 3.5.9 and 4.x). Without row-index metadata (a union of scans, a non-Parquet
+  file source): ``input_file_name()`` order, then ``monotonically_increasing_id()`` —
+  guaranteed only when each file is read as one split and nothing shuffled the rows
+  (a plan with an exchange is refused with a ValueError): keep files smaller than
+  ``spark.sql.files.maxPartitionBytes`` (or raise it), since Spark packs the splits of
+  one file into partitions largest first; at most 4096 partitions of < 2^28 rows.
+  With ``order_by=None`` the ``seq`` column of the change rows holds this packed key,
+  not 0, 1, 2, ….
 
 ``commit_rank`` (kept as a column) is the rank of the transaction's commit in arrival
 order; (``commit_rank``, ``seq``) is a total order of the change rows except for the
