@@ -298,3 +298,28 @@ def test_default_order_without_row_index_metadata(spark, files):
     assert got.drop_columns(["seq", "commit_rank"]).equals(want.drop_columns(["seq"]))
     with pytest.raises(ValueError, match="order_by"):
         decode_changes(df.repartition(2))
+
+
+def test_history_equals_single_process_on_corpus(spark, files):
+    """SCD2 rows on the corpus tables with key-changing updates (default, index and FULL
+    identity), unchanged TOAST and truncates."""
+    reg = TC.registry_for(VERSION)
+    ch = decode_changes(spark.read.parquet(*files["v1_text"]).repartition(3), order_by="seq").cache()
+    single = decode_changes_1(archive(VERSION, "v1_text"), registry=reg)
+    for name in ["public.rid_full", "public.rid_default", "public.rid_index", "public.toasty",
+                 "public.trunc_other", "Sch.MixedCase"]:
+        cols = table_columns(single, name)
+        want1 = history_1(single, name, registry=reg)
+        assert len(want1), name
+        want = _conformed(want1, cols, reg)
+        for c in ["__OP", "__START_LSN", "__END_LSN"]:
+            want = want.append_column(c, want1.column(c))
+        got = collect(history(ch, name, registry=reg))
+        key = [(c, "ascending") for c in ["__START_LSN", cols[0]["name"], "__END_LSN"]]
+        got = got.cast(pa.schema([f.with_type(pa.uint64()) if f.name in ("__START_LSN", "__END_LSN") else f
+                                  for f in got.schema])).sort_by(key)
+        want = want.sort_by(key)
+        assert len(got) == len(want), name
+        for c in want.column_names:
+            assert TC.same_values(got.column(c), want.column(c).cast(got.column(c).type)), (name, c)
+    ch.unpersist()
