@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _changes
+from ._gather import take_lists, take_table
 from .batch import decode_batch_with_state
 from .errors import PgoutputDecodeError
 from .messages import parse_lsn
@@ -440,7 +441,7 @@ class ChangeDecoder:
             for part_slots, part_idx in zip(np.split(oslots, bounds), np.split(oidx, bounds), strict=True):
                 txn = self._txns.get(int(part_slots[0]))
                 if txn is not None:   # None: its transaction was aborted in this chunk
-                    self._hold(txn, table.take(pa.array(part_idx, pa.int64())))
+                    self._hold(txn, take_table(table, part_idx))
         pieces, piece_rank = [], []
         txns = []
         for slot, _ in commits:
@@ -453,7 +454,7 @@ class ChangeDecoder:
         cur = np.flatnonzero(row_rank >= 0)
         if len(cur):
             # the common case, every row committed here: no copy
-            pieces.append(table if len(cur) == len(table) else table.take(pa.array(cur, pa.int64())))
+            pieces.append(table if len(cur) == len(table) else take_table(table, cur))
             piece_rank.append(row_rank[cur])
         schema = self.output_schema
         if not pieces and self.options["skip_empty_xacts"]:
@@ -484,7 +485,7 @@ class ChangeDecoder:
             return schema.empty_table()
         order = np.lexsort((rows.column("seq").fill_null(-1).to_numpy(zero_copy_only=False), rank))
         if (order != np.arange(len(order))).any():   # already in commit order: no copy
-            rows = rows.take(pa.array(order, pa.int64()))
+            rows = take_table(rows, order)
             rank = rank[order]
         rank = pa.array(rank, pa.int64())
         facts = [m for _, m in commits]
@@ -522,11 +523,11 @@ class ChangeDecoder:
             "schema": vt.column("schema").take(vtake),
             "table": vt.column("table").take(vtake),
             "relation_id": msgs.field("relation_id").take(take),
-            "columns": vt.column("columns").take(vtake),
+            "columns": take_lists(vt.column("columns"), ver),
             "relation_version": vt.column("relation_version").take(vtake),
             "before_kind": msgs.field("old_kind").take(take),
-            "before": msgs.field("old_tuple").take(take),
-            "after": msgs.field("new_tuple").take(take),
+            "before": take_lists(msgs.field("old_tuple"), iud),
+            "after": take_lists(msgs.field("new_tuple"), iud),
             "truncate_options": pa.nulls(len(iud), pa.uint8()),
             "msg_xid": msgs.field("xid").take(take),
         }
@@ -551,7 +552,7 @@ class ChangeDecoder:
             table = pa.concat_tables([table, pa.Table.from_pylist(trows, schema=_PENDING_SCHEMA)])
             src = np.concatenate([iud, np.asarray(tsrc, dtype=iud.dtype)])
             order = np.argsort(src, kind="stable")
-            table = table.take(pa.array(order, pa.int64()))
+            table = take_table(table, order)
             src = src[order]
         if self._patterns is not None and len(table):
             # decide once per distinct schema.table, then filter with a vector is_in

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._batch import first_stream_marker
+from ._gather import take_lists, take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .changes import ChangeDecoder, _lsn_array, _table_selected, _tag_codes, relation_fingerprint
 from .errors import PgoutputDecodeError
@@ -229,11 +230,11 @@ class ControlPlan:
             "schema": vt.column("schema").take(vtake),
             "table": vt.column("table").take(vtake),
             "relation_id": msgs.field("relation_id").take(take),
-            "columns": vt.column("columns").take(vtake),
+            "columns": take_lists(vt.column("columns"), ver),
             "relation_version": vt.column("relation_version").take(vtake),
             "before_kind": msgs.field("old_kind").take(take),
-            "before": msgs.field("old_tuple").take(take),
-            "after": msgs.field("new_tuple").take(take),
+            "before": take_lists(msgs.field("old_tuple"), idx),
+            "after": take_lists(msgs.field("new_tuple"), idx),
             "truncate_options": pa.nulls(len(idx), pa.uint8()),
         }
         cols.update(self._commit_cols(rank))
@@ -271,4 +272,4 @@ def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **
                              np.linspace(0, len(values), splits + 1, dtype=int)[1:], strict=True)]
     out = pa.concat_tables(parts)
     order_ = pc.sort_indices(out, sort_keys=[("commit_rank", "ascending"), ("seq", "ascending")])
-    return out.take(order_).drop_columns(["commit_rank"])
+    return take_table(out, order_.to_numpy()).drop_columns(["commit_rank"])
