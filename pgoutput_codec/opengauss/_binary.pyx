@@ -162,6 +162,31 @@ cdef inline void nc_bit(Bits* t, bint v) noexcept:
     t.n += 1
 
 
+cdef inline void nc_zero_bits(Bits* t, Py_ssize_t k) noexcept:
+    """``k`` null bits (bits past ``t.n`` in its last byte are already zero)."""
+    cdef Py_ssize_t nb = (t.n + k + 7) >> 3
+    if nb > t.b.len:
+        memset(t.b.data + t.b.len, 0, <size_t>(nb - t.b.len))
+        t.b.len = nb
+    t.n += k
+
+
+cdef inline void nc_repeat_offset(Buf* b, Py_ssize_t k) noexcept:
+    """``k`` empty entries of an offsets buffer: its last offset repeated (the tuple
+    children may have grown since, for the record being decoded)."""
+    cdef int32_t* p = <int32_t*>(b.data + b.len)
+    cdef int32_t v = (<int32_t*>(b.data + b.len - 4))[0]
+    cdef Py_ssize_t i
+    for i in range(k):
+        p[i] = v
+    b.len += 4 * k
+
+
+cdef inline void nc_zeros(Buf* b, Py_ssize_t n) noexcept:
+    memset(b.data + b.len, 0, <size_t>n)
+    b.len += n
+
+
 cdef inline int bits_reserve(Bits* t, Py_ssize_t nbits) except -1:
     return buf_reserve(&t.b, (nbits >> 3) + 2)
 
@@ -356,6 +381,10 @@ cdef class _Builder:
     cdef StrB type_, commit_time, user_name, schema, table, error
     cdef TupleB newt, oldt
     cdef Py_ssize_t nrows, rowcap
+    # rows written in the columns an Insert row leaves null (csn, first_lsn, xid,
+    # commit_time, origin_id, user_name, old_tuple, error): add_insert skips them, the
+    # next add() or finish() fills the gap in bulk
+    cdef Py_ssize_t lazy
 
     def __cinit__(self):
         memset(&self.row, 0, sizeof(Buf))
@@ -375,6 +404,7 @@ cdef class _Builder:
         tuple_init(&self.oldt)
         self.nrows = 0
         self.rowcap = 0
+        self.lazy = 0
 
     cdef int _init_str(self, StrB* s) except -1:
         memset(s, 0, sizeof(StrB))
@@ -408,12 +438,13 @@ cdef class _Builder:
         pool_free(s.valid.b.data)
 
     cdef int _grow(self, Py_ssize_t k) except -1:
-        """Room for the fixed-width parts of ``k`` more rows in every column, so that
-        writing one row checks capacity once."""
+        """Room for the fixed-width parts of ``k`` more rows than written (``k`` at least
+        ``rowcap - nrows``) in every column, so that writing one row checks capacity once."""
         cdef Buf* b8[5]
         cdef Buf* b4[9]
         cdef Bits* bits[13]
         cdef int i
+        self._catch_up()    # the reserves below count from each column's length
         b8[:] = [&self.row, &self.lsn.vals, &self.csn.vals, &self.first_lsn.vals, &self.xid.vals]
         b4[:] = [&self.origin, &self.type_.offs, &self.commit_time.offs, &self.user_name.offs,
                  &self.schema.offs, &self.table.offs, &self.error.offs, &self.newt.offs, &self.oldt.offs]
@@ -421,7 +452,7 @@ cdef class _Builder:
                    &self.origin_valid, &self.type_.valid, &self.commit_time.valid, &self.user_name.valid,
                    &self.schema.valid, &self.table.valid, &self.error.valid,
                    &self.newt.valid, &self.oldt.valid]
-        self.rowcap += k
+        self.rowcap = self.nrows + k
         for i in range(5):
             buf_reserve(b8[i], 8 * k)
         for i in range(9):
@@ -445,8 +476,30 @@ cdef class _Builder:
                 # headroom: the fast path reserves 32 bytes past each record's strings
                 buf_reserve(v[i], <Py_ssize_t>(v[i].len * f * 1.05) + 4096)
         if self.nrows * f + 64 > self.rowcap - self.nrows:
-            self._grow(<Py_ssize_t>(self.nrows * f) + 64 - (self.rowcap - self.nrows))
+            self._grow(<Py_ssize_t>(self.nrows * f) + 64)
         return 0
+
+    cdef void _catch_up(self) noexcept:
+        cdef Py_ssize_t k = self.nrows - self.lazy
+        if k == 0:
+            return
+        nc_zeros(&self.csn.vals, 8 * k)
+        nc_zero_bits(&self.csn.valid, k)
+        nc_zeros(&self.first_lsn.vals, 8 * k)
+        nc_zero_bits(&self.first_lsn.valid, k)
+        nc_zeros(&self.xid.vals, 8 * k)
+        nc_zero_bits(&self.xid.valid, k)
+        nc_repeat_offset(&self.commit_time.offs, k)
+        nc_zero_bits(&self.commit_time.valid, k)
+        nc_zeros(&self.origin, 4 * k)
+        nc_zero_bits(&self.origin_valid, k)
+        nc_repeat_offset(&self.user_name.offs, k)
+        nc_zero_bits(&self.user_name.valid, k)
+        nc_repeat_offset(&self.oldt.offs, k)
+        nc_zero_bits(&self.oldt.valid, k)
+        nc_repeat_offset(&self.error.offs, k)
+        nc_zero_bits(&self.error.valid, k)
+        self.lazy = self.nrows
 
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
                  Py_ssize_t errlen) except -1:
@@ -455,6 +508,8 @@ cdef class _Builder:
         cdef int h = rec.has
         if self.nrows == self.rowcap:
             self._grow(self.rowcap if self.rowcap else 1024)
+        if self.lazy != self.nrows:
+            self._catch_up()
         nc_u64(&self.row, <uint64_t>row)
         nc_u64(&self.lsn.vals, rec.lsn if h & H_LSN else 0)
         nc_bit(&self.lsn.valid, h & H_LSN)
@@ -481,11 +536,13 @@ cdef class _Builder:
         nc_bit(&self.oldt.valid, h & H_OLD)
         str_put(&self.error, err, errlen, err != NULL)
         self.nrows += 1
+        self.lazy = self.nrows
         return 0
 
     cdef int add_insert(self, int64_t row, uint64_t lsn, const uint8_t* sc, Py_ssize_t sc_len,
                         const uint8_t* tb, Py_ssize_t tb_len, const uint8_t* src_end) except -1:
-        """``add`` for an Insert row of the fast path (same values, fewer branches)."""
+        """``add`` for an Insert row of the fast path: the same values; the columns an Insert
+        leaves null are filled later (``_catch_up``)."""
         if self.nrows == self.rowcap:
             self._grow(self.rowcap if self.rowcap else 1024)
         nc_u64(&self.row, <uint64_t>row)
@@ -495,18 +552,6 @@ cdef class _Builder:
         self.type_.data.len += 1
         nc_i32(&self.type_.offs, <int32_t>self.type_.data.len)
         nc_bit(&self.type_.valid, 1)
-        nc_u64(&self.csn.vals, 0)
-        nc_bit(&self.csn.valid, 0)
-        nc_u64(&self.first_lsn.vals, 0)
-        nc_bit(&self.first_lsn.valid, 0)
-        nc_u64(&self.xid.vals, 0)
-        nc_bit(&self.xid.valid, 0)
-        nc_i32(&self.commit_time.offs, <int32_t>self.commit_time.data.len)
-        nc_bit(&self.commit_time.valid, 0)
-        nc_u32(&self.origin, 0)
-        nc_bit(&self.origin_valid, 0)
-        nc_i32(&self.user_name.offs, <int32_t>self.user_name.data.len)
-        nc_bit(&self.user_name.valid, 0)
         buf_reserve(&self.schema.data, sc_len + 32)
         copy_small(self.schema.data.data + self.schema.data.len, sc, sc_len, src_end)
         self.schema.data.len += sc_len
@@ -519,10 +564,6 @@ cdef class _Builder:
         nc_bit(&self.table.valid, 1)
         nc_i32(&self.newt.offs, <int32_t>self.newt.ncols)
         nc_bit(&self.newt.valid, 1)
-        nc_i32(&self.oldt.offs, <int32_t>self.oldt.ncols)
-        nc_bit(&self.oldt.valid, 0)
-        nc_i32(&self.error.offs, <int32_t>self.error.data.len)
-        nc_bit(&self.error.valid, 0)
         self.nrows += 1
         return 0
 
@@ -535,6 +576,7 @@ cdef class _Builder:
 
     cdef object finish(self):
         n = self.nrows
+        self._catch_up()
         cols = [
             pa.Array.from_buffers(pa.int64(), n, [None, as_buffer(&self.row)]),
             self._u64(&self.lsn),

@@ -119,3 +119,19 @@ def test_mixed_records_keep_their_order():
             Record("D", 5, schema="s", table="t", old_tuple=cols), Record("C", 6, xid=9)]
     t = same([encode_frame(recs)])
     assert t.column("type").to_pylist() == list("BIUIDC")
+
+
+def test_columns_an_insert_leaves_null_across_buffer_growth():
+    # Insert rows leave csn/xid/... unwritten until the next other row or the end: runs of
+    # thousands of them cross the row buffers' growth (1024, 2048, ...) with rows pending
+    ins = encode_record(Record("I", 2, schema="s", table="t", new_tuple=(Column("a", 23, b"1"),)))
+    upd = encode_record(Record("U", 3, schema="s", table="t", new_tuple=(Column("a", 23, b"2"),),
+                               old_tuple=(Column("a", 23, b"1"),)))
+    beg = encode_record(Record("B", 1, csn=5, first_lsn=1, xid=77, commit_time="2024-01-01 00:00:00+00"))
+    values = [encode_frame([beg] + [ins] * 3000 + [upd]), encode_frame([ins] * 5000),
+              encode_frame([upd] + [ins] * 2500), encode_frame([beg])]
+    for _ in range(3):
+        t = same(values)
+    types = t.column("type").to_pylist()
+    assert types.count("I") == 10500 and types.count("U") == 2
+    assert t.column("xid").to_pylist()[-1] == 77 and t.column("old_tuple")[3001].as_py()[0]["value"] == b"1"
