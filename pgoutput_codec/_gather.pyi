@@ -1,0 +1,6 @@
+# Stub of the compiled module _gather.pyx: whole-row take for nested change-row columns.
+import numpy.typing as npt
+import pyarrow as pa
+
+def take_lists(arr: pa.ListArray | pa.ChunkedArray, indices: npt.ArrayLike) -> pa.ListArray: ...
+def take_table(table: pa.Table, indices: npt.ArrayLike) -> pa.Table: ...
