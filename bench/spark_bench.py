@@ -7,8 +7,10 @@ One run measures, on ``local[2]`` (each the best of ``--repeat`` warm runs):
     floor of any Python/Arrow work (JVM → Arrow → Python worker → Arrow → JVM);
 (c) ``from_pgoutput`` + an aggregate over its fields (count by ``type``, sum of
     ``size(new_tuple)``);
+(c') the same aggregate over ``decode_messages`` (``mapInArrow``), for comparison;
 (d) ``decode_changes(order_by="seq", sort=False)`` + count (both passes: control rows to
-    the driver, plan, every partition decoded to change rows);
+    the driver, plan, every partition decoded to change rows), with its split: pass 1 +
+    ``ControlPlan.build`` (eager, in the ``decode_changes`` call) and pass 2 (the count);
 (e) a row-at-a-time Python UDF calling pypgoutput (``decoders.Insert``) on the first
     ``--pyp-rows`` messages, scaled to messages/s;
 (f) (c) again in a separate process on ``local[1]``: speed-up of two cores over one.
@@ -163,7 +165,7 @@ def _pyp_len(b):
 def run(path: Path, master: str, which: str, repeat: int, pyp_rows: int) -> dict:
     from pyspark.sql import functions as F
 
-    from pgoutput_codec.spark import decode_changes, from_pgoutput
+    from pgoutput_codec.spark import decode_changes, decode_messages, from_pgoutput
     spark = _session(master)
     df = spark.read.parquet(str(path))
     n = df.count()
@@ -181,18 +183,31 @@ def run(path: Path, master: str, which: str, repeat: int, pyp_rows: int) -> dict
 
     n_changes = json.loads((path / "_DONE").read_text())["transactions"] * PER_TXN
 
+    split = {}
+
     def changes():
-        got = decode_changes(df, order_by="seq", lsn="lsn", sort=False).count()
+        t0 = time.perf_counter()
+        out = decode_changes(df, order_by="seq", lsn="lsn", sort=False)   # eager: pass 1 + plan
+        t1 = time.perf_counter()
+        got = out.count()                                                   # pass 2
+        split.setdefault("runs", []).append({"pass1_and_plan_s": t1 - t0, "pass2_s": time.perf_counter() - t1})
         assert got == n_changes, (got, n_changes)   # every Insert committed, nothing else
         return got
 
+    def messages():
+        m = decode_messages(df, keep=[])
+        return m.agg(F.count(F.when(F.col("type") == "I", 1)), F.sum(F.size("new_tuple"))).first()
+
     scan()   # warm-up: JVM, file listing, Python workers
-    todo = {"a": scan, "b": identity, "c": decode, "d": changes} if which == "all" else {"c": decode}
+    todo = {"a": scan, "b": identity, "c": decode, "c2": messages, "d": changes} if which == "all" \
+        else {"c": decode}
     for key, fn in todo.items():
         t, out = _best(fn, repeat)
         res[key] = {"seconds": t, "messages_per_s": n / t, "result": str(out)}
         print(f"  ({key}) {t:8.2f} s  {n / t / 1e6:6.2f} M msg/s   {out}", flush=True)
     if which == "all":
+        res["d"]["split"] = min(split["runs"], key=lambda r: r["pass1_and_plan_s"] + r["pass2_s"])
+        print(f"      (d) split: {res['d']['split']}", flush=True)
         pyp = F.udf(_pyp_len, "int")
         small = df.where(F.col("seq") < pyp_rows)
         k = small.count()
@@ -237,10 +252,14 @@ def main():
     print()
     print(f"{'measure':44s} {'seconds':>9s} {'M msg/s':>9s}")
     labels = {"a": "(a) scan sum(length(data))", "b": "(b) identity mapInArrow (floor)",
-              "c": "(c) from_pgoutput + aggregate", "d": "(d) decode_changes + count"}
+              "c": "(c) from_pgoutput + aggregate", "c2": "(c') decode_messages (mapInArrow) + same agg",
+              "d": "(d) decode_changes + count"}
     for k, lab in labels.items():
         r = main_res[k]
         print(f"{lab:44s} {r['seconds']:9.2f} {r['messages_per_s'] / 1e6:9.3f}")
+    sp = main_res["d"]["split"]
+    print(f"{'    (d) pass 1 + plan on the driver':44s} {sp['pass1_and_plan_s']:9.2f}")
+    print(f"{'    (d) pass 2 (plan.changes, every partition)':44s} {sp['pass2_s']:9.2f}")
     r = main_res["e"]
     print(f"{'(e) pypgoutput row UDF (' + str(r['rows']) + ' rows, scaled)':44s} {r['seconds']:9.2f} "
           f"{r['messages_per_s'] / 1e6:9.3f}")
