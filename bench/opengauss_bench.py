@@ -3,9 +3,14 @@
 Builds >= 200,000 ten-column Insert records as 'b' batches with the encoder, times
 ``pgoutput_codec.opengauss.decode_batch``, prints records/s and MB/s and, when the
 pgoutput batch decoder is importable, times it on the equivalent ten-column pgoutput
-Insert messages and prints the ratio. Results go to ``bench/results/opengauss.json``.
+Insert messages and prints the ratio. The two decoders run interleaved (one openGauss run,
+one pgoutput run, ...; best of ``--repeat`` each) so that the load of a shared machine
+falls on both alike; the 1-minute load average before and after is recorded.
+``--callgrind`` adds instruction counts per record from ``valgrind --tool=callgrind``
+(robust to the load; one decode of each in a child process). Results go to
+``bench/results/opengauss.json``.
 
-Usage: ``.venv/bin/python bench/opengauss_bench.py [--records N] [--batch N] [--repeat N]``
+Usage: ``.venv/bin/python bench/opengauss_bench.py [--records N] [--batch N] [--repeat N] [--callgrind]``
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ import argparse
 import json
 import os
 import platform
+import re
+import subprocess
 import sys
+import tempfile
 import time
 
 import pyarrow as pa
@@ -44,14 +52,38 @@ def pg_messages(n_records):
     return pa.array([msg] * n_records, pa.binary())
 
 
-def best_of(fn, repeat):
-    best = float("inf")
-    out = None
+def interleaved_best(fns, repeat):
+    """Best time of each function, run in turn (a, b, a, b, ...); the last result of each."""
+    best = [float("inf")] * len(fns)
+    outs = [None] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            outs[k] = fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+            outs[k] = None if k else outs[k]
+    return best, outs
+
+
+def callgrind_per_record(which, n_records, per_batch):
+    """Instructions per record of one decode (the child's second call, warm)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        code = ("import sys; sys.path.insert(0, %r); import opengauss_bench as b\n"
+                "arr = b.og_batches(%d, %d) if %r == 'og' else b.pg_messages(%d)\n"
+                "import pgoutput_codec, pgoutput_codec.opengauss as og\n"
+                "fn = og.decode_batch if %r == 'og' else pgoutput_codec.decode_batch\n"
+                "fn(arr); fn(arr)\n") % (os.path.dirname(os.path.abspath(__file__)), n_records, per_batch,
+                                        which, n_records, which)
+        subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, sys.executable, "-c", code],
+                       check=True, capture_output=True)
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], check=True, capture_output=True,
+                             text=True).stdout
+    fn = r"_binary_1decode_binary_chunk" if which == "og" else r"_batch_\d+decode_chunk "
+    for line in ann.splitlines():
+        if re.search(fn, line):
+            return int(line.split()[0].replace(",", "")) / (2 * n_records)
+    return None
 
 
 def main():
@@ -59,37 +91,56 @@ def main():
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--batch", type=int, default=1000, help="records per 'b' batch")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--callgrind", action="store_true", help="also count instructions per record")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "opengauss.json"))
     a = ap.parse_args()
 
     arr = og_batches(a.records, a.batch)
     nbytes = arr.buffers()[2].size
-    secs, table = best_of(lambda: decode_batch(arr), a.repeat)
+    table = decode_batch(arr)
     assert table.num_rows == a.records and table.column("error").null_count == a.records
-    res = {
-        "records": a.records, "records_per_batch": a.batch, "input_bytes": nbytes,
-        "opengauss_seconds": secs, "opengauss_records_per_s": a.records / secs,
-        "opengauss_mb_per_s": nbytes / secs / 1e6,
-        "python": platform.python_version(), "machine": platform.machine(),
-    }
-    print(f"openGauss 'b': {a.records} records in {len(arr)} batches, {nbytes / 1e6:.1f} MB: "
-          f"{secs * 1e3:.1f} ms, {res['opengauss_records_per_s'] / 1e6:.2f} M records/s, "
-          f"{res['opengauss_mb_per_s']:.0f} MB/s")
+    del table
     try:
         import pgoutput_codec
         pg_decode = pgoutput_codec.decode_batch
         pg = pg_messages(a.records)
     except Exception as e:  # the pgoutput batch decoder is written elsewhere
         print(f"pgoutput decode_batch not available: {type(e).__name__}: {e}")
+        pg = None
+    load_before = os.getloadavg()[0]
+    fns = [lambda: decode_batch(arr)] + ([lambda: pg_decode(pg)] if pg is not None else [])
+    best, _ = interleaved_best(fns, a.repeat)
+    secs = best[0]
+    res = {
+        "records": a.records, "records_per_batch": a.batch, "input_bytes": nbytes,
+        "opengauss_seconds": secs, "opengauss_records_per_s": a.records / secs,
+        "opengauss_mb_per_s": nbytes / secs / 1e6,
+        "python": platform.python_version(), "machine": platform.machine(),
+        "repeat": a.repeat, "interleaved": True, "load_1min_before": load_before,
+        "load_1min_after": os.getloadavg()[0], "cpus": os.cpu_count(),
+    }
+    print(f"openGauss 'b': {a.records} records in {len(arr)} batches, {nbytes / 1e6:.1f} MB: "
+          f"{secs * 1e3:.1f} ms, {res['opengauss_records_per_s'] / 1e6:.2f} M records/s, "
+          f"{res['opengauss_mb_per_s']:.0f} MB/s")
+    if pg is None:
         res["pgoutput"] = None
     else:
         pg_bytes = pg.buffers()[2].size
-        pg_secs, _ = best_of(lambda: pg_decode(pg), a.repeat)
+        pg_secs = best[1]
         res.update(pgoutput_seconds=pg_secs, pgoutput_records_per_s=a.records / pg_secs,
                    pgoutput_mb_per_s=pg_bytes / pg_secs / 1e6, ratio_opengauss_to_pgoutput=secs / pg_secs)
         print(f"pgoutput Insert: {pg_secs * 1e3:.1f} ms, {a.records / pg_secs / 1e6:.2f} M records/s, "
               f"{pg_bytes / pg_secs / 1e6:.0f} MB/s; openGauss/pgoutput time ratio {secs / pg_secs:.2f} "
-              f"(target <= 1.5)")
+              f"(target <= 1.5); load {load_before:.2f} -> {res['load_1min_after']:.2f} on {os.cpu_count()} CPUs")
+    if a.callgrind:
+        n = min(a.records, 50_000)
+        og_i = callgrind_per_record("og", n, a.batch)
+        pg_i = callgrind_per_record("pg", n, a.batch) if pg is not None else None
+        res.update(callgrind_records=n, opengauss_instructions_per_record=og_i,
+                   pgoutput_instructions_per_record=pg_i,
+                   ratio_instructions=og_i / pg_i if og_i and pg_i else None)
+        print(f"callgrind ({n} records): openGauss {og_i:.0f} instructions/record, pgoutput "
+              f"{pg_i or 0:.0f}; ratio {res['ratio_instructions'] or 0:.2f}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2)
