@@ -172,7 +172,12 @@ def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     names = [c["name"] for c in cols]
     g = gathered.get("after", {})
     flags = np.zeros(n, dtype=bool)
-    for nm in names:
+    # kinds are one byte each: one scan of the after-tuples' kind bytes says whether any
+    # value is 'u' at all (rarely), before any per-column comparison
+    after_kinds = rows.column("after").combine_chunks().values.field("kind") if n else None
+    any_u = after_kinds is not None and len(after_kinds) and \
+        bool((np.frombuffer(after_kinds.buffers()[2], dtype=np.uint8) == 117).any())
+    for nm in (names if any_u else ()):
         flags |= pc.fill_null(pc.equal(g[nm][0], "u"), False).to_numpy(zero_copy_only=False)
     if flags.any():
         unchanged = [None] * n
