@@ -269,7 +269,9 @@ def main():
         print(f"{k:24s} {ratios[k]:8.2f}  target {op} {v}: {'met' if met[k] else 'NOT met'}")
     print(f"load average before {load0}, after {load1}")
     out = {"archive": meta, "local2": main_res, "local1": one, "ratios": ratios, "targets_met": met,
-           "load_before": load0, "load_after": load1, "cpus": os.cpu_count(), "python": platform.python_version(),
+           "load_before": load0, "load_after": load1,
+           "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip(), "cpus": os.cpu_count(), "python": platform.python_version(),
            "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "spark.json").write_text(json.dumps(out, indent=1))
