@@ -66,3 +66,4 @@ __all__ = [
     "DEFAULT_KEEP", "HAS_ARROW_UDF",
 ]
 from .changes import decode_changes, history, snapshot, table_changes  # noqa: E402,F401
+from .opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402,F401

@@ -1,0 +1,305 @@
+"""Change rows of openGauss/GaussDB frames at cluster scale: :func:`opengauss_decode_changes`.
+
+The same rows as the single-process :func:`pgoutput_codec.opengauss.changes.decode_changes`
+(``OPENGAUSS_CHANGE_SCHEMA``), correct across partitions and parallel. openGauss sends
+whole committed transactions (B … C), but one transaction may span frames, and so
+partitions; and the single-process decoder derives three things from the whole input:
+the transaction a record belongs to, its ``seq`` (the record's ordinal among the decoded
+records of the input) and each table's column list and key columns (the newest new tuple
+of the table, else its first old tuple; the key from its last old tuple).
+
+How (two passes, nothing threaded from one task to the next):
+
+1. ``mapInArrow`` decodes every frame and keeps per frame only its order key, the number
+   of decoded records, the first error, and a few *facts*: its Begin/Commit records (with
+   their ordinal in the frame), the first selected DML record after each of them (a DML
+   record outside a transaction opens one, as in the single-process decoder), and per
+   table the records that decide the column list and key. These are collected to the
+   driver, which walks the frames in arrival order: transaction boundaries (each
+   transaction is named by the frame and ordinal of its first record), what each commit
+   emits (xid, commit LSN, origin, commit time, or nothing for an excluded user), each
+   frame's ``seq`` base and the transaction open at its start, and every table's
+   columns. That plan is broadcast.
+2. ``mapInArrow`` over every partition decodes its frames again and emits the change
+   rows of their records, placed by the plan alone: any partitioning and any row order
+   gives the same rows. Rows of a transaction whose Commit is in another frame get their
+   commit facts from the plan; rows of a transaction never committed are dropped.
+
+``order_by`` is the arrival-order contract of :mod:`.changes` (``None``: file order, then
+row index in the file; a column name or list of integral columns). Rows come in no
+particular order; ``sort=True`` orders them as the single-process decoder does (commit
+order, then ``seq``). ``errors="raise"`` (default) raises on the driver, in pass 1, for
+the first frame in arrival order holding a record in error; any other value drops error
+records, as the single-process decoder does.
+
+Meant as the ``source="opengauss"`` branch of :func:`.changes.decode_changes`:
+``opengauss_decode_changes(df, payload=..., order_by=..., style=..., **options)``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..changes import _table_selected, parse_table_list, relation_fingerprint
+from ..errors import PgoutputDecodeError
+from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote
+from ..schema import CHANGE_OPTIONAL
+from . import types as ST
+from .changes import _order_key
+
+__all__ = ["opengauss_decode_changes", "opengauss_change_type"]
+
+_PAYLOAD = "__og_payload"
+_KEY = "__og_key"
+_RANK = "__og_commit_rank"
+_FACTS_SCHEMA = T.StructType([
+    T.StructField("key", T.LongType(), False),
+    T.StructField("ngood", T.LongType(), False),
+    T.StructField("error", T.StringType()),
+    T.StructField("facts", T.StringType(), False),
+])
+
+
+def _options(include_xids, include_timestamp, include_origin):
+    opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
+    return [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
+
+
+def opengauss_change_type(*, include_xids=True, include_timestamp=True, include_origin=True) -> T.StructType:
+    """The Spark schema of the change rows (``OPENGAUSS_CHANGE_SCHEMA`` less the columns
+    the include options drop)."""
+    drop = set(_options(include_xids, include_timestamp, include_origin))
+    return ST.spark_type(pa.struct([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name not in drop]))
+
+
+def _decode(payload, style, envelope):
+    from ..opengauss import decode_batch
+    if isinstance(payload, pa.ChunkedArray):
+        payload = payload.combine_chunks()
+    return decode_batch(payload, style=style, envelope=envelope)
+
+
+def _frames(recs: pa.Table):
+    """(input row, [records]) per input row that has records, errors kept (dicts)."""
+    rows = recs.to_pylist()
+    out, cur, cur_row = [], None, None
+    for r in rows:
+        if r["row"] != cur_row:
+            cur, cur_row = [], r["row"]
+            out.append((cur_row, cur))
+        cur.append(r)
+    return out
+
+
+def _cols(tup):
+    return [(_unquote(c["name"]), c["type_oid"]) for c in tup]
+
+
+class _Facts:
+    """Pass 1: per frame its order key, decoded-record count, first error and facts."""
+
+    def __init__(self, style, envelope, patterns):
+        self.style, self.envelope, self.patterns = style, envelope, patterns
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]):
+        for b in batches:
+            recs = _decode(b.column(0), self.style, self.envelope)
+            keys = b.column(1).to_pylist()
+            by_row = dict(_frames(recs))
+            out = {"key": [], "ngood": [], "error": [], "facts": []}
+            for i, key in enumerate(keys):
+                records = by_row.get(i, [])
+                good = [r for r in records if r["error"] is None]
+                err = next((r["error"] for r in records if r["error"] is not None), None)
+                events, tables, after_ctl = [], {}, True
+                for k, r in enumerate(good):
+                    typ = r["type"]
+                    if typ == "B":
+                        events.append([k, "B", r["xid"], r["origin_id"], r["user_name"], r["commit_time"]])
+                        after_ctl = True
+                    elif typ == "C":
+                        events.append([k, "C", r["xid"], r["lsn"], r["commit_time"]])
+                        after_ctl = True
+                    elif typ in ("I", "U", "D"):
+                        t = tables.setdefault(json.dumps([r["schema"], r["table"]]), {})
+                        if r["new_tuple"]:
+                            t["new"] = _cols(r["new_tuple"])
+                        elif "new" not in t and "old" not in t and r["old_tuple"]:
+                            t["old"] = _cols(r["old_tuple"])
+                        if r["old_tuple"]:
+                            t["key"] = [n for n, _ in _cols(r["old_tuple"])]
+                        if after_ctl and _table_selected(self.patterns, r["schema"] or "", r["table"] or ""):
+                            events.append([k, "D"])
+                            after_ctl = False
+                out["key"].append(key)
+                out["ngood"].append(len(good))
+                out["error"].append(err)
+                out["facts"].append(json.dumps({"events": events, "tables": tables}))
+            yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
+
+
+def _plan(rows, *, excluded, skip_empty_xacts, errors):
+    """The driver's walk over every frame's facts, in arrival order."""
+    rows = sorted(rows, key=lambda r: r["key"])
+    for a, b in zip(rows, rows[1:], strict=False):
+        if a["key"] == b["key"]:
+            raise ValueError(f"order key {a['key']} appears on two frames: the arrival order must be unique")
+    if errors == "raise":
+        for r in rows:
+            if r["error"] is not None:
+                raise PgoutputDecodeError(f"openGauss frame with order key {r['key']}: {r['error']}")
+    frames = {}      # key -> (frame index, seq base, transaction open at the frame's start)
+    commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
+    table_cols, key_cols = {}, {}
+    seq, txn, rank = 0, None, 0
+    for f, r in enumerate(rows):
+        frames[r["key"]] = (f, seq, txn[0] if txn else None)
+        facts = json.loads(r["facts"])
+        for ev in facts["events"]:
+            k, typ = ev[0], ev[1]
+            if typ == "B":
+                txn = [f"{f}:{k}", ev[2], None if ev[3] is None else str(ev[3]), ev[4], ev[5], False]
+            elif typ == "D":
+                if txn is None:
+                    txn = [f"{f}:{k}", None, None, None, None, False]
+                txn[5] = True
+            else:
+                if txn is None:
+                    txn = [f"{f}:{k}", None, None, None, None, False]
+                tid, bxid, origin, user, bct, had = txn
+                emit = user is None or user not in excluded
+                commits[tid] = [rank, emit, had, ev[2] if ev[2] is not None else bxid, ev[3], origin,
+                                ev[4] or bct, not had and not skip_empty_xacts]
+                rank += 1
+                txn = None
+        for t, v in facts["tables"].items():
+            t = tuple(json.loads(t))
+            if "new" in v:
+                table_cols[t] = v["new"]
+            elif t not in table_cols and "old" in v:
+                table_cols[t] = v["old"]
+            if "key" in v:
+                key_cols[t] = v["key"]
+        seq += r["ngood"]
+    return {"frames": frames, "commits": commits, "table_cols": table_cols,
+            "key_cols": {t: set(v) for t, v in key_cols.items()}}
+
+
+def _align(tup, names):
+    if tup is None:
+        return None
+    by = {_unquote(c["name"]): c for c in tup}
+    vals = []
+    for n in names:
+        c = by.get(n)
+        if c is None or (c["value"] is None and not c["unchanged_toast"]):
+            vals.append({"kind": "n", "data": None})
+        elif c["unchanged_toast"]:
+            vals.append({"kind": "u", "data": None})
+        else:
+            vals.append({"kind": "t", "data": c["value"]})
+    return vals
+
+
+def _change_row(r, seq, plan):
+    """A DML record's change row, as ``opengauss.changes.decode_changes`` builds it."""
+    t = (r["schema"], r["table"])
+    cols = plan["table_cols"].get(t, [])
+    keys = plan["key_cols"].get(t, set())
+    names = [n for n, _ in cols]
+    full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
+    columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
+                    name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
+    rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="", columns=columns)
+    return dict(op=r["type"], seq=seq, lsn=r["lsn"], schema=r["schema"], table=r["table"], relation_id=None,
+                columns=columns, relation_version=relation_fingerprint(rel),
+                before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
+                before=_align(r["old_tuple"], names), after=_align(r["new_tuple"], names), truncate_options=None)
+
+
+class _Changes:
+    """Pass 2: the change rows of a partition's frames, placed by the broadcast plan."""
+
+    def __init__(self, plan_bc, style, envelope, patterns, drop, out_schema):
+        self.plan_bc, self.style, self.envelope, self.patterns = plan_bc, style, envelope, patterns
+        self.drop, self.out_schema = drop, out_schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]):
+        plan = self.plan_bc.value
+        commits = plan["commits"]
+        target = ST.arrow_schema_for(self.out_schema)
+        base = pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"])
+        for b in batches:
+            recs = _decode(b.column(0), self.style, self.envelope)
+            keys = b.column(1).to_pylist()
+            out, cts, ranks = [], [], []
+            for i, records in _frames(recs):
+                f, f_seq, txn = plan["frames"][keys[i]]
+                good = [r for r in records if r["error"] is None]
+                for k, r in enumerate(good):
+                    typ = r["type"]
+                    if typ == "B":
+                        txn = f"{f}:{k}"
+                    elif typ == "C":
+                        tid = txn if txn is not None else f"{f}:{k}"
+                        c = commits[tid]
+                        if c[1] and c[7]:
+                            out.append(dict(op="C", xid=c[3], commit_lsn=c[4], origin=c[5]))
+                            cts.append(c[6])
+                            ranks.append(c[0])
+                        txn = None
+                    elif typ in ("I", "U", "D"):
+                        if not _table_selected(self.patterns, r["schema"] or "", r["table"] or ""):
+                            continue
+                        if txn is None:
+                            txn = f"{f}:{k}"
+                        c = commits.get(txn)
+                        if c is None or not c[1]:
+                            continue      # never committed, or an excluded user's
+                        row = _change_row(r, f_seq + k, plan)
+                        row.update(xid=c[3], commit_lsn=c[4], origin=c[5])
+                        out.append(row)
+                        cts.append(c[6])
+                        ranks.append(c[0])
+            table = pa.Table.from_pylist(out, schema=base)
+            table = table.append_column("commit_ts", _commit_ts(cts)).select(OPENGAUSS_CHANGE_SCHEMA.names)
+            if self.drop:
+                table = table.drop_columns(self.drop)
+            table = table.append_column(_RANK, pa.array(ranks, pa.int64()))
+            arrays = [ST.to_spark_arrow(table.column(j).combine_chunks(), target.field(j).type)
+                      for j in range(table.num_columns)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None, style: str = "b", *,
+                             envelope: str = "auto", tables=None, skip_empty_xacts: bool = True,
+                             include_xids: bool = True, include_timestamp: bool = True,
+                             include_origin: bool = True, exclude_users=None, errors: str = "raise",
+                             sort: bool = False) -> DataFrame:
+    """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
+    equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
+    ``order_by`` order (see the module docstring)."""
+    from ..opengauss import STYLES
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    patterns = parse_table_list(tables)
+    excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
+    src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
+    facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
+    plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts,
+                 errors=errors)
+    plan_bc = df.sparkSession.sparkContext.broadcast(plan)
+    drop = _options(include_xids, include_timestamp, include_origin)
+    change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
+                                   include_origin=include_origin)
+    out_schema = T.StructType(list(change.fields) + [T.StructField(_RANK, T.LongType())])
+    out = src.mapInArrow(_Changes(plan_bc, style, envelope, patterns, drop, out_schema), out_schema)
+    if sort:
+        out = out.orderBy(F.col(_RANK), F.col("seq").asc_nulls_last())
+    return out.drop(_RANK)

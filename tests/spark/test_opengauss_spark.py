@@ -1,0 +1,160 @@
+"""Spark ``opengauss_decode_changes`` equals the single-process
+``pgoutput_codec.opengauss.changes.decode_changes`` on generated frames whose
+transactions span frames, in 1 and 4 partitions, with the rows of a partition in any
+order."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from pgoutput_codec.errors import PgoutputDecodeError
+from pgoutput_codec.opengauss.changes import decode_changes
+from pgoutput_codec.opengauss.encode import encode_frame, encode_heartbeat, encode_record
+from pgoutput_codec.opengauss.records import Column, Record
+
+pytest.importorskip("pyspark")
+
+from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark.opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402
+
+TABLES = {("public", "t1"): [("a", 23), ("b", 25), ('"Mixed"', 25)],
+          ("public", "t2"): [("id", 20), ("v", 1700)],
+          ("app", "t3"): [("k", 25), ("n", 23)]}
+
+
+def _tuple(table, rng, *, key_only=False, shrink=False):
+    cols = TABLES[table][:1] if key_only else TABLES[table]
+    if shrink:
+        cols = cols[:-1] if len(cols) > 1 else cols
+    return tuple(Column(n, o, None if rng.random() < 0.15 else str(rng.randint(-99, 999)).encode())
+                 for n, o in cols)
+
+
+def _records(seed, n_txns=40):
+    """A record stream: transactions (some empty, some of an excluded user, some never
+    committed), DML outside any transaction, heartbeats."""
+    rng = random.Random(seed)
+    recs, lsn, xid = [], 0x1000, 500
+    tables = list(TABLES)
+    # a DML record before any Begin opens a transaction the next Commit closes
+    recs.append(encode_record(Record("I", lsn, schema="public", table="t1", new_tuple=_tuple(tables[0], rng))))
+    recs.append(encode_record(Record("C", lsn + 8, xid=499, commit_time="2024-02-05 14:40:00.5+08")))
+    for t in range(n_txns):
+        xid += 1
+        lsn += 0x100
+        user = rng.choice([None, "alice", "etl_bot"])
+        recs.append(encode_record(Record(
+            "B", lsn, csn=2000 + t, first_lsn=lsn, xid=xid if rng.random() < 0.8 else None,
+            commit_time="2024-02-05 14:46:%02d.203057+08" % (t % 60) if rng.random() < 0.7 else None,
+            origin_id=rng.choice([None, 3]), user_name=user)))
+        for _ in range(rng.choice([0, 1, 2, 3, 5, 8])):
+            lsn += 0x20
+            table = rng.choice(tables)
+            op = rng.choice("IIUD")
+            if op == "I":
+                rec = Record("I", lsn, schema=table[0], table=table[1], new_tuple=_tuple(table, rng))
+            elif op == "U":
+                rec = Record("U", lsn, schema=table[0], table=table[1], new_tuple=_tuple(table, rng),
+                             old_tuple=_tuple(table, rng, key_only=rng.random() < 0.7))
+            else:
+                rec = Record("D", lsn, schema=table[0], table=table[1],
+                             old_tuple=_tuple(table, rng, key_only=rng.random() < 0.5))
+            recs.append(encode_record(rec))
+            if rng.random() < 0.05:
+                recs.append(encode_heartbeat(lsn))
+        if t == n_txns - 1 or rng.random() < 0.05:
+            continue       # never committed: its rows are dropped
+        lsn += 0x20
+        recs.append(encode_record(Record(
+            "C", lsn, xid=xid if rng.random() < 0.5 else None,
+            commit_time="2024-02-05 14:47:%02d.1+08" % (t % 60) if rng.random() < 0.5 else None)))
+    return recs
+
+
+def _frames(recs, seed):
+    """Cut the stream into frames of 1..7 records: transactions span frames."""
+    rng = random.Random(seed + 1)
+    frames, i = [], 0
+    while i < len(recs):
+        k = rng.randint(1, 7)
+        frames.append(encode_frame(recs[i:i + k], end=rng.choice(["F", "P0"])))
+        i += k
+    return frames
+
+
+def _expected(frames, opts):
+    table = decode_changes(pa.array(frames, pa.binary()), **opts)
+    target = ST.arrow_schema_for(opengauss_change_type(**{k: v for k, v in opts.items() if k.startswith("include")}))
+    return [dict(zip(target.names, row, strict=True)) for row in zip(*[
+        ST.to_spark_arrow(table.column(n).combine_chunks(), target.field(n).type).to_pylist()
+        for n in target.names], strict=True)]
+
+
+def _spark_rows(df):
+    t = df.toArrow()
+    return t.to_pylist()
+
+
+def _df(spark, frames, partitions, seed=0):
+    rows = [(i * 3 + 7, f) for i, f in enumerate(frames)]     # arrival order: seq, not row order
+    random.Random(seed).shuffle(rows)
+    df = spark.createDataFrame(rows, "seq long, data binary")
+    return df.repartition(partitions) if partitions > 1 else df.coalesce(1)
+
+
+OPTIONS = [
+    {},
+    {"skip_empty_xacts": False, "exclude_users": "etl_bot"},
+    {"tables": "public.*", "include_xids": False, "include_origin": False},
+    {"tables": "*.t3,public.t2", "skip_empty_xacts": False, "include_timestamp": False,
+     "exclude_users": ["alice"]},
+]
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+@pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: ",".join(o) or "defaults")
+def test_equals_single_process(spark, partitions, opts):
+    frames = _frames(_records(seed=len(opts)), seed=len(opts))
+    expected = _expected(frames, opts)
+    assert len(expected) > 30
+    got = _spark_rows(opengauss_decode_changes(_df(spark, frames, partitions), order_by="seq", sort=True, **opts))
+    assert got == expected
+
+
+def test_transactions_span_frames_and_partitions(spark):
+    # every transaction's Begin, DML and Commit in different frames
+    recs = _records(seed=11, n_txns=12)
+    frames = [encode_frame([r]) for r in recs]
+    expected = _expected(frames, {})
+    assert sum(1 for r in expected if r["op"] in "IUD") > 10
+    df = _df(spark, frames, 4, seed=3)
+    got = _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True))
+    assert got == expected
+    # unsorted: the same rows
+    unsorted = _spark_rows(opengauss_decode_changes(df, order_by="seq"))
+    key = lambda r: (r["commit_lsn"], r["seq"] if r["seq"] is not None else -1)  # noqa: E731
+    assert sorted(unsorted, key=key) == sorted(expected, key=key)
+
+
+def test_error_frames(spark):
+    frames = _frames(_records(seed=5, n_txns=10), seed=5)
+    bad = bytearray(frames[3])
+    bad[4:12] = b"\xff" * 8     # lsn is free-form; break the length instead
+    bad[0:4] = b"\x00\x00\xff\xff"
+    frames[3] = bytes(bad)
+    df = _df(spark, frames, 2)
+    with pytest.raises(PgoutputDecodeError, match="order key 16"):
+        opengauss_decode_changes(df, order_by="seq")
+    expected = _expected(frames, {"errors": "drop"})
+    got = _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True, errors="drop"))
+    assert got == expected
+
+
+def test_duplicate_order_keys_are_refused(spark):
+    frames = _frames(_records(seed=2, n_txns=3), seed=2)
+    df = spark.createDataFrame([(1, f) for f in frames], "seq long, data binary")
+    with pytest.raises(ValueError, match="appears on two frames"):
+        opengauss_decode_changes(df, order_by="seq")
