@@ -42,6 +42,7 @@ import json
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -102,7 +103,9 @@ def _cols(tup):
 
 
 class _Facts:
-    """Pass 1: per frame its order key, decoded-record count, first error and facts."""
+    """Pass 1: per frame its order key, decoded-record count, first error and facts. Per
+    record only flat columns are read (type, schema, table, tuple lengths); Begin/Commit
+    fields and the tuples that decide a table's columns are fetched by index."""
 
     def __init__(self, style, envelope, patterns):
         self.style, self.envelope, self.patterns = style, envelope, patterns
@@ -111,36 +114,76 @@ class _Facts:
         for b in batches:
             recs = _decode(b.column(0), self.style, self.envelope)
             keys = b.column(1).to_pylist()
-            by_row = dict(_frames(recs))
+            err = recs.column("error")
+            first_err = {}
+            if err.null_count != len(err):
+                bad = recs.filter(pc.is_valid(err))
+                for row, text in zip(bad.column("row").to_pylist(), bad.column("error").to_pylist(), strict=True):
+                    first_err.setdefault(row, text)
+            good = recs.filter(pc.is_null(err)) if first_err else recs
+            rows = good.column("row").to_pylist()
+            types = good.column("type").to_pylist()
+            schemas = good.column("schema").to_pylist()
+            tables = good.column("table").to_pylist()
+            nnew = pc.fill_null(pc.list_value_length(good.column("new_tuple")), 0).to_pylist()
+            nold = pc.fill_null(pc.list_value_length(good.column("old_tuple")), 0).to_pylist()
+            ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
+            ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(ctl).to_pylist()
+            ctl_at = dict(zip(ctl, ctl_vals, strict=True))
+            per_row = {}      # input row -> [ngood, events, {table: {new/old/key: record index}}]
+            selected = {}
+            start = after_ctl = None
+            for j, row in enumerate(rows):
+                st = per_row.get(row)
+                if st is None:
+                    st = per_row[row] = [0, [], {}]
+                    start, after_ctl = j, True
+                k = j - start
+                st[0] += 1
+                typ = types[j]
+                if typ == "B":
+                    v = ctl_at[j]
+                    st[1].append([k, "B", v["xid"], v["origin_id"], v["user_name"], v["commit_time"]])
+                    after_ctl = True
+                elif typ == "C":
+                    v = ctl_at[j]
+                    st[1].append([k, "C", v["xid"], v["lsn"], v["commit_time"]])
+                    after_ctl = True
+                elif typ in ("I", "U", "D"):
+                    t = (schemas[j], tables[j])
+                    facts = st[2].setdefault(t, {})
+                    if nnew[j]:
+                        facts["new"] = j
+                    elif "new" not in facts and "old" not in facts and nold[j]:
+                        facts["old"] = j
+                    if nold[j]:
+                        facts["key"] = j
+                    if after_ctl:
+                        sel = selected.get(t)
+                        if sel is None:
+                            sel = selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
+                        if sel:
+                            st[1].append([k, "D"])
+                            after_ctl = False
+            want = sorted({j for st in per_row.values() for f in st[2].values() for j in f.values()})
+            tup = good.select(["new_tuple", "old_tuple"]).take(want).to_pylist()
+            tup_at = dict(zip(want, tup, strict=True))
             out = {"key": [], "ngood": [], "error": [], "facts": []}
             for i, key in enumerate(keys):
-                records = by_row.get(i, [])
-                good = [r for r in records if r["error"] is None]
-                err = next((r["error"] for r in records if r["error"] is not None), None)
-                events, tables, after_ctl = [], {}, True
-                for k, r in enumerate(good):
-                    typ = r["type"]
-                    if typ == "B":
-                        events.append([k, "B", r["xid"], r["origin_id"], r["user_name"], r["commit_time"]])
-                        after_ctl = True
-                    elif typ == "C":
-                        events.append([k, "C", r["xid"], r["lsn"], r["commit_time"]])
-                        after_ctl = True
-                    elif typ in ("I", "U", "D"):
-                        t = tables.setdefault(json.dumps([r["schema"], r["table"]]), {})
-                        if r["new_tuple"]:
-                            t["new"] = _cols(r["new_tuple"])
-                        elif "new" not in t and "old" not in t and r["old_tuple"]:
-                            t["old"] = _cols(r["old_tuple"])
-                        if r["old_tuple"]:
-                            t["key"] = [n for n, _ in _cols(r["old_tuple"])]
-                        if after_ctl and _table_selected(self.patterns, r["schema"] or "", r["table"] or ""):
-                            events.append([k, "D"])
-                            after_ctl = False
+                ngood, events, tfacts = per_row.get(i, (0, [], {}))
+                tj = {}
+                for t, f in tfacts.items():
+                    v = tj[json.dumps(list(t))] = {}
+                    if "new" in f:
+                        v["new"] = _cols(tup_at[f["new"]]["new_tuple"])
+                    if "old" in f:
+                        v["old"] = _cols(tup_at[f["old"]]["old_tuple"])
+                    if "key" in f:
+                        v["key"] = [n for n, _ in _cols(tup_at[f["key"]]["old_tuple"])]
                 out["key"].append(key)
-                out["ngood"].append(len(good))
-                out["error"].append(err)
-                out["facts"].append(json.dumps({"events": events, "tables": tables}))
+                out["ngood"].append(ngood)
+                out["error"].append(first_err.get(i))
+                out["facts"].append(json.dumps({"events": events, "tables": tj}))
             yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
 
 
