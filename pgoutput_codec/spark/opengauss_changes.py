@@ -128,7 +128,7 @@ class _Facts:
             nnew = pc.fill_null(pc.list_value_length(good.column("new_tuple")), 0).to_pylist()
             nold = pc.fill_null(pc.list_value_length(good.column("old_tuple")), 0).to_pylist()
             ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
-            ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(ctl).to_pylist()
+            ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(pa.array(ctl, pa.int64())).to_pylist()
             ctl_at = dict(zip(ctl, ctl_vals, strict=True))
             per_row = {}      # input row -> [ngood, events, {table: {new/old/key: record index}}]
             selected = {}
@@ -166,7 +166,7 @@ class _Facts:
                             st[1].append([k, "D"])
                             after_ctl = False
             want = sorted({j for st in per_row.values() for f in st[2].values() for j in f.values()})
-            tup = good.select(["new_tuple", "old_tuple"]).take(want).to_pylist()
+            tup = good.select(["new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
             tup_at = dict(zip(want, tup, strict=True))
             out = {"key": [], "ngood": [], "error": [], "facts": []}
             for i, key in enumerate(keys):

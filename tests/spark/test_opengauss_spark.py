@@ -158,3 +158,50 @@ def test_duplicate_order_keys_are_refused(spark):
     df = spark.createDataFrame([(1, f) for f in frames], "seq long, data binary")
     with pytest.raises(ValueError, match="appears on two frames"):
         opengauss_decode_changes(df, order_by="seq")
+
+
+def _ins(lsn, table=("public", "t2"), v=b"1"):
+    return Record("I", lsn, schema=table[0], table=table[1], new_tuple=(Column("id", 20, v), Column("v", 1700, v)))
+
+
+EDGE_STREAMS = {
+    # an uncommitted transaction replaced by the next Begin in the same frame
+    "begin_replaces_open": [[Record("B", 1, csn=1, first_lsn=1, xid=7), _ins(2),
+                             Record("B", 3, csn=2, first_lsn=3, xid=8), _ins(4), Record("C", 5, xid=8)]],
+    # the same across frames, then an empty transaction and DML outside any transaction
+    "across_frames": [[Record("B", 1, csn=1, first_lsn=1, xid=7), _ins(2)],
+                      [Record("B", 3, csn=2, first_lsn=3, xid=8)], [_ins(4)], [Record("C", 5, xid=8)],
+                      [Record("B", 6, csn=3, first_lsn=6, xid=9), Record("C", 7)],
+                      [_ins(8, ("app", "t3"))], [_ins(9)], [Record("C", 10, xid=10, commit_time="2024-01-01 00:00:00+00")],
+                      [Record("C", 11, xid=11)]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_STREAMS))
+@pytest.mark.parametrize("opts", [{}, {"skip_empty_xacts": False}, {"skip_empty_xacts": False, "tables": "app.*"}],
+                         ids=["defaults", "keep-empty", "keep-empty-t3"])
+def test_transaction_edges(spark, name, opts):
+    frames = [encode_frame(recs) for recs in EDGE_STREAMS[name]]
+    expected = _expected(frames, opts)
+    got = _spark_rows(opengauss_decode_changes(_df(spark, frames, 4, seed=1), order_by="seq", sort=True, **opts))
+    assert got == expected
+
+
+@pytest.mark.parametrize("style", ["t", "j"])
+def test_text_styles(spark, style):
+    from pgoutput_codec.opengauss.encode import encode_text_frame
+    from pgoutput_codec.opengauss import decode_batch
+
+    recs = [Record("B", 1, csn=1, first_lsn=1, xid=7, commit_time="2024-02-05 14:46:35.203057+08"),
+            Record("I", 2, schema="public", table="t1", new_tuple=(Column("a", None, b"1", type_name="integer"),)),
+            Record("C", 3, xid=7, commit_time="2024-02-05 14:46:35.203057+08"),
+            Record("B", 4, csn=2, first_lsn=4, xid=8),
+            Record("U", 5, schema="public", table="t1", new_tuple=(Column("a", None, b"2", type_name="integer"),),
+                   old_tuple=(Column("a", None, b"1", type_name="integer"),))]
+    frames = [encode_text_frame(recs[:2], style=style), encode_text_frame(recs[2:4], style=style),
+              encode_text_frame(recs[4:], style=style), encode_text_frame([Record("C", 6, xid=8)], style=style)]
+    assert decode_batch(pa.array(frames, pa.binary()), style=style).column("error").null_count == len(recs) + 1
+    expected = decode_changes(pa.array(frames, pa.binary()), style=style)
+    assert expected.num_rows == 2
+    got = _spark_rows(opengauss_decode_changes(_df(spark, frames, 2), order_by="seq", style=style, sort=True))
+    assert got == _expected(frames, {"style": style})
