@@ -750,27 +750,42 @@ cdef extern from *:
         for (; i < n; i++) acc |= s[i];
         return acc;
     }
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #define PGC_LE64(x) pgc_bswap64(x)
+    #define PGC_M(n) ((n) >= 8 ? ~(uint64_t)0 : (n) == 0 ? 0 : ~(uint64_t)0 << (64 - 8 * (n)))
+    #else
+    #define PGC_LE64(x) (x)
+    #define PGC_M(n) ((n) >= 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * (n))) - 1)
+    #endif
+    /* masks of a name's first n bytes in the two words loaded from it (n <= 16) */
+    static const uint64_t pgc_name_mask[17][2] = {
+        {PGC_M(0), 0}, {PGC_M(1), 0}, {PGC_M(2), 0}, {PGC_M(3), 0}, {PGC_M(4), 0}, {PGC_M(5), 0},
+        {PGC_M(6), 0}, {PGC_M(7), 0}, {PGC_M(8), 0}, {PGC_M(8), PGC_M(1)}, {PGC_M(8), PGC_M(2)},
+        {PGC_M(8), PGC_M(3)}, {PGC_M(8), PGC_M(4)}, {PGC_M(8), PGC_M(5)}, {PGC_M(8), PGC_M(6)},
+        {PGC_M(8), PGC_M(7)}, {PGC_M(8), PGC_M(8)}};
     static inline Py_ssize_t pgc_og_columns(const uint8_t* buf, Py_ssize_t b, Py_ssize_t end,
             Py_ssize_t natts, int fixed, char* nd, Py_ssize_t* nl_io, int32_t* no, uint32_t* oo,
             char* vd, Py_ssize_t* vl_io, int32_t* vo, uint8_t* vv, Py_ssize_t* vn_io, uint64_t* hi_io) {
         Py_ssize_t nl = *nl_io, vl = *vl_io, vn = *vn_io, i;
-        uint64_t hi = 0;
+        uint64_t hi = 0, bits = 0;
+        /* validity bits gather in a register when they fit one word with the start bit */
+        int gather = natts <= 56;
         for (i = 0; i < natts; i++) {
             uint16_t r16;
             uint32_t r32, vlen;
             Py_ssize_t nlen;
-            if (end - b < 2) return -1;
+            /* a column is 10 bytes at least: name length, type_oid, value length */
+            if (end - b < 10) return -1;
             memcpy(&r16, buf + b, 2);
             nlen = pgc_be16(r16);
             b += 2;
-            if (nlen > end - b) return -1;
+            if (nlen > end - b - 8) return -1;
             if (fixed && nlen <= 16) {
                 uint64_t w0, w1;
                 memcpy(&w0, buf + b, 8);
                 memcpy(&w1, buf + b + 8, 8);
                 memcpy(nd + nl, buf + b, 16);
-                if (nlen > 8) hi |= w0 | (pgc_be64(w1) >> (128 - 8 * nlen));
-                else if (nlen) hi |= pgc_be64(w0) >> (64 - 8 * nlen);
+                hi |= (w0 & pgc_name_mask[nlen][0]) | (w1 & pgc_name_mask[nlen][1]);
             } else {
                 memcpy(nd + nl, buf + b, (size_t)nlen);
                 hi |= pgc_or_bytes(buf + b, nlen);
@@ -778,28 +793,38 @@ cdef extern from *:
             nl += nlen;
             no[i] = (int32_t)nl;
             b += nlen;
-            if (end - b < 8) return -1;
             memcpy(&r32, buf + b, 4);
             oo[i] = pgc_be32(r32);
             memcpy(&r32, buf + b + 4, 4);
             vlen = pgc_be32(r32);
             b += 8;
-            if ((vn & 7) == 0) vv[vn >> 3] = 0;
             if (vlen != 0xFFFFFFFFu) {
                 if ((uint64_t)vlen > (uint64_t)(end - b)) return -1;
-                if (fixed && vlen <= 16) memcpy(vd + vl, buf + b, 16);
-                else if (fixed && vlen <= 32) memcpy(vd + vl, buf + b, 32);
+                if (fixed && vlen <= 32) memcpy(vd + vl, buf + b, 32);
                 else memcpy(vd + vl, buf + b, vlen);
                 vl += vlen;
                 b += vlen;
-                vv[vn >> 3] |= (uint8_t)(1u << (vn & 7));
+                if (gather) bits |= (uint64_t)1 << i;
+                else {
+                    if (((vn + i) & 7) == 0) vv[(vn + i) >> 3] = 0;
+                    vv[(vn + i) >> 3] |= (uint8_t)(1u << ((vn + i) & 7));
+                }
+            } else if (!gather && ((vn + i) & 7) == 0) {
+                vv[(vn + i) >> 3] = 0;
             }
-            vn++;
             vo[i] = (int32_t)vl;
+        }
+        if (gather && natts) {
+            /* Arrow bitmaps are LSB-first: a little-endian word from the bitmap's last
+               byte (bits past vn there are zero; the caller reserved 8 bytes past it) */
+            Py_ssize_t at = vn >> 3;
+            uint64_t word = ((vn & 7) ? (uint64_t)vv[at] : 0) | (bits << (vn & 7));
+            word = PGC_LE64(word);
+            memcpy(vv + at, &word, 8);
         }
         *nl_io = nl;
         *vl_io = vl;
-        *vn_io = vn;
+        *vn_io = vn + natts;
         *hi_io = hi;
         return b;
     }
@@ -875,7 +900,7 @@ cdef int fast_insert(_Builder out, int64_t row, const uint8_t* buf, Py_ssize_t p
     buf_reserve(&t.name_offs, 4 * natts)
     buf_reserve(&t.oid, 4 * natts)
     buf_reserve(&t.val_offs, 4 * natts)
-    bits_reserve(&t.val_valid, natts)
+    bits_reserve(&t.val_valid, natts + 64)
     buf_reserve(&t.name_data, length + 32)
     buf_reserve(&t.val_data, length + 32)
     tuple_save(t, &sv)

@@ -135,3 +135,18 @@ def test_columns_an_insert_leaves_null_across_buffer_growth():
     types = t.column("type").to_pylist()
     assert types.count("I") == 10500 and types.count("U") == 2
     assert t.column("xid").to_pylist()[-1] == 77 and t.column("old_tuple")[3001].as_py()[0]["value"] == b"1"
+
+
+@pytest.mark.parametrize("ncols", [7, 8, 9, 55, 56, 57, 64, 100])
+def test_wide_rows_and_null_patterns(ncols):
+    # validity bits gather in one word up to 56 columns, bit by bit beyond; records start
+    # at every bit offset of the bitmap
+    import random
+    rng = random.Random(ncols)
+    recs = []
+    for r in range(17):
+        cols = tuple(Column(f"c{i}", 25, None if rng.random() < 0.3 else b"x" * rng.randint(0, 40))
+                     for i in range(ncols - r % 3))
+        recs.append(encode_record(Record("I", r, schema="s", table="t", new_tuple=cols)))
+    t = same([encode_frame(recs[:5]), encode_frame(recs[5:])])
+    assert t.column("error").null_count == 17
