@@ -588,35 +588,12 @@ def first_stream_marker(arr, int envelope):
     """'S' or 'E', whichever Stream Start/Stop comes first in ``arr``; None if neither.
 
     An 'E' first means the rows begin inside a stream block. Only the tag byte of each
-    row is read (inside XLogData frames too), stopping at the first S or E.
-    """
-    cdef Py_ssize_t n = len(arr)
-    cdef Py_ssize_t off = arr.offset
-    cdef Py_ssize_t i, start, end
-    cdef bint large = pa.types.is_large_binary(arr.type)
-    cdef uint8_t tag
-    bufs = arr.buffers()
-    if n == 0 or bufs[2] is None or bufs[2].size == 0:
+    row is read (inside XLogData frames too)."""
+    tags = tags_of(arr, envelope)
+    hits = np.flatnonzero((tags == 83) | (tags == 69))
+    if not len(hits):
         return None
-    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
-    cdef const int32_t* o32 = NULL
-    cdef const int64_t* o64 = NULL
-    cdef const uint8_t* dp = <const uint8_t*><uintptr_t>bufs[2].address
-    if large:
-        o64 = <const int64_t*><uintptr_t>bufs[1].address
-    else:
-        o32 = <const int32_t*><uintptr_t>bufs[1].address
-    for i in range(n):
-        if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
-            continue
-        start = o64[off + i] if large else o32[off + i]
-        end = o64[off + i + 1] if large else o32[off + i + 1]
-        tag = _tag_at(dp + start, end - start, envelope)
-        if tag == 83:
-            return "S"
-        if tag == 69:
-            return "E"
-    return None
+    return "S" if tags[hits[0]] == 83 else "E"
 
 
 def tags_of(arr, int envelope):
