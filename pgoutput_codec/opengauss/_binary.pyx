@@ -770,50 +770,55 @@ cdef extern from *:
         uint64_t hi = 0, bits = 0;
         /* validity bits gather in a register when they fit one word with the start bit */
         int gather = natts <= 56;
-        for (i = 0; i < natts; i++) {
-            uint16_t r16;
-            uint32_t r32, vlen;
-            Py_ssize_t nlen;
-            /* a column is 10 bytes at least: name length, type_oid, value length */
-            if (end - b < 10) return -1;
-            memcpy(&r16, buf + b, 2);
-            nlen = pgc_be16(r16);
-            b += 2;
-            if (nlen > end - b - 8) return -1;
-            if (fixed && nlen <= 16) {
-                uint64_t w0, w1;
-                memcpy(&w0, buf + b, 8);
-                memcpy(&w1, buf + b + 8, 8);
-                memcpy(nd + nl, buf + b, 16);
-                hi |= (w0 & pgc_name_mask[nlen][0]) | (w1 & pgc_name_mask[nlen][1]);
-            } else {
-                memcpy(nd + nl, buf + b, (size_t)nlen);
-                hi |= pgc_or_bytes(buf + b, nlen);
-            }
-            nl += nlen;
-            no[i] = (int32_t)nl;
-            b += nlen;
-            memcpy(&r32, buf + b, 4);
-            oo[i] = pgc_be32(r32);
-            memcpy(&r32, buf + b + 4, 4);
-            vlen = pgc_be32(r32);
-            b += 8;
-            if (vlen != 0xFFFFFFFFu) {
-                if ((uint64_t)vlen > (uint64_t)(end - b)) return -1;
-                if (fixed && vlen <= 32) memcpy(vd + vl, buf + b, 32);
-                else memcpy(vd + vl, buf + b, vlen);
-                vl += vlen;
-                b += vlen;
-                if (gather) bits |= (uint64_t)1 << i;
-                else {
-                    if (((vn + i) & 7) == 0) vv[(vn + i) >> 3] = 0;
-                    vv[(vn + i) >> 3] |= (uint8_t)(1u << ((vn + i) & 7));
-                }
-            } else if (!gather && ((vn + i) & 7) == 0) {
-                vv[(vn + i) >> 3] = 0;
-            }
-            vo[i] = (int32_t)vl;
+        /* two copies of the loop: "fixed" is decided once per record */
+        #define PGC_OG_LOOP(FIXED)                                                           \
+        for (i = 0; i < natts; i++) {                                                        \
+            uint16_t r16;                                                                    \
+            uint32_t r32, vlen;                                                              \
+            Py_ssize_t nlen;                                                                 \
+            /* a column is 10 bytes at least: name length, type_oid, value length */         \
+            if (end - b < 10) return -1;                                                     \
+            memcpy(&r16, buf + b, 2);                                                        \
+            nlen = pgc_be16(r16);                                                            \
+            b += 2;                                                                          \
+            if (nlen > end - b - 8) return -1;                                               \
+            if (FIXED && nlen <= 16) {                                                       \
+                uint64_t w0, w1;                                                             \
+                memcpy(&w0, buf + b, 8);                                                     \
+                memcpy(&w1, buf + b + 8, 8);                                                 \
+                memcpy(nd + nl, buf + b, 16);                                                \
+                hi |= (w0 & pgc_name_mask[nlen][0]) | (w1 & pgc_name_mask[nlen][1]);         \
+            } else {                                                                         \
+                memcpy(nd + nl, buf + b, (size_t)nlen);                                      \
+                hi |= pgc_or_bytes(buf + b, nlen);                                           \
+            }                                                                                \
+            nl += nlen;                                                                      \
+            no[i] = (int32_t)nl;                                                             \
+            b += nlen;                                                                       \
+            memcpy(&r32, buf + b, 4);                                                        \
+            oo[i] = pgc_be32(r32);                                                           \
+            memcpy(&r32, buf + b + 4, 4);                                                    \
+            vlen = pgc_be32(r32);                                                            \
+            b += 8;                                                                          \
+            if (vlen != 0xFFFFFFFFu) {                                                       \
+                if ((uint64_t)vlen > (uint64_t)(end - b)) return -1;                         \
+                if (FIXED && vlen <= 32) memcpy(vd + vl, buf + b, 32);                       \
+                else memcpy(vd + vl, buf + b, vlen);                                         \
+                vl += vlen;                                                                  \
+                b += vlen;                                                                   \
+                if (gather) bits |= (uint64_t)1 << i;                                        \
+                else {                                                                       \
+                    if (((vn + i) & 7) == 0) vv[(vn + i) >> 3] = 0;                          \
+                    vv[(vn + i) >> 3] |= (uint8_t)(1u << ((vn + i) & 7));                    \
+                }                                                                            \
+            } else if (!gather && ((vn + i) & 7) == 0) {                                     \
+                vv[(vn + i) >> 3] = 0;                                                       \
+            }                                                                                \
+            vo[i] = (int32_t)vl;                                                             \
         }
+        if (fixed) { PGC_OG_LOOP(1) }
+        else { PGC_OG_LOOP(0) }
+        #undef PGC_OG_LOOP
         if (gather && natts) {
             /* Arrow bitmaps are LSB-first: a little-endian word from the bitmap's last
                byte (bits past vn there are zero; the caller reserved 8 bytes past it) */
