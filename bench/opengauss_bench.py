@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1000, help="records per 'b' batch")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per record")
+    ap.add_argument("--note", default=None, help="a remark stored with the results")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "opengauss.json"))
     a = ap.parse_args()
 
@@ -141,6 +142,8 @@ def main():
                    ratio_instructions=og_i / pg_i if og_i and pg_i else None)
         print(f"callgrind ({n} records): openGauss {og_i:.0f} instructions/record, pgoutput "
               f"{pg_i or 0:.0f}; ratio {res['ratio_instructions'] or 0:.2f}")
+    if a.note:
+        res["note"] = a.note
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2)
