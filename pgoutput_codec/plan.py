@@ -116,8 +116,9 @@ class ControlPlan:
         self.commit_ts = pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type)
         self.commit_origin = pa.array([t.origin for t in txns], pa.string())
         self.aborted = {k: np.fromiter(t.aborted_subxids, np.int64) for k, t in enumerate(txns) if t.aborted_subxids}
+        committed = set(self.commit_slots.tolist())
         self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()
-                                  if s not in set(self.commit_slots.tolist())]
+                                  if s not in committed]
         # relation events: (relid, key) -> version, sorted by relid then key
         r_rows = [k for k, m in enumerate(ctrl) if m["type"] == "R"]
         ev_rel = np.array([ctrl[k]["relation_id"] for k in r_rows], dtype=np.int64)
