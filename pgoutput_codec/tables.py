@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._gather import take_table
 from .schema import TS
 from .typecatalog import ConversionError, convert_column
 
@@ -57,7 +58,10 @@ def _rows_of(changes: pa.Table, name: str) -> pa.Table:
     if changes.column("op").null_count or fp.null_count:   # 'C' markers and unknown relations
         mask = pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))
         return changes.filter(pc.fill_null(mask, False))
-    return changes.filter(pc.is_in(fp, value_set=pa.array(chosen, pa.uint64())))
+    if len(chosen) == len(uniq):          # every row is this table's: no copy
+        return changes
+    mask = pc.is_in(fp, value_set=pa.array(chosen, pa.uint64())).to_numpy(zero_copy_only=False)
+    return take_table(changes, np.flatnonzero(mask))
 
 
 def _column_set_ids(rows: pa.Table):
