@@ -33,7 +33,7 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import convert_column
 
-__all__ = ["decode_changes", "OPENGAUSS_CHANGE_SCHEMA"]
+__all__ = ["decode_changes", "change_row", "OPENGAUSS_CHANGE_SCHEMA"]
 
 OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
 
@@ -42,6 +42,41 @@ def _unquote(name: str) -> str:
     if len(name) >= 2 and name[0] == '"' and name[-1] == '"':
         return name[1:-1].replace('""', '"')
     return name
+
+
+def _align(tup, names):
+    """A record's tuple as (kind, data) values in the table's column order."""
+    if tup is None:
+        return None
+    by = {_unquote(c["name"]): c for c in tup}
+    vals = []
+    for n in names:
+        c = by.get(n)
+        if c is None or (c["value"] is None and not c["unchanged_toast"]):
+            vals.append({"kind": "n", "data": None})
+        elif c["unchanged_toast"]:
+            vals.append({"kind": "u", "data": None})
+        else:
+            vals.append({"kind": "t", "data": c["value"]})
+    return vals
+
+
+def change_row(r: dict, seq: int, table_cols: dict, key_cols: dict) -> dict:
+    """The change row of one DML record (without its transaction's commit facts), given
+    the table's columns and key columns learned from the records (see module docstring).
+    Shared by this module and the Spark path (``spark.opengauss_changes``)."""
+    t = (r["schema"], r["table"])
+    cols = table_cols.get(t, [])
+    keys = key_cols.get(t, set())
+    names = [n for n, _ in cols]
+    full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
+    columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
+                    name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
+    rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="", columns=columns)
+    return dict(op=r["type"], seq=seq, lsn=r["lsn"], schema=r["schema"], table=r["table"], relation_id=None,
+                columns=columns, relation_version=relation_fingerprint(rel),
+                before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
+                before=_align(r["old_tuple"], names), after=_align(r["new_tuple"], names), truncate_options=None)
 
 
 def _commit_ts(texts: list) -> pa.Array:
@@ -106,34 +141,7 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
             t = (r["schema"], r["table"])
             if not _table_selected(patterns, r["schema"] or "", r["table"] or ""):
                 continue
-            cols = table_cols.get(t, [])
-            keys = key_cols.get(t, set())
-            names = [n for n, _ in cols]
-            full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
-
-            def align(tup, names=names):
-                if tup is None:
-                    return None
-                by = {_unquote(c["name"]): c for c in tup}
-                vals = []
-                for n in names:
-                    c = by.get(n)
-                    if c is None or (c["value"] is None and not c["unchanged_toast"]):
-                        vals.append({"kind": "n", "data": None})
-                    elif c["unchanged_toast"]:
-                        vals.append({"kind": "u", "data": None})
-                    else:
-                        vals.append({"kind": "t", "data": c["value"]})
-                return vals
-
-            columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
-                            name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
-            rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="",
-                       columns=columns)
-            row = dict(op=typ, seq=ordinal, lsn=r["lsn"], schema=r["schema"], table=r["table"],
-                       relation_id=None, columns=columns, relation_version=relation_fingerprint(rel),
-                       before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
-                       before=align(r["old_tuple"]), after=align(r["new_tuple"]), truncate_options=None)
+            row = change_row(r, ordinal, table_cols, key_cols)
             if txn is None:
                 txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
             txn["rows"].append(row)

@@ -47,9 +47,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..changes import _table_selected, parse_table_list, relation_fingerprint
+from ..changes import _table_selected, parse_table_list
 from ..errors import PgoutputDecodeError
-from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote
+from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import _order_key
@@ -234,36 +234,9 @@ def _plan(rows, *, excluded, skip_empty_xacts, errors):
             "key_cols": {t: set(v) for t, v in key_cols.items()}}
 
 
-def _align(tup, names):
-    if tup is None:
-        return None
-    by = {_unquote(c["name"]): c for c in tup}
-    vals = []
-    for n in names:
-        c = by.get(n)
-        if c is None or (c["value"] is None and not c["unchanged_toast"]):
-            vals.append({"kind": "n", "data": None})
-        elif c["unchanged_toast"]:
-            vals.append({"kind": "u", "data": None})
-        else:
-            vals.append({"kind": "t", "data": c["value"]})
-    return vals
-
-
 def _change_row(r, seq, plan):
-    """A DML record's change row, as ``opengauss.changes.decode_changes`` builds it."""
-    t = (r["schema"], r["table"])
-    cols = plan["table_cols"].get(t, [])
-    keys = plan["key_cols"].get(t, set())
-    names = [n for n, _ in cols]
-    full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
-    columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
-                    name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
-    rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="", columns=columns)
-    return dict(op=r["type"], seq=seq, lsn=r["lsn"], schema=r["schema"], table=r["table"], relation_id=None,
-                columns=columns, relation_version=relation_fingerprint(rel),
-                before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
-                before=_align(r["old_tuple"], names), after=_align(r["new_tuple"], names), truncate_options=None)
+    """A DML record's change row, built by the single-process rules."""
+    return change_row(r, seq, plan["table_cols"], plan["key_cols"])
 
 
 class _Changes:
