@@ -94,8 +94,10 @@ def _expected(frames, opts):
 
 
 def _spark_rows(df):
-    t = df.toArrow()
-    return t.to_pylist()
+    if hasattr(df, "toArrow"):                      # PySpark >= 4.0
+        return df.toArrow().to_pylist()
+    # PySpark 3.5: the same Arrow batches toPandas() is built from
+    return [row for batch in df._collect_as_arrow() for row in batch.to_pylist()]
 
 
 def _df(spark, frames, partitions, seed=0):
