@@ -280,7 +280,7 @@ def _chunk(a):
 
 def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
                    mode: str = FAILFAST, sort: bool = True, envelope: str = "auto", observation=None,
-                   **options) -> DataFrame:
+                   source: str = "pgoutput", **options) -> DataFrame:
     """Committed row changes of a pgoutput archive DataFrame, as ``ChangeDecoder`` gives them.
 
     ``payload``: the binary column of messages; ``lsn``: the archive's lsn column (text
@@ -293,7 +293,15 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     (``tables``, ``include_xids``, ``include_timestamp``, ``include_origin``,
     ``registry``); ``skip_empty_xacts=False`` is not supported in parallel.
 
-    Runs one Spark job eagerly (pass 1, collecting the control rows to the driver)."""
+    Runs one Spark job eagerly (pass 1, collecting the control rows to the driver).
+    ``source="opengauss"``: openGauss/GaussDB frames instead (``style=`` 'b'/'t'/'j',
+    ``exclude_users=``…), through :func:`.opengauss_changes.opengauss_decode_changes`."""
+    if source == "opengauss":
+        from .opengauss_changes import opengauss_decode_changes
+        return opengauss_decode_changes(df, payload=payload, order_by=order_by, envelope=envelope, sort=sort,
+                                        **options)
+    if source != "pgoutput":
+        raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
     mode = check_mode(mode)
     if not options.get("skip_empty_xacts", True):
         raise ValueError("skip_empty_xacts=False is not supported by the parallel decoder")

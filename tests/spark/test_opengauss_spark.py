@@ -141,6 +141,15 @@ def test_transactions_span_frames_and_partitions(spark):
     assert sorted(unsorted, key=key) == sorted(expected, key=key)
 
 
+def test_decode_changes_takes_the_opengauss_source(spark):
+    from pgoutput_codec.spark import decode_changes
+    frames = _frames(_records(seed=2), seed=2)
+    df = _df(spark, frames, 2)
+    assert _spark_rows(decode_changes(df, source="opengauss", order_by="seq")) == _expected(frames, {})
+    with pytest.raises(ValueError, match="source"):
+        decode_changes(df, source="mysql")
+
+
 def test_error_frames(spark):
     frames = _frames(_records(seed=5, n_txns=10), seed=5)
     bad = bytearray(frames[3])
