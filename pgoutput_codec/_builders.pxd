@@ -166,3 +166,4 @@ cdef int tl_grow_valid(TupleListCol* c, Py_ssize_t nbytes) noexcept nogil
 cdef void tl_free(TupleListCol* c) noexcept
 cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ)
 cdef object null_array(Py_ssize_t n, object typ)
+cdef object zero_buffer(Py_ssize_t size)

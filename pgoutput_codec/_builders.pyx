@@ -32,6 +32,11 @@ cdef object _zeros(Py_ssize_t size):
     return _ZEROS.slice(0, size)
 
 
+cdef object zero_buffer(Py_ssize_t size):
+    """``size`` zero bytes from the shared buffer (read-only; never write through it)."""
+    return _zeros(size)
+
+
 cdef object _offsets_arange(Py_ssize_t n):
     """0, 1, …, n as int32 offsets (the one-character ``kind`` strings)."""
     global _ARANGE

@@ -16,6 +16,7 @@ from pgoutput_codec._reader cimport (
     E_UNKNOWN_TAG, E_UTF8, Reader, _need, read_bytes, read_u8, read_u16, read_u32, read_u64,
     pgc_be16, pgc_be32, pgc_be64, reader_fail, reader_init, utf8_valid,
 )
+from pgoutput_codec._builders cimport null_array, zero_buffer
 from pgoutput_codec._memory cimport pool_free, pool_realloc
 
 import pyarrow as pa
@@ -324,8 +325,10 @@ cdef object finish_tuple(TupleB* t, Py_ssize_t nrows):
     oid = pa.Array.from_buffers(pa.uint32(), n, [None, as_buffer(&t.oid)])
     value = pa.Array.from_buffers(pa.binary(), n, [as_buffer(&t.val_valid.b), as_buffer(&t.val_offs),
                                                    as_buffer(&t.val_data)])
-    type_name = pa.nulls(n, pa.string())
-    toast = pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bytes((n + 7) >> 3))])
+    # 'b' records carry no type names and no unchanged-TOAST marker: both children are
+    # constant, so they point at the shared zero buffer instead of writing n values each
+    type_name = null_array(n, pa.string())
+    toast = pa.Array.from_buffers(pa.bool_(), n, [None, zero_buffer((n + 7) >> 3)])
     struct = pa.StructArray.from_arrays([name, oid, type_name, value, toast], fields=list(TUPLE_COLUMN))
     ltype = RECORD_SCHEMA.field("new_tuple").type
     return pa.Array.from_buffers(ltype, nrows, [as_buffer(&t.valid.b), as_buffer(&t.offs)], children=[struct])
