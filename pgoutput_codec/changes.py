@@ -150,6 +150,15 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
     }
 
 
+def truncate_row(rel: dict, relation_id: int, seq, lsn, options: int, **extra) -> dict:
+    """The change row of one relation of a Truncate message (``rel``: its Relation
+    definition at that point, {} if unknown) — shared by ChangeDecoder and ControlPlan."""
+    return dict(op="T", seq=seq, lsn=lsn, schema=rel.get("schema"), table=rel.get("table"),
+                relation_id=relation_id, columns=rel.get("columns"),
+                relation_version=relation_fingerprint(rel) if rel else None,
+                before_kind=None, before=None, after=None, truncate_options=options, **extra)
+
+
 def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
     return col.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
@@ -305,7 +314,7 @@ class ChangeDecoder:
         errors = msgs.field("error")
         if errors.null_count != n:
             self._handle_errors(errors, seq_arr, lsn_arr)
-        self.counts["rows_decoded"] += n - (n - errors.null_count)
+        self.counts["rows_decoded"] += errors.null_count   # null error = decoded
         return self._process(msgs, tags, seq_arr, lsn_arr)
 
     def _handle_errors(self, errors, seq_arr, lsn_arr):
@@ -550,12 +559,8 @@ class ChangeDecoder:
                     before = np.flatnonzero((r_pos < i) & (r_rel == rid))
                     v = int(r_ver[before[-1]]) if len(before) else start_map.get(rid)
                     rel = self._versions[v] if v is not None else {}
-                    trows.append(dict(op="T", seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(),
-                                      schema=rel.get("schema"), table=rel.get("table"), relation_id=rid,
-                                      columns=rel.get("columns"),
-                                      relation_version=relation_fingerprint(rel) if rel else None,
-                                      before_kind=None, before=None, after=None,
-                                      truncate_options=m["options"], msg_xid=m["xid"]))
+                    trows.append(truncate_row(rel, rid, seq_arr[int(i)].as_py(), lsn_arr[int(i)].as_py(),
+                                              m["options"], msg_xid=m["xid"]))
                     tsrc.append(i)
             table = pa.concat_tables([table, pa.Table.from_pylist(trows, schema=_PENDING_SCHEMA)])
             src = np.concatenate([iud, np.asarray(tsrc, dtype=iud.dtype)])

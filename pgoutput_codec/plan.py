@@ -31,7 +31,7 @@ from ._batch import first_stream_marker
 from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .changes import (
-    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, relation_fingerprint,
+    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, truncate_row,
 )
 from .errors import PgoutputDecodeError
 from .schema import CHANGE_SCHEMA
@@ -234,10 +234,7 @@ class ControlPlan:
             for rid in m["relation_ids"]:
                 v = int(self._versions_at(np.array([rid]), np.array([keys[i]]))[0])
                 rel = self.versions[v] if v >= 0 else {}
-                rows.append(dict(op="T", seq=int(keys[i]), lsn=lsn_arr[int(i)].as_py(), schema=rel.get("schema"),
-                                 table=rel.get("table"), relation_id=rid, columns=rel.get("columns"),
-                                 relation_version=relation_fingerprint(rel) if rel else None,
-                                 before_kind=None, before=None, after=None, truncate_options=m["options"]))
+                rows.append(truncate_row(rel, rid, int(keys[i]), lsn_arr[int(i)].as_py(), m["options"]))
                 ranks.append(r)
         schema = pa.schema([f for f in self.output_schema if f.name not in
                             ("xid", "commit_lsn", "commit_ts", "origin", "commit_rank")])
@@ -254,10 +251,10 @@ def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **
     keys = np.arange(len(values), dtype=np.int64) if order is None else _keys(order)
     mask = control_candidates(values)
     plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
-    parts = [plan.changes(values.slice(a, b - a), keys[a:b], None if lsn is None else _lsn_array(lsn, len(values))
-                          .slice(a, b - a))
-             for a, b in zip(np.linspace(0, len(values), splits + 1, dtype=int)[:-1],
-                             np.linspace(0, len(values), splits + 1, dtype=int)[1:], strict=True)]
+    lsn_arr = None if lsn is None else _lsn_array(lsn, len(values))
+    bounds = np.linspace(0, len(values), splits + 1, dtype=int)
+    parts = [plan.changes(values.slice(a, b - a), keys[a:b], None if lsn_arr is None else lsn_arr.slice(a, b - a))
+             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     out = pa.concat_tables(parts)
     order_ = pc.sort_indices(out, sort_keys=[("commit_rank", "ascending"), ("seq", "ascending")])
     return take_table(out, order_.to_numpy()).drop_columns(["commit_rank"])
