@@ -6,6 +6,7 @@ the stream state across chunks; the work is done in ``_batch.pyx`` over Arrow bu
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from . import _batch
@@ -44,7 +45,6 @@ MAX_CHUNK_BYTES = 1 << 30
 
 
 def _split_large(arr):
-    import numpy as np
     n = len(arr)
     if n == 0:
         return [arr]
@@ -80,7 +80,6 @@ def _envelope_code(envelope):
 def message_tags(values, *, envelope: str = "auto"):
     """numpy uint8 array: the tag byte of every payload (0 for null/empty), reading one
     byte per row — for cheap first passes over an archive."""
-    import numpy as np
     env = _envelope_code(envelope)
     parts = [_batch.tags_of(c, env) for c in _as_binary_chunks(values)]
     return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
@@ -89,7 +88,6 @@ def message_tags(values, *, envelope: str = "auto"):
 def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto") -> pa.StructArray:
     """``decode_batch`` with the stream state of every row given (a bool array): for
     rows that are not contiguous in arrival order (parallel decoding from a plan)."""
-    import numpy as np
     env = _envelope_code(envelope)
     flags = np.asarray(in_stream_rows, dtype=np.uint8)
     results, at = [], 0

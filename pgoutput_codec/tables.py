@@ -227,10 +227,10 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
             close(key, lsn, ts)
             store[key] = after
         elif op == "U":
+            # the old image ('K' key or 'O' whole row under FULL identity) names the row;
+            # without one the key did not change
             src = before if before is not None else after
             old_key = tuple(src.get(k) for k in keycols)
-            if r["before_kind"] == "O":    # FULL identity: the whole old row is the key
-                old_key = tuple(before.get(k) for k in keycols)
             old = store.pop(old_key, None)
             new = dict(after)
             for k, v in after.items():

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from ..changes import _table_selected, parse_table_list, relation_fingerprint
 from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
-from ..typecatalog import convert_column
+from ..typecatalog import ConversionError, convert_column
 
 __all__ = ["decode_changes", "change_row", "OPENGAUSS_CHANGE_SCHEMA"]
 
@@ -84,7 +84,7 @@ def _commit_ts(texts: list) -> pa.Array:
     data = [None if t is None else t.encode() for t in texts]
     try:
         return convert_column(kinds, data, 1184).values   # timestamptz text form
-    except Exception:   # an unparseable commit time is kept as null, not guessed
+    except ConversionError:   # an unparseable commit time is kept as null, not guessed
         return pa.nulls(len(texts), pa.timestamp("us", tz="UTC"))
 
 
