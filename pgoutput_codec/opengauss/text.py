@@ -213,22 +213,35 @@ def _dml_json(s, lsn):
     return Record(tag, lsn, schema=schema, table=table, new_tuple=new, old_tuple=old)
 
 
+def _uint(m, group: int, bits: int, what: str, tag: str, base: int = 10):
+    """A regex group as an unsigned int of ``bits`` bits; the Arrow columns are
+    uint64/uint32, so a longer number is a malformed line, not an overflow later."""
+    text = m.group(group)
+    if text is None:
+        return None
+    v = int(text, base)
+    if v >> bits:
+        raise _Bad(m.start(group), f"{what} {text} does not fit {bits} bits", tag)
+    return v
+
+
 def parse_line(s: str, style: str, lsn=None) -> Record:
     """One record's text (``_Bad`` offsets are relative to the start of the text)."""
     if s.startswith("BEGIN"):
         m = _BEGIN.match(s)
         if not m:
             raise _Bad(0, "bad BEGIN line", "B")
-        csn, hi, lo, xid, ct, origin, user = m.groups()
-        return Record("B", lsn, csn=int(csn), first_lsn=(int(hi, 16) << 32) | int(lo, 16),
-                      xid=None if xid is None else int(xid), commit_time=ct,
-                      origin_id=None if origin is None else int(origin), user_name=user)
+        ct, user = m.group(5), m.group(7)
+        hi = _uint(m, 2, 32, "first_lsn high half", "B", 16)    # printed %X/%X
+        lo = _uint(m, 3, 32, "first_lsn low half", "B", 16)
+        return Record("B", lsn, csn=_uint(m, 1, 64, "CSN", "B"), first_lsn=(hi << 32) | lo,
+                      xid=_uint(m, 4, 64, "xid", "B"), commit_time=ct,
+                      origin_id=_uint(m, 6, 32, "origin id", "B"), user_name=user)
     if s.startswith("commit"):
         m = _COMMIT.match(s)
         if not m:
             raise _Bad(0, "bad commit line", "C")
-        xid, ct = m.groups()
-        return Record("C", lsn, xid=None if xid is None else int(xid), commit_time=ct)
+        return Record("C", lsn, xid=_uint(m, 1, 64, "xid", "C"), commit_time=m.group(2))
     if style == "t":
         return _dml_text(s, lsn)
     return _dml_json(s, lsn)
