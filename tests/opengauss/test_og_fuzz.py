@@ -23,7 +23,10 @@ def test_fuzz_target_runs_clean(tmp_path):
              b"table public t1 UPDATE: old-key: a[integer]:3 new-tuple: a[integer]:4 b[text]:'it''s' c[text]:null"]
     for i, s in enumerate(seeds):
         (corpus / f"seed{i}").write_bytes(s)
-    r = subprocess.run([sys.executable, TARGET, "-max_total_time=15", "-rss_limit_mb=1024", str(corpus)],
+    # artifacts go to tmp_path (as in tests/test_fuzz_smoke.py), not into the checkout
+    r = subprocess.run([sys.executable, TARGET, "-max_total_time=15", "-rss_limit_mb=1024",
+                        f"-artifact_prefix={tmp_path}{os.sep}", str(corpus)],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    crashes = [p.name for p in tmp_path.iterdir() if p.is_file()]
+    assert r.returncode == 0, f"artifacts {crashes}:\n{r.stderr[-3000:]}"
     assert "Exception ignored" not in r.stderr
