@@ -167,3 +167,4 @@ cdef void tl_free(TupleListCol* c) noexcept
 cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ)
 cdef object null_array(Py_ssize_t n, object typ)
 cdef object zero_buffer(Py_ssize_t size)
+cdef object pool_buffer(Py_ssize_t size, bint zeroed, uint8_t** out)

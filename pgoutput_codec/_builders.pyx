@@ -86,6 +86,17 @@ cdef object _hand_off(void* p, Py_ssize_t size):
     return pa.foreign_buffer(<uintptr_t>p, size, base=owner)
 
 
+cdef object pool_buffer(Py_ssize_t size, bint zeroed, uint8_t** out):
+    """A writable pyarrow Buffer of ``size`` bytes from ``_memory`` (``*out``: its address;
+    write before sharing it). For outputs of other modules (gathers, converters): pyarrow's
+    own pool hands back fresh pages, and their first-touch faults cost more than the work."""
+    cdef void* p = pool_calloc(size + 1) if zeroed else pool_malloc(size + 1)
+    if p == NULL:
+        raise MemoryError()
+    out[0] = <uint8_t*>p
+    return _hand_off(p, size)
+
+
 cdef int fixed_init(FixedCol* c, Py_ssize_t n, int width) except -1:
     # width 0 = bool (bit-packed data)
     cdef Py_ssize_t nbytes = (n + 7) >> 3 if width == 0 else n * width

@@ -18,6 +18,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
+from pgoutput_codec._builders cimport pool_buffer
 from pgoutput_codec._reader cimport (
     Reader, read_i16, read_i32, read_i64, read_u16, read_u32, reader_init, utf8_valid,
 )
@@ -538,7 +539,7 @@ cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint
                 return OK
             c.err = b"binary float of the wrong length"
             return FAIL
-        if n == 0 or n >= 127:
+        if n == 0 or n >= 127 or not _float_chars(p, n):
             c.err = b"not a float"
             return FAIL
         memcpy(buf, p, n)
@@ -770,6 +771,19 @@ cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint
 
 # ---------------------------------------------------------------- one column
 
+cdef bint _float_chars(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Only what float8out/float4out print (digits, '.', e/E, signs; Infinity, NaN):
+    strtod alone would also take hex floats, 'inf' and 'nan', which the Python twin
+    (and the server's output) never has."""
+    cdef Py_ssize_t k, s = 1 if n and (p[0] == 45 or p[0] == 43) else 0
+    if _eq(p + s, n - s, b"Infinity", 8) or _eq(p, n, b"NaN", 3):
+        return True
+    for k in range(n):
+        if not (_digit(p[k]) or p[k] == 46 or p[k] == 101 or p[k] == 69 or p[k] == 43 or p[k] == 45):
+            return False
+    return True
+
+
 cdef inline const uint8_t* _addr(buf):
     return <const uint8_t*><uintptr_t>buf.address if buf is not None else NULL
 
@@ -778,15 +792,32 @@ cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
     return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
 
 
-def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
+_NO_INDEX = np.zeros(0, dtype=np.int64)
+
+
+def convert_column_fast(int code, kinds, data, int precision=0, int scale=0, index=None):
     """Convert one column. ``kinds``: ``pa.string()`` array; ``data``: ``pa.binary()`` array
-    of the same length. Returns ``(array, special_codes)`` with ``special_codes`` an int8
+    of the same length. With ``index`` (int64 numpy array), value ``i`` of the result is
+    element ``index[i]`` of kinds/data (-1: null): a column of change rows is read in
+    place from the flat tuple children, without gathering it first.
+    Returns ``(array, special_codes)`` with ``special_codes`` an int8
     numpy array (0 = none) or None when no value is special; ``None`` when a value needs
     the Python converters (see SLOW); raises ``_ConvertFailure(index, message)``."""
-    cdef Py_ssize_t n = len(kinds), i, dn
+    cdef Py_ssize_t n, i, e, dn, nsrc = len(kinds)
     cdef Conv c
-    if len(data) != n:
-        raise ValueError(f"kinds has {n} values but data has {len(data)}")
+    if len(data) != nsrc:
+        raise ValueError(f"kinds has {nsrc} values but data has {len(data)}")
+    cdef const int64_t[::1] ix
+    cdef bint indexed = index is not None
+    if indexed:
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        if len(index) and (index.max() >= nsrc or index.min() < -1):
+            raise IndexError(f"index out of range for {nsrc} values")
+        ix = index
+        n = len(index)
+    else:
+        ix = _NO_INDEX
+        n = nsrc
     kb = kinds.buffers()
     db = data.buffers()
     cdef Py_ssize_t koff = kinds.offset, doff = data.offset
@@ -803,53 +834,58 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
     c.vpos = 0
     c.err = b""
     c.special = 0
-    validity = np.zeros((n + 7) // 8, dtype=np.uint8)
-    cdef uint8_t[::1] vmv = validity
-    cdef uint8_t* vbits = &vmv[0] if n else NULL
+    cdef uint8_t* vbits
+    validity = pool_buffer((n + 7) // 8, True, &vbits)
     specials = np.zeros(n, dtype=np.int8)
     cdef int8_t[::1] smv = specials
     cdef bint any_special = False
-    cdef Py_ssize_t span = (doffs[doff + n] - doffs[doff]) if n else 0
-    cdef uint8_t[::1] omv
-    cdef uint8_t[::1] vomv
+    cdef Py_ssize_t span = 0
+    if indexed:
+        for i in range(n):
+            e = ix[i]
+            if e >= 0:
+                span += doffs[doff + e + 1] - doffs[doff + e]
+    elif n:
+        span = doffs[doff + n] - doffs[doff]
     cdef bint variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
+    cdef int32_t* offs_out = NULL
+    cdef uint8_t* p
+    vout = None
     if code == C_BOOL:
-        out = np.zeros((n + 7) // 8 + 1, dtype=np.uint8)
+        out = pool_buffer((n + 7) // 8 + 1, True, &c.out)
     elif variable:
-        out = np.zeros(n + 1, dtype=np.int32)       # offsets
-        vout = bytearray(span + 20 * n + 1)
-        vomv = vout
-        c.vout = &vomv[0]
+        out = pool_buffer(4 * (n + 1), False, &p)       # offsets
+        offs_out = <int32_t*>p
+        offs_out[0] = 0
+        vout = pool_buffer(span + 20 * n + 1, False, &c.vout)
     else:
-        out = np.zeros(n * DEF_WIDTH[code] + 1, dtype=np.uint8)
-    if not variable:
-        omv = out.view(np.uint8)
-        c.out = &omv[0]
-    cdef int32_t[::1] offs_out
-    if variable:
-        offs_out = out
+        out = pool_buffer(n * DEF_WIDTH[code] + 1, False, &c.out)
     cdef uint8_t k
     cdef int rc = OK
-    cdef Py_ssize_t bad = -1
+    cdef Py_ssize_t bad = -1, nvalid = 0
     cdef const char* why = NULL
     with nogil:
         for i in range(n):
+            e = ix[i] if indexed else i
             k = 110
-            if _valid(kvalid, koff + i) and koffs[koff + i + 1] - koffs[koff + i] == 1:
-                k = kdata[koffs[koff + i]]
-            elif _valid(kvalid, koff + i):
+            if e < 0:
+                pass
+            elif _valid(kvalid, koff + e) and koffs[koff + e + 1] - koffs[koff + e] == 1:
+                k = kdata[koffs[koff + e]]
+            elif _valid(kvalid, koff + e):
                 bad = i
                 why = b"tuple column kind is not one character"
                 break
             if k == 116 or k == 98:
-                if not _valid(dvalid, doff + i):
+                if not _valid(dvalid, doff + e):
                     bad = i
                     why = b"kind 't'/'b' with null data"
                     break
-                dn = doffs[doff + i + 1] - doffs[doff + i]
-                rc = convert_one(&c, i, ddata + doffs[doff + i], dn, k == 98)
+                dn = doffs[doff + e + 1] - doffs[doff + e]
+                rc = convert_one(&c, i, ddata + doffs[doff + e], dn, k == 98)
                 if rc == OK:
                     vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+                    nvalid += 1
                 elif rc == SPECIAL:
                     smv[i] = <int8_t>c.special
                     any_special = True
@@ -873,14 +909,13 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
         raise _ConvertFailure(bad, why.decode())
     if rc == SLOW:
         return None
-    null_count = n - int(np.unpackbits(validity, bitorder="little")[:n].sum())
-    vbuf = pa.py_buffer(validity) if null_count else None
+    null_count = n - nvalid
+    vbuf = validity if null_count else None
     if code == C_BOOL:
-        arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, pa.py_buffer(out)], null_count)
+        arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, out], null_count)
     elif variable:
         typ = pa.binary() if code == C_BYTEA else pa.string()
-        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out), pa.py_buffer(vout)[:c.vpos]],
-                                    null_count)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, out, vout[:c.vpos]], null_count)
     else:
         typ = {C_INT2: pa.int16(), C_INT4: pa.int32(), C_INT8: pa.int64(), C_OID: pa.uint32(),
                C_FLOAT4: pa.float32(), C_FLOAT8: pa.float64(), C_DATE: pa.date32(),
@@ -889,7 +924,7 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0):
                C_INTERVAL: pa.month_day_nano_interval()}.get(code)
         if code == C_NUMERIC:
             typ = pa.decimal128(precision, scale)
-        arr = pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(out)[:n * DEF_WIDTH[code]]], null_count)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, out[:n * DEF_WIDTH[code]]], null_count)
     return arr, (specials if any_special else None)
 
 

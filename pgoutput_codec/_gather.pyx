@@ -13,6 +13,8 @@ other type falls back to Arrow's ``take``.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy
 
+from pgoutput_codec._builders cimport pool_buffer
+
 import numpy as np
 import pyarrow as pa
 
@@ -62,15 +64,13 @@ def take_lists(arr, indices):
     valid = _addr(bufs[0])
     cdef Py_ssize_t voff = arr.offset
     # list offsets and validity of the result
-    out_offs_buf = pa.allocate_buffer(4 * (m + 1))
-    out_offs = <int32_t*><uintptr_t>out_offs_buf.address
+    cdef uint8_t* p
+    out_offs_buf = pool_buffer(4 * (m + 1), False, &p)
+    out_offs = <int32_t*>p
     out_valid_buf = None
     out_valid = NULL
     if arr.null_count:
-        out_valid_buf = pa.allocate_buffer((m + 7) >> 3)
-        out_valid = <uint8_t*><uintptr_t>out_valid_buf.address
-        for r in range((m + 7) >> 3):
-            out_valid[r] = 0
+        out_valid_buf = pool_buffer((m + 7) >> 3, True, &out_valid)
     out_offs[0] = 0
     for r in range(m):
         i = ix[r]
@@ -100,10 +100,7 @@ def take_lists(arr, indices):
         dvalid_buf = None
         dvalid = NULL
         if cvalid != NULL:
-            dvalid_buf = pa.allocate_buffer((total + 7) >> 3)
-            dvalid = <uint8_t*><uintptr_t>dvalid_buf.address
-            for k in range((total + 7) >> 3):
-                dvalid[k] = 0
+            dvalid_buf = pool_buffer((total + 7) >> 3, True, &dvalid)
         cn = 0
         if pa.types.is_string(field.type) or pa.types.is_binary(field.type):
             coffs = (<const int32_t*>_addr(cbufs[1])) + coff
@@ -117,10 +114,9 @@ def take_lists(arr, indices):
                 a = offs[i]
                 b = offs[i + 1]
                 dpos += coffs[b] - coffs[a]
-            doffs_buf = pa.allocate_buffer(4 * (total + 1))
-            data_buf = pa.allocate_buffer(max(dpos, 1))
-            doffs = <int32_t*><uintptr_t>doffs_buf.address
-            dst = <uint8_t*><uintptr_t>data_buf.address
+            doffs_buf = pool_buffer(4 * (total + 1), False, &p)
+            doffs = <int32_t*>p
+            data_buf = pool_buffer(max(dpos, 1), False, &dst)
             doffs[0] = 0
             dpos = 0
             pos = 0
@@ -146,8 +142,7 @@ def take_lists(arr, indices):
         else:
             w = field.type.bit_width // 8
             src = _addr(cbufs[1])
-            data_buf = pa.allocate_buffer(max(total * w, 1))
-            dst = <uint8_t*><uintptr_t>data_buf.address
+            data_buf = pool_buffer(max(total * w, 1), False, &dst)
             pos = 0
             for r in range(m):
                 i = ix[r]

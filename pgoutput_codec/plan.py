@@ -31,7 +31,7 @@ from ._batch import first_stream_marker
 from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .changes import (
-    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, truncate_row,
+    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, control_rows, truncate_row,
 )
 from .errors import PgoutputDecodeError
 from .schema import CHANGE_SCHEMA
@@ -100,7 +100,7 @@ class ControlPlan:
         tags = _tag_codes(msgs.field("type"))
         keep = ok & _IS_CONTROL[tags]
         ctrl_idx = np.flatnonzero(keep)
-        ctrl = msgs.take(pa.array(ctrl_idx, pa.int64())).to_pylist()
+        ctrl = control_rows(msgs, ctrl_idx)
         self.ctrl_keys = keys[ctrl_idx]
         dec._walk_stream = bool(in_stream)
         seg_counts = np.zeros(len(ctrl) + 1, dtype=np.int64)

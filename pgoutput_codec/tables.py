@@ -39,6 +39,14 @@ def _split_name(name: str):
     return schema.strip('"'), table.strip('"')
 
 
+def _one_array(col) -> pa.Array:
+    """A table column as one array; a single chunk as is (``combine_chunks`` copies even
+    then, which cost 5 ms per 200k-row tuple column)."""
+    if isinstance(col, pa.ChunkedArray):
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
+
+
 def _rows_of(changes: pa.Table, name: str) -> pa.Table:
     """The rows of one table. Decided once per relation version (few), then one vector
     ``is_in`` on the uint64 fingerprint instead of string comparisons per row."""
@@ -67,7 +75,7 @@ def _rows_of(changes: pa.Table, name: str) -> pa.Table:
 def _column_set_ids(rows: pa.Table):
     """(id per row, one column list per id): rows grouped by ``relation_version`` (a
     fingerprint of the Relation definition), so column lists are never compared."""
-    fp = rows.column("relation_version").combine_chunks()
+    fp = _one_array(rows.column("relation_version"))
     uniq = pc.unique(pc.drop_null(fp)) if fp.null_count != len(fp) else pa.array([], pa.uint64())
     ids = pc.fill_null(pc.index_in(fp, value_set=uniq), -1).to_numpy(zero_copy_only=False).astype(np.int64)
     cols = rows.column("columns")
@@ -98,11 +106,14 @@ def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None
 
 
 def _gather(rows: pa.Table, side: str, cols: list[dict]):
-    """kind and data arrays of every column of ``side`` ('before'/'after'), aligned to
-    ``rows``; a row whose Relation version lacks the column gives kind null."""
+    """Where every column of ``side`` ('before'/'after') sits in the flat tuple children:
+    ``(kinds, data, {name: index})`` with ``index[i]`` the element of row ``i`` (-1: the
+    row has no image, or its Relation version lacks the column). The converters read the
+    values in place, so no column is gathered (a gather per column cost more than the
+    conversion)."""
     n = len(rows)
-    tuples = rows.column(side).combine_chunks()
-    flat = tuples.flatten()
+    tuples = _one_array(rows.column(side))
+    flat = tuples.values          # offsets below index it directly
     kinds_all = flat.field("kind")
     data_all = flat.field("data")
     offsets = tuples.offsets.to_numpy()[:n] if n else np.zeros(0, np.int32)
@@ -111,36 +122,39 @@ def _gather(rows: pa.Table, side: str, cols: list[dict]):
     # positions of each column name per distinct column list (few distinct lists)
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
     idx_of, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
+    single = len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all())
     for k, cl in enumerate(reps):
-        rows_k = np.flatnonzero(idx_of == k)
+        rows_k = slice(None) if single else np.flatnonzero(idx_of == k)
         for pos, c in enumerate(cl):
+            if single:             # one definition, every row imaged: no selection
+                out[c["name"]] = offsets.astype(np.int64) + pos
+                continue
             sel = rows_k[valid[rows_k] & (lengths[rows_k] > pos)]
             out[c["name"]][sel] = offsets[sel] + pos
-    result = {}
-    for c in cols:
-        ix = out[c["name"]]
-        take = pa.array(ix, pa.int64(), mask=ix < 0)
-        result[c["name"]] = (kinds_all.take(take), data_all.take(take))
-    return result
+    return kinds_all, data_all, out
 
 
-def _convert(kinds, data, c, registry):
+def _convert(kinds, data, index, c, registry):
     """Typed values of one column; a column the catalog cannot type as a whole (e.g. an
     array column holding arrays of different dimensionality) stays raw (binary: the text
     or send form as sent) with ``__special`` = the conversion error, so nothing is lost."""
     try:
-        conv = convert_column(kinds, data, c["type_oid"], c["type_modifier"], registry)
+        conv = convert_column(kinds, data, c["type_oid"], c["type_modifier"], registry, index=index)
         return conv.values, conv.special
     except ConversionError as e:
+        if index is not None:
+            take = pa.array(index, pa.int64(), mask=index < 0)
+            kinds, data = pc.fill_null(kinds.take(take), "n"), data.take(take)
         data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
         raw = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(len(data), pa.binary()))
         return raw, pa.array([str(e)] * len(data), pa.string())
 
 
-def _columns_out(pairs: list, cols: list[dict], registry=None):
+def _columns_out(triples: list, cols: list[dict], registry=None):
+    """``triples``: (kinds, data, index or None) per column of ``cols``."""
     arrays, names = [], []
-    for c, (kinds, data) in zip(cols, pairs, strict=True):
-        values, special = _convert(kinds, data, c, registry)
+    for c, (kinds, data, index) in zip(cols, triples, strict=True):
+        values, special = _convert(kinds, data, index, c, registry)
         arrays.append(values)
         names.append(c["name"])
         if special is not None and special.null_count != len(special):
@@ -149,9 +163,18 @@ def _columns_out(pairs: list, cols: list[dict], registry=None):
     return arrays, names
 
 
-def _typed_struct(gathered: dict, cols: list[dict], registry=None):
-    return _columns_out([(pc.fill_null(gathered[c["name"]][0], "n"), gathered[c["name"]][1]) for c in cols],
-                        cols, registry)
+def _kind_bytes(kinds: pa.Array) -> np.ndarray:
+    """The one-byte kinds ('n' 'u' 't' 'b') of a flat tuple child as a uint8 array."""
+    if not len(kinds):
+        return np.zeros(0, np.uint8)
+    offs = np.frombuffer(kinds.buffers()[1], np.int32, count=kinds.offset + len(kinds) + 1)[kinds.offset:]
+    data = np.frombuffer(kinds.buffers()[2], np.uint8)
+    out = np.full(len(kinds), ord("n"), np.uint8)
+    ok = (offs[1:] - offs[:-1]) == 1
+    if kinds.null_count:
+        ok &= kinds.is_valid().to_numpy(zero_copy_only=False)
+    out[ok] = data[offs[:-1][ok]]
+    return out
 
 
 def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
@@ -162,34 +185,35 @@ def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     out = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
     gathered = {}
     for side in ("after", "before"):
-        present = rows.column(side).combine_chunks().is_valid() if n else pa.array([], pa.bool_())
-        if side == "before" and n and not pc.any(present).as_py():
+        col = _one_array(rows.column(side))
+        present = col.is_valid() if n and col.null_count else None
+        if side == "before" and n and col.null_count == n:
             # no old images at all (inserts only): the typed struct of all nulls
             out[side] = pa.nulls(n, out["after"].type)
             continue
-        g = gathered[side] = _gather(rows, side, cols)
-        arrays, names = _typed_struct(g, cols, registry)
-        out[side] = pa.StructArray.from_arrays(arrays, names=names, mask=pc.invert(present)) if cols else \
+        kinds, data, where = gathered[side] = _gather(rows, side, cols)
+        arrays, names = _columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry)
+        mask = pc.invert(present) if present is not None else None
+        out[side] = pa.StructArray.from_arrays(arrays, names=names, mask=mask) if cols else \
             pa.nulls(n, pa.struct([]))
     out["before"], out["after"] = out.pop("before"), out.pop("after")
-    # unchanged-TOAST columns ('u') per row: few rows have them; found vectorized
+    # unchanged-TOAST columns ('u') per row: few rows have them; one scan of the
+    # after-tuples' kind bytes says whether any value is 'u' at all (rarely)
     names = [c["name"] for c in cols]
-    g = gathered.get("after", {})
-    flags = np.zeros(n, dtype=bool)
-    # kinds are one byte each: one scan of the after-tuples' kind bytes says whether any
-    # value is 'u' at all (rarely), before any per-column comparison
-    after_kinds = rows.column("after").combine_chunks().values.field("kind") if n else None
-    any_u = after_kinds is not None and len(after_kinds) and \
-        bool((np.frombuffer(after_kinds.buffers()[2], dtype=np.uint8) == 117).any())
-    for nm in (names if any_u else ()):
-        flags |= pc.fill_null(pc.equal(g[nm][0], "u"), False).to_numpy(zero_copy_only=False)
-    if flags.any():
-        unchanged = [None] * n
-        for i in np.flatnonzero(flags):
-            unchanged[i] = [nm for nm in names if g[nm][0][int(i)].as_py() == "u"]
-        out["unchanged"] = pa.array(unchanged, pa.list_(pa.string()))
-    else:
-        out["unchanged"] = pa.nulls(n, pa.list_(pa.string()))
+    unchanged = None
+    if "after" in gathered:
+        kinds, _, where = gathered["after"]
+        # kinds are one byte each (longer ones fail conversion above): the data buffer
+        # holds exactly them
+        if len(kinds) and (np.frombuffer(kinds.buffers()[2], np.uint8) == ord("u")).any():
+            kb = _kind_bytes(kinds)
+            is_u = {nm: (where[nm] >= 0) & (kb[np.maximum(where[nm], 0)] == ord("u")) for nm in names}
+            flags = np.logical_or.reduce([is_u[nm] for nm in names]) if names else np.zeros(n, bool)
+            unchanged = [None] * n
+            for i in np.flatnonzero(flags):
+                unchanged[i] = [nm for nm in names if is_u[nm][i]]
+    out["unchanged"] = pa.array(unchanged, pa.list_(pa.string())) if unchanged is not None else \
+        pa.nulls(n, pa.list_(pa.string()))
     return pa.table(out)
 
 
@@ -256,11 +280,12 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
 
 
 def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
-    pairs = []
+    triples = []
     for c in cols:
         vals = [r.get(c["name"]) or ("n", None) for r in rowdicts]
-        pairs.append((pa.array([v[0] for v in vals], pa.string()), pa.array([v[1] for v in vals], pa.binary())))
-    return _columns_out(pairs, cols, registry)
+        triples.append((pa.array([v[0] for v in vals], pa.string()), pa.array([v[1] for v in vals], pa.binary()),
+                        None))
+    return _columns_out(triples, cols, registry)
 
 
 def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:

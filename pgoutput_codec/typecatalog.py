@@ -32,6 +32,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from .errors import PgoutputCodecError
@@ -398,7 +399,9 @@ def _t_bool(s, tm):
 
 
 def _t_float(s, tm):
-    if not re.match(rb"(-?(Infinity|[0-9.]+(e[+-]?[0-9]+)?)|NaN)\Z", s):
+    # what float8out prints plus what strtod takes of those characters (_convert.pyx
+    # _float_chars): 'E' and a leading '+' too
+    if not re.match(rb"([+-]?(Infinity|[0-9.]+([eE][+-]?[0-9]+)?)|NaN)\Z", s):
         raise ValueError("not a float")
     return float(s)
 
@@ -1175,8 +1178,15 @@ def _depth(v):
     return d
 
 
+def _take_at(kinds, data, index):
+    """kinds/data at ``index`` (-1 = an absent value: kind 'n')."""
+    take = pa.array(index, pa.int64(), mask=index < 0)
+    return pa.compute.fill_null(kinds.take(take), "n"), data.take(take)
+
+
 def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,
-                   *, binary: bool | None = None, ndim: int | None = None, fast: bool | None = None) -> ConvertedColumn:
+                   *, binary: bool | None = None, ndim: int | None = None, fast: bool | None = None,
+                   index=None) -> ConvertedColumn:
     """Convert one column of TupleData values.
 
     ``kinds``: 'n'/'u'/'t'/'b' per value (string array or list; 'n' and 'u' give null —
@@ -1184,13 +1194,19 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
     array or list). ``binary``: for unknown types, whether the column is binary (default:
     True when any value has kind 'b'). ``ndim``: for arrays, the list depth (default: the
     largest dimensionality in the data, at least 1). Raises :class:`ConversionError`
-    naming the value index and the type.
+    naming the value index and the type. ``index`` (int64 numpy array, -1 = null): convert
+    elements ``index`` of kinds/data instead of all of them, read in place by the fast
+    converters (the columns of change rows inside the flat tuple children).
     """
     kinds = _to_kind_array(kinds)
     data = _to_binary_array(data)
     if len(kinds) != len(data):
         raise ValueError(f"kinds has {len(kinds)} values but data has {len(data)}")
     r = _resolve(type_oid, type_modifier, registry)
+    if index is not None:
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        if not (fast if fast is not None else not _NO_EXT) or not r.fast:
+            kinds, data, index = *_take_at(kinds, data, index), None
     if binary is None:
         binary = r.conv == "unknown" and bool(pa.compute.any(pa.compute.equal(kinds, "b")).as_py())
     if fast is None:
@@ -1206,10 +1222,11 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
         if code:
             from . import _convert
             try:
-                res = _convert.convert_column_fast(code, kinds, data, p, s)
+                res = _convert.convert_column_fast(code, kinds, data, p, s, index)
             except _convert._ConvertFailure as e:
-                raw = data[e.index].as_py()
-                raise _fail(e, e.index, r, kinds[e.index].as_py(), raw) from None
+                at = e.index if index is None else int(index[e.index])
+                raw, kind = (data[at].as_py(), kinds[at].as_py()) if at >= 0 else (None, None)
+                raise _fail(e, e.index, r, kind, raw) from None
             if res is not None:
                 arr, codes = res
                 sp = None
@@ -1217,6 +1234,8 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
                     names = pa.array([None, *SPECIAL_NAMES[1:]], pa.string())
                     sp = names.take(pa.array(codes, pa.int8()))
                 return ConvertedColumn(arr, sp)
+    if index is not None:   # a value the fast converter leaves to Python (SLOW)
+        kinds, data = _take_at(kinds, data, index)
     return _convert_py(kinds, data, r, binary, ndim)
 
 

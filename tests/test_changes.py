@@ -62,7 +62,7 @@ def server_table(t, reg) -> pa.Table:
     for j in range(len(cols)):
         vals = [r[j] for r in t["rows"]]
         pairs.append((pa.array(["n" if v is None else "t" for v in vals], pa.string()),
-                      pa.array([None if v is None else v.encode() for v in vals], pa.binary())))
+                      pa.array([None if v is None else v.encode() for v in vals], pa.binary()), None))
     arrays, names = _columns_out(pairs, cols, reg)
     return pa.Table.from_arrays(arrays, names=names)
 

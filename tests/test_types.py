@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from hypothesis import HealthCheck, given, settings
@@ -421,3 +423,36 @@ def test_compiled_and_python_agree_on_mutations(case):
         except ConversionError as e:
             results.append(("error", e.index))
     assert results[0] == results[1], (oid, kind, raw)
+
+
+@pytest.mark.parametrize("oid,kind,vals", [
+    (23, "t", [b"1", b"-7", b"2147483647", None]),
+    (25, "t", [b"abc", b"", "é".encode(), None]),
+    (1700, "t", [b"1.50", b"NaN", b"-2", None]),
+    (1184, "t", [b"2024-01-02 03:04:05+05:30", b"infinity", b"1999-12-31 23:59:59.5+00", None]),
+    (17, "t", [b"\\x00ff", b"\\x", b"\\xdead", None]),
+    (16, "b", [b"\x01", b"\x00", b"\x01", None]),
+    (1007, "t", [b"{1,2}", b"{NULL}", b"{}", None]),           # int4[]: the Python converters
+])
+def test_convert_at_index_equals_take_then_convert(oid, kind, vals):
+    """``index=`` reads values in place (change rows' tuple children); it must give what
+    gathering the values first and converting them gives, with -1 as null."""
+    kinds = pa.array(["n" if v is None else kind for v in vals], pa.string())
+    data = pa.array(vals, pa.binary())
+    index = np.array([2, -1, 0, 3, 1, 1, -1, 2], dtype=np.int64)
+    take = pa.array(index, pa.int64(), mask=index < 0)
+    want = convert_column(pc.fill_null(kinds.take(take), "n"), data.take(take), oid, -1)
+    got = convert_column(kinds, data, oid, -1, index=index)
+    assert got.values.equals(want.values)
+    assert (got.special is None) == (want.special is None)
+    if got.special is not None:
+        assert got.special.equals(want.special)
+
+
+def test_convert_at_index_failure_names_the_value():
+    kinds = pa.array(["t", "t", "t"], pa.string())
+    data = pa.array([b"1", b"x", b"3"], pa.binary())
+    with pytest.raises(ConversionError, match="x"):
+        convert_column(kinds, data, 23, -1, index=np.array([0, 2, 1], dtype=np.int64))
+    with pytest.raises(IndexError):
+        convert_column(kinds, data, 23, -1, index=np.array([3], dtype=np.int64))
