@@ -367,6 +367,25 @@ cdef enum:
     H_OLD = 1024
 
 
+# the columns an Insert row leaves null (see _Builder.done), in RECORD_SCHEMA's order
+cdef enum:
+    R_CSN = 0
+    R_FIRST = 1
+    R_XID = 2
+    R_CT = 3
+    R_ORIGIN = 4
+    R_USER = 5
+    R_OLD = 6
+    R_ERR = 7
+    R_COUNT = 8
+
+
+# their types, each one object: null_array caches by the type's identity
+cdef tuple R_NAMES = ("csn", "first_lsn", "xid", "commit_time", "origin_id", "user_name", "old_tuple",
+                      "error")
+cdef list R_TYPES = [RECORD_SCHEMA.field(f).type for f in R_NAMES]
+
+
 cdef inline int str_put(StrB* s, const char* p, Py_ssize_t n, bint valid) except -1:
     """One row of a string column whose offsets and validity have room (``_grow``)."""
     if valid:
@@ -384,10 +403,12 @@ cdef class _Builder:
     cdef StrB type_, commit_time, user_name, schema, table, error
     cdef TupleB newt, oldt
     cdef Py_ssize_t nrows, rowcap
-    # rows written in the columns an Insert row leaves null (csn, first_lsn, xid,
-    # commit_time, origin_id, user_name, old_tuple, error): add_insert skips them, the
-    # next add() or finish() fills the gap in bulk
-    cdef Py_ssize_t lazy
+    # Rows written so far in each column an Insert row leaves null (R_* below): those
+    # columns are written only when a row sets them (catching up the nulls before it
+    # then, ``_rare``), so Inserts never touch them, null slots of the fixed-width ones
+    # are never written, and a column no row of the chunk sets costs nothing at all
+    # (``finish`` hands out the shared all-null array).
+    cdef Py_ssize_t done[R_COUNT]
 
     def __cinit__(self):
         memset(&self.row, 0, sizeof(Buf))
@@ -407,7 +428,7 @@ cdef class _Builder:
         tuple_init(&self.oldt)
         self.nrows = 0
         self.rowcap = 0
-        self.lazy = 0
+        memset(self.done, 0, sizeof(self.done))
 
     cdef int _init_str(self, StrB* s) except -1:
         memset(s, 0, sizeof(StrB))
@@ -442,25 +463,22 @@ cdef class _Builder:
 
     cdef int _grow(self, Py_ssize_t k) except -1:
         """Room for the fixed-width parts of ``k`` more rows than written (``k`` at least
-        ``rowcap - nrows``) in every column, so that writing one row checks capacity once."""
-        cdef Buf* b8[5]
-        cdef Buf* b4[9]
-        cdef Bits* bits[13]
+        ``rowcap - nrows``) in every column written for every row, so that writing one
+        row checks capacity once (the R_* columns reserve in ``_rare``)."""
+        cdef Buf* b8[2]
+        cdef Buf* b4[4]
+        cdef Bits* bits[5]
         cdef int i
-        self._catch_up()    # the reserves below count from each column's length
-        b8[:] = [&self.row, &self.lsn.vals, &self.csn.vals, &self.first_lsn.vals, &self.xid.vals]
-        b4[:] = [&self.origin, &self.type_.offs, &self.commit_time.offs, &self.user_name.offs,
-                 &self.schema.offs, &self.table.offs, &self.error.offs, &self.newt.offs, &self.oldt.offs]
-        bits[:] = [&self.lsn.valid, &self.csn.valid, &self.first_lsn.valid, &self.xid.valid,
-                   &self.origin_valid, &self.type_.valid, &self.commit_time.valid, &self.user_name.valid,
-                   &self.schema.valid, &self.table.valid, &self.error.valid,
-                   &self.newt.valid, &self.oldt.valid]
+        b8[:] = [&self.row, &self.lsn.vals]
+        b4[:] = [&self.type_.offs, &self.schema.offs, &self.table.offs, &self.newt.offs]
+        bits[:] = [&self.lsn.valid, &self.type_.valid, &self.schema.valid, &self.table.valid,
+                   &self.newt.valid]
         self.rowcap = self.nrows + k
-        for i in range(5):
+        for i in range(2):
             buf_reserve(b8[i], 8 * k)
-        for i in range(9):
+        for i in range(4):
             buf_reserve(b4[i], 4 * k)
-        for i in range(13):
+        for i in range(5):
             bits_reserve(bits[i], k)
         buf_reserve(&self.type_.data, k)
         return 0
@@ -482,37 +500,51 @@ cdef class _Builder:
             self._grow(<Py_ssize_t>(self.nrows * f) + 64)
         return 0
 
-    cdef void _catch_up(self) noexcept:
-        cdef Py_ssize_t k = self.nrows - self.lazy
-        if k == 0:
-            return
-        nc_zeros(&self.csn.vals, 8 * k)
-        nc_zero_bits(&self.csn.valid, k)
-        nc_zeros(&self.first_lsn.vals, 8 * k)
-        nc_zero_bits(&self.first_lsn.valid, k)
-        nc_zeros(&self.xid.vals, 8 * k)
-        nc_zero_bits(&self.xid.valid, k)
-        nc_repeat_offset(&self.commit_time.offs, k)
-        nc_zero_bits(&self.commit_time.valid, k)
-        nc_zeros(&self.origin, 4 * k)
-        nc_zero_bits(&self.origin_valid, k)
-        nc_repeat_offset(&self.user_name.offs, k)
-        nc_zero_bits(&self.user_name.valid, k)
-        nc_repeat_offset(&self.oldt.offs, k)
-        nc_zero_bits(&self.oldt.valid, k)
-        nc_repeat_offset(&self.error.offs, k)
-        nc_zero_bits(&self.error.valid, k)
-        self.lazy = self.nrows
+    cdef int _rare(self, int c, Py_ssize_t upto) except -1:
+        """Null rows in R_* column ``c`` up to row ``upto`` (exclusive), with room for one
+        more row after them. Null slots of a fixed-width column are skipped, not written
+        (Arrow leaves their content undefined; only the validity bit counts); offsets
+        repeat the last one."""
+        cdef Py_ssize_t k = upto - self.done[c]
+        cdef Buf* vals = NULL
+        cdef Buf* offs = NULL
+        cdef Bits* valid
+        cdef int width = 8
+        if c == R_CSN:
+            vals, valid = &self.csn.vals, &self.csn.valid
+        elif c == R_FIRST:
+            vals, valid = &self.first_lsn.vals, &self.first_lsn.valid
+        elif c == R_XID:
+            vals, valid = &self.xid.vals, &self.xid.valid
+        elif c == R_ORIGIN:
+            vals, valid, width = &self.origin, &self.origin_valid, 4
+        elif c == R_CT:
+            offs, valid = &self.commit_time.offs, &self.commit_time.valid
+        elif c == R_USER:
+            offs, valid = &self.user_name.offs, &self.user_name.valid
+        elif c == R_OLD:
+            offs, valid = &self.oldt.offs, &self.oldt.valid
+        else:
+            offs, valid = &self.error.offs, &self.error.valid
+        bits_reserve(valid, k + 1)
+        nc_zero_bits(valid, k)
+        if vals != NULL:
+            buf_reserve(vals, width * (k + 1))
+            vals.len += width * k
+        else:
+            buf_reserve(offs, 4 * (k + 1))
+            nc_repeat_offset(offs, k)
+        self.done[c] = upto
+        return 0
 
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
                  Py_ssize_t errlen) except -1:
         """One output row: ``rec`` fields per ``rec.has``; tuples were appended already
         when H_NEW/H_OLD are set."""
         cdef int h = rec.has
+        cdef Py_ssize_t at = self.nrows
         if self.nrows == self.rowcap:
             self._grow(self.rowcap if self.rowcap else 1024)
-        if self.lazy != self.nrows:
-            self._catch_up()
         nc_u64(&self.row, <uint64_t>row)
         nc_u64(&self.lsn.vals, rec.lsn if h & H_LSN else 0)
         nc_bit(&self.lsn.valid, h & H_LSN)
@@ -521,31 +553,54 @@ cdef class _Builder:
             self.type_.data.len += 1
         nc_i32(&self.type_.offs, <int32_t>self.type_.data.len)
         nc_bit(&self.type_.valid, h & H_TAG)
-        nc_u64(&self.csn.vals, rec.csn if h & H_CSN else 0)
-        nc_bit(&self.csn.valid, h & H_CSN)
-        nc_u64(&self.first_lsn.vals, rec.first_lsn if h & H_FIRST else 0)
-        nc_bit(&self.first_lsn.valid, h & H_FIRST)
-        nc_u64(&self.xid.vals, rec.xid if h & H_XID else 0)
-        nc_bit(&self.xid.valid, h & H_XID)
-        str_put(&self.commit_time, <const char*>buf + rec.ct_off, rec.ct_len, h & H_CT)
-        nc_u32(&self.origin, rec.origin_id if h & H_ORIGIN else 0)
-        nc_bit(&self.origin_valid, h & H_ORIGIN)
-        str_put(&self.user_name, <const char*>buf + rec.un_off, rec.un_len, h & H_USER)
+        if h & H_CSN:
+            self._rare(R_CSN, at)
+            nc_u64(&self.csn.vals, rec.csn)
+            nc_bit(&self.csn.valid, 1)
+            self.done[R_CSN] += 1
+        if h & H_FIRST:
+            self._rare(R_FIRST, at)
+            nc_u64(&self.first_lsn.vals, rec.first_lsn)
+            nc_bit(&self.first_lsn.valid, 1)
+            self.done[R_FIRST] += 1
+        if h & H_XID:
+            self._rare(R_XID, at)
+            nc_u64(&self.xid.vals, rec.xid)
+            nc_bit(&self.xid.valid, 1)
+            self.done[R_XID] += 1
+        if h & H_CT:
+            self._rare(R_CT, at)
+            str_put(&self.commit_time, <const char*>buf + rec.ct_off, rec.ct_len, 1)
+            self.done[R_CT] += 1
+        if h & H_ORIGIN:
+            self._rare(R_ORIGIN, at)
+            nc_u32(&self.origin, rec.origin_id)
+            nc_bit(&self.origin_valid, 1)
+            self.done[R_ORIGIN] += 1
+        if h & H_USER:
+            self._rare(R_USER, at)
+            str_put(&self.user_name, <const char*>buf + rec.un_off, rec.un_len, 1)
+            self.done[R_USER] += 1
         str_put(&self.schema, <const char*>buf + rec.sc_off, rec.sc_len, h & H_SCHEMA)
         str_put(&self.table, <const char*>buf + rec.tb_off, rec.tb_len, h & H_SCHEMA)
         nc_i32(&self.newt.offs, <int32_t>self.newt.ncols)
         nc_bit(&self.newt.valid, h & H_NEW)
-        nc_i32(&self.oldt.offs, <int32_t>self.oldt.ncols)
-        nc_bit(&self.oldt.valid, h & H_OLD)
-        str_put(&self.error, err, errlen, err != NULL)
+        if h & H_OLD:
+            self._rare(R_OLD, at)
+            nc_i32(&self.oldt.offs, <int32_t>self.oldt.ncols)
+            nc_bit(&self.oldt.valid, 1)
+            self.done[R_OLD] += 1
+        if err != NULL:
+            self._rare(R_ERR, at)
+            str_put(&self.error, err, errlen, 1)
+            self.done[R_ERR] += 1
         self.nrows += 1
-        self.lazy = self.nrows
         return 0
 
     cdef int add_insert(self, int64_t row, uint64_t lsn, const uint8_t* sc, Py_ssize_t sc_len,
                         const uint8_t* tb, Py_ssize_t tb_len, const uint8_t* src_end) except -1:
         """``add`` for an Insert row of the fast path: the same values; the columns an Insert
-        leaves null are filled later (``_catch_up``)."""
+        leaves null are not written (``_rare``)."""
         if self.nrows == self.rowcap:
             self._grow(self.rowcap if self.rowcap else 1024)
         nc_u64(&self.row, <uint64_t>row)
@@ -578,23 +633,41 @@ cdef class _Builder:
         return pa.Array.from_buffers(pa.uint64(), self.nrows, [as_buffer(&c.valid.b), as_buffer(&c.vals)])
 
     cdef object finish(self):
-        n = self.nrows
-        self._catch_up()
+        cdef Py_ssize_t n = self.nrows
+        cdef int c
+        rare = []
+        for c in range(R_COUNT):
+            if self.done[c] == 0:
+                # no row set it: nothing was written
+                rare.append(null_array(n, R_TYPES[c]))
+                continue
+            self._rare(c, n)
+            if c <= R_XID:
+                rare.append(self._u64(&self.csn if c == R_CSN else &self.first_lsn if c == R_FIRST
+                                      else &self.xid))
+            elif c == R_ORIGIN:
+                rare.append(pa.Array.from_buffers(pa.uint32(), n, [as_buffer(&self.origin_valid.b),
+                                                                   as_buffer(&self.origin)]))
+            elif c == R_OLD:
+                rare.append(finish_tuple(&self.oldt, n))
+            else:
+                rare.append(self._str(&self.commit_time if c == R_CT else &self.user_name if c == R_USER
+                                      else &self.error))
         cols = [
             pa.Array.from_buffers(pa.int64(), n, [None, as_buffer(&self.row)]),
             self._u64(&self.lsn),
             self._str(&self.type_),
-            self._u64(&self.csn),
-            self._u64(&self.first_lsn),
-            self._u64(&self.xid),
-            self._str(&self.commit_time),
-            pa.Array.from_buffers(pa.uint32(), n, [as_buffer(&self.origin_valid.b), as_buffer(&self.origin)]),
-            self._str(&self.user_name),
+            rare[R_CSN],
+            rare[R_FIRST],
+            rare[R_XID],
+            rare[R_CT],
+            rare[R_ORIGIN],
+            rare[R_USER],
             self._str(&self.schema),
             self._str(&self.table),
             finish_tuple(&self.newt, n),
-            finish_tuple(&self.oldt, n),
-            self._str(&self.error),
+            rare[R_OLD],
+            rare[R_ERR],
         ]
         return pa.RecordBatch.from_arrays(cols, schema=RECORD_SCHEMA)
 

@@ -150,3 +150,48 @@ def test_wide_rows_and_null_patterns(ncols):
         recs.append(encode_record(Record("I", r, schema="s", table="t", new_tuple=cols)))
     t = same([encode_frame(recs[:5]), encode_frame(recs[5:])])
     assert t.column("error").null_count == 17
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_columns_set_by_few_rows_anywhere(seed):
+    # csn, first_lsn, xid, commit_time, origin_id, user_name, old_tuple and error are
+    # written only from the first row that sets each (the null rows before it caught up
+    # then, fixed-width null slots skipped): each set by a few rows at random places,
+    # first row, last row, or none, across buffer growth and several chunks
+    import random
+    rng = random.Random(seed)
+    ins = encode_record(Record("I", 2, schema="s", table="t", new_tuple=(Column("a", 23, b"1"),)))
+    one = (Column("a", 23, b"2"),)
+    rare = [
+        lambda: encode_record(Record("B", 1, csn=rng.getrandbits(64), first_lsn=rng.getrandbits(64))),
+        lambda: encode_record(Record("B", 1, csn=5, first_lsn=1, xid=rng.getrandbits(64), origin_id=3,
+                                     user_name="u" * rng.randint(0, 9))),
+        lambda: encode_record(Record("C", 6, commit_time="2024-01-01 00:00:0%d+00" % rng.randint(0, 9))),
+        lambda: encode_record(Record("C", 6, xid=rng.getrandbits(64))),
+        lambda: encode_record(Record("D", 5, schema="s", table="t", old_tuple=one)),
+        lambda: encode_record(Record("U", 3, schema="s", table="t", new_tuple=one, old_tuple=one)),
+        lambda: ins[:-3],   # a truncated Insert: an error row
+    ]
+    frames = []
+    for _f in range(rng.randint(2, 5)):
+        recs = [ins] * rng.choice([0, 1, 700, 2500])
+        for _k in range(rng.randint(0, 6)):
+            recs.insert(rng.randint(0, len(recs)), rng.choice(rare)())
+        if rng.random() < 0.3:
+            recs.append(rng.choice(rare)())
+        if recs and recs[-1] is not ins and len(recs[-1]) < len(ins):
+            frames.append(b"P".join(recs) + b"P" + ins + b"F")   # the error row is not last
+        else:
+            frames.append(b"P".join(recs) + b"F" if recs else b"\x00\x00\x00\x00")
+    chunks = [pa.array(frames[:1], pa.binary()), pa.array(frames[1:], pa.binary())]
+    t = compiled(pa.chunked_array(chunks))
+    t.validate(full=True)
+    assert t.equals(decode_batch_py(pa.chunked_array(chunks)))
+
+
+def test_an_insert_only_chunk_leaves_the_other_columns_null():
+    ins = encode_record(Record("I", 2, schema="s", table="t", new_tuple=(Column("a", 23, b"1"),)))
+    t = compiled(pa.array([encode_frame([ins] * 3000)] * 2, pa.binary()))
+    t.validate(full=True)
+    for name in ("csn", "first_lsn", "xid", "commit_time", "origin_id", "user_name", "old_tuple", "error"):
+        assert t.column(name).null_count == 6000, name
