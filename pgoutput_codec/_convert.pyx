@@ -15,6 +15,7 @@ text forms follow the ``*_out`` functions under DateStyle ISO and IntervalStyle 
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uintptr_t
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
@@ -86,6 +87,7 @@ cdef int64_t UNIX_EPOCH_US = 946684800000000
 cdef int64_t US_PER_DAY = 86400000000
 cdef int64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef int64_t I64_MIN = -I64_MAX - 1
+cdef int64_t I64_MIN_DIV10 = -922337203685477580   # INT64_MIN / 10, truncated
 cdef int32_t I32_MAX = 0x7FFFFFFF
 cdef int32_t I32_MIN = -I32_MAX - 1
 
@@ -122,7 +124,8 @@ cdef int _parse_i64(const uint8_t* p, Py_ssize_t n, int64_t lo, int64_t hi, int6
         if not _digit(p[i]):
             return -1
         d = p[i] - 48
-        if v < (I64_MIN + d) // 10:
+        # v * 10 - d >= INT64_MIN, without a division per digit
+        if v < I64_MIN_DIV10 or (v == I64_MIN_DIV10 and d > 8):
             return -1
         v = v * 10 - d
         i += 1
@@ -792,130 +795,203 @@ cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
     return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
 
 
-_NO_INDEX = np.zeros(0, dtype=np.int64)
+cdef struct Col:
+    Conv c
+    const int64_t* ix       # element of each output value (-1: null); NULL: value i = element i
+    uint8_t* vbits
+    int32_t* offs_out       # variable-width types
+    int8_t* specials
+    bint variable
+    bint any_special
+    bint done               # failed or needs Python: skipped from then on
+    int rc
+    Py_ssize_t nvalid
+    Py_ssize_t bad
+    const char* why
 
 
-def convert_column_fast(int code, kinds, data, int precision=0, int scale=0, index=None):
-    """Convert one column. ``kinds``: ``pa.string()`` array; ``data``: ``pa.binary()`` array
-    of the same length. With ``index`` (int64 numpy array), value ``i`` of the result is
-    element ``index[i]`` of kinds/data (-1: null): a column of change rows is read in
-    place from the flat tuple children, without gathering it first.
-    Returns ``(array, special_codes)`` with ``special_codes`` an int8
-    numpy array (0 = none) or None when no value is special; ``None`` when a value needs
-    the Python converters (see SLOW); raises ``_ConvertFailure(index, message)``."""
-    cdef Py_ssize_t n, i, e, dn, nsrc = len(kinds)
-    cdef Conv c
+cdef struct Src:
+    const uint8_t* kvalid
+    const int32_t* koffs
+    const uint8_t* kdata
+    const uint8_t* dvalid
+    const int32_t* doffs
+    const uint8_t* ddata
+    Py_ssize_t koff
+    Py_ssize_t doff
+
+
+cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    """Values i0..i1 of one column (stops the column at the first failure or SLOW)."""
+    cdef Py_ssize_t i, e, dn
+    cdef uint8_t k
+    cdef int rc
+    for i in range(i0, i1):
+        e = col.ix[i] if col.ix != NULL else i
+        k = 110
+        if e < 0:
+            pass
+        elif _valid(s.kvalid, s.koff + e) and s.koffs[s.koff + e + 1] - s.koffs[s.koff + e] == 1:
+            k = s.kdata[s.koffs[s.koff + e]]
+        elif _valid(s.kvalid, s.koff + e):
+            col.bad = i
+            col.why = b"tuple column kind is not one character"
+            col.rc = FAIL
+            col.done = True
+            return
+        if k == 116 or k == 98:
+            if not _valid(s.dvalid, s.doff + e):
+                col.bad = i
+                col.why = b"kind 't'/'b' with null data"
+                col.rc = FAIL
+                col.done = True
+                return
+            dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
+            rc = convert_one(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
+            if rc == OK:
+                col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+                col.nvalid += 1
+            elif rc == SPECIAL:
+                col.specials[i] = <int8_t>col.c.special
+                col.any_special = True
+            else:
+                col.rc = rc
+                col.bad = i
+                col.why = col.c.err
+                col.done = True
+                return
+        elif k != 110 and k != 117:
+            col.bad = i
+            col.why = b"tuple column kind is not n/u/t/b"
+            col.rc = FAIL
+            col.done = True
+            return
+        if col.variable:
+            if col.c.vpos > 0x7FFFFFFF:
+                col.bad = i
+                col.why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
+                col.rc = FAIL
+                col.done = True
+                return
+            col.offs_out[i + 1] = <int32_t>col.c.vpos
+
+
+# Rows per block of the multi-column loop: a block's values of every column stay in the
+# cache (~130 bytes per ten-column row), where column after column over a whole batch
+# read the tuple children once per column from memory (10x the traffic; measured 3x slower).
+cdef enum:
+    BLOCK = 2048
+
+
+def convert_columns_fast(specs, kinds, data, indexes):
+    """Convert several columns of one flat tuple child at once, row block by row block.
+
+    ``specs``: (code, precision, scale) per column; ``kinds``/``data``: the ``pa.string()``
+    kinds and ``pa.binary()`` values of the flat child; ``indexes``: per column an int64
+    numpy array (element of each output value, -1 = null) or None (value i = element i).
+    Returns per column ``(array, special_codes or None)``, ``None`` when a value needs the
+    Python converters (SLOW), or ``_ConvertFailure(index, message)`` (returned, not raised:
+    the other columns are still good)."""
+    cdef Py_ssize_t nsrc = len(kinds), ncols = len(specs), j, i, e, n = -1, span, b0, b1
     if len(data) != nsrc:
         raise ValueError(f"kinds has {nsrc} values but data has {len(data)}")
-    cdef const int64_t[::1] ix
-    cdef bint indexed = index is not None
-    if indexed:
-        index = np.ascontiguousarray(index, dtype=np.int64)
-        if len(index) and (index.max() >= nsrc or index.min() < -1):
-            raise IndexError(f"index out of range for {nsrc} values")
-        ix = index
-        n = len(index)
-    else:
-        ix = _NO_INDEX
-        n = nsrc
+    if len(indexes) != ncols:
+        raise ValueError("one index (or None) per column")
     kb = kinds.buffers()
     db = data.buffers()
-    cdef Py_ssize_t koff = kinds.offset, doff = data.offset
-    cdef const uint8_t* kvalid = _addr(kb[0]) if kinds.null_count else NULL
-    cdef const int32_t* koffs = <const int32_t*>_addr(kb[1])
-    cdef const uint8_t* kdata = _addr(kb[2])
-    cdef const uint8_t* dvalid = _addr(db[0]) if data.null_count else NULL
-    cdef const int32_t* doffs = <const int32_t*>_addr(db[1])
-    cdef const uint8_t* ddata = _addr(db[2])
-
-    c.code = code
-    c.precision = precision
-    c.scale = scale
-    c.vpos = 0
-    c.err = b""
-    c.special = 0
-    cdef uint8_t* vbits
-    validity = pool_buffer((n + 7) // 8, True, &vbits)
-    specials = np.zeros(n, dtype=np.int8)
-    cdef int8_t[::1] smv = specials
-    cdef bint any_special = False
-    cdef Py_ssize_t span = 0
-    if indexed:
-        for i in range(n):
-            e = ix[i]
-            if e >= 0:
-                span += doffs[doff + e + 1] - doffs[doff + e]
-    elif n:
-        span = doffs[doff + n] - doffs[doff]
-    cdef bint variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
-    cdef int32_t* offs_out = NULL
+    cdef Src src
+    src.koff = kinds.offset
+    src.doff = data.offset
+    src.kvalid = _addr(kb[0]) if kinds.null_count else NULL
+    src.koffs = <const int32_t*>_addr(kb[1])
+    src.kdata = _addr(kb[2])
+    src.dvalid = _addr(db[0]) if data.null_count else NULL
+    src.doffs = <const int32_t*>_addr(db[1])
+    src.ddata = _addr(db[2])
+    cols = <Col*>PyMem_Calloc(max(ncols, 1), sizeof(Col))
+    if cols == NULL:
+        raise MemoryError()
+    keep = []          # Python owners of every buffer the Col structs point into
+    cdef const int64_t[::1] ixv
+    cdef Col* col
     cdef uint8_t* p
-    vout = None
-    if code == C_BOOL:
-        out = pool_buffer((n + 7) // 8 + 1, True, &c.out)
-    elif variable:
-        out = pool_buffer(4 * (n + 1), False, &p)       # offsets
-        offs_out = <int32_t*>p
-        offs_out[0] = 0
-        vout = pool_buffer(span + 20 * n + 1, False, &c.vout)
-    else:
-        out = pool_buffer(n * DEF_WIDTH[code] + 1, False, &c.out)
-    cdef uint8_t k
-    cdef int rc = OK
-    cdef Py_ssize_t bad = -1, nvalid = 0
-    cdef const char* why = NULL
-    with nogil:
-        for i in range(n):
-            e = ix[i] if indexed else i
-            k = 110
-            if e < 0:
-                pass
-            elif _valid(kvalid, koff + e) and koffs[koff + e + 1] - koffs[koff + e] == 1:
-                k = kdata[koffs[koff + e]]
-            elif _valid(kvalid, koff + e):
-                bad = i
-                why = b"tuple column kind is not one character"
-                break
-            if k == 116 or k == 98:
-                if not _valid(dvalid, doff + e):
-                    bad = i
-                    why = b"kind 't'/'b' with null data"
-                    break
-                dn = doffs[doff + e + 1] - doffs[doff + e]
-                rc = convert_one(&c, i, ddata + doffs[doff + e], dn, k == 98)
-                if rc == OK:
-                    vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
-                    nvalid += 1
-                elif rc == SPECIAL:
-                    smv[i] = <int8_t>c.special
-                    any_special = True
-                elif rc == FAIL:
-                    bad = i
-                    why = c.err
-                    break
-                else:
-                    break
-            elif k != 110 and k != 117:
-                bad = i
-                why = b"tuple column kind is not n/u/t/b"
-                break
-            if variable:
-                if c.vpos > 0x7FFFFFFF:
-                    bad = i
-                    why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
-                    break
-                offs_out[i + 1] = <int32_t>c.vpos
-    if bad >= 0:
-        raise _ConvertFailure(bad, why.decode())
-    if rc == SLOW:
+    cdef int code
+    try:
+        for j in range(ncols):
+            col = &cols[j]
+            code, col.c.precision, col.c.scale = specs[j]
+            col.c.code = code
+            col.c.err = b""
+            ix = indexes[j]
+            if ix is not None:
+                ix = np.ascontiguousarray(ix, dtype=np.int64)
+                if len(ix) and (ix.max() >= nsrc or ix.min() < -1):
+                    raise IndexError(f"index out of range for {nsrc} values")
+                ixv = ix
+                col.ix = &ixv[0] if len(ix) else NULL
+                m = len(ix)
+            else:
+                col.ix = NULL
+                m = nsrc
+            if n < 0:
+                n = m
+            elif m != n:
+                raise ValueError("every column must have the same number of values")
+            span = 0
+            if col.ix != NULL:
+                for i in range(n):
+                    e = col.ix[i]
+                    if e >= 0:
+                        span += src.doffs[src.doff + e + 1] - src.doffs[src.doff + e]
+            elif n:
+                span = src.doffs[src.doff + n] - src.doffs[src.doff]
+            col.variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
+            validity = pool_buffer((n + 7) // 8, True, &col.vbits)
+            specials = pool_buffer(n, True, &p)
+            col.specials = <int8_t*>p
+            vout = None
+            if code == C_BOOL:
+                out = pool_buffer((n + 7) // 8 + 1, True, &col.c.out)
+            elif col.variable:
+                out = pool_buffer(4 * (n + 1), False, &p)       # offsets
+                col.offs_out = <int32_t*>p
+                col.offs_out[0] = 0
+                vout = pool_buffer(span + 20 * n + 1, False, &col.c.vout)
+            else:
+                out = pool_buffer(n * DEF_WIDTH[code] + 1, False, &col.c.out)
+            keep.append((ix, validity, specials, out, vout))
+        if n < 0:
+            n = nsrc
+        with nogil:
+            b0 = 0
+            while b0 < n:
+                b1 = min(b0 + BLOCK, n)
+                for j in range(ncols):
+                    if not cols[j].done:
+                        _convert_range(&cols[j], &src, b0, b1)
+                b0 = b1
+        results = []
+        for j in range(ncols):
+            _, validity, specials, out, vout = keep[j]
+            results.append(_finish(&cols[j], n, validity, specials, out, vout))
+        return results
+    finally:
+        PyMem_Free(cols)
+
+
+cdef object _finish(Col* col, Py_ssize_t n, validity, specials, out, vout):
+    cdef int code = col.c.code
+    if col.rc == FAIL:
+        return _ConvertFailure(col.bad, col.why.decode())
+    if col.rc == SLOW:
         return None
-    null_count = n - nvalid
+    null_count = n - col.nvalid
     vbuf = validity if null_count else None
     if code == C_BOOL:
         arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, out], null_count)
-    elif variable:
+    elif col.variable:
         typ = pa.binary() if code == C_BYTEA else pa.string()
-        arr = pa.Array.from_buffers(typ, n, [vbuf, out, vout[:c.vpos]], null_count)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, out, vout[:col.c.vpos]], null_count)
     else:
         typ = {C_INT2: pa.int16(), C_INT4: pa.int32(), C_INT8: pa.int64(), C_OID: pa.uint32(),
                C_FLOAT4: pa.float32(), C_FLOAT8: pa.float64(), C_DATE: pa.date32(),
@@ -923,9 +999,18 @@ def convert_column_fast(int code, kinds, data, int precision=0, int scale=0, ind
                C_TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
                C_INTERVAL: pa.month_day_nano_interval()}.get(code)
         if code == C_NUMERIC:
-            typ = pa.decimal128(precision, scale)
+            typ = pa.decimal128(col.c.precision, col.c.scale)
         arr = pa.Array.from_buffers(typ, n, [vbuf, out[:n * DEF_WIDTH[code]]], null_count)
-    return arr, (specials if any_special else None)
+    codes = np.frombuffer(specials, dtype=np.int8, count=n) if col.any_special else None
+    return arr, codes
+
+
+def convert_column_fast(int code, kinds, data, int precision=0, int scale=0, index=None):
+    """One column (see :func:`convert_columns_fast`); raises ``_ConvertFailure``."""
+    res = convert_columns_fast([(code, precision, scale)], kinds, data, [index])[0]
+    if isinstance(res, _ConvertFailure):
+        raise res
+    return res
 
 
 class _ConvertFailure(ValueError):

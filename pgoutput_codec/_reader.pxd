@@ -195,6 +195,13 @@ cdef inline bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     """Strict UTF-8 check (no overlongs, no surrogates, max U+10FFFF)."""
     cdef Py_ssize_t i = 0
     cdef uint8_t c, c1
+    cdef uint64_t w
+    # ASCII runs 8 bytes at a time (most text values are ASCII)
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        if w & 0x8080808080808080ULL:
+            break
+        i += 8
     while i < n:
         c = s[i]
         if c < 0x80:

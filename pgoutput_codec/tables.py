@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import TS
-from .typecatalog import ConversionError, convert_column
+from .typecatalog import ConversionError, convert_column, convert_columns
 
 __all__ = ["table_changes", "snapshot", "history", "table_columns"]
 
@@ -134,27 +134,39 @@ def _gather(rows: pa.Table, side: str, cols: list[dict]):
     return kinds_all, data_all, out
 
 
-def _convert(kinds, data, index, c, registry):
-    """Typed values of one column; a column the catalog cannot type as a whole (e.g. an
-    array column holding arrays of different dimensionality) stays raw (binary: the text
-    or send form as sent) with ``__special`` = the conversion error, so nothing is lost."""
-    try:
-        conv = convert_column(kinds, data, c["type_oid"], c["type_modifier"], registry, index=index)
-        return conv.values, conv.special
-    except ConversionError as e:
-        if index is not None:
-            take = pa.array(index, pa.int64(), mask=index < 0)
-            kinds, data = pc.fill_null(kinds.take(take), "n"), data.take(take)
-        data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
-        raw = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(len(data), pa.binary()))
-        return raw, pa.array([str(e)] * len(data), pa.string())
+def _raw_fallback(kinds, data, index, err):
+    """A column the catalog cannot type as a whole (e.g. an array column holding arrays
+    of different dimensionality) stays raw (binary: the text or send form as sent) with
+    ``__special`` = the conversion error, so nothing is lost."""
+    if index is not None:
+        take = pa.array(index, pa.int64(), mask=index < 0)
+        kinds, data = pc.fill_null(kinds.take(take), "n"), data.take(take)
+    data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
+    raw = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(len(data), pa.binary()))
+    return raw, pa.array([str(err)] * len(data), pa.string())
 
 
 def _columns_out(triples: list, cols: list[dict], registry=None):
-    """``triples``: (kinds, data, index or None) per column of ``cols``."""
+    """``triples``: (kinds, data, index or None) per column of ``cols``; the indexed ones
+    share one flat tuple child and are converted together (``convert_columns``)."""
+    results = [None] * len(cols)
+    indexed = [j for j, t in enumerate(triples) if t[2] is not None]
+    if indexed:
+        kinds, data, _ = triples[indexed[0]]
+        conv = convert_columns(kinds, data, [(cols[j]["type_oid"], cols[j]["type_modifier"]) for j in indexed],
+                               registry, indexes=[triples[j][2] for j in indexed])
+        for j, r in zip(indexed, conv, strict=True):
+            results[j] = r
+    for j, (kinds, data, _) in enumerate(triples):
+        if results[j] is None:
+            try:
+                results[j] = convert_column(kinds, data, cols[j]["type_oid"], cols[j]["type_modifier"], registry)
+            except ConversionError as e:
+                results[j] = e
     arrays, names = [], []
-    for c, (kinds, data, index) in zip(cols, triples, strict=True):
-        values, special = _convert(kinds, data, index, c, registry)
+    for c, (kinds, data, index), r in zip(cols, triples, results, strict=True):
+        values, special = _raw_fallback(kinds, data, index, r) if isinstance(r, ConversionError) else \
+            (r.values, r.special)
         arrays.append(values)
         names.append(c["name"])
         if special is not None and special.null_count != len(special):

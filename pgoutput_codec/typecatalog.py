@@ -1184,6 +1184,69 @@ def _take_at(kinds, data, index):
     return pa.compute.fill_null(kinds.take(take), "n"), data.take(take)
 
 
+def _fast_spec(r):
+    """(code, precision, scale) of the compiled converter for a resolved type, or None."""
+    if _NO_EXT or not r.fast:
+        return None
+    code, p, s = r.fast, 0, 0
+    if code == F_NUMERIC:
+        ps = numeric_typmod(r.typmod)
+        if ps is None or not 1 <= ps[0] <= 38:
+            return None
+        p, s = ps
+    return code, p, s
+
+
+def _fast_result(res, r, kinds, data, index):
+    """A compiled converter's per-column result as ConvertedColumn / ConversionError /
+    None (SLOW: convert in Python)."""
+    from . import _convert
+    if isinstance(res, _convert._ConvertFailure):
+        at = res.index if index is None else int(index[res.index])
+        raw, kind = (data[at].as_py(), kinds[at].as_py()) if at >= 0 else (None, None)
+        return _fail(res, res.index, r, kind, raw)
+    if res is None:
+        return None
+    arr, codes = res
+    sp = None
+    if codes is not None:
+        names = pa.array([None, *SPECIAL_NAMES[1:]], pa.string())
+        sp = names.take(pa.array(codes, pa.int8()))
+    return ConvertedColumn(arr, sp)
+
+
+def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = None, *, indexes: list,
+                    fast: bool | None = None) -> list:
+    """Several columns of one flat TupleData child at once (the columns of change rows):
+    ``types``: (type_oid, type_modifier) per column; ``indexes``: per column the element
+    of each value (int64 numpy array, -1 = null). The compiled converters run over all
+    columns together, row block by row block (one pass over the values, where column
+    after column reads them once per column). Returns per column a
+    :class:`ConvertedColumn`, or the :class:`ConversionError` of that column (returned,
+    not raised: one bad column does not lose the others)."""
+    kinds = _to_kind_array(kinds)
+    data = _to_binary_array(data)
+    if fast is None:
+        fast = not _NO_EXT
+    resolved = [_resolve(oid, tm, registry) for oid, tm in types]
+    out = [None] * len(types)
+    quick = [j for j, r in enumerate(resolved) if fast and _fast_spec(r)]
+    if quick:
+        from . import _convert
+        idx = [np.ascontiguousarray(indexes[j], dtype=np.int64) for j in quick]
+        res = _convert.convert_columns_fast([_fast_spec(resolved[j]) for j in quick], kinds, data, idx)
+        for j, ix, rj in zip(quick, idx, res, strict=True):
+            out[j] = _fast_result(rj, resolved[j], kinds, data, ix)
+    for j, r in enumerate(resolved):
+        if out[j] is None:
+            k, d = _take_at(kinds, data, np.ascontiguousarray(indexes[j], dtype=np.int64))
+            try:
+                out[j] = convert_column(k, d, *types[j], registry, fast=False)
+            except ConversionError as e:
+                out[j] = e
+    return out
+
+
 def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,
                    *, binary: bool | None = None, ndim: int | None = None, fast: bool | None = None,
                    index=None) -> ConvertedColumn:
@@ -1203,39 +1266,24 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
     if len(kinds) != len(data):
         raise ValueError(f"kinds has {len(kinds)} values but data has {len(data)}")
     r = _resolve(type_oid, type_modifier, registry)
-    if index is not None:
-        index = np.ascontiguousarray(index, dtype=np.int64)
-        if not (fast if fast is not None else not _NO_EXT) or not r.fast:
-            kinds, data, index = *_take_at(kinds, data, index), None
-    if binary is None:
-        binary = r.conv == "unknown" and bool(pa.compute.any(pa.compute.equal(kinds, "b")).as_py())
     if fast is None:
         fast = not _NO_EXT
-    if fast and r.fast:
-        code, p, s = r.fast, 0, 0
-        if code == F_NUMERIC:
-            ps = numeric_typmod(r.typmod)
-            if ps is None or not 1 <= ps[0] <= 38:
-                code = 0
-            else:
-                p, s = ps
-        if code:
-            from . import _convert
-            try:
-                res = _convert.convert_column_fast(code, kinds, data, p, s, index)
-            except _convert._ConvertFailure as e:
-                at = e.index if index is None else int(index[e.index])
-                raw, kind = (data[at].as_py(), kinds[at].as_py()) if at >= 0 else (None, None)
-                raise _fail(e, e.index, r, kind, raw) from None
-            if res is not None:
-                arr, codes = res
-                sp = None
-                if codes is not None:
-                    names = pa.array([None, *SPECIAL_NAMES[1:]], pa.string())
-                    sp = names.take(pa.array(codes, pa.int8()))
-                return ConvertedColumn(arr, sp)
-    if index is not None:   # a value the fast converter leaves to Python (SLOW)
-        kinds, data = _take_at(kinds, data, index)
+    spec = _fast_spec(r) if fast else None
+    if index is not None:
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        if spec is None:
+            kinds, data, index = *_take_at(kinds, data, index), None
+    if spec is not None:
+        from . import _convert
+        res = _fast_result(_convert.convert_columns_fast([spec], kinds, data, [index])[0], r, kinds, data, index)
+        if isinstance(res, ConversionError):
+            raise res
+        if res is not None:
+            return res
+        if index is not None:   # a value the fast converter leaves to Python (SLOW)
+            kinds, data = _take_at(kinds, data, index)
+    if binary is None:
+        binary = r.conv == "unknown" and bool(pa.compute.any(pa.compute.equal(kinds, "b")).as_py())
     return _convert_py(kinds, data, r, binary, ndim)
 
 

@@ -456,3 +456,25 @@ def test_convert_at_index_failure_names_the_value():
         convert_column(kinds, data, 23, -1, index=np.array([0, 2, 1], dtype=np.int64))
     with pytest.raises(IndexError):
         convert_column(kinds, data, 23, -1, index=np.array([3], dtype=np.int64))
+
+
+def test_convert_columns_keeps_good_columns_when_one_fails():
+    """Columns converted together: a bad value fails its own column only."""
+    kinds = pa.array(["t"] * 6, pa.string())
+    data = pa.array([b"1", b"2024-01-01", b"2", b"not a date", b"3", b"2024-02-29"], pa.binary())
+    ints, dates = np.array([0, 2, 4]), np.array([1, 3, 5])
+    out = tc.convert_columns(kinds, data, [(23, -1), (1082, -1)], indexes=[ints, dates])
+    assert out[0].values.to_pylist() == [1, 2, 3]
+    assert isinstance(out[1], ConversionError) and out[1].index == 1
+
+
+@pytest.mark.parametrize("text,ok", [
+    (b"-9223372036854775808", True), (b"9223372036854775807", True),
+    (b"9223372036854775808", False), (b"-9223372036854775809", False), (b"-922337203685477581", True),
+])
+def test_int8_text_bounds(text, ok):
+    if ok:
+        assert convert_value("t", text, 20) == int(text)
+    else:
+        with pytest.raises(ConversionError):
+            convert_value("t", text, 20)
