@@ -1237,7 +1237,7 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
         res = _convert.convert_columns_fast([_fast_spec(resolved[j]) for j in quick], kinds, data, idx)
         for j, ix, rj in zip(quick, idx, res, strict=True):
             out[j] = _fast_result(rj, resolved[j], kinds, data, ix)
-    for j, r in enumerate(resolved):
+    for j in range(len(resolved)):
         if out[j] is None:
             k, d = _take_at(kinds, data, np.ascontiguousarray(indexes[j], dtype=np.int64))
             try:
