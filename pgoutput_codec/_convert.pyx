@@ -821,11 +821,76 @@ cdef struct Src:
     Py_ssize_t doff
 
 
+cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    """C_TEXT values i0..i1: the most common column type, without convert_one's dispatch
+    (text and send forms are the same bytes; only UTF-8 is checked)."""
+    cdef Py_ssize_t i, e, dn, ks
+    cdef uint8_t k
+    cdef const uint8_t* p
+    for i in range(i0, i1):
+        e = col.ix[i] if col.ix != NULL else i
+        if e >= 0 and _valid(s.kvalid, s.koff + e):
+            ks = s.koffs[s.koff + e]
+            if s.koffs[s.koff + e + 1] - ks != 1:
+                col.bad = i
+                col.why = b"tuple column kind is not one character"
+                col.rc = FAIL
+                col.done = True
+                return
+            k = s.kdata[ks]
+            if k == 116 or k == 98:
+                if not _valid(s.dvalid, s.doff + e):
+                    col.bad = i
+                    col.why = b"kind 't'/'b' with null data"
+                    col.rc = FAIL
+                    col.done = True
+                    return
+                p = s.ddata + s.doffs[s.doff + e]
+                dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
+                if not utf8_valid(p, dn):
+                    col.bad = i
+                    col.why = b"invalid UTF-8"
+                    col.rc = FAIL
+                    col.done = True
+                    return
+                memcpy(col.c.vout + col.c.vpos, p, dn)
+                col.c.vpos += dn
+                col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+                col.nvalid += 1
+            elif k != 110 and k != 117:
+                col.bad = i
+                col.why = b"tuple column kind is not n/u/t/b"
+                col.rc = FAIL
+                col.done = True
+                return
+        if col.c.vpos > 0x7FFFFFFF:
+            col.bad = i
+            col.why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
+            col.rc = FAIL
+            col.done = True
+            return
+        col.offs_out[i + 1] = <int32_t>col.c.vpos
+
+
 cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
     """Values i0..i1 of one column (stops the column at the first failure or SLOW)."""
     cdef Py_ssize_t i, e, dn
     cdef uint8_t k
     cdef int rc
+    cdef int code = col.c.code
+    cdef int64_t v, lo = I64_MIN, hi = I64_MAX
+    cdef int width = 8
+    cdef int32_t v32
+    cdef int16_t v16
+    if code == C_TEXT:
+        _text_range(col, s, i0, i1)
+        return
+    if code == C_INT2:
+        lo, hi, width = -32768, 32767, 2
+    elif code == C_INT4:
+        lo, hi, width = I32_MIN, I32_MAX, 4
+    elif code == C_OID:
+        lo, hi, width = 0, 0xFFFFFFFF, 4
     for i in range(i0, i1):
         e = col.ix[i] if col.ix != NULL else i
         k = 110
@@ -847,7 +912,23 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
                 col.done = True
                 return
             dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
-            rc = convert_one(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
+            if k == 116 and (code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID):
+                # integers in text form (the default): parsed here, not through the dispatch
+                if _parse_i64(s.ddata + s.doffs[s.doff + e], dn, lo, hi, &v) < 0:
+                    col.c.err = b"not an integer in range"
+                    rc = FAIL
+                else:
+                    if width == 2:
+                        v16 = <int16_t>v
+                        memcpy(col.c.out + 2 * i, &v16, 2)
+                    elif width == 4:
+                        v32 = <int32_t>v
+                        memcpy(col.c.out + 4 * i, &v32, 4)
+                    else:
+                        memcpy(col.c.out + 8 * i, &v, 8)
+                    rc = OK
+            else:
+                rc = convert_one(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
             if rc == OK:
                 col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
                 col.nvalid += 1

@@ -26,7 +26,7 @@ from ._gather import take_table
 from .schema import TS
 from .typecatalog import ConversionError, convert_column, convert_columns
 
-__all__ = ["table_changes", "snapshot", "history", "table_columns"]
+__all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "table_columns"]
 
 _COMMIT_COLS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin"]
 
@@ -83,21 +83,18 @@ def _column_set_ids(rows: pa.Table):
     return ids, reps
 
 
-def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
-    """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
-    versions in the changes, newest definition of each column winning, in the order of
-    the newest version (columns dropped later keep their place at the end)."""
-    rows = _rows if _rows is not None else _rows_of(changes, name)
+def _merge_columns(reps: list, last) -> list[dict]:
+    """Columns over several Relation versions (``reps``: their column lists), newest
+    definition of each column winning, in the order of ``last`` (the newest version;
+    columns dropped later keep their place at the end)."""
     seen: dict[str, dict] = {}
     order: list[str] = []
-    reps = _column_set_ids(rows)[1] if len(rows) else []
     for cols in reps:
-        for c in cols:
+        for c in cols or ():
             seen[c["name"]] = c
             if c["name"] not in order:
                 order.append(c["name"])
-    if len(rows):
-        last = rows.column("columns")[len(rows) - 1].as_py() or []
+    if last is not None:
         newest = [c["name"] for c in last]
         order = newest + [n for n in order if n not in newest]
         for c in last:
@@ -105,33 +102,51 @@ def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None
     return [seen[n] for n in order]
 
 
-def _gather(rows: pa.Table, side: str, cols: list[dict]):
-    """Where every column of ``side`` ('before'/'after') sits in the flat tuple children:
-    ``(kinds, data, {name: index})`` with ``index[i]`` the element of row ``i`` (-1: the
-    row has no image, or its Relation version lacks the column). The converters read the
-    values in place, so no column is gathered (a gather per column cost more than the
-    conversion)."""
-    n = len(rows)
-    tuples = _one_array(rows.column(side))
-    flat = tuples.values          # offsets below index it directly
+def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
+    """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
+    versions in the changes, newest definition of each column winning, in the order of
+    the newest version (columns dropped later keep their place at the end)."""
+    rows = _rows if _rows is not None else _rows_of(changes, name)
+    if not len(rows):
+        return []
+    reps = _column_set_ids(rows)[1]
+    return _merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
+
+
+def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]):
+    """Where every column of ``cols`` sits in the flat tuple children of ``tuples`` (a
+    list<struct<kind, data>> array): ``(kinds, data, {name: index}, present)`` with
+    ``index[i]`` the element holding row ``i``'s value (-1: the row has no image, or its
+    Relation version lacks the column) and ``present`` the rows that have an image.
+    Row ``i`` is list ``pos[i]`` of ``tuples`` (``pos`` None: list ``i``); ``ids[i]``
+    indexes ``reps``, the column list of its Relation version (-1: unknown). The
+    converters read the values in place, so no column is gathered (a gather per
+    column cost more than the conversion)."""
+    flat = tuples.values          # the offsets below index it directly
     kinds_all = flat.field("kind")
     data_all = flat.field("data")
-    offsets = tuples.offsets.to_numpy()[:n] if n else np.zeros(0, np.int32)
-    lengths = pc.fill_null(pc.list_value_length(tuples), 0).to_numpy(zero_copy_only=False)
-    valid = tuples.is_valid().to_numpy(zero_copy_only=False)
-    # positions of each column name per distinct column list (few distinct lists)
+    offs_all = tuples.offsets.to_numpy()
+    valid_all = tuples.is_valid().to_numpy(zero_copy_only=False) if tuples.null_count else None
+    if pos is None:
+        n = len(tuples)
+        offsets, lengths = offs_all[:-1], np.diff(offs_all)
+        valid = valid_all if valid_all is not None else np.ones(n, bool)
+    else:
+        n = len(pos)
+        offsets, lengths = offs_all[pos], offs_all[pos + 1] - offs_all[pos]
+        valid = valid_all[pos] if valid_all is not None else np.ones(n, bool)
+    valid = valid & (ids >= 0)
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
-    idx_of, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
     single = len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all())
     for k, cl in enumerate(reps):
-        rows_k = slice(None) if single else np.flatnonzero(idx_of == k)
-        for pos, c in enumerate(cl):
+        rows_k = None if single else np.flatnonzero(ids == k)
+        for p, c in enumerate(cl or ()):
             if single:             # one definition, every row imaged: no selection
-                out[c["name"]] = offsets.astype(np.int64) + pos
+                out[c["name"]] = offsets.astype(np.int64) + p
                 continue
-            sel = rows_k[valid[rows_k] & (lengths[rows_k] > pos)]
-            out[c["name"]][sel] = offsets[sel] + pos
-    return kinds_all, data_all, out
+            sel = rows_k[valid[rows_k] & (lengths[rows_k] > p)]
+            out[c["name"]][sel] = offsets[sel] + p
+    return kinds_all, data_all, out, valid
 
 
 def _raw_fallback(kinds, data, index, err):
@@ -189,34 +204,31 @@ def _kind_bytes(kinds: pa.Array) -> np.ndarray:
     return out
 
 
-def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
-    """The changes of one table (``"schema.table"``) with typed ``before``/``after``."""
-    rows = _rows_of(changes, name)
-    cols = table_columns(changes, name, _rows=rows)
-    n = len(rows)
-    out = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
-    gathered = {}
+def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) -> pa.Table:
+    """The ``table_changes`` table from its commit columns ``head`` and, per side
+    ('before'/'after'), the ``_locate`` result (or None: no row has that image)."""
+    out = dict(head)
+    names = [c["name"] for c in cols]
+    typed = {}
     for side in ("after", "before"):
-        col = _one_array(rows.column(side))
-        present = col.is_valid() if n and col.null_count else None
-        if side == "before" and n and col.null_count == n:
-            # no old images at all (inserts only): the typed struct of all nulls
-            out[side] = pa.nulls(n, out["after"].type)
+        loc = sides.get(side)
+        if loc is None:
             continue
-        kinds, data, where = gathered[side] = _gather(rows, side, cols)
-        arrays, names = _columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry)
-        mask = pc.invert(present) if present is not None else None
-        out[side] = pa.StructArray.from_arrays(arrays, names=names, mask=mask) if cols else \
+        kinds, data, where, present = loc
+        arrays, anames = _columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry)
+        mask = None if present.all() else pa.array(~present)
+        typed[side] = pa.StructArray.from_arrays(arrays, names=anames, mask=mask) if cols else \
             pa.nulls(n, pa.struct([]))
-    out["before"], out["after"] = out.pop("before"), out.pop("after")
+    struct_type = (typed.get("after") if "after" in typed else typed.get("before"))
+    struct_type = struct_type.type if struct_type is not None else pa.struct([])
+    for side in ("before", "after"):
+        out[side] = typed[side] if side in typed else pa.nulls(n, struct_type)
     # unchanged-TOAST columns ('u') per row: few rows have them; one scan of the
     # after-tuples' kind bytes says whether any value is 'u' at all (rarely)
-    names = [c["name"] for c in cols]
     unchanged = None
-    if "after" in gathered:
-        kinds, _, where = gathered["after"]
-        # kinds are one byte each (longer ones fail conversion above): the data buffer
-        # holds exactly them
+    if sides.get("after") is not None:
+        kinds, _, where, _ = sides["after"]
+        # kinds are one byte each (longer ones fail conversion): the data buffer holds them
         if len(kinds) and (np.frombuffer(kinds.buffers()[2], np.uint8) == ord("u")).any():
             kb = _kind_bytes(kinds)
             is_u = {nm: (where[nm] >= 0) & (kb[np.maximum(where[nm], 0)] == ord("u")) for nm in names}
@@ -227,6 +239,73 @@ def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     out["unchanged"] = pa.array(unchanged, pa.list_(pa.string())) if unchanged is not None else \
         pa.nulls(n, pa.list_(pa.string()))
     return pa.table(out)
+
+
+def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+    """The changes of one table (``"schema.table"``) with typed ``before``/``after``."""
+    rows = _rows_of(changes, name)
+    cols = table_columns(changes, name, _rows=rows)
+    n = len(rows)
+    head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
+    ids, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
+    sides = {}
+    for side in ("after", "before"):
+        col = _one_array(rows.column(side))
+        if side == "after" or (n and col.null_count != n):   # no old images at all: all-null struct
+            sides[side] = _locate(col, None, ids, reps, cols)
+    return _typed_changes(head, sides, cols, n, registry)
+
+
+def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Table:
+    """``table_changes(decode_changes(input, **options), name)`` in one step, without the
+    generic change rows: the decoder keeps only where each change's values are (its
+    message row and Relation version) and the converters read them in place from the
+    decoded messages. Same result, a fraction of the work (``bench/changes_bench.py``).
+    One input in one call (no ``state`` to resume from: use :class:`ChangeDecoder` and
+    :func:`table_changes` for chunked decoding)."""
+    from .changes import ChangeDecoder, relation_fingerprint
+    dec = ChangeDecoder(_light=True, registry=registry, **options)   # learns domains from Type messages
+    light = dec.feed(input)
+    schema, table = _split_name(name)
+    mine = np.asarray([v for v, d in enumerate(dec._versions) if d["schema"] == schema and d["table"] == table],
+                      dtype=np.int64)
+    ver_all = _one_array(light.column("_ver")).to_numpy(zero_copy_only=False)
+    keep = np.isin(ver_all, mine)
+    rows = light if keep.all() else light.filter(pa.array(keep))
+    n = len(rows)
+    head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
+    if not n:
+        return table_changes(_empty_changes(options), name, registry=registry)
+    src = _one_array(rows.column("_src")).to_numpy(zero_copy_only=False)
+    ver = ver_all[keep]
+    # versions grouped by fingerprint, in order of first appearance, as table_changes does
+    uniq, first = np.unique(ver, return_index=True)
+    reps, rep_of_fp = [], {}
+    ver_to_id = np.full(int(uniq.max()) + 1, -1, dtype=np.int64)
+    for v in uniq[np.argsort(first, kind="stable")]:
+        key = relation_fingerprint(dec._versions[v])
+        if key not in rep_of_fp:
+            rep_of_fp[key] = len(reps)
+            reps.append(dec._versions[v]["columns"])
+        ver_to_id[v] = rep_of_fp[key]
+    ids = ver_to_id[ver]
+    cols = _merge_columns(reps, dec._versions[int(ver[-1])]["columns"] or [])
+    msgs = dec.last_batch
+    sides = {}
+    for side, field in (("after", "new_tuple"), ("before", "old_tuple")):
+        tuples = msgs.field(field)
+        pos = np.maximum(src, 0)
+        if side == "after" or tuples.null_count != len(tuples):
+            loc = _locate(tuples, pos, np.where(src >= 0, ids, -1), reps, cols)
+            if side == "before" and not loc[3].any():
+                continue
+            sides[side] = loc
+    return _typed_changes(head, sides, cols, n, registry)
+
+
+def _empty_changes(options) -> pa.Table:
+    from .changes import ChangeDecoder
+    return ChangeDecoder(**options).output_schema.empty_table()
 
 
 def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):

@@ -18,10 +18,10 @@ from pgoutput_codec import (
     Begin, Commit, Delete, Insert, Relation, RelationColumn, StreamAbort, StreamCommit, StreamStart,
     StreamStop, Truncate, TupleColumn, Update, encode_message,
 )
-from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepared
+from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, decode_batch
 from pgoutput_codec.changes import ChangeDecoder, decode_changes, parse_table_list
 from pgoutput_codec.errors import PgoutputDecodeError
-from pgoutput_codec.tables import _columns_out, history, snapshot, table_changes
+from pgoutput_codec.tables import _columns_out, decode_table_changes, history, snapshot, table_changes
 from pgoutput_codec.typecatalog import TypeRegistry
 
 DATA = Path(__file__).parent / "data"
@@ -364,3 +364,106 @@ def test_a_transaction_streamed_again_from_its_first_segment_replaces_the_earlie
     msgs = first + first + [StreamCommit(xid=100, flags=0, commit_lsn=500, end_lsn=510, commit_ts=1)]
     ch = decode_changes(enc(msgs))
     assert ch.column("op").to_pylist() == ["I"]
+
+
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_decode_table_changes_equals_the_two_step_path(version, option_set):
+    """The fused path (values converted in place from the decoded messages) gives, for
+    every table of every real-server archive, exactly table_changes(decode_changes(…))."""
+    reg = registry_for(version)
+    arc = archive(version, option_set)
+    changes = decode_changes(arc, registry=reg)
+    names = sorted({f"{s}.{t}" for s, t in zip(changes.column("schema").to_pylist(),
+                                              changes.column("table").to_pylist(), strict=True) if t})
+    assert names
+    for name in names:
+        want = table_changes(changes, name, registry=reg)
+        got = decode_table_changes(arc, name, registry=registry_for(version))
+        assert got.schema == want.schema, name
+        for col in want.column_names:
+            assert _same(got.column(col), want.column(col)), (name, col)
+
+
+def _same(a, b) -> bool:
+    """Arrays equal value by value, NaN equal to NaN (Arrow's equals says NaN != NaN),
+    without Python objects (dates past 9999 have none)."""
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    b = b.combine_chunks() if isinstance(b, pa.ChunkedArray) else b
+    if a.type != b.type or len(a) != len(b) or a.null_count != b.null_count:
+        return False
+    valid = a.is_valid()
+    if pc.all(pc.equal(valid, b.is_valid())).as_py() not in (True, None):
+        return False
+    a, b = a.filter(valid), b.filter(valid)
+    if pa.types.is_struct(a.type):
+        return all(_same(a.field(i), b.field(i)) for i in range(a.type.num_fields))
+    if pa.types.is_list(a.type):
+        return pc.all(pc.equal(pc.list_value_length(a), pc.list_value_length(b))).as_py() in (True, None) \
+            and _same(pc.list_flatten(a), pc.list_flatten(b))
+    if not len(a):
+        return True
+    try:
+        eq = pc.equal(a, b)
+    except pa.ArrowNotImplementedError:     # e.g. intervals: no kernel, and no NaN either
+        return a.equals(b)
+    if pa.types.is_floating(a.type):
+        eq = pc.or_(eq, pc.and_(pc.is_nan(a), pc.is_nan(b)))
+    return pc.all(eq).as_py()
+
+
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_vectorized_plain_transactions_equal_the_general_walk(version, option_set, monkeypatch):
+    """Chunks of plain transactions take a vectorized path; in chunks of 30 rows the
+    archives have some that qualify and some that do not — all must equal the general
+    walk."""
+    arc = archive(version, option_set)
+    reg = registry_for(version)
+
+    # chunks of 30 rows, and chunks cut after every Commit (no transaction open at a start)
+    tags = decode_batch(arc.column("data")).field("type").to_pylist()
+    after_c = [i + 1 for i, t in enumerate(tags) if t == "C"]
+    cuts = [sorted(set(range(0, len(arc), 30))), [0] + after_c]
+
+    def run(**kw):
+        parts, paths = [], []
+        for starts in cuts:
+            dec = ChangeDecoder(registry=reg, **kw)
+            for a, b in zip(starts, starts[1:] + [len(arc)], strict=True):
+                parts.append(dec.feed(arc.slice(a, b - a)))
+                paths.append(dec._last_path)
+        return pa.concat_tables(parts), paths
+
+    fast, paths = run()
+    monkeypatch.setattr(ChangeDecoder, "_VECTORIZED", False)
+    slow, _ = run()
+    assert fast.equals(slow)
+    assert "general" in paths
+    monkeypatch.setattr(ChangeDecoder, "_VECTORIZED", True)
+    if "plain" not in paths:
+        pytest.skip("no chunk of plain transactions in this archive")
+
+
+def test_vectorized_path_is_taken_and_equal_on_plain_transactions(monkeypatch):
+    msgs = [REL]
+    for t in range(50):
+        msgs += [Begin(final_lsn=100 + t, commit_ts=t, xid=10 + t)]
+        msgs += [Insert(relation_id=16400, new_tuple=row(t * 10 + k, f"v{k}")) for k in range(3)]
+        if t % 7 == 3:
+            msgs += [Delete(relation_id=16400, old_kind="K", old_tuple=row(t * 10, None))]
+        if t % 11 == 5:
+            msgs += [Truncate(options=0, relation_ids=(16400,))]
+        msgs += [Commit(commit_lsn=100 + t, end_lsn=101 + t, commit_ts=t)]
+    arc = enc(msgs)
+    dec = ChangeDecoder()
+    fast = dec.feed(arc)
+    assert dec._last_path == "plain"
+    monkeypatch.setattr(ChangeDecoder, "_VECTORIZED", False)
+    slow = ChangeDecoder().feed(arc)
+    assert fast.equals(slow)
+    assert len(fast) == 150 + 7 + 5
+    assert fast.column("xid").to_pylist()[:3] == [10, 10, 10]
+    monkeypatch.setattr(ChangeDecoder, "_VECTORIZED", True)
+    for opts in ({}, {"include_xids": False}, {"tables": "public.u"}):
+        want = table_changes(decode_changes(arc, **opts), "public.t")
+        got = decode_table_changes(arc, "public.t", **opts)
+        assert got.equals(want), opts
