@@ -74,7 +74,7 @@ from pyspark.sql import types as T
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
-from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode, failfast_error
 
 
 
@@ -118,6 +118,15 @@ def _col(name: str) -> Column:
     return F.col(f"`{name}`")
 
 
+#: the columns PERMISSIVE mode adds to change rows: the error text and the raw payload
+ERROR_FIELDS = [T.StructField("error", T.StringType()), T.StructField(ST.CORRUPT_RECORD, T.BinaryType())]
+
+
+def drop_malformed(out: DataFrame) -> DataFrame:
+    """DROPMALFORMED: the PERMISSIVE rows less those in error and the two error columns."""
+    return out.filter(F.col("error").isNull()).drop(*[f.name for f in ERROR_FIELDS])
+
+
 def change_type(*, include_xids=True, include_timestamp=True, include_origin=True,
                 mode: str = FAILFAST) -> T.StructType:
     """Spark schema of :func:`decode_changes` rows: ``schema.CHANGE_SCHEMA`` (minus the
@@ -128,7 +137,7 @@ def change_type(*, include_xids=True, include_timestamp=True, include_origin=Tru
     fields = [ST.spark_field(f) for f in CHANGE_FIELDS if f.name not in drop]
     fields.append(T.StructField("commit_rank", T.LongType()))
     if mode == PERMISSIVE:
-        fields += [T.StructField("error", T.StringType()), T.StructField(ST.CORRUPT_RECORD, T.BinaryType())]
+        fields += ERROR_FIELDS
     return T.StructType(fields)
 
 
@@ -234,8 +243,7 @@ class _ChangeMapper:
             except Exception as e:
                 from ..errors import PgoutputDecodeError
                 if isinstance(e, PgoutputDecodeError):
-                    raise MalformedPayloadError(f"{e}. Parse mode: FAILFAST (use mode='PERMISSIVE' or "
-                                                "'DROPMALFORMED' to keep or drop malformed rows)") from e
+                    raise failfast_error(str(e)) from e
                 raise
             seq = t.column("seq").to_numpy(zero_copy_only=False)
             sub = np.zeros(len(seq), dtype=np.int64)
@@ -267,15 +275,39 @@ class _ChangeMapper:
             cols[_SUB] = pa.array(sub, pa.int64())
             if self.count_rows:
                 c = plan.last_counts
-                cols = {k: pa.concat_arrays([_chunk(v), pa.nulls(1, _chunk(v).type)]) for k, v in cols.items()}
-                cols[_ROWS_IN] = pa.array([None] * n + [c["rows_in"]], pa.int64())
-                cols[_ROWS_ERR] = pa.array([None] * n + [c["rows_in_error"]], pa.int64())
+                cols = with_count_row(cols, n, c["rows_in"], c["rows_in_error"])
             arrays = [ST.to_spark_arrow(_chunk(cols[f.name]), f.type) for f in target]
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def _chunk(a):
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+# Row counts for an ``observation``: each output batch of ``n`` rows gets one more row,
+# null but for the batch's input-row counts in two hidden columns; ``observe_counts``
+# sums them into the observation and drops those rows again.
+
+COUNT_FIELDS = [T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, T.LongType())]
+
+
+def with_count_row(cols: dict, n: int, rows_in: int, rows_in_error: int) -> dict:
+    """``cols`` (name -> array of ``n`` rows) plus the count row."""
+    cols = {k: pa.concat_arrays([_chunk(v), pa.nulls(1, _chunk(v).type)]) for k, v in cols.items()}
+    cols[_ROWS_IN] = pa.array([None] * n + [rows_in], pa.int64())
+    cols[_ROWS_ERR] = pa.array([None] * n + [rows_in_error], pa.int64())
+    return cols
+
+
+def observe_counts(out: DataFrame, observation) -> DataFrame:
+    """``rows_in``, ``rows_decoded``, ``rows_in_error`` into ``observation`` (rows in =
+    rows decoded + rows in error); the count rows dropped. Call after any sort: the sort's
+    sampling job would run the metrics a second time."""
+    out = out.observe(observation, F.coalesce(F.sum(_ROWS_IN), F.lit(0)).alias("rows_in"),
+                      (F.coalesce(F.sum(_ROWS_IN), F.lit(0)) - F.coalesce(F.sum(_ROWS_ERR), F.lit(0)))
+                      .alias("rows_decoded"),
+                      F.coalesce(F.sum(_ROWS_ERR), F.lit(0)).alias("rows_in_error"))
+    return out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)
 
 
 def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
@@ -299,7 +331,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     if source == "opengauss":
         from .opengauss_changes import opengauss_decode_changes
         return opengauss_decode_changes(df, payload=payload, order_by=order_by, envelope=envelope, sort=sort,
-                                        **options)
+                                        mode=mode, observation=observation, **options)
     if source != "pgoutput":
         raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
     mode = check_mode(mode)
@@ -328,19 +360,14 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
                            mode=PERMISSIVE if mode != FAILFAST else FAILFAST)
     count_rows = observation is not None
     inner = T.StructType(list(out_type.fields) + [T.StructField(_SUB, T.LongType())]
-                         + ([T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, T.LongType())]
-                            if count_rows else []))
+                         + (COUNT_FIELDS if count_rows else []))
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
     if sort:   # before observe(): the sort's sampling job would run the metrics a second time
         out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
     if count_rows:
-        out = out.observe(observation, F.coalesce(F.sum(_ROWS_IN), F.lit(0)).alias("rows_in"),
-                          (F.coalesce(F.sum(_ROWS_IN), F.lit(0)) - F.coalesce(F.sum(_ROWS_ERR), F.lit(0)))
-                          .alias("rows_decoded"),
-                          F.coalesce(F.sum(_ROWS_ERR), F.lit(0)).alias("rows_in_error"))
-        out = out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)
+        out = observe_counts(out, observation)
     if mode == DROPMALFORMED:
-        out = out.filter(F.col("error").isNull()).drop("error", ST.CORRUPT_RECORD)
+        out = drop_malformed(out)
     return out.drop(_SUB)
 
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from ..errors import PgoutputDecodeError
 
 __all__ = ["FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MODES", "check_mode",
-           "MalformedPayloadError", "raise_first_error", "corrupt_records"]
+           "MalformedPayloadError", "failfast_error", "raise_first_error", "corrupt_records"]
 
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
@@ -35,6 +35,13 @@ MODES = (FAILFAST, PERMISSIVE, DROPMALFORMED)
 class MalformedPayloadError(PgoutputDecodeError):
     """A malformed payload met in FAILFAST mode (raised inside a Spark task; the driver
     sees it inside a ``PythonException`` whose text contains this message)."""
+
+
+def failfast_error(message: str) -> MalformedPayloadError:
+    """The FAILFAST error of the DataFrame functions (``decode_changes``, pgoutput and
+    openGauss): ``message`` says which row and what, this adds how to get past it."""
+    return MalformedPayloadError(f"{message}. Parse mode: FAILFAST (use mode='PERMISSIVE' or "
+                                 "'DROPMALFORMED' to keep or drop malformed rows)")
 
 
 def check_mode(mode: str, *, allowed=MODES) -> str:

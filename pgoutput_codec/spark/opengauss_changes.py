@@ -28,9 +28,21 @@ How (two passes, nothing threaded from one task to the next):
 ``order_by`` is the arrival-order contract of :mod:`.changes` (``None``: file order, then
 row index in the file; a column name or list of integral columns). Rows come in no
 particular order; ``sort=True`` orders them as the single-process decoder does (commit
-order, then ``seq``). ``errors="raise"`` (default) raises on the driver, in pass 1, for
-the first frame in arrival order holding a record in error; any other value drops error
-records, as the single-process decoder does.
+order, then ``seq``).
+
+Modes (:mod:`.modes`), per input row (frame): a frame is malformed when it holds a
+record in error (a frame that does not parse is one error record). ``FAILFAST``
+(default) raises on the driver, in pass 1, for the first malformed frame in arrival
+order, naming its order key, the record's lsn (when read) and the byte offset.
+``PERMISSIVE`` adds ``error`` and ``_corrupt_record`` columns and one row per malformed
+frame: ``op`` null, ``seq`` where its first bad record sits among the decoded records,
+``lsn`` that record's, the error text (order key, lsn, decoder text) and the whole
+frame's bytes. ``DROPMALFORMED`` leaves those rows out. In both, the records in error
+are skipped and the good records of a malformed frame still give their change rows, as
+the single-process decoder's ``errors="drop"`` does. With ``observation`` (a
+``pyspark.sql.Observation``) the first action reports ``rows_in``, ``rows_decoded`` and
+``rows_in_error`` over the frames (rows in = rows decoded + rows in error, every mode).
+``errors=`` is the older spelling: "raise" is FAILFAST, anything else DROPMALFORMED.
 
 Meant as the ``source="opengauss"`` branch of :func:`.changes.decode_changes`:
 ``opengauss_decode_changes(df, payload=..., order_by=..., style=..., **options)``.
@@ -48,11 +60,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..changes import _table_selected, parse_table_list
-from ..errors import PgoutputDecodeError
+from ..messages import format_lsn
 from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
-from .changes import _order_key
+from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
 
 __all__ = ["opengauss_decode_changes", "opengauss_change_type"]
 
@@ -72,11 +85,20 @@ def _options(include_xids, include_timestamp, include_origin):
     return [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
 
 
-def opengauss_change_type(*, include_xids=True, include_timestamp=True, include_origin=True) -> T.StructType:
+def opengauss_change_type(*, include_xids=True, include_timestamp=True, include_origin=True,
+                          mode: str = FAILFAST) -> T.StructType:
     """The Spark schema of the change rows (``OPENGAUSS_CHANGE_SCHEMA`` less the columns
-    the include options drop)."""
+    the include options drop); PERMISSIVE adds ``error`` and ``_corrupt_record``."""
     drop = set(_options(include_xids, include_timestamp, include_origin))
-    return ST.spark_type(pa.struct([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name not in drop]))
+    st = ST.spark_type(pa.struct([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name not in drop]))
+    return T.StructType(list(st.fields) + (ERROR_FIELDS if mode == PERMISSIVE else []))
+
+
+def frame_error(key, lsn, text: str) -> str:
+    """What is wrong with a malformed frame: its order key, the bad record's lsn (None when
+    not read) and the decoder's text (record type, byte offset in the frame)."""
+    at = f", lsn {format_lsn(lsn)}" if lsn is not None else ""
+    return f"Malformed openGauss frame (order key {key}{at}): {text}"
 
 
 def _decode(payload, style, envelope):
@@ -115,11 +137,13 @@ class _Facts:
             recs = _decode(b.column(0), self.style, self.envelope)
             keys = b.column(1).to_pylist()
             err = recs.column("error")
-            first_err = {}
+            first_err = {}     # input row -> frame_error text of its first bad record
             if err.null_count != len(err):
                 bad = recs.filter(pc.is_valid(err))
-                for row, text in zip(bad.column("row").to_pylist(), bad.column("error").to_pylist(), strict=True):
-                    first_err.setdefault(row, text)
+                for row, lsn, text in zip(bad.column("row").to_pylist(), bad.column("lsn").to_pylist(),
+                                          bad.column("error").to_pylist(), strict=True):
+                    if row not in first_err:
+                        first_err[row] = frame_error(keys[row], lsn, text)
             good = recs.filter(pc.is_null(err)) if first_err else recs
             rows = good.column("row").to_pylist()
             types = good.column("type").to_pylist()
@@ -187,16 +211,16 @@ class _Facts:
             yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
 
 
-def _plan(rows, *, excluded, skip_empty_xacts, errors):
+def _plan(rows, *, excluded, skip_empty_xacts, mode):
     """The driver's walk over every frame's facts, in arrival order."""
     rows = sorted(rows, key=lambda r: r["key"])
     for a, b in zip(rows, rows[1:], strict=False):
         if a["key"] == b["key"]:
             raise ValueError(f"order key {a['key']} appears on two frames: the arrival order must be unique")
-    if errors == "raise":
+    if mode == FAILFAST:
         for r in rows:
             if r["error"] is not None:
-                raise PgoutputDecodeError(f"openGauss frame with order key {r['key']}: {r['error']}")
+                raise failfast_error(r["error"])
     frames = {}      # key -> (frame index, seq base, transaction open at the frame's start)
     commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
     table_cols, key_cols = {}, {}
@@ -240,11 +264,18 @@ def _change_row(r, seq, plan):
 
 
 class _Changes:
-    """Pass 2: the change rows of a partition's frames, placed by the broadcast plan."""
+    """Pass 2: the change rows of a partition's frames, placed by the broadcast plan (and,
+    but in FAILFAST, one error row per malformed frame; with ``count_rows`` one count row
+    per batch, see ``changes.with_count_row``)."""
 
-    def __init__(self, plan_bc, style, envelope, patterns, drop, out_schema):
+    def __init__(self, plan_bc, style, envelope, patterns, drop, out_schema, mode, count_rows):
         self.plan_bc, self.style, self.envelope, self.patterns = plan_bc, style, envelope, patterns
-        self.drop, self.out_schema = drop, out_schema
+        self.drop, self.out_schema, self.mode, self.count_rows = drop, out_schema, mode, count_rows
+
+    def _table(self, rows, cts, base):
+        table = pa.Table.from_pylist(rows, schema=base)
+        table = table.append_column("commit_ts", _commit_ts(cts)).select(OPENGAUSS_CHANGE_SCHEMA.names)
+        return table.drop_columns(self.drop) if self.drop else table
 
     def __call__(self, batches: Iterator[pa.RecordBatch]):
         plan = self.plan_bc.value
@@ -255,9 +286,17 @@ class _Changes:
             recs = _decode(b.column(0), self.style, self.envelope)
             keys = b.column(1).to_pylist()
             out, cts, ranks = [], [], []
+            bad_rows, bad_texts, bad_at = [], [], []     # one per malformed frame
             for i, records in _frames(recs):
                 f, f_seq, txn = plan["frames"][keys[i]]
                 good = [r for r in records if r["error"] is None]
+                if len(good) < len(records):
+                    # the first bad record; the k good ones before it have seq f_seq .. f_seq + k - 1
+                    k = next(j for j, r in enumerate(records) if r["error"] is not None)
+                    r = records[k]
+                    bad_rows.append(dict(seq=f_seq + k, lsn=r["lsn"]))
+                    bad_texts.append(frame_error(keys[i], r["lsn"], r["error"]))
+                    bad_at.append(i)
                 for k, r in enumerate(good):
                     typ = r["type"]
                     if typ == "B":
@@ -283,39 +322,58 @@ class _Changes:
                         out.append(row)
                         cts.append(c[6])
                         ranks.append(c[0])
-            table = pa.Table.from_pylist(out, schema=base)
-            table = table.append_column("commit_ts", _commit_ts(cts)).select(OPENGAUSS_CHANGE_SCHEMA.names)
-            if self.drop:
-                table = table.drop_columns(self.drop)
+            table = self._table(out, cts, base)
+            n = len(out)
+            if self.mode != FAILFAST:
+                table = pa.concat_tables([table, self._table(bad_rows, [None] * len(bad_rows), base)])
+                ranks += [None] * len(bad_rows)
+                payload = b.column(0)
+                table = table.append_column("error", pa.concat_arrays([
+                    pa.nulls(n, pa.string()), pa.array(bad_texts, pa.string())]))
+                table = table.append_column(ST.CORRUPT_RECORD, pa.concat_arrays([
+                    pa.nulls(n, payload.type), payload.take(pa.array(bad_at, pa.int64()))]))
+                n += len(bad_rows)
             table = table.append_column(_RANK, pa.array(ranks, pa.int64()))
-            arrays = [ST.to_spark_arrow(table.column(j).combine_chunks(), target.field(j).type)
-                      for j in range(table.num_columns)]
+            cols = {name: table.column(name).combine_chunks() for name in table.column_names}
+            if self.count_rows:
+                cols = with_count_row(cols, n, len(keys), len(bad_at))
+            arrays = [ST.to_spark_arrow(cols[f.name], f.type) for f in target]
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None, style: str = "b", *,
                              envelope: str = "auto", tables=None, skip_empty_xacts: bool = True,
                              include_xids: bool = True, include_timestamp: bool = True,
-                             include_origin: bool = True, exclude_users=None, errors: str = "raise",
-                             sort: bool = False) -> DataFrame:
+                             include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
+                             observation=None, errors: str | None = None, sort: bool = False) -> DataFrame:
     """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
     equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
-    ``order_by`` order (see the module docstring)."""
+    ``order_by`` order (see the module docstring; ``mode``, ``observation`` and
+    ``errors`` there)."""
     from ..opengauss import STYLES
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    mode = check_mode(mode)
+    if errors is not None:
+        mode = FAILFAST if errors == "raise" else DROPMALFORMED
     patterns = parse_table_list(tables)
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
     facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
-    plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts,
-                 errors=errors)
+    plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode)
     plan_bc = df.sparkSession.sparkContext.broadcast(plan)
     drop = _options(include_xids, include_timestamp, include_origin)
     change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
-                                   include_origin=include_origin)
-    out_schema = T.StructType(list(change.fields) + [T.StructField(_RANK, T.LongType())])
-    out = src.mapInArrow(_Changes(plan_bc, style, envelope, patterns, drop, out_schema), out_schema)
-    if sort:
+                                   include_origin=include_origin, mode=FAILFAST if mode == FAILFAST else PERMISSIVE)
+    count_rows = observation is not None
+    out_schema = T.StructType(list(change.fields) + [T.StructField(_RANK, T.LongType())]
+                              + (COUNT_FIELDS if count_rows else []))
+    out = src.mapInArrow(_Changes(plan_bc, style, envelope, patterns, drop, out_schema, mode, count_rows),
+                         out_schema)
+    if sort:   # before observe(): the sort's sampling job would run the metrics a second time
         out = out.orderBy(F.col(_RANK), F.col("seq").asc_nulls_last())
+    if count_rows:
+        out = observe_counts(out, observation)
+    if mode == DROPMALFORMED:
+        out = drop_malformed(out)
     return out.drop(_RANK)

@@ -216,3 +216,64 @@ def test_text_styles(spark, style):
     assert expected.num_rows == 2
     got = _spark_rows(opengauss_decode_changes(_df(spark, frames, 2), order_by="seq", style=style, sort=True))
     assert got == _expected(frames, {"style": style})
+
+
+# --------------------------------------------------------------------------- modes
+
+def _malformed(seed=7):
+    """Frames with three malformed ones: a first record's length past the end of its frame
+    (key 13), a frame cut in half (key 25) and a null payload (key 31)."""
+    frames = _frames(_records(seed=seed, n_txns=12), seed=seed)
+    past = bytearray(frames[2])
+    past[0:4] = b"\x00\x00\xff\xff"
+    frames[2] = bytes(past)
+    frames[6] = frames[6][:len(frames[6]) // 2]
+    frames[8] = None
+    return frames, [2, 6, 8]
+
+
+def test_modes_failfast_names_key_lsn_and_offset(spark):
+    from pgoutput_codec.spark.modes import MalformedPayloadError
+    frames, _bad = _malformed()
+    df = _df(spark, frames, 3)
+    with pytest.raises(MalformedPayloadError,
+                       match=r"order key 13, lsn [0-9A-F]+/[0-9A-F]+\): \w+ \('\w'\) at byte 4: record: needs "
+                             r"65535 bytes.*Parse mode: FAILFAST"):
+        opengauss_decode_changes(df, order_by="seq")
+    with pytest.raises(MalformedPayloadError, match="order key 13"):   # the default mode, via the dispatcher
+        from pgoutput_codec.spark import decode_changes as spark_decode_changes
+        spark_decode_changes(df, source="opengauss", order_by="seq", mode="FAILFAST")
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_modes_permissive_and_dropmalformed_count_every_frame(spark, partitions):
+    from pyspark.sql import Observation
+
+    from pgoutput_codec.spark import decode_changes as spark_decode_changes
+    frames, bad = _malformed()
+    expected = _expected(frames, {"errors": "drop"})
+    assert len(expected) > 20
+    df = _df(spark, frames, partitions, seed=partitions)
+
+    obs = Observation("og_permissive")
+    got = _spark_rows(spark_decode_changes(df, source="opengauss", order_by="seq", mode="PERMISSIVE",
+                                           observation=obs))
+    errs = {int(r["error"].split("order key ")[1].split(",")[0].split(")")[0]): r
+            for r in got if r["error"] is not None}
+    assert sorted(errs) == [i * 3 + 7 for i in bad]          # one row per malformed frame
+    assert [errs[i * 3 + 7][ST.CORRUPT_RECORD] for i in bad] == [frames[i] for i in bad]
+    assert all(r["op"] is None and r["commit_lsn"] is None and r["seq"] is not None for r in errs.values())
+    assert "at byte 4: record: needs 65535 bytes" in errs[13]["error"] and errs[13]["lsn"] is not None
+    assert "at byte" in errs[25]["error"] and "null input row" in errs[31]["error"]
+    ok = [{k: v for k, v in r.items() if k not in ("error", ST.CORRUPT_RECORD)} for r in got
+          if r["error"] is None]
+    assert ok == expected
+    assert obs.get == {"rows_in": len(frames), "rows_decoded": len(frames) - len(bad), "rows_in_error": len(bad)}
+
+    obs = Observation("og_drop")
+    dropped = _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True, mode="DROPMALFORMED",
+                                                   observation=obs))
+    assert dropped == expected and "error" not in dropped[0] and ST.CORRUPT_RECORD not in dropped[0]
+    assert obs.get == {"rows_in": len(frames), "rows_decoded": len(frames) - len(bad), "rows_in_error": len(bad)}
+    # the older spelling
+    assert _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True, errors="drop")) == expected
