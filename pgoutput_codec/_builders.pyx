@@ -64,6 +64,12 @@ cdef object null_array(Py_ssize_t n, object typ):
     return arr
 
 
+def nulls(Py_ssize_t n, typ):
+    """``pa.nulls(n, typ)`` over the shared zero buffer: pa.nulls allocates and zeroes
+    fresh memory on every call (2 ms for a 200k-row uint64 column, in page faults)."""
+    return null_array(n, typ)
+
+
 cdef object _null_array(Py_ssize_t n, object typ):
     cdef Py_ssize_t bitmap = (n + 7) >> 3
     if pa.types.is_boolean(typ):

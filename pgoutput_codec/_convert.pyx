@@ -798,6 +798,7 @@ cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
 cdef struct Col:
     Conv c
     const int64_t* ix       # element of each output value (-1: null); NULL: value i = element i
+    int64_t add             # added to ix[i] >= 0 (columns sharing one row-offset array)
     uint8_t* vbits
     int32_t* offs_out       # variable-width types
     int8_t* specials
@@ -829,6 +830,8 @@ cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noex
     cdef const uint8_t* p
     for i in range(i0, i1):
         e = col.ix[i] if col.ix != NULL else i
+        if e >= 0:
+            e += col.add
         if e >= 0 and _valid(s.kvalid, s.koff + e):
             ks = s.koffs[s.koff + e]
             if s.koffs[s.koff + e + 1] - ks != 1:
@@ -893,6 +896,8 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
         lo, hi, width = 0, 0xFFFFFFFF, 4
     for i in range(i0, i1):
         e = col.ix[i] if col.ix != NULL else i
+        if e >= 0:
+            e += col.add
         k = 110
         if e < 0:
             pass
@@ -969,7 +974,9 @@ def convert_columns_fast(specs, kinds, data, indexes):
 
     ``specs``: (code, precision, scale) per column; ``kinds``/``data``: the ``pa.string()``
     kinds and ``pa.binary()`` values of the flat child; ``indexes``: per column an int64
-    numpy array (element of each output value, -1 = null) or None (value i = element i).
+    numpy array (element of each output value, -1 = null), a tuple ``(offsets, k)``
+    (element ``offsets[i] + k``; offsets -1 = null: columns of one row layout share
+    ``offsets``) or None (value i = element i).
     Returns per column ``(array, special_codes or None)``, ``None`` when a value needs the
     Python converters (SLOW), or ``_ConvertFailure(index, message)`` (returned, not raised:
     the other columns are still good)."""
@@ -993,6 +1000,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
     if cols == NULL:
         raise MemoryError()
     keep = []          # Python owners of every buffer the Col structs point into
+    checked = {}       # id(index array) -> (max, min): columns often share one
     cdef const int64_t[::1] ixv
     cdef Col* col
     cdef uint8_t* p
@@ -1004,12 +1012,19 @@ def convert_columns_fast(specs, kinds, data, indexes):
             col.c.code = code
             col.c.err = b""
             ix = indexes[j]
+            add = 0
+            if isinstance(ix, tuple):      # (row offsets, position): element = offset + position
+                ix, add = ix
             if ix is not None:
                 ix = np.ascontiguousarray(ix, dtype=np.int64)
-                if len(ix) and (ix.max() >= nsrc or ix.min() < -1):
+                lim = checked.get(id(ix))
+                if lim is None:
+                    lim = checked[id(ix)] = (int(ix.max()), int(ix.min())) if len(ix) else (-1, -1)
+                if len(ix) and (lim[0] + add >= nsrc or lim[1] < -1 or add < 0):
                     raise IndexError(f"index out of range for {nsrc} values")
                 ixv = ix
                 col.ix = &ixv[0] if len(ix) else NULL
+                col.add = add
                 m = len(ix)
             else:
                 col.ix = NULL
@@ -1023,6 +1038,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
                 for i in range(n):
                     e = col.ix[i]
                     if e >= 0:
+                        e += col.add
                         span += src.doffs[src.doff + e + 1] - src.doffs[src.doff + e]
             elif n:
                 span = src.doffs[src.doff + n] - src.doffs[src.doff]

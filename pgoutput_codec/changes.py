@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _changes
+from ._builders import nulls
 from ._gather import take_lists, take_table
 from .batch import decode_batch_with_state
 from .errors import PgoutputDecodeError
@@ -175,7 +176,7 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
     return {
         "op": msgs.field("type").take(take),
         "seq": seq,
-        "lsn": pa.nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(take),
+        "lsn": nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(take),
         "schema": versions.column("schema").take(vtake),
         "table": versions.column("table").take(vtake),
         "relation_id": msgs.field("relation_id").take(take),
@@ -184,21 +185,20 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
         "before_kind": msgs.field("old_kind").take(take),
         "before": take_lists(msgs.field("old_tuple"), idx),
         "after": take_lists(msgs.field("new_tuple"), idx),
-        "truncate_options": pa.nulls(len(idx), pa.uint8()),
+        "truncate_options": nulls(len(idx), pa.uint8()),
     }
 
 
 def light_change_columns(msgs, idx: np.ndarray, ver: np.ndarray, seq: np.ndarray, lsn: pa.Array,
-                         relids: np.ndarray) -> dict:
+                         msg_xid: bool = True) -> dict:
     """Light rows (see ``_LIGHT_PENDING_SCHEMA``) of messages ``idx``: NumPy gathers of
     the numeric columns (Arrow's take allocated fresh pages, 1-4 ms a column)."""
-    del relids
     xid = msgs.field("xid")
-    xid_np = _to_numpy_u(xid, np.uint32) if xid.null_count != len(xid) else None
+    xid_np = _to_numpy_u(xid, np.uint32) if msg_xid and xid.null_count != len(xid) else None
     return {
         "op": msgs.field("type").take(pa.array(idx, pa.int64())),
         "seq": pa.array(seq[idx]),
-        "lsn": pa.nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(pa.array(idx, pa.int64())),
+        "lsn": nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(pa.array(idx, pa.int64())),
         "msg_xid": pa.array(xid_np[idx]) if xid_np is not None else pa.array(np.zeros(len(idx), np.uint32)),
         "_src": pa.array(idx.astype(np.int64, copy=False)),
         "_ver": pa.array(ver.astype(np.int64, copy=False)),
@@ -249,7 +249,7 @@ def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
 
 def _lsn_array(lsn, n):
     if lsn is None:
-        return pa.nulls(n, pa.uint64())
+        return nulls(n, pa.uint64())
     if isinstance(lsn, pa.ChunkedArray):
         lsn = lsn.combine_chunks()
     if not isinstance(lsn, pa.Array):
@@ -506,7 +506,7 @@ class ChangeDecoder:
                                               np.asarray(r_versions, dtype=np.int64), relmap_start)
         r_pos = np.flatnonzero(tags == ord("R"))
         r_events = (r_pos, relids[r_pos], np.asarray(r_versions, dtype=np.int64), relmap_start)
-        rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
+        rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
         table = rows["table"]
         schema = self.output_schema
         if not len(table):
@@ -521,7 +521,7 @@ class ChangeDecoder:
             "xid": pa.array(xid[rank]),
             "commit_lsn": _spread(commit_lsn, rank),
             "commit_ts": _spread(commit_ts, rank),
-            "origin": pa.nulls(len(table), pa.string()),
+            "origin": nulls(len(table), pa.string()),
         }
         if len(o_pos):               # the transaction's last Origin names it
             names = [None] * ntx
@@ -719,8 +719,10 @@ class ChangeDecoder:
         self.counts["changes"] += len(out)
         return out
 
-    def _change_rows(self, msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events):
-        """Pending-row table of this chunk's changes (Truncates expanded per relation)."""
+    def _change_rows(self, msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=True):
+        """Pending-row table of this chunk's changes (Truncates expanded per relation).
+        ``msg_xid`` False: light rows without the message xids (only aborted streamed
+        subtransactions need them)."""
         idx = change_idx
         iud = idx[_IUD[tags[idx]]] if len(idx) else idx
         t_rows = idx[tags[idx] == ord("T")] if len(idx) else idx
@@ -732,7 +734,7 @@ class ChangeDecoder:
                 f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
                 "before any Relation message for it (start decoding earlier, or resume from a state)")
         if self._light:
-            cols = light_change_columns(msgs, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr, None)
+            cols = light_change_columns(msgs, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr, msg_xid)
         else:
             cols = change_columns(msgs, iud, ver, self._version_table(), seq_arr.take(take), lsn_arr)
             cols["msg_xid"] = msgs.field("xid").take(take)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import TS
-from .typecatalog import ConversionError, convert_column, convert_columns
+from .typecatalog import ConversionError, _materialize, convert_column, convert_columns
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "table_columns"]
 
@@ -136,14 +136,17 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
         offsets, lengths = offs_all[pos], offs_all[pos + 1] - offs_all[pos]
         valid = valid_all[pos] if valid_all is not None else np.ones(n, bool)
     valid = valid & (ids >= 0)
+    if len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all()):
+        # one definition, every row imaged: all columns share the row offsets
+        base = offsets.astype(np.int64)
+        out = {c["name"]: (base, p) for p, c in enumerate(reps[0] or ())}
+        for c in cols:
+            out.setdefault(c["name"], np.full(n, -1, dtype=np.int64))
+        return kinds_all, data_all, out, valid
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
-    single = len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all())
     for k, cl in enumerate(reps):
-        rows_k = None if single else np.flatnonzero(ids == k)
+        rows_k = np.flatnonzero(ids == k)
         for p, c in enumerate(cl or ()):
-            if single:             # one definition, every row imaged: no selection
-                out[c["name"]] = offsets.astype(np.int64) + p
-                continue
             sel = rows_k[valid[rows_k] & (lengths[rows_k] > p)]
             out[c["name"]][sel] = offsets[sel] + p
     return kinds_all, data_all, out, valid
@@ -154,6 +157,7 @@ def _raw_fallback(kinds, data, index, err):
     of different dimensionality) stays raw (binary: the text or send form as sent) with
     ``__special`` = the conversion error, so nothing is lost."""
     if index is not None:
+        index = _materialize(index)
         take = pa.array(index, pa.int64(), mask=index < 0)
         kinds, data = pc.fill_null(kinds.take(take), "n"), data.take(take)
     data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
@@ -231,7 +235,8 @@ def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) 
         # kinds are one byte each (longer ones fail conversion): the data buffer holds them
         if len(kinds) and (np.frombuffer(kinds.buffers()[2], np.uint8) == ord("u")).any():
             kb = _kind_bytes(kinds)
-            is_u = {nm: (where[nm] >= 0) & (kb[np.maximum(where[nm], 0)] == ord("u")) for nm in names}
+            at = {nm: _materialize(where[nm]) for nm in names}
+            is_u = {nm: (at[nm] >= 0) & (kb[np.maximum(at[nm], 0)] == ord("u")) for nm in names}
             flags = np.logical_or.reduce([is_u[nm] for nm in names]) if names else np.zeros(n, bool)
             unchanged = [None] * n
             for i in np.flatnonzero(flags):

@@ -1178,6 +1178,15 @@ def _depth(v):
     return d
 
 
+def _materialize(index) -> np.ndarray:
+    """An index as one int64 array: ``(offsets, k)`` means ``offsets + k`` (-1 stays -1)."""
+    if isinstance(index, tuple):
+        base, k = index
+        base = np.asarray(base, dtype=np.int64)
+        return np.where(base >= 0, base + k, -1)
+    return np.ascontiguousarray(index, dtype=np.int64)
+
+
 def _take_at(kinds, data, index):
     """kinds/data at ``index`` (-1 = an absent value: kind 'n')."""
     take = pa.array(index, pa.int64(), mask=index < 0)
@@ -1202,7 +1211,7 @@ def _fast_result(res, r, kinds, data, index):
     None (SLOW: convert in Python)."""
     from . import _convert
     if isinstance(res, _convert._ConvertFailure):
-        at = res.index if index is None else int(index[res.index])
+        at = res.index if index is None else int(_materialize(index)[res.index])
         raw, kind = (data[at].as_py(), kinds[at].as_py()) if at >= 0 else (None, None)
         return _fail(res, res.index, r, kind, raw)
     if res is None:
@@ -1219,7 +1228,8 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
                     fast: bool | None = None) -> list:
     """Several columns of one flat TupleData child at once (the columns of change rows):
     ``types``: (type_oid, type_modifier) per column; ``indexes``: per column the element
-    of each value (int64 numpy array, -1 = null). The compiled converters run over all
+    of each value (int64 numpy array, -1 = null; or ``(offsets, k)``: element
+    ``offsets[i] + k``, offsets -1 = null). The compiled converters run over all
     columns together, row block by row block (one pass over the values, where column
     after column reads them once per column). Returns per column a
     :class:`ConvertedColumn`, or the :class:`ConversionError` of that column (returned,
@@ -1233,13 +1243,13 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
     quick = [j for j, r in enumerate(resolved) if fast and _fast_spec(r)]
     if quick:
         from . import _convert
-        idx = [np.ascontiguousarray(indexes[j], dtype=np.int64) for j in quick]
+        idx = [indexes[j] for j in quick]
         res = _convert.convert_columns_fast([_fast_spec(resolved[j]) for j in quick], kinds, data, idx)
         for j, ix, rj in zip(quick, idx, res, strict=True):
             out[j] = _fast_result(rj, resolved[j], kinds, data, ix)
     for j in range(len(resolved)):
         if out[j] is None:
-            k, d = _take_at(kinds, data, np.ascontiguousarray(indexes[j], dtype=np.int64))
+            k, d = _take_at(kinds, data, _materialize(indexes[j]))
             try:
                 out[j] = convert_column(k, d, *types[j], registry, fast=False)
             except ConversionError as e:

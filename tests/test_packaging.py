@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "pgoutput_codec"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-STUBS = ("_decode", "_batch", "_memory", "_gather")  # compiled modules with a hand-written stub
+STUBS = ("_decode", "_batch", "_memory", "_gather", "_builders")  # compiled modules with a hand-written stub
 
 
 def _rel(p: Path) -> str:

@@ -478,3 +478,17 @@ def test_int8_text_bounds(text, ok):
     else:
         with pytest.raises(ConversionError):
             convert_value("t", text, 20)
+
+
+def test_convert_columns_with_shared_row_offsets():
+    """``(offsets, k)`` indexes (columns sharing one row layout) equal full index arrays."""
+    kinds = pa.array(["t", "t", "n", "t", "t", "t"], pa.string())
+    data = pa.array([b"1", b"a", None, b"b", b"3", b"c"], pa.binary())
+    offsets = np.array([0, -1, 2, 4], dtype=np.int64)
+    shared = tc.convert_columns(kinds, data, [(23, -1), (25, -1)], indexes=[(offsets, 0), (offsets, 1)])
+    full = tc.convert_columns(kinds, data, [(23, -1), (25, -1)],
+                              indexes=[np.array([0, -1, 2, 4]), np.array([1, -1, 3, 5])])
+    assert shared[0].values.to_pylist() == full[0].values.to_pylist() == [1, None, None, 3]
+    assert shared[1].values.to_pylist() == full[1].values.to_pylist() == ["a", None, "b", "c"]
+    with pytest.raises(IndexError):
+        tc.convert_columns(kinds, data, [(23, -1)], indexes=[(offsets, 2)])
