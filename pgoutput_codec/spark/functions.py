@@ -170,29 +170,43 @@ def _column_udf(decode_one, return_type: T.DataType, key_name, impl=None):
     return F.pandas_udf(prun, return_type)
 
 
+def _message_subtype(fields) -> T.StructType:
+    """The ``from_pgoutput`` struct with only ``fields`` (names of ``MESSAGE_TYPE``, in
+    the order given); None: all of them."""
+    if fields is None:
+        return ST.MESSAGE_TYPE
+    fields = [fields] if isinstance(fields, str) else list(fields)
+    unknown = [f for f in fields if f not in ST.MESSAGE_TYPE.names]
+    if unknown or not fields or len(set(fields)) != len(fields):
+        raise ValueError(f"fields: {unknown or fields} — choose distinct names of {ST.MESSAGE_TYPE.names}")
+    return T.StructType([ST.MESSAGE_TYPE[f] for f in fields])
+
+
 class _PgoutputDecoder:
     """Picklable per-batch decoder for the column UDF (state threaded by the caller)."""
 
-    def __init__(self, envelope, in_stream, mode):
+    def __init__(self, envelope, in_stream, mode, fields=None):
         self.envelope, self.in_stream, self.mode = envelope, in_stream, mode
+        self.out_type = _message_subtype(fields)
+        self.picks = [ST.MESSAGE_TYPE.names.index(f) for f in self.out_type.names]
 
     def __call__(self, payload, keys, state):
         if state is None:
             state = self.in_stream
         fields, _err, now = decode_pgoutput_arrays(payload, keys, envelope=self.envelope,
                                                    state=state, mode=self.mode)
-        return _struct_for_spark(fields, ST.MESSAGE_TYPE), now
+        return _struct_for_spark([fields[i] for i in self.picks], self.out_type), now
 
 
-def pgoutput_udf(*, envelope="auto", mode=FAILFAST, in_stream=None, key_name=None, impl=None):
+def pgoutput_udf(*, envelope="auto", mode=FAILFAST, in_stream=None, key_name=None, impl=None, fields=None):
     """The UDF behind :func:`from_pgoutput` (for ``spark.udf.register``)."""
     mode = check_mode(mode, allowed=(FAILFAST, PERMISSIVE))
-    return _column_udf(_PgoutputDecoder(_check_envelope(envelope), in_stream, mode),
-                       ST.MESSAGE_TYPE, key_name, impl)
+    dec = _PgoutputDecoder(_check_envelope(envelope), in_stream, mode, fields)
+    return _column_udf(dec, dec.out_type, key_name, impl)
 
 
 def from_pgoutput(col, *, envelope: str = "auto", mode: str = FAILFAST, in_stream=None,
-                  key=None, impl=None) -> Column:
+                  key=None, impl=None, fields=None) -> Column:
     """Decode a binary column of pgoutput payloads to a struct per row.
 
     The struct is ``schema.MESSAGE_STRUCT`` converted by :mod:`.types` (LSNs
@@ -201,13 +215,18 @@ def from_pgoutput(col, *, envelope: str = "auto", mode: str = FAILFAST, in_strea
     value if given, the message type and byte offset) or "PERMISSIVE" (fields null,
     ``error`` = text, ``_corrupt_record`` = the payload). ``key``: an optional column
     (e.g. the archive's lsn) named in FAILFAST errors. ``in_stream``: see the module
-    docstring (inferred per partition when None). ``impl``: force "arrow"/"pandas"."""
+    docstring (inferred per partition when None). ``impl``: force "arrow"/"pandas".
+    ``fields``: only these fields in the struct (names of ``MESSAGE_TYPE``; like the
+    schema given to ``from_json``). Spark cannot prune a UDF's result, so every field
+    returned crosses from Arrow into Spark rows for every row — with all 42 fields (most
+    of them null in most rows) that costs more than decoding (``bench/spark_bench.py``)."""
     col = F.col(col) if isinstance(col, str) else col
     if key is None:
-        return pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, impl=impl)(col)
+        return pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, impl=impl, fields=fields)(col)
     key_name = key if isinstance(key, str) else "key"
     key = F.col(key) if isinstance(key, str) else key
-    udf = pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, key_name=key_name, impl=impl)
+    udf = pgoutput_udf(envelope=envelope, mode=mode, in_stream=in_stream, key_name=key_name, impl=impl,
+                       fields=fields)
     return udf(col, key.cast("string"))
 
 

@@ -222,6 +222,19 @@ def mixed():
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+def test_from_pgoutput_fields_selects_from_the_full_struct(spark, corpus, corpus_df, impl):
+    """``fields=`` returns exactly those fields of the full struct, in the order asked."""
+    want = expected_struct(corpus.column("data").combine_chunks())
+    pick = ["new_tuple", "type", "lsn", "error"]
+    got = collect(in_partitions(corpus_df, 3).select("row", from_pgoutput("data", impl=impl, fields=pick)
+                                                     .alias("m")).orderBy("row").select("m.*"))
+    assert got.column_names == pick
+    same(got, want.select(pick))
+    with pytest.raises(ValueError, match="fields"):
+        from_pgoutput("data", fields=["type", "no_such_field"])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 def test_from_pgoutput_permissive(spark, impl):
     payloads = mixed()
     df = frame_df(spark, payloads)
