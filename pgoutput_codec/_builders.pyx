@@ -81,7 +81,7 @@ cdef object _null_array(Py_ssize_t n, object typ):
     if pa.types.is_string(typ) or pa.types.is_binary(typ):
         return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(4 * (n + 1)), _zeros(0)], null_count=n)
     if pa.types.is_struct(typ) or pa.types.is_null(typ):
-        return null_array(n, typ)
+        return pa.nulls(n, typ)     # (calling null_array here recursed without end)
     return pa.Array.from_buffers(typ, n, [_zeros(bitmap), _zeros(n * typ.bit_width // 8)], null_count=n)
 
 
