@@ -33,6 +33,7 @@ _LAZY = {
     "ChangeDecoder": (".changes", "ChangeDecoder"),
     "decode_changes": (".changes", "decode_changes"),
     "table_changes": (".tables", "table_changes"),
+    "decode_table_changes": (".tables", "decode_table_changes"),
     "snapshot": (".tables", "snapshot"),
     "history": (".tables", "history"),
 }
@@ -40,7 +41,7 @@ _LAZY = {
 # The first names resolve lazily through __getattr__ below.
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
-    "ChangeDecoder", "decode_changes", "table_changes", "snapshot", "history",
+    "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]

@@ -963,8 +963,10 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
 
 
 # Rows per block of the multi-column loop: a block's values of every column stay in the
-# cache (~130 bytes per ten-column row), where column after column over a whole batch
-# read the tuple children once per column from memory (10x the traffic; measured 3x slower).
+# cache (~130 bytes per ten-column row) instead of the whole tuple children being read
+# once per column. Measured on 200k ten-column rows: ~10% faster than one column after
+# the other; 256, 512 and 2048 rows per block the same within noise. What remains is
+# per value (perf: loads of the kind byte through the kinds' offsets, the memcpy).
 cdef enum:
     BLOCK = 2048
 
