@@ -639,11 +639,20 @@ class ChangeDecoder:
         ranks = np.fromiter(rank_of.values(), dtype=np.int64, count=n_commits)
         row_rank = np.full(len(row_slot), -1, dtype=np.int64)
         if n_commits and len(row_slot):
-            # slots are small consecutive integers: a lookup table, not a search
-            lut = np.full(max(int(slots.max()), int(row_slot.max())) + 1, -1, dtype=np.int64)
-            lut[slots] = ranks
-            row_rank = lut[np.maximum(row_slot, 0)]
-            row_rank[row_slot < 0] = -1
+            lo = int(min(slots.min(), row_slot.max()))
+            hi = int(max(slots.max(), row_slot.max()))
+            if hi - lo < (1 << 20):
+                # slots of one chunk are nearby integers: a lookup table, not a search
+                lut = np.full(hi - lo + 1, -1, dtype=np.int64)
+                lut[slots - lo] = ranks
+                inside = (row_slot >= lo) & (row_slot <= hi)
+                row_rank[inside] = lut[row_slot[inside] - lo]
+            else:
+                # far-apart slots (a transaction open since long ago): search instead
+                o = np.argsort(slots)
+                pos = np.minimum(np.searchsorted(slots[o], row_slot), n_commits - 1)
+                hit = slots[o][pos] == row_slot
+                row_rank[hit] = ranks[o][pos[hit]]
         # open transactions keep their rows of this chunk
         open_rows = row_rank < 0
         if open_rows.any():

@@ -467,3 +467,17 @@ def test_vectorized_path_is_taken_and_equal_on_plain_transactions(monkeypatch):
         want = table_changes(decode_changes(arc, **opts), "public.t")
         got = decode_table_changes(arc, "public.t", **opts)
         assert got.equals(want), opts
+
+
+def test_commit_rank_with_far_apart_transaction_slots():
+    """A transaction open since long ago (a small slot) commits next to recent ones (large
+    slots): the rank lookup must not allocate a table spanning the whole slot range."""
+    dec = ChangeDecoder()
+    dec.feed(enc([REL, Begin(final_lsn=1, commit_ts=0, xid=7), Insert(relation_id=16400, new_tuple=row(1, "a"))]))
+    dec._next_slot = 5_000_000          # as after millions of transactions
+    out = dec.feed(enc([Insert(relation_id=16400, new_tuple=row(2, "b")),
+                        Commit(commit_lsn=9, end_lsn=10, commit_ts=0),
+                        Begin(final_lsn=11, commit_ts=0, xid=8), Insert(relation_id=16400, new_tuple=row(3, "c")),
+                        Commit(commit_lsn=11, end_lsn=12, commit_ts=0)]))
+    assert out.column("xid").to_pylist() == [7, 7, 8]
+    assert out.column("commit_lsn").to_pylist() == [9, 9, 11]
