@@ -9,9 +9,17 @@ Options:
 - ``keep``: comma-separated columns to keep (default: every other column of the archive;
   names that clash with a message field get ``source_``, e.g. ``source_lsn``);
 - ``output``: "messages" (default, one row per payload, the columns of
-  ``decode_messages``); "changes" raises NotImplementedError pointing to
-  ``read_archive(..., output="changes")``: the change decoder plans over the control rows
-  of the whole archive on the driver first, which a data source reader cannot do;
+  ``decode_messages``) or "changes" (the committed change rows of
+  ``pgoutput_codec.spark.decode_changes``: ``change_type()`` columns with
+  ``commit_rank``; order by ``commit_rank``, ``seq`` for commit order). Arrival order is
+  file order (sorted paths) then row index: ``seq`` = file index << 40 | row index, as
+  ``decode_changes(df)`` without ``order_by``. The control plan (PROTOCOL's control
+  messages, ~1% of rows, found by their tag byte) is built when the reader is created,
+  on the driver, which reads the payload column of every file once for it: for lake-scale
+  archives prefer ``decode_changes`` on the DataFrame, whose first pass runs on the
+  executors. Change options: ``lsn`` (the lsn column, default "lsn" when present),
+  ``tables``, ``include_xids``/``include_timestamp``/``include_origin`` ("true"/"false");
+  ``keep`` does not apply;
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
 - ``in_stream``: "true"/"false" state before each partition's first row (default: inferred);
 - ``header`` (csv, default true; without one the columns are lsn, xid, data), ``sep`` (csv,
@@ -33,11 +41,14 @@ import csv
 import fnmatch
 import io
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from . import types as ST
 from .archive import FORMATS
+from .changes import _FILE_BITS
 from .modes import FAILFAST, check_mode
 
 try:
@@ -87,8 +98,9 @@ def list_files(path: str):
 
 
 class _Partition(InputPartition):
-    def __init__(self, path, row_group=None):
-        self.path, self.row_group = path, row_group
+    def __init__(self, path, row_group=None, base=0):
+        # base: arrival-order key of the partition's first row (file index << 40 | row index)
+        self.path, self.row_group, self.base = path, row_group, base
 
 
 def _opt(options, name, default=None):
@@ -112,16 +124,7 @@ class _Config:
             raise ValueError(f"pgoutput data source: format must be one of {FORMATS}, got {self.format!r}")
         self.payload = _opt(options, "payload", "data")
         self.output = _opt(options, "output", "messages").lower()
-        if self.output == "changes":
-            # The change decoder needs a plan built on the driver from the control rows of
-            # the whole archive before any partition is decoded: a second pass that a
-            # DataSourceReader cannot make.
-            raise NotImplementedError(
-                "pgoutput data source: output='changes' is not available from the data source "
-                "(the change decoder plans over the whole archive first); use "
-                "pgoutput_codec.spark.read_archive(spark, path, output='changes') or "
-                "pgoutput_codec.spark.changes.decode_changes on the archive DataFrame")
-        if self.output != "messages":
+        if self.output not in ("messages", "changes"):
             raise ValueError(f"pgoutput data source: output must be 'messages' or 'changes', got {self.output!r}")
         self.mode = check_mode(_opt(options, "mode", FAILFAST))
         self.envelope = _opt(options, "envelope", "auto")
@@ -132,6 +135,11 @@ class _Config:
         self.sep = "\t" if sep in ("\\t", "tab") else sep
         keep = options.get("keep")
         self.keep = None if keep is None else [k.strip() for k in keep.split(",") if k.strip()]
+        self.lsn = options.get("lsn")
+        self.change_options = {k: _bool(options[k]) for k in ("include_xids", "include_timestamp",
+                                                              "include_origin") if k in options}
+        if options.get("tables"):
+            self.change_options["tables"] = options["tables"]
 
     def archive_schema(self):
         """Arrow schema of the archive's columns (from the first file)."""
@@ -149,11 +157,21 @@ class _Config:
         return next(csv.reader(io.StringIO(first[0] if first else ""), delimiter=self.sep), [])
 
     def layout(self):
-        """(kept source columns, Spark output schema)."""
+        """(kept source columns, Spark output schema); for changes, the kept columns are
+        the lsn column (or none)."""
         schema = self.archive_schema()
         if self.payload not in schema.names:
             raise ValueError(f"pgoutput data source: payload column {self.payload!r} not in the archive "
                              f"(columns: {schema.names})")
+        if self.output == "changes":
+            from .changes import change_type
+            lsn = self.lsn if self.lsn is not None else ("lsn" if "lsn" in schema.names else None)
+            if lsn is not None and lsn not in schema.names:
+                raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
+                                 f"(columns: {schema.names})")
+            opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
+            return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == "PERMISSIVE" else FAILFAST,
+                                                       **opts)
         keep = self.keep if self.keep is not None else [n for n in schema.names if n != self.payload]
         missing = [k for k in keep if k not in schema.names]
         if missing:
@@ -178,6 +196,13 @@ class PgoutputDataSource(DataSource):
         return _PgoutputReader(_Config(self.options), schema)
 
 
+class _HeldPlan:
+    """The control plan where ``_ChangeMapper`` expects a broadcast (``.value``)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class _PgoutputReader(DataSourceReader):
     def __init__(self, config, schema):
         self.config = config
@@ -185,22 +210,56 @@ class _PgoutputReader(DataSourceReader):
         if [f.name for f in schema.fields] != [f.name for f in self.out_schema.fields]:
             raise ValueError("pgoutput data source: a user-given schema is not supported; "
                              "select the columns you need after load()")
+        # Built here, on the driver: Spark pickles the reader for the executors before it
+        # asks for partitions, so the plan travels with it.
+        self.plan = self._build_plan() if config.output == "changes" else None
 
     def partitions(self):
         filesystem, files = list_files(self.config.path)
         if self.config.format == "csv":
-            return [_Partition(f) for f in files]
+            return [_Partition(f, None, i << _FILE_BITS) for i, f in enumerate(files)]
         import pyarrow.parquet as pq
         parts = []
-        for f in files:
-            n = pq.ParquetFile(f, filesystem=filesystem).metadata.num_row_groups
-            parts.extend(_Partition(f, rg) for rg in range(n))
-        return parts or [_Partition(files[0], None)]
+        for i, f in enumerate(files):
+            meta = pq.ParquetFile(f, filesystem=filesystem).metadata
+            start = 0
+            for rg in range(meta.num_row_groups):
+                parts.append(_Partition(f, rg, (i << _FILE_BITS) + start))
+                start += meta.row_group(rg).num_rows
+        return parts or [_Partition(files[0], None, 0)]
 
-    def _batches(self, partition):
+    def _payloads(self, batch):
+        """The payload column of a batch as binary (CSV: ``\\x`` hex text; bad hex: null,
+        an error row later)."""
+        col = batch.column(0)
+        if self.config.format == "csv":
+            from .archive import hex_to_binary
+            col = hex_to_binary(col)[0]
+        return col if pa.types.is_binary(col.type) else col.cast(pa.binary())
+
+    def _build_plan(self):
+        """Pass 1 on the driver: the control candidates of every partition, in order."""
+        from ..plan import ControlPlan, control_candidates
+        cfg = self.config
+        payloads, keys = [], []
+        for part in self.partitions():
+            row = part.base
+            for b in self._batches(part, columns=[cfg.payload]):
+                p = self._payloads(b)
+                mask = control_candidates(p, envelope=cfg.envelope)
+                if mask.any():
+                    payloads.append(p.filter(pa.array(mask)))
+                    keys.append(row + np.flatnonzero(mask))
+                row += len(p)
+        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
+        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
+                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
+
+    def _batches(self, partition, columns=None):
         cfg = self.config
         filesystem, _ = _fs(cfg.path)
-        columns = [cfg.payload, *self.keep]
+        columns = columns or [cfg.payload, *self.keep]
         if cfg.format == "parquet":
             import pyarrow.parquet as pq
             pf = pq.ParquetFile(partition.path, filesystem=filesystem)
@@ -224,9 +283,38 @@ class _PgoutputReader(DataSourceReader):
                 yield pa.RecordBatch.from_arrays([s.column(c) for c in columns], names=columns)
 
     def read(self, partition):
+        if self.plan is not None:
+            yield from self._read_changes(partition)
+            return
         from .functions import _MessagesMapper
         cfg = self.config
         keep_names = [f.name for f in self.out_schema.fields[: len(self.keep)]]
         mapper = _MessagesMapper(self.out_schema, keep_names, cfg.envelope, cfg.in_stream,
                                  cfg.mode, cfg.format == "csv")
         yield from mapper(self._batches(partition))
+
+    def _read_changes(self, partition):
+        """Pass 2 for one partition: its rows keyed by arrival order, through the same
+        mapper as ``decode_changes`` on a DataFrame."""
+        from .changes import _SUB, _ChangeMapper, change_type
+        cfg = self.config
+        has_lsn = bool(self.keep)
+        opts = {k: v for k, v in cfg.change_options.items() if k.startswith("include_")}
+        inner = T.StructType(list(change_type(mode="PERMISSIVE", **opts).fields) + [T.StructField(_SUB, T.LongType())]) \
+            if cfg.mode != FAILFAST else T.StructType(list(self.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
+        mapper = _ChangeMapper(_HeldPlan(self.plan), inner, cfg.mode, has_lsn, False)
+
+        def keyed():
+            row = partition.base
+            for b in self._batches(partition):
+                p = self._payloads(b)
+                key = pa.array(np.arange(row, row + len(p), dtype=np.int64))
+                row += len(p)
+                cols = [p, key] + ([b.column(1)] if has_lsn else [])
+                yield pa.RecordBatch.from_arrays(cols, names=["payload", "key"] + (["lsn"] if has_lsn else []))
+
+        names = self.out_schema.names
+        for out in mapper(keyed()):
+            if cfg.mode == "DROPMALFORMED":
+                out = out.filter(pc.is_null(out.column("error")))
+            yield pa.RecordBatch.from_arrays([out.column(n) for n in names], names=names)

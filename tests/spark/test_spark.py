@@ -367,8 +367,56 @@ def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
                   .load(str(csv_paths / "copy")))
     assert got.column_names[0] == "source_lsn" and got.column_names[1] == "type"
     same(got, want)
-    with pytest.raises(Exception, match="output='changes' is not available"):
-        _ = spark.read.format("pgoutput").option("output", "changes").load(corpus_path).schema
+
+@pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
+def test_data_source_changes_equal_decode_changes(spark, tmp_path):
+    """output=changes: the same change rows (and seq: file index, row index) as
+    decode_changes on the DataFrame without order_by, over several files and row groups —
+    streamed and two-phase transactions span them — and from a CSV export."""
+    from pgoutput_codec.changes import decode_changes as decode_changes_1
+    from pgoutput_codec.spark import decode_changes
+    arc = pq.read_table(CORPUS)
+    arc = arc.filter(pc.and_(pc.equal(arc["server_version"], "16.14"),
+                             pc.equal(arc["option_set"], "v3_2pc_binary_streaming"))).sort_by("seq")
+    arc = arc.select(["lsn", "xid", "data"])
+    d = tmp_path / "arc"
+    d.mkdir()
+    n = len(arc)
+    for i in range(4):
+        a, b = n * i // 4, n * (i + 1) // 4
+        pq.write_table(arc.slice(a, b - a), d / f"part-{i}.parquet", row_group_size=40)
+    register(spark)
+    ds = spark.read.format("pgoutput").option("output", "changes").load(str(d))
+    assert ds.rdd.getNumPartitions() > 4
+    got = collect(ds.orderBy("commit_rank", "seq"))
+    want = collect(decode_changes(spark.read.parquet(str(d))))
+    assert got.column_names == want.column_names
+    assert got.equals(want)
+    single = decode_changes_1(arc)
+    assert got.column("op").to_pylist() == single.column("op").to_pylist()
+    assert len(got) > 100
+    # a CSV export (bytea as \x hex), one file: the same rows but for seq's file part
+    csv = tmp_path / "export.csv"
+    hexed = pa.array(["\\x" + v.hex() for v in arc.column("data").to_pylist()])
+    import pyarrow.csv as pacsv
+    pacsv.write_csv(pa.table({"lsn": arc.column("lsn"), "xid": arc.column("xid").cast(pa.string()),
+                              "data": hexed}), csv)
+    got_csv = collect(spark.read.format("pgoutput").options(format="csv", output="changes").load(str(csv))
+                      .orderBy("commit_rank", "seq"))
+    assert got_csv.drop_columns(["seq"]).equals(got.drop_columns(["seq"]))
+    # modes: a malformed payload is an error row (PERMISSIVE) or dropped and counted out
+    bad = pa.concat_tables([arc.slice(0, 30), pa.table({"lsn": ["0/0"], "xid": pa.array([None], arc.schema.field("xid").type),
+                                                        "data": [b"I\x00"]}), arc.slice(30)])
+    d2 = tmp_path / "bad"
+    d2.mkdir()
+    pq.write_table(bad, d2 / "part-0.parquet", row_group_size=40)
+    with pytest.raises(Exception, match="seq 30"):
+        collect(spark.read.format("pgoutput").option("output", "changes").load(str(d2)))
+    perm = collect(spark.read.format("pgoutput").options(output="changes", mode="PERMISSIVE").load(str(d2)))
+    assert perm.filter(pc.is_valid(perm.column("error"))).column(ST.CORRUPT_RECORD).to_pylist() == [b"I\x00"]
+    drop = collect(spark.read.format("pgoutput").options(output="changes", mode="DROPMALFORMED").load(str(d2))
+                   .orderBy("commit_rank", "seq"))
+    assert "error" not in drop.column_names and len(drop) == len(got)
 
 
 # --------------------------------------------------------------------------- openGauss
