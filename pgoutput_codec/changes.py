@@ -512,9 +512,10 @@ class ChangeDecoder:
         if not len(table):
             return schema.empty_table()
         # rows stay in arrival order, which is commit order here
-        rank = state[seg[rows["_src"]]]
+        src = rows["_src"]
+        rank = row_txn if len(src) == len(change_idx) and (src == change_idx).all() else state[seg[src]]
         b_rows, c_rows = ctrl_idx[bc[0::2]], ctrl_idx[bc[1::2]]
-        xid = _to_numpy_u(msgs.field("xid"), np.uint32)[b_rows]
+        xid = _to_numpy_u(msgs.field("xid").take(pa.array(b_rows, pa.int64())), np.uint32)
         commit_lsn = msgs.field("commit_lsn").take(pa.array(c_rows, pa.int64()))
         commit_ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64()))
         extra = {
