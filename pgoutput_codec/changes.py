@@ -15,7 +15,9 @@ How the work is split (no Python object per change row): messages are decoded by
 Cython batch decoder; the relation version of every row comes from one C walk
 (``_changes.relation_versions``); the transaction of every row comes from the segment
 it sits in between two control messages, so Python runs once per control message
-(Begin, Commit, Relation, …), never per change; rows are gathered with Arrow ``take``.
+(Begin, Commit, Relation, …), never per change — and a chunk of plain transactions
+(``_plain_transactions``) is resolved with NumPy, without Python per transaction either;
+rows are gathered with ``_gather``'s whole-row copies.
 
 Rows of a transaction still open at the end of a chunk are kept (Arrow tables) in the
 decoder's state, spilled to Arrow IPC files once they pass ``max_txn_in_memory_mb``.
