@@ -191,14 +191,22 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
     }
 
 
+def _one_char_strings(codes: np.ndarray) -> pa.Array:
+    """Tag bytes as a string array of one character each (no take of the type column)."""
+    n = len(codes)
+    offsets = np.arange(n + 1, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(np.ascontiguousarray(codes, dtype=np.uint8))])
+
+
 def light_change_columns(msgs, idx: np.ndarray, ver: np.ndarray, seq: np.ndarray, lsn: pa.Array,
-                         msg_xid: bool = True) -> dict:
+                         msg_xid: bool = True, tags: np.ndarray | None = None) -> dict:
     """Light rows (see ``_LIGHT_PENDING_SCHEMA``) of messages ``idx``: NumPy gathers of
     the numeric columns (Arrow's take allocated fresh pages, 1-4 ms a column)."""
     xid = msgs.field("xid")
     xid_np = _to_numpy_u(xid, np.uint32) if msg_xid and xid.null_count != len(xid) else None
     return {
-        "op": msgs.field("type").take(pa.array(idx, pa.int64())),
+        "op": _one_char_strings(tags[idx]) if tags is not None else msgs.field("type").take(pa.array(idx, pa.int64())),
         "seq": pa.array(seq[idx]),
         "lsn": nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(pa.array(idx, pa.int64())),
         "msg_xid": pa.array(xid_np[idx]) if xid_np is not None else pa.array(np.zeros(len(idx), np.uint32)),
@@ -746,7 +754,8 @@ class ChangeDecoder:
                 f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
                 "before any Relation message for it (start decoding earlier, or resume from a state)")
         if self._light:
-            cols = light_change_columns(msgs, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr, msg_xid)
+            cols = light_change_columns(msgs, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr, msg_xid,
+                                        tags)
         else:
             cols = change_columns(msgs, iud, ver, self._version_table(), seq_arr.take(take), lsn_arr)
             cols["msg_xid"] = msgs.field("xid").take(take)

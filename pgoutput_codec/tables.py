@@ -275,7 +275,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     mine = np.asarray([v for v, d in enumerate(dec._versions) if d["schema"] == schema and d["table"] == table],
                       dtype=np.int64)
     ver_all = _one_array(light.column("_ver")).to_numpy(zero_copy_only=False)
-    keep = np.isin(ver_all, mine)
+    keep = (ver_all >= 0) if len(mine) == len(dec._versions) else np.isin(ver_all, mine)
     rows = light if keep.all() else light.filter(pa.array(keep))
     n = len(rows)
     head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
@@ -284,7 +284,10 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     src = _one_array(rows.column("_src")).to_numpy(zero_copy_only=False)
     ver = ver_all[keep]
     # versions grouped by fingerprint, in order of first appearance, as table_changes does
-    uniq, first = np.unique(ver, return_index=True)
+    if ver.min() == ver.max():          # one Relation version (the common case): no sort
+        uniq, first = ver[:1], np.zeros(1, np.int64)
+    else:
+        uniq, first = np.unique(ver, return_index=True)
     reps, rep_of_fp = [], {}
     ver_to_id = np.full(int(uniq.max()) + 1, -1, dtype=np.int64)
     for v in uniq[np.argsort(first, kind="stable")]:
