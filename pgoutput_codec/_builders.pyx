@@ -45,6 +45,12 @@ cdef object _offsets_arange(Py_ssize_t n):
     return pa.py_buffer(_ARANGE[:n + 1])
 
 
+cdef bint is_arange_offsets(object buf):
+    """Whether ``buf`` is the shared 0, 1, 2, … offsets buffer (the one-character kind
+    strings of decoded tuples): then element i's string is byte i, no offsets to read."""
+    return buf is not None and buf.address == <uintptr_t>_ARANGE.ctypes.data
+
+
 cdef dict _NULL_ARRAYS = {}
 
 

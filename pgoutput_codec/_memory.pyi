@@ -4,3 +4,6 @@ def cache_info() -> tuple[int, int, int]:
     """(blocks cached, bytes cached, limit in bytes)."""
 
 def cache_clear() -> None: ...
+
+def malloc_tuned() -> bool:
+    """Whether importing the codec set glibc's mmap/trim thresholds."""

@@ -133,6 +133,8 @@ def _tag_codes(type_col: pa.Array) -> np.ndarray:
         return codes
     offs = np.frombuffer(type_col.buffers()[1], dtype=np.int32, count=type_col.offset + n + 1)[type_col.offset:]
     data = np.frombuffer(type_col.buffers()[2], dtype=np.uint8)
+    if not type_col.null_count:
+        return data[offs[:-1]]
     valid = type_col.is_valid().to_numpy(zero_copy_only=False)
     starts = offs[:-1][valid]
     codes[valid] = data[starts]
@@ -247,10 +249,10 @@ def _spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:
     if per_txn.null_count:
         return per_txn.take(pa.array(rank, pa.int64()))
     typ = per_txn.type
-    phys = pa.int64() if pa.types.is_timestamp(typ) else typ
-    vals = per_txn.cast(phys).to_numpy(zero_copy_only=False)[rank]
-    out = pa.array(vals, phys)
-    return out.cast(typ) if phys != typ else out
+    width = typ.bit_width // 8
+    # the values buffer viewed as integers of the same width, gathered, handed back
+    vals = np.frombuffer(per_txn.buffers()[1], dtype=f"<u{width}", count=per_txn.offset + len(per_txn))
+    return pa.Array.from_buffers(typ, len(rank), [None, pa.py_buffer(vals[per_txn.offset:][rank])])
 
 
 def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
