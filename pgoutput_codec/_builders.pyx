@@ -98,6 +98,11 @@ cdef object _hand_off(void* p, Py_ssize_t size):
     return pa.foreign_buffer(<uintptr_t>p, size, base=owner)
 
 
+cdef object hand_off(void* p, Py_ssize_t size):
+    """A ``_memory`` block (grown with ``pool_realloc``) as a pyarrow Buffer that frees it."""
+    return _hand_off(p, size)
+
+
 cdef object pool_buffer(Py_ssize_t size, bint zeroed, uint8_t** out):
     """A writable pyarrow Buffer of ``size`` bytes from ``_memory`` (``*out``: its address;
     write before sharing it). For outputs of other modules (gathers, converters): pyarrow's

@@ -19,7 +19,8 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
-from pgoutput_codec._builders cimport is_arange_offsets, pool_buffer
+from pgoutput_codec._builders cimport hand_off, is_arange_offsets, pool_buffer
+from pgoutput_codec._memory cimport pool_free, pool_malloc, pool_realloc
 from pgoutput_codec._reader cimport (
     Reader, read_i16, read_i32, read_i64, read_u16, read_u32, reader_init, utf8_valid,
 )
@@ -72,6 +73,7 @@ cdef enum:
     SPECIAL = 1
     FAIL = -1
     SLOW = -2
+    NOMEM = -3         # a column's output could not grow
 
 # special codes (typecatalog.SPECIAL_NAMES)
 cdef enum:
@@ -817,6 +819,7 @@ cdef struct Col:
     Py_ssize_t nvalid
     Py_ssize_t bad
     const char* why
+    Py_ssize_t vcap         # capacity of c.vout (a _memory block, grown on demand)
 
 
 cdef struct Src:
@@ -847,81 +850,109 @@ cdef inline bint _ascii16(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return acc < 0x80
 
 
+cdef int _ensure(Col* col, Py_ssize_t need) noexcept nogil:
+    """Room for ``need`` more output bytes of a variable-width column (grown by doubling:
+    the first size is an estimate, so the values need not be measured in a pass first)."""
+    cdef Py_ssize_t cap
+    cdef void* q
+    if col.c.vpos + need <= col.vcap:
+        return 0
+    cap = 2 * col.vcap
+    if cap < col.c.vpos + need + 64:
+        cap = col.c.vpos + need + 64
+    q = pool_realloc(col.c.vout, cap)
+    if q == NULL:
+        return -1
+    col.c.vout = <uint8_t*>q
+    col.vcap = cap
+    return 0
+
+
 cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
     """C_TEXT values i0..i1: the most common column type, without convert_one's dispatch
-    (text and send forms are the same bytes; only UTF-8 is checked)."""
+    (text and send forms are the same bytes; only UTF-8 is checked).
+
+    The column's cursors live in locals for the loop: every byte stored through the output
+    pointer may alias the Col struct, so the compiler would reload its fields after each
+    copy."""
     cdef Py_ssize_t i, e, dn, ks
     cdef uint8_t k
     cdef const uint8_t* p
+    cdef const int64_t* ix = col.ix
+    cdef int64_t add = col.add
+    cdef uint8_t* vout = col.c.vout
+    cdef Py_ssize_t vpos = col.c.vpos
+    cdef Py_ssize_t vcap = col.vcap
+    cdef uint8_t* vbits = col.vbits
+    cdef int32_t* offs_out = col.offs_out
+    cdef Py_ssize_t nvalid = 0
+    cdef const char* why = NULL
+    cdef bint nomem = False
+    cdef bint kident = s.kident
+    cdef const uint8_t* kvalid = s.kvalid
+    cdef const int32_t* koffs = s.koffs
+    cdef const uint8_t* kdata = s.kdata
+    cdef const uint8_t* dvalid = s.dvalid
+    cdef const int32_t* doffs = s.doffs + s.doff
+    cdef const uint8_t* ddata = s.ddata
+    cdef const uint8_t* dend = s.dend
+    cdef Py_ssize_t koff = s.koff, doff = s.doff
     for i in range(i0, i1):
-        e = col.ix[i] if col.ix != NULL else i
+        e = ix[i] if ix != NULL else i
         if e >= 0:
-            e += col.add
-        if e >= 0 and _valid(s.kvalid, s.koff + e):
-            if s.kident:
-                ks = s.koff + e
+            e += add
+        if e >= 0 and _valid(kvalid, koff + e):
+            if kident:
+                ks = koff + e
             else:
-                ks = s.koffs[s.koff + e]
-            if not s.kident and s.koffs[s.koff + e + 1] - ks != 1:
-                col.bad = i
-                col.why = b"tuple column kind is not one character"
-                col.rc = FAIL
-                col.done = True
-                return
-            k = s.kdata[ks]
+                ks = koffs[koff + e]
+                if koffs[koff + e + 1] - ks != 1:
+                    why = b"tuple column kind is not one character"
+                    break
+            k = kdata[ks]
             if k == 116 or k == 98:
-                if not _valid(s.dvalid, s.doff + e):
-                    col.bad = i
-                    col.why = b"kind 't'/'b' with null data"
-                    col.rc = FAIL
-                    col.done = True
-                    return
-                p = s.ddata + s.doffs[s.doff + e]
-                dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
-                if dn <= 16 and p + 16 <= s.dend:
+                if not _valid(dvalid, doff + e):
+                    why = b"kind 't'/'b' with null data"
+                    break
+                p = ddata + doffs[e]
+                dn = doffs[e + 1] - doffs[e]
+                if vpos + dn + 16 > vcap:
+                    col.c.vpos = vpos
+                    if _ensure(col, dn + 16) < 0:
+                        why = b"out of memory"
+                        nomem = True
+                        break
+                    vout = col.c.vout
+                    vcap = col.vcap
+                if dn <= 16 and p + 16 <= dend:
                     # short values (most): two 8-byte loads answer "ASCII?" and a fixed
                     # 16-byte move copies (the output has 20 spare bytes per value)
                     if not (_ascii16(p, dn) or utf8_valid(p, dn)):
-                        col.bad = i
-                        col.why = b"invalid UTF-8"
-                        col.rc = FAIL
-                        col.done = True
-                        return
-                    memcpy(col.c.vout + col.c.vpos, p, 16)
-                    col.c.vpos += dn
-                    col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
-                    col.nvalid += 1
-                    if col.c.vpos > 0x7FFFFFFF:
-                        col.bad = i
-                        col.why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
-                        col.rc = FAIL
-                        col.done = True
-                        return
-                    col.offs_out[i + 1] = <int32_t>col.c.vpos
-                    continue
-                if not utf8_valid(p, dn):
-                    col.bad = i
-                    col.why = b"invalid UTF-8"
-                    col.rc = FAIL
-                    col.done = True
-                    return
-                memcpy(col.c.vout + col.c.vpos, p, dn)
-                col.c.vpos += dn
-                col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
-                col.nvalid += 1
+                        why = b"invalid UTF-8"
+                        break
+                    memcpy(vout + vpos, p, 16)
+                else:
+                    if not utf8_valid(p, dn):
+                        why = b"invalid UTF-8"
+                        break
+                    memcpy(vout + vpos, p, dn)
+                vpos += dn
+                vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+                nvalid += 1
             elif k != 110 and k != 117:
-                col.bad = i
-                col.why = b"tuple column kind is not n/u/t/b"
-                col.rc = FAIL
-                col.done = True
-                return
-        if col.c.vpos > 0x7FFFFFFF:
-            col.bad = i
-            col.why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
-            col.rc = FAIL
-            col.done = True
-            return
-        col.offs_out[i + 1] = <int32_t>col.c.vpos
+                why = b"tuple column kind is not n/u/t/b"
+                break
+        if vpos > 0x7FFFFFFF:
+            why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
+            break
+        offs_out[i + 1] = <int32_t>vpos
+    col.c.vpos = vpos
+    col.nvalid += nvalid
+    if why != NULL:
+        col.bad = i
+        col.why = why
+        col.rc = NOMEM if nomem else FAIL
+        col.done = True
 
 
 cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
@@ -981,6 +1012,8 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
                     else:
                         memcpy(col.c.out + 8 * i, &v, 8)
                     rc = OK
+            elif col.variable and _ensure(col, dn + 64) < 0:
+                rc = NOMEM
             else:
                 rc = convert_one(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
             if rc == OK:
@@ -1018,52 +1051,6 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
 # per value (perf: loads of the kind byte through the kinds' offsets, the memcpy).
 cdef enum:
     BLOCK = 2048
-
-
-cdef list _variable_spans(Col* cols, Py_ssize_t ncols, const Src* s, Py_ssize_t n):
-    """Bytes of input values per variable-width column (the output needs at most that
-    plus 20 per value). Columns sharing one row-offsets array are summed in one pass
-    over the rows, reading each row's neighbouring elements together."""
-    spans = [0] * ncols
-    cdef Py_ssize_t j, g, i, b, e, ng
-    cdef const int64_t* ix
-    cdef Py_ssize_t* acc = <Py_ssize_t*>PyMem_Calloc(max(ncols, 1), sizeof(Py_ssize_t))
-    cdef Py_ssize_t* grp = <Py_ssize_t*>PyMem_Calloc(max(ncols, 1), sizeof(Py_ssize_t))
-    cdef bint* seen = <bint*>PyMem_Calloc(max(ncols, 1), sizeof(bint))
-    if acc == NULL or grp == NULL or seen == NULL:
-        PyMem_Free(acc)
-        PyMem_Free(grp)
-        PyMem_Free(seen)
-        raise MemoryError()
-    try:
-        for j in range(ncols):
-            if not cols[j].variable or seen[j]:
-                continue
-            ix = cols[j].ix
-            if ix == NULL:
-                seen[j] = True
-                acc[j] = (s.doffs[s.doff + n] - s.doffs[s.doff]) if n else 0
-                continue
-            ng = 0
-            for g in range(j, ncols):
-                if cols[g].variable and not seen[g] and cols[g].ix == ix:
-                    grp[ng] = g
-                    ng += 1
-                    seen[g] = True
-            with nogil:
-                for i in range(n):
-                    b = ix[i]
-                    if b >= 0:
-                        for g in range(ng):
-                            e = b + cols[grp[g]].add
-                            acc[grp[g]] += s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
-        for j in range(ncols):
-            spans[j] = acc[j]
-        return spans
-    finally:
-        PyMem_Free(acc)
-        PyMem_Free(grp)
-        PyMem_Free(seen)
 
 
 def convert_columns_fast(specs, kinds, data, indexes):
@@ -1138,11 +1125,16 @@ def convert_columns_fast(specs, kinds, data, indexes):
             col.variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
         if n < 0:
             n = nsrc
-        spans = _variable_spans(cols, ncols, &src, n)
+        # first output size of variable-width columns: exact when the values are the
+        # child's own, else the child's average value size per value, grown on demand
+        avg = (src.doffs[src.doff + nsrc] - src.doffs[src.doff]) / nsrc if nsrc else 0
         for j in range(ncols):
             col = &cols[j]
             code = col.c.code
-            span = spans[j]
+            if col.ix == NULL:
+                span = (src.doffs[src.doff + n] - src.doffs[src.doff]) if n else 0
+            else:
+                span = <Py_ssize_t>(avg * n * 1.125)
             validity = pool_buffer((n + 7) // 8, True, &col.vbits)
             specials = pool_buffer(n, True, &p)
             col.specials = <int8_t*>p
@@ -1153,7 +1145,10 @@ def convert_columns_fast(specs, kinds, data, indexes):
                 out = pool_buffer(4 * (n + 1), False, &p)       # offsets
                 col.offs_out = <int32_t*>p
                 col.offs_out[0] = 0
-                vout = pool_buffer(span + 20 * n + 1, False, &col.c.vout)
+                col.vcap = span + 20 * n + 64
+                col.c.vout = <uint8_t*>pool_malloc(col.vcap)
+                if col.c.vout == NULL:
+                    raise MemoryError()
             else:
                 out = pool_buffer(n * DEF_WIDTH[code] + 1, False, &col.c.out)
             keep.append((validity, specials, out, vout))
@@ -1167,12 +1162,21 @@ def convert_columns_fast(specs, kinds, data, indexes):
                     if not cols[j].done:
                         _convert_range(&cols[j], &src, b0, b1)
                 b0 = b1
+        for j in range(ncols):
+            if cols[j].rc == NOMEM:
+                raise MemoryError()
         results = []
         for j in range(ncols):
             validity, specials, out, vout = keep[j]
+            if cols[j].variable:
+                vout = hand_off(cols[j].c.vout, cols[j].c.vpos)   # Arrow owns the block now
+                cols[j].c.vout = NULL
             results.append(_finish(&cols[j], n, validity, specials, out, vout))
         return results
     finally:
+        for j in range(ncols):
+            if cols[j].variable and cols[j].c.vout != NULL:
+                pool_free(cols[j].c.vout)
         PyMem_Free(cols)
 
 

@@ -52,9 +52,6 @@ __all__ = ["ChangeDecoder", "decode_changes", "parse_table_list", "relation_fing
 _CHANGE_TAGS = np.zeros(256, dtype=bool)
 for _t in b"IUDT":
     _CHANGE_TAGS[_t] = True
-_IUD = np.zeros(256, dtype=bool)
-for _t in b"IUD":
-    _IUD[_t] = True
 
 # Columns of pending (not yet committed) change rows: the change schema without the
 # transaction's commit facts, plus the message's own (sub)transaction xid.
@@ -441,13 +438,13 @@ class ChangeDecoder:
         ctrl_idx = np.flatnonzero(is_ctrl)
         seg = np.cumsum(is_ctrl)                     # row i sits after seg[i] control rows
         change_idx = np.flatnonzero(is_change)
-        seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
 
         fast = self._plain_transactions(msgs, tags, ctrl_idx, seg, change_idx, seq_arr, lsn_arr) \
             if self._VECTORIZED else None
         self._last_path = "general" if fast is None else "plain"
         if fast is not None:
             return fast
+        seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
         ctrl = control_rows(msgs, ctrl_idx)
         relmap_start = dict(self._relmap)
         seg_slot, commits, r_versions, _ = self._walk(ctrl, seg_counts)
@@ -746,8 +743,12 @@ class ChangeDecoder:
         ``msg_xid`` False: light rows without the message xids (only aborted streamed
         subtransactions need them)."""
         idx = change_idx
-        iud = idx[_IUD[tags[idx]]] if len(idx) else idx
-        t_rows = idx[tags[idx] == ord("T")] if len(idx) else idx
+        ctags = tags[idx]
+        t_mask = ctags == ord("T")
+        if t_mask.any():
+            iud, t_rows = idx[~t_mask], idx[t_mask]
+        else:                     # (change rows are I/U/D/T)
+            iud, t_rows = idx, idx[:0]
         take = pa.array(iud, pa.int64())
         ver = versions[iud]
         if (ver < 0).any():

@@ -133,7 +133,9 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
         valid = valid_all if valid_all is not None else np.ones(n, bool)
     else:
         n = len(pos)
-        offsets, lengths = offs_all[pos], offs_all[pos + 1] - offs_all[pos]
+        offsets = offs_all[pos]
+        lengths = offs_all[pos + 1]
+        lengths -= offsets
         valid = valid_all[pos] if valid_all is not None else np.ones(n, bool)
     valid = valid & (ids >= 0)
     if len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all()):

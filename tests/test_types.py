@@ -513,3 +513,19 @@ def test_short_text_values_every_length_and_position(tail):
             for pair in ([b"ok", bad], [bad, b"ok" * 10]):   # last in the buffer, and not
                 with pytest.raises(ConversionError, match="UTF-8"):
                     convert_column(pa.array(["t", "t"]), pa.array(pair, pa.binary()), 25, -1)
+
+
+def test_indexed_text_output_grows_past_its_estimate():
+    """Indexed variable-width columns start from the child's average value size and grow:
+    a long-valued column next to a short-valued one, and uuids (36 text bytes from 16)."""
+    n = 3000
+    short, long_ = [b"s"] * n, [("ü" * 400 + str(i)).encode() for i in range(n)]
+    uu = [bytes(range(16))] * n
+    data = [v for row in zip(short, long_, uu, strict=True) for v in row]
+    kinds = pa.array(["t", "t", "b"] * n)
+    base = np.arange(0, 3 * n, 3, dtype=np.int64)
+    out = tc.convert_columns(kinds, pa.array(data, pa.binary()), [(25, -1), (25, -1), (2950, -1)],
+                             indexes=[(base, 0), (base, 1), (base, 2)])
+    assert out[0].values.to_pylist() == ["s"] * n
+    assert out[1].values.to_pylist() == [v.decode() for v in long_]
+    assert out[2].values.to_pylist() == ["00010203-0405-0607-0809-0a0b0c0d0e0f"] * n
