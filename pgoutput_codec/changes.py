@@ -177,7 +177,7 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
     return {
         "op": msgs.field("type").take(take),
         "seq": seq,
-        "lsn": nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(take),
+        "lsn": _lsn_at(lsn, idx),
         "schema": versions.column("schema").take(vtake),
         "table": versions.column("table").take(vtake),
         "relation_id": msgs.field("relation_id").take(take),
@@ -198,16 +198,22 @@ def _one_char_strings(codes: np.ndarray) -> pa.Array:
                                                   pa.py_buffer(np.ascontiguousarray(codes, dtype=np.uint8))])
 
 
-def light_change_columns(msgs, idx: np.ndarray, ver: np.ndarray, seq: np.ndarray, lsn: pa.Array,
-                         msg_xid: bool = True, tags: np.ndarray | None = None) -> dict:
-    """Light rows (see ``_LIGHT_PENDING_SCHEMA``) of messages ``idx``: NumPy gathers of
-    the numeric columns (Arrow's take allocated fresh pages, 1-4 ms a column)."""
+def _lsn_at(lsn: pa.Array, idx: np.ndarray) -> pa.Array:
+    """The archive lsn of rows ``idx`` (an all-null column stays on the shared zero buffer)."""
+    return nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(pa.array(idx, pa.int64()))
+
+
+def light_change_columns(msgs, tags: np.ndarray, idx: np.ndarray, ver: np.ndarray, seq: np.ndarray,
+                         lsn: pa.Array, msg_xid: bool = True) -> dict:
+    """Light rows (see ``_LIGHT_PENDING_SCHEMA``) of messages ``idx`` (``tags``: every
+    message's tag byte): NumPy gathers of the numeric columns (Arrow's take allocated
+    fresh pages, 1-4 ms a column)."""
     xid = msgs.field("xid")
     xid_np = _to_numpy_u(xid, np.uint32) if msg_xid and xid.null_count != len(xid) else None
     return {
-        "op": _one_char_strings(tags[idx]) if tags is not None else msgs.field("type").take(pa.array(idx, pa.int64())),
+        "op": _one_char_strings(tags[idx]),
         "seq": pa.array(seq[idx]),
-        "lsn": nulls(len(idx), lsn.type) if lsn.null_count == len(lsn) else lsn.take(pa.array(idx, pa.int64())),
+        "lsn": _lsn_at(lsn, idx),
         "msg_xid": pa.array(xid_np[idx]) if xid_np is not None else pa.array(np.zeros(len(idx), np.uint32)),
         "_src": pa.array(idx.astype(np.int64, copy=False)),
         "_ver": pa.array(ver.astype(np.int64, copy=False)),
@@ -223,16 +229,6 @@ def truncate_row(rel: dict, relation_id: int, seq, lsn, options: int, **extra) -
                 before_kind=None, before=None, after=None, truncate_options=options, **extra)
 
 
-def _per_row(values: list, rank: np.ndarray, np_type, pa_type) -> pa.Array:
-    """One value per commit (ints or None; timestamps as µs ints) spread to the rows by
-    their commit rank with NumPy (Arrow's take allocated fresh pages: 2 ms per column)."""
-    if any(v is None for v in values):
-        return pa.array(values, pa_type).take(pa.array(rank, pa.int64()))
-    per_commit = np.asarray(values, dtype=np_type)
-    out = pa.array(per_commit[rank])
-    return out if out.type == pa_type else out.cast(pa_type)
-
-
 # Control rows the vectorized path handles: Begin, Commit, Relation, Type, logical
 # Message, keepalive, Origin.
 _PLAIN_CTRL = np.zeros(256, dtype=bool)
@@ -242,14 +238,26 @@ for _t in b"BCRYMkO":
 
 def _spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:
     """A per-transaction column to the rows (``rank``: transaction of each row), in NumPy
-    when it has no nulls."""
-    if per_txn.null_count:
+    when it has no nulls (Arrow's take allocated fresh pages: 2 ms per column)."""
+    if per_txn.null_count or not len(per_txn):
         return per_txn.take(pa.array(rank, pa.int64()))
     typ = per_txn.type
     width = typ.bit_width // 8
     # the values buffer viewed as integers of the same width, gathered, handed back
     vals = np.frombuffer(per_txn.buffers()[1], dtype=f"<u{width}", count=per_txn.offset + len(per_txn))
     return pa.Array.from_buffers(typ, len(rank), [None, pa.py_buffer(vals[per_txn.offset:][rank])])
+
+
+def _row_versions(msgs, tags, r_versions: list, relmap_start: dict):
+    """Relation version of every row (one C walk from the map as it was before this
+    chunk's Relations: ``r_versions`` are the versions its 'R' rows defined, in order),
+    and the Relation events Truncates look up (positions, relation ids, versions, start map)."""
+    relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
+    r_ver = np.asarray(r_versions, dtype=np.int64)
+    versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids), r_ver,
+                                          relmap_start)
+    r_pos = np.flatnonzero(tags == ord("R"))
+    return versions, (r_pos, relids[r_pos], r_ver, relmap_start)
 
 
 def _to_numpy_u(col: pa.Array, dtype) -> np.ndarray:
@@ -449,13 +457,7 @@ class ChangeDecoder:
         relmap_start = dict(self._relmap)
         seg_slot, commits, r_versions, _ = self._walk(ctrl, seg_counts)
 
-        # Relation version of each I/U/D row (one C walk from the map as it was before
-        # this chunk's Relations), then the pending-row table.
-        relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
-        versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids),
-                                              np.asarray(r_versions, dtype=np.int64), relmap_start)
-        r_pos = np.flatnonzero(tags == ord("R"))
-        r_events = (r_pos, relids[r_pos], np.asarray(r_versions, dtype=np.int64), relmap_start)
+        versions, r_events = _row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
         row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
         table = rows["table"]
@@ -500,21 +502,11 @@ class ChangeDecoder:
         r_versions = []
         for m in (msgs.take(pa.array(rt, pa.int64())).to_pylist() if len(rt) else ()):
             if m["type"] == "R":
-                r_versions.append(self._add_version(dict(
-                    schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
-                    relation_id=m["relation_id"], replica_identity=m["replica_identity"],
-                    columns=m["columns"])))
-                self._relmap[m["relation_id"]] = r_versions[-1]
+                r_versions.append(self._relation(m))
             else:
-                self._types.append((m["type_oid"], m["namespace"], m["type_name"]))
-                if self.registry is not None:
-                    self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
+                self._type(m)
         self._next_slot += ntx
-        relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
-        versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids),
-                                              np.asarray(r_versions, dtype=np.int64), relmap_start)
-        r_pos = np.flatnonzero(tags == ord("R"))
-        r_events = (r_pos, relids[r_pos], np.asarray(r_versions, dtype=np.int64), relmap_start)
+        versions, r_events = _row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
         table = rows["table"]
         schema = self.output_schema
@@ -544,6 +536,21 @@ class ChangeDecoder:
         out = table.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out
+
+    def _relation(self, m: dict) -> int:
+        """A Relation message: its version (the newest definition wins from here on)."""
+        v = self._add_version(dict(
+            schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
+            relation_id=m["relation_id"], replica_identity=m["replica_identity"],
+            columns=m["columns"]))
+        self._relmap[m["relation_id"]] = v
+        return v
+
+    def _type(self, m: dict):
+        """A Type message: kept, and taught to the registry (domains resolve through it)."""
+        self._types.append((m["type_oid"], m["namespace"], m["type_name"]))
+        if self.registry is not None:
+            self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
 
     def _walk(self, ctrl: list, seg_counts):
         """The transaction state machine, run over the control messages of a chunk.
@@ -578,15 +585,9 @@ class ChangeDecoder:
                 if self._ctx >= 0:
                     self._txns[self._ctx].origin = m["origin_name"]
             elif t == "R":
-                r_versions.append(self._add_version(dict(
-                    schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
-                    relation_id=m["relation_id"], replica_identity=m["replica_identity"],
-                    columns=m["columns"])))
-                self._relmap[m["relation_id"]] = r_versions[-1]
+                r_versions.append(self._relation(m))
             elif t == "Y":
-                self._types.append((m["type_oid"], m["namespace"], m["type_name"]))
-                if self.registry is not None:
-                    self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
+                self._type(m)
             elif t == "S":
                 self._walk_stream = True
                 slot = self._streams.get(m["xid"])
@@ -726,10 +727,10 @@ class ChangeDecoder:
         facts = [m for _, m in commits]
         xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]
         extra = {
-            "xid": _per_row(xids, rank, np.uint32, pa.uint32()),
-            "commit_lsn": _per_row([m.get("commit_lsn") for m in facts], rank, np.uint64, pa.uint64()),
-            "commit_ts": _per_row([m.get("commit_ts") for m in facts], rank, np.int64,
-                                  CHANGE_SCHEMA.field("commit_ts").type),
+            "xid": _spread(pa.array(xids, pa.uint32()), rank),
+            "commit_lsn": _spread(pa.array([m.get("commit_lsn") for m in facts], pa.uint64()), rank),
+            "commit_ts": _spread(pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type),
+                                 rank),
             "origin": pa.array([t.origin for t in txns], pa.string()).take(pa.array(rank, pa.int64())),
         }
         for name, arr in extra.items():
@@ -757,8 +758,8 @@ class ChangeDecoder:
                 f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
                 "before any Relation message for it (start decoding earlier, or resume from a state)")
         if self._light:
-            cols = light_change_columns(msgs, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr, msg_xid,
-                                        tags)
+            cols = light_change_columns(msgs, tags, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr,
+                                        msg_xid)
         else:
             cols = change_columns(msgs, iud, ver, self._version_table(), seq_arr.take(take), lsn_arr)
             cols["msg_xid"] = msgs.field("xid").take(take)
