@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import TS
-from .typecatalog import ConversionError, _materialize, convert_column, convert_columns
+from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "table_columns"]
 
@@ -159,9 +159,7 @@ def _raw_fallback(kinds, data, index, err):
     of different dimensionality) stays raw (binary: the text or send form as sent) with
     ``__special`` = the conversion error, so nothing is lost."""
     if index is not None:
-        index = _materialize(index)
-        take = pa.array(index, pa.int64(), mask=index < 0)
-        kinds, data = pc.fill_null(kinds.take(take), "n"), data.take(take)
+        kinds, data = _take_at(kinds, data, _materialize(index))
     data = data.cast(pa.binary()) if not pa.types.is_binary(data.type) else data
     raw = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(len(data), pa.binary()))
     return raw, pa.array([str(err)] * len(data), pa.string())
@@ -301,12 +299,13 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     ids = ver_to_id[ver]
     cols = _merge_columns(reps, dec._versions[int(ver[-1])]["columns"] or [])
     msgs = dec.last_batch
+    pos = np.maximum(src, 0)
+    ids = np.where(src >= 0, ids, -1)
     sides = {}
     for side, field in (("after", "new_tuple"), ("before", "old_tuple")):
         tuples = msgs.field(field)
-        pos = np.maximum(src, 0)
         if side == "after" or tuples.null_count != len(tuples):
-            loc = _locate(tuples, pos, np.where(src >= 0, ids, -1), reps, cols)
+            loc = _locate(tuples, pos, ids, reps, cols)
             if side == "before" and not loc[3].any():
                 continue
             sides[side] = loc

@@ -1239,12 +1239,13 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
     if fast is None:
         fast = not _NO_EXT
     resolved = [_resolve(oid, tm, registry) for oid, tm in types]
+    specs = [_fast_spec(r) if fast else None for r in resolved]
     out = [None] * len(types)
-    quick = [j for j, r in enumerate(resolved) if fast and _fast_spec(r)]
+    quick = [j for j, sp in enumerate(specs) if sp is not None]
     if quick:
         from . import _convert
         idx = [indexes[j] for j in quick]
-        res = _convert.convert_columns_fast([_fast_spec(resolved[j]) for j in quick], kinds, data, idx)
+        res = _convert.convert_columns_fast([specs[j] for j in quick], kinds, data, idx)
         for j, ix, rj in zip(quick, idx, res, strict=True):
             out[j] = _fast_result(rj, resolved[j], kinds, data, ix)
     for j in range(len(resolved)):
