@@ -1,10 +1,11 @@
 # cython: language_level=3
 """Column converters for the common builtin types: Arrow buffers in, Arrow buffers out.
 
-One call converts one column of TupleData values (``kinds`` string array of 'n'/'u'/'t'/'b',
-``data`` binary array) to the Arrow layout that :mod:`pgoutput_codec.typecatalog` names
-for the type. No Python object is made per value. Which type uses which converter code is
-a fact of ``typecatalog.py`` (the ``fast`` column of its table), not of this module.
+One call (``convert_columns_fast``) converts columns of TupleData values (``kinds`` string
+array of 'n'/'u'/'t'/'b', ``data`` binary array, each column's values picked by an index)
+to the Arrow layout that :mod:`pgoutput_codec.typecatalog` names for the type. No Python
+object is made per value. Which type uses which converter code is a fact of
+``typecatalog.py`` (the ``fast`` column of its table), not of this module.
 
 Each value converter returns ``OK``, ``SPECIAL`` (the value is null in Arrow and
 ``special`` holds +/-infinity or NaN), ``FAIL`` (the static message in ``Conv.err``) or
@@ -467,6 +468,40 @@ cdef const char* HEX = b"0123456789abcdef"
 
 # ---------------------------------------------------------------- one value
 
+cdef inline void _store_int(Conv* c, Py_ssize_t i, int64_t v) noexcept nogil:
+    """Value i of an int2/int4/oid/int8 column (range already checked)."""
+    cdef int32_t v32
+    cdef int16_t v16
+    if c.code == C_INT2:
+        v16 = <int16_t>v
+        memcpy(c.out + 2 * i, &v16, 2)
+    elif c.code == C_INT4 or c.code == C_OID:
+        v32 = <int32_t>v
+        memcpy(c.out + 4 * i, &v32, 4)
+    else:
+        memcpy(c.out + 8 * i, &v, 8)
+
+
+cdef inline int _int_text(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """An integer column's value in text form (the column loop calls this directly, not
+    through convert_one's dispatch: integers are the most common non-text columns)."""
+    cdef int64_t v
+    cdef int rc
+    if c.code == C_INT2:
+        rc = _parse_i64(p, n, -32768, 32767, &v)
+    elif c.code == C_INT4:
+        rc = _parse_i64(p, n, I32_MIN, I32_MAX, &v)
+    elif c.code == C_OID:
+        rc = _parse_i64(p, n, 0, 0xFFFFFFFF, &v)
+    else:
+        rc = _parse_i64(p, n, I64_MIN, I64_MAX, &v)
+    if rc < 0:
+        c.err = b"not an integer in range"
+        return FAIL
+    _store_int(c, i, v)
+    return OK
+
+
 cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
     cdef Reader r
     cdef int64_t v, months, days, us
@@ -516,25 +551,8 @@ cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint
                 c.err = b"binary integer of the wrong length"
                 return FAIL
         else:
-            if code == C_INT2:
-                rc = _parse_i64(p, n, -32768, 32767, &v)
-            elif code == C_INT4:
-                rc = _parse_i64(p, n, I32_MIN, I32_MAX, &v)
-            elif code == C_OID:
-                rc = _parse_i64(p, n, 0, 0xFFFFFFFF, &v)
-            else:
-                rc = _parse_i64(p, n, I64_MIN, I64_MAX, &v)
-            if rc < 0:
-                c.err = b"not an integer in range"
-                return FAIL
-        if code == C_INT2:
-            v16 = <int16_t>v
-            memcpy(c.out + 2 * i, &v16, 2)
-        elif code == C_INT4 or code == C_OID:
-            v32 = <int32_t>v
-            memcpy(c.out + 4 * i, &v32, 4)
-        else:
-            memcpy(c.out + 8 * i, &v, 8)
+            return _int_text(c, i, p, n)
+        _store_int(c, i, v)
         return OK
 
     if code == C_FLOAT4 or code == C_FLOAT8:
@@ -850,6 +868,31 @@ cdef inline bint _ascii16(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return acc < 0x80
 
 
+cdef inline int _kind_of(const Src* s, Py_ssize_t e, uint8_t* k) noexcept nogil:
+    """The kind byte of element e ('n' for e < 0 or a null kind); -1 when the kind is
+    not one character. Kinds on the shared 0,1,2,… offsets are read without them."""
+    cdef Py_ssize_t ks
+    if e < 0 or not _valid(s.kvalid, s.koff + e):
+        k[0] = 110
+        return 0
+    if s.kident:
+        k[0] = s.kdata[s.koff + e]
+        return 0
+    ks = s.koffs[s.koff + e]
+    if s.koffs[s.koff + e + 1] - ks != 1:
+        return -1
+    k[0] = s.kdata[ks]
+    return 0
+
+
+cdef inline void _fail_col(Col* col, Py_ssize_t i, int rc, const char* why) noexcept nogil:
+    """Stop a column at value i: rc FAIL (why names it), SLOW or NOMEM."""
+    col.bad = i
+    col.why = why
+    col.rc = rc
+    col.done = True
+
+
 cdef int _ensure(Col* col, Py_ssize_t need) noexcept nogil:
     """Room for ``need`` more output bytes of a variable-width column (grown by doubling:
     the first size is an estimate, so the values need not be measured in a pass first)."""
@@ -875,7 +918,7 @@ cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noex
     The column's cursors live in locals for the loop: every byte stored through the output
     pointer may alias the Col struct, so the compiler would reload its fields after each
     copy."""
-    cdef Py_ssize_t i, e, dn, ks
+    cdef Py_ssize_t i, e, dn
     cdef uint8_t k
     cdef const uint8_t* p
     cdef const int64_t* ix = col.ix
@@ -888,60 +931,50 @@ cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noex
     cdef Py_ssize_t nvalid = 0
     cdef const char* why = NULL
     cdef bint nomem = False
-    cdef bint kident = s.kident
-    cdef const uint8_t* kvalid = s.kvalid
-    cdef const int32_t* koffs = s.koffs
-    cdef const uint8_t* kdata = s.kdata
     cdef const uint8_t* dvalid = s.dvalid
     cdef const int32_t* doffs = s.doffs + s.doff
     cdef const uint8_t* ddata = s.ddata
     cdef const uint8_t* dend = s.dend
-    cdef Py_ssize_t koff = s.koff, doff = s.doff
+    cdef Py_ssize_t doff = s.doff
     for i in range(i0, i1):
         e = ix[i] if ix != NULL else i
         if e >= 0:
             e += add
-        if e >= 0 and _valid(kvalid, koff + e):
-            if kident:
-                ks = koff + e
-            else:
-                ks = koffs[koff + e]
-                if koffs[koff + e + 1] - ks != 1:
-                    why = b"tuple column kind is not one character"
-                    break
-            k = kdata[ks]
-            if k == 116 or k == 98:
-                if not _valid(dvalid, doff + e):
-                    why = b"kind 't'/'b' with null data"
-                    break
-                p = ddata + doffs[e]
-                dn = doffs[e + 1] - doffs[e]
-                if vpos + dn + 16 > vcap:
-                    col.c.vpos = vpos
-                    if _ensure(col, dn + 16) < 0:
-                        why = b"out of memory"
-                        nomem = True
-                        break
-                    vout = col.c.vout
-                    vcap = col.vcap
-                if dn <= 16 and p + 16 <= dend:
-                    # short values (most): two 8-byte loads answer "ASCII?" and a fixed
-                    # 16-byte move copies (the output has 20 spare bytes per value)
-                    if not (_ascii16(p, dn) or utf8_valid(p, dn)):
-                        why = b"invalid UTF-8"
-                        break
-                    memcpy(vout + vpos, p, 16)
-                else:
-                    if not utf8_valid(p, dn):
-                        why = b"invalid UTF-8"
-                        break
-                    memcpy(vout + vpos, p, dn)
-                vpos += dn
-                vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
-                nvalid += 1
-            elif k != 110 and k != 117:
-                why = b"tuple column kind is not n/u/t/b"
+        if _kind_of(s, e, &k) < 0:
+            why = b"tuple column kind is not one character"
+            break
+        if k == 116 or k == 98:
+            if not _valid(dvalid, doff + e):
+                why = b"kind 't'/'b' with null data"
                 break
+            p = ddata + doffs[e]
+            dn = doffs[e + 1] - doffs[e]
+            if vpos + dn + 16 > vcap:
+                col.c.vpos = vpos
+                if _ensure(col, dn + 16) < 0:
+                    why = b"out of memory"
+                    nomem = True
+                    break
+                vout = col.c.vout
+                vcap = col.vcap
+            if dn <= 16 and p + 16 <= dend:
+                # short values (most): two 8-byte loads answer "ASCII?" and a fixed
+                # 16-byte move copies (the output has 20 spare bytes per value)
+                if not (_ascii16(p, dn) or utf8_valid(p, dn)):
+                    why = b"invalid UTF-8"
+                    break
+                memcpy(vout + vpos, p, 16)
+            else:
+                if not utf8_valid(p, dn):
+                    why = b"invalid UTF-8"
+                    break
+                memcpy(vout + vpos, p, dn)
+            vpos += dn
+            vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
+            nvalid += 1
+        elif k != 110 and k != 117:
+            why = b"tuple column kind is not n/u/t/b"
+            break
         if vpos > 0x7FFFFFFF:
             why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
             break
@@ -949,10 +982,7 @@ cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noex
     col.c.vpos = vpos
     col.nvalid += nvalid
     if why != NULL:
-        col.bad = i
-        col.why = why
-        col.rc = NOMEM if nomem else FAIL
-        col.done = True
+        _fail_col(col, i, NOMEM if nomem else FAIL, why)
 
 
 cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
@@ -961,57 +991,24 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
     cdef uint8_t k
     cdef int rc
     cdef int code = col.c.code
-    cdef int64_t v, lo = I64_MIN, hi = I64_MAX
-    cdef int width = 8
-    cdef int32_t v32
-    cdef int16_t v16
+    cdef bint ints = code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID
     if code == C_TEXT:
         _text_range(col, s, i0, i1)
         return
-    if code == C_INT2:
-        lo, hi, width = -32768, 32767, 2
-    elif code == C_INT4:
-        lo, hi, width = I32_MIN, I32_MAX, 4
-    elif code == C_OID:
-        lo, hi, width = 0, 0xFFFFFFFF, 4
     for i in range(i0, i1):
         e = col.ix[i] if col.ix != NULL else i
         if e >= 0:
             e += col.add
-        k = 110
-        if e < 0:
-            pass
-        elif _valid(s.kvalid, s.koff + e) and s.koffs[s.koff + e + 1] - s.koffs[s.koff + e] == 1:
-            k = s.kdata[s.koffs[s.koff + e]]
-        elif _valid(s.kvalid, s.koff + e):
-            col.bad = i
-            col.why = b"tuple column kind is not one character"
-            col.rc = FAIL
-            col.done = True
+        if _kind_of(s, e, &k) < 0:
+            _fail_col(col, i, FAIL, b"tuple column kind is not one character")
             return
         if k == 116 or k == 98:
             if not _valid(s.dvalid, s.doff + e):
-                col.bad = i
-                col.why = b"kind 't'/'b' with null data"
-                col.rc = FAIL
-                col.done = True
+                _fail_col(col, i, FAIL, b"kind 't'/'b' with null data")
                 return
             dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
-            if k == 116 and (code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID):
-                # integers in text form (the default): parsed here, not through the dispatch
-                if _parse_i64(s.ddata + s.doffs[s.doff + e], dn, lo, hi, &v) < 0:
-                    col.c.err = b"not an integer in range"
-                    rc = FAIL
-                else:
-                    if width == 2:
-                        v16 = <int16_t>v
-                        memcpy(col.c.out + 2 * i, &v16, 2)
-                    elif width == 4:
-                        v32 = <int32_t>v
-                        memcpy(col.c.out + 4 * i, &v32, 4)
-                    else:
-                        memcpy(col.c.out + 8 * i, &v, 8)
-                    rc = OK
+            if k == 116 and ints:
+                rc = _int_text(&col.c, i, s.ddata + s.doffs[s.doff + e], dn)
             elif col.variable and _ensure(col, dn + 64) < 0:
                 rc = NOMEM
             else:
@@ -1023,23 +1020,14 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
                 col.specials[i] = <int8_t>col.c.special
                 col.any_special = True
             else:
-                col.rc = rc
-                col.bad = i
-                col.why = col.c.err
-                col.done = True
+                _fail_col(col, i, rc, col.c.err)
                 return
         elif k != 110 and k != 117:
-            col.bad = i
-            col.why = b"tuple column kind is not n/u/t/b"
-            col.rc = FAIL
-            col.done = True
+            _fail_col(col, i, FAIL, b"tuple column kind is not n/u/t/b")
             return
         if col.variable:
             if col.c.vpos > 0x7FFFFFFF:
-                col.bad = i
-                col.why = b"column exceeds 2 GiB of string data; convert it in smaller chunks"
-                col.rc = FAIL
-                col.done = True
+                _fail_col(col, i, FAIL, b"column exceeds 2 GiB of string data; convert it in smaller chunks")
                 return
             col.offs_out[i + 1] = <int32_t>col.c.vpos
 
@@ -1204,14 +1192,6 @@ cdef object _finish(Col* col, Py_ssize_t n, validity, specials, out, vout):
         arr = pa.Array.from_buffers(typ, n, [vbuf, out[:n * DEF_WIDTH[code]]], null_count)
     codes = np.frombuffer(specials, dtype=np.int8, count=n) if col.any_special else None
     return arr, codes
-
-
-def convert_column_fast(int code, kinds, data, int precision=0, int scale=0, index=None):
-    """One column (see :func:`convert_columns_fast`); raises ``_ConvertFailure``."""
-    res = convert_columns_fast([(code, precision, scale)], kinds, data, [index])[0]
-    if isinstance(res, _ConvertFailure):
-        raise res
-    return res
 
 
 class _ConvertFailure(ValueError):
