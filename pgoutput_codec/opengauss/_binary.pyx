@@ -537,6 +537,22 @@ cdef class _Builder:
         self.done[c] = upto
         return 0
 
+    cdef int _rare_u64(self, int c, U64B* col, Py_ssize_t at, uint64_t v) except -1:
+        """Row ``at`` of the uint64 column ``c`` (``col``), set (``_rare`` catches up the
+        nulls before it)."""
+        self._rare(c, at)
+        nc_u64(&col.vals, v)
+        nc_bit(&col.valid, 1)
+        self.done[c] += 1
+        return 0
+
+    cdef int _rare_str(self, int c, StrB* col, Py_ssize_t at, const char* p, Py_ssize_t n) except -1:
+        """Row ``at`` of the string column ``c`` (``col``), set."""
+        self._rare(c, at)
+        str_put(col, p, n, 1)
+        self.done[c] += 1
+        return 0
+
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
                  Py_ssize_t errlen) except -1:
         """One output row: ``rec`` fields per ``rec.has``; tuples were appended already
@@ -554,33 +570,20 @@ cdef class _Builder:
         nc_i32(&self.type_.offs, <int32_t>self.type_.data.len)
         nc_bit(&self.type_.valid, h & H_TAG)
         if h & H_CSN:
-            self._rare(R_CSN, at)
-            nc_u64(&self.csn.vals, rec.csn)
-            nc_bit(&self.csn.valid, 1)
-            self.done[R_CSN] += 1
+            self._rare_u64(R_CSN, &self.csn, at, rec.csn)
         if h & H_FIRST:
-            self._rare(R_FIRST, at)
-            nc_u64(&self.first_lsn.vals, rec.first_lsn)
-            nc_bit(&self.first_lsn.valid, 1)
-            self.done[R_FIRST] += 1
+            self._rare_u64(R_FIRST, &self.first_lsn, at, rec.first_lsn)
         if h & H_XID:
-            self._rare(R_XID, at)
-            nc_u64(&self.xid.vals, rec.xid)
-            nc_bit(&self.xid.valid, 1)
-            self.done[R_XID] += 1
+            self._rare_u64(R_XID, &self.xid, at, rec.xid)
         if h & H_CT:
-            self._rare(R_CT, at)
-            str_put(&self.commit_time, <const char*>buf + rec.ct_off, rec.ct_len, 1)
-            self.done[R_CT] += 1
+            self._rare_str(R_CT, &self.commit_time, at, <const char*>buf + rec.ct_off, rec.ct_len)
         if h & H_ORIGIN:
             self._rare(R_ORIGIN, at)
             nc_u32(&self.origin, rec.origin_id)
             nc_bit(&self.origin_valid, 1)
             self.done[R_ORIGIN] += 1
         if h & H_USER:
-            self._rare(R_USER, at)
-            str_put(&self.user_name, <const char*>buf + rec.un_off, rec.un_len, 1)
-            self.done[R_USER] += 1
+            self._rare_str(R_USER, &self.user_name, at, <const char*>buf + rec.un_off, rec.un_len)
         str_put(&self.schema, <const char*>buf + rec.sc_off, rec.sc_len, h & H_SCHEMA)
         str_put(&self.table, <const char*>buf + rec.tb_off, rec.tb_len, h & H_SCHEMA)
         nc_i32(&self.newt.offs, <int32_t>self.newt.ncols)
@@ -591,9 +594,7 @@ cdef class _Builder:
             nc_bit(&self.oldt.valid, 1)
             self.done[R_OLD] += 1
         if err != NULL:
-            self._rare(R_ERR, at)
-            str_put(&self.error, err, errlen, 1)
-            self.done[R_ERR] += 1
+            self._rare_str(R_ERR, &self.error, at, err, errlen)
         self.nrows += 1
         return 0
 
