@@ -310,6 +310,18 @@ def observe_counts(out: DataFrame, observation) -> DataFrame:
     return out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)
 
 
+def mapper_schema(options: dict, mode: str, count_rows: bool = False) -> T.StructType:
+    """What ``_ChangeMapper`` writes: the change rows (``change_type`` under ``options``'
+    include_*; with the error columns unless FAILFAST, DROPMALFORMED filtering them
+    later), the sub-order of a Truncate's rows, and the count columns when asked."""
+    out_type = change_type(include_xids=options.get("include_xids", True),
+                           include_timestamp=options.get("include_timestamp", True),
+                           include_origin=options.get("include_origin", True),
+                           mode=PERMISSIVE if mode != FAILFAST else FAILFAST)
+    return T.StructType(list(out_type.fields) + [T.StructField(_SUB, T.LongType())]
+                        + (COUNT_FIELDS if count_rows else []))
+
+
 def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
                    mode: str = FAILFAST, sort: bool = True, envelope: str = "auto", observation=None,
                    source: str = "pgoutput", **options) -> DataFrame:
@@ -354,13 +366,8 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     plan_bc = spark.sparkContext.broadcast(plan)
 
     # pass 2: every partition
-    out_type = change_type(include_xids=options.get("include_xids", True),
-                           include_timestamp=options.get("include_timestamp", True),
-                           include_origin=options.get("include_origin", True),
-                           mode=PERMISSIVE if mode != FAILFAST else FAILFAST)
     count_rows = observation is not None
-    inner = T.StructType(list(out_type.fields) + [T.StructField(_SUB, T.LongType())]
-                         + (COUNT_FIELDS if count_rows else []))
+    inner = mapper_schema(options, mode, count_rows)
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
     if sort:   # before observe(): the sort's sampling job would run the metrics a second time
         out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)

@@ -49,7 +49,7 @@ from pyspark.sql import types as T
 from . import types as ST
 from .archive import FORMATS
 from .changes import _FILE_BITS
-from .modes import FAILFAST, check_mode
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -170,7 +170,7 @@ class _Config:
                 raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
                                  f"(columns: {schema.names})")
             opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
-            return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == "PERMISSIVE" else FAILFAST,
+            return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST,
                                                        **opts)
         keep = self.keep if self.keep is not None else [n for n in schema.names if n != self.payload]
         missing = [k for k in keep if k not in schema.names]
@@ -296,13 +296,11 @@ class _PgoutputReader(DataSourceReader):
     def _read_changes(self, partition):
         """Pass 2 for one partition: its rows keyed by arrival order, through the same
         mapper as ``decode_changes`` on a DataFrame."""
-        from .changes import _SUB, _ChangeMapper, change_type
+        from .changes import _ChangeMapper, mapper_schema
         cfg = self.config
         has_lsn = bool(self.keep)
-        opts = {k: v for k, v in cfg.change_options.items() if k.startswith("include_")}
-        inner = T.StructType(list(change_type(mode="PERMISSIVE", **opts).fields) + [T.StructField(_SUB, T.LongType())]) \
-            if cfg.mode != FAILFAST else T.StructType(list(self.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
-        mapper = _ChangeMapper(_HeldPlan(self.plan), inner, cfg.mode, has_lsn, False)
+        mapper = _ChangeMapper(_HeldPlan(self.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
+                               has_lsn, False)
 
         def keyed():
             row = partition.base
@@ -315,6 +313,6 @@ class _PgoutputReader(DataSourceReader):
 
         names = self.out_schema.names
         for out in mapper(keyed()):
-            if cfg.mode == "DROPMALFORMED":
+            if cfg.mode == DROPMALFORMED:
                 out = out.filter(pc.is_null(out.column("error")))
             yield pa.RecordBatch.from_arrays([out.column(n) for n in names], names=names)
