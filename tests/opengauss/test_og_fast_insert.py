@@ -195,3 +195,32 @@ def test_an_insert_only_chunk_leaves_the_other_columns_null():
     t.validate(full=True)
     for name in ("csn", "first_lsn", "xid", "commit_time", "origin_id", "user_name", "old_tuple", "error"):
         assert t.column(name).null_count == 6000, name
+
+
+def dense_insert(ncols: int, *, null_every: int = 0, lsn: int = 9) -> bytes:
+    """An Insert of ``ncols`` columns of 10 bytes each (empty name, empty or NULL value), no
+    schema or table: the most columns and rows per byte a frame can hold."""
+    cols = b"".join(b"\x00\x00" + struct.pack(">I", 23)
+                    + (struct.pack(">I", 0xFFFFFFFF) if null_every and i % null_every == 0 else b"\x00" * 4)
+                    for i in range(ncols))
+    body = b"\x00\x00" + b"\x00\x00" + b"N" + struct.pack(">H", ncols) + cols
+    return struct.pack(">IQ", 9 + len(body), lsn) + b"I" + body
+
+
+@pytest.mark.parametrize("first", [b"", b"tiny"])
+def test_the_densest_frames_stay_within_their_reservation(first):
+    # decode_row reserves once per frame, from the frame's length, and the fast path then
+    # writes unchecked: a frame of the densest records (10-byte columns, column-less
+    # Inserts, and between them 14-byte bare Begins, which the general path turns into
+    # error rows) must fit, after a first frame that made the proportional reserve small
+    beg = struct.pack(">IQ", 9, 1) + b"B"
+    recs = []
+    for k in range(3000):
+        recs.append([dense_insert(k % 60, null_every=k % 5), dense_insert(0), beg][k % 3])
+    values = ([frame([raw_insert(first)])] if first else []) + [frame(recs), frame(recs[::-1])]
+    t = same(values)
+    t.validate(full=True)
+    assert t.num_rows == (1 if first else 0) + 6000
+    assert t.column("error").null_count == t.num_rows - 2000
+    values_ = t.column("new_tuple").combine_chunks().flatten().field("value")
+    assert len(values_) > 50_000 and 0 < values_.null_count < len(values_)
