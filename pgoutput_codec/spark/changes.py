@@ -5,8 +5,8 @@ Spark DataFrames, correct across partitions and files, and parallel.
 
 How (two passes over the archive, no per-partition state threaded through one task):
 
-1. ``mapInArrow`` keeps the *control candidates* (rows whose first message byte is a
-   control/Relation/Truncate tag, read without decoding: ≈1% of an archive) with their
+1. A filter keeps the *control candidates* (rows whose message tag byte is a
+   control/Relation tag, read by Spark without decoding: ≈1% of an archive) with their
    order key; they are collected to the driver, where ``ControlPlan.build`` decodes them
    in arrival order and resolves every transaction (commit rank, xid, commit LSN/time,
    origin, aborted subtransactions, rolled-back prepares), the stream state in force
@@ -66,11 +66,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..plan import CONTROL_TAGS, ControlPlan
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
@@ -78,18 +78,9 @@ from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, c
 
 
 
-def _plan_api():
-    """(ControlPlan, control_candidates): imported on use, so this module imports even
-    where the parallel core is missing."""
-    try:
-        from ..plan import ControlPlan, control_candidates
-    except ImportError:  # pragma: no cover - older layout
-        from ..changes import ControlPlan, control_candidates
-    return ControlPlan, control_candidates
-
 __all__ = ["decode_changes", "table_changes", "snapshot", "history", "change_type", "table_schema"]
 
-_PAYLOAD, _KEY, _LSN, _N = "__payload", "__order", "__lsn", "__rows"
+_PAYLOAD, _KEY, _LSN = "__payload", "__order", "__lsn"
 _SUB = "__sub"
 _ROWS_IN, _ROWS_ERR = "__rows_in", "__rows_err"
 _FILE_BITS = 40
@@ -202,24 +193,17 @@ def _default_order(df: DataFrame) -> Column:
 
 # --------------------------------------------------------------------------- pass 1
 
-class _CandidateMapper:
-    """Keeps the control candidates (payload, key) and one count row per batch."""
-
-    def __init__(self, envelope):
-        self.envelope = envelope
-
-    def __call__(self, batches):
-        schema = pa.schema([(_PAYLOAD, pa.binary()), (_KEY, pa.int64()), (_N, pa.int64())])
-        for b in batches:
-            payload = _binary(b.column(0))
-            mask = _plan_api()[1](payload, envelope=self.envelope)
-            m = pa.array(mask)
-            keys = b.column(1)
-            yield pa.RecordBatch.from_arrays([
-                pa.concat_arrays([payload.filter(m), pa.nulls(1, pa.binary())]),
-                pa.concat_arrays([keys.filter(m).cast(pa.int64()), pa.nulls(1, pa.int64())]),
-                pa.concat_arrays([pa.nulls(int(mask.sum()), pa.int64()), pa.array([len(payload)], pa.int64())]),
-            ], schema=schema)
+def _is_control(payload: Column, envelope: str) -> Column:
+    """The control candidates, chosen by Spark itself: the tag byte ``message_tags``
+    reads (the first, or the 26th inside an XLogData frame) is a control tag. No Python
+    worker sees the other ≈99% of the archive (a mapInArrow doing this moved every
+    payload through Python: 2.9 s of 13 for 5 M messages)."""
+    tags = [F.lit(bytearray([t])) for t in CONTROL_TAGS]
+    first = F.substring(payload, 1, 1)
+    if envelope == "none":
+        return first.isin(*tags)
+    return F.when(first == F.lit(bytearray(b"w")), F.substring(payload, 26, 1).isin(*tags)) \
+        .otherwise(first.isin(*tags))
 
 
 # --------------------------------------------------------------------------- pass 2
@@ -356,11 +340,8 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
                     *([_col(lsn).alias(_LSN)] if has_lsn else []))
 
     # pass 1: control candidates to the driver
-    cand_schema = T.StructType([T.StructField(_PAYLOAD, T.BinaryType()), T.StructField(_KEY, T.LongType()),
-                                T.StructField(_N, T.LongType())])
-    cand = _collect_arrow(src.select(_PAYLOAD, _KEY).mapInArrow(_CandidateMapper(envelope), cand_schema))
-    rows = cand.filter(pc.is_null(cand.column(_N)))
-    plan = _plan_api()[0].build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
+    rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope)).select(_PAYLOAD, _KEY))
+    plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
                              errors="raise" if mode == FAILFAST else "collect", **options)
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)

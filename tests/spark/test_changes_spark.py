@@ -128,6 +128,23 @@ def test_multi_column_order_by(spark, tmp_path):
     assert got.drop_columns(["seq", "commit_rank"]).equals(want.drop_columns(["seq"]))
 
 
+@pytest.mark.parametrize("envelope", ["auto", "xlogdata"])
+def test_xlogdata_wrapped_archives(spark, tmp_path, envelope):
+    """Payloads inside XLogData ('w') frames: the control rows are found by the tag byte
+    inside the frame (pass 1 reads it in Spark), with every row or every other row
+    wrapped."""
+    t = archive(VERSION, "v2_streaming")
+    data = t.column("data").to_pylist()
+    every = 1 if envelope == "xlogdata" else 2
+    wrapped = [b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % every == 0 else d
+               for i, d in enumerate(data)]
+    t = t.set_column(t.column_names.index("data"), "data", pa.array(wrapped, pa.binary()))
+    paths = write_files(t, tmp_path / "w", 3)
+    got = collect(decode_changes(spark.read.parquet(*paths).repartition(3), order_by="seq", envelope=envelope))
+    want = as_spark(decode_changes_1(archive(VERSION, "v2_streaming")))
+    assert len(want) > 100 and got.drop_columns(["commit_rank"]).equals(want)
+
+
 def test_options_pass_through(spark, files):
     df = spark.read.parquet(*files["v1_text"])
     got = collect(decode_changes(df, order_by="seq", tables="public.*", include_origin=False))

@@ -234,6 +234,51 @@ def test_from_pgoutput_fields_selects_from_the_full_struct(spark, corpus, corpus
         from_pgoutput("data", fields=["type", "no_such_field"])
 
 
+@pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field UDFs need arrow_udf (PySpark >= 4.1)")
+def test_from_pgoutput_evaluates_only_the_fields_read(spark, corpus, corpus_df):
+    """The struct is one UDF call per field: Spark keeps only the calls a query reads, all
+    in one Python node (the payload column crosses once)."""
+    q = in_partitions(corpus_df, 3).select(from_pgoutput("data").alias("m")).groupBy("m.type").count()
+    plan = q._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("ArrowEvalPython") == 1 and plan.count("_FieldOf") == 1, plan
+    want = pc.value_counts(decode_batch(corpus.column("data").combine_chunks()).field("type")).to_pylist()
+    assert {r["type"]: r["count"] for r in q.collect()} == {d["values"]: d["counts"] for d in want}
+    two = corpus_df.select(from_pgoutput("data").alias("m")).select("m.type", "m.lsn")
+    plan = two._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("ArrowEvalPython") == 1 and plan.count("_FieldOf") == 2, plan
+
+
+def test_field_udfs_share_one_decode_per_batch(monkeypatch):
+    """No JVM: the per-field UDF bodies decode an Arrow batch once between them, and carry
+    the stream state from batch to batch (here: no task, as on the driver)."""
+    from pgoutput_codec.spark import functions as SF
+    calls = []
+    real = SF.decode_pgoutput_arrays
+
+    def counting(payload, keys, **kw):
+        calls.append(len(payload))
+        return real(payload, keys, **kw)
+    monkeypatch.setattr(SF, "decode_pgoutput_arrays", counting)
+    monkeypatch.setattr(SF, "_LAST", [None, None, None])
+    monkeypatch.setattr(SF, "_STATES", {})
+    dec = SF._PgoutputDecoder("auto", None, "FAILFAST")
+    names = ST.MESSAGE_TYPE.names
+    body = {f: SF._FieldOf(dec, names.index(f), ST.arrow_type_for(ST.MESSAGE_TYPE[f].dataType), None)
+            for f in ("type", "xid")}
+    msgs = generated()
+    first, second, third = (pa.array(m, pa.binary()) for m in (msgs[:12], msgs[12:14], msgs[14:]))
+    assert body["type"](first).to_pylist() == [chr(m[0]) for m in msgs[:12]]
+    body["xid"](first)
+    assert calls == [12]
+    # the second batch lies inside the stream block opened by the first one (Stream Start
+    # at row 11) and has no Stream Start/Stop of its own: its Relation and Insert carry the
+    # streamed xid only with the state carried over
+    assert body["xid"](second).to_pylist() == [9, 9] and calls == [12, 2]
+    assert body["type"](second).to_pylist() == ["R", "I"] and calls == [12, 2]
+    xids = body["xid"](third).to_pylist()
+    assert xids == decode_batch(pa.array(msgs, pa.binary())).field("xid").to_pylist()[14:]
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_from_pgoutput_permissive(spark, impl):
     payloads = mixed()
