@@ -253,19 +253,15 @@ class _ChangeMapper:
                         extra["lsn"] = _lsn_array(lsn, len(payload)).take(pa.array(rows))
                     extra["error"] = pa.array([e["error"] for e in bad], pa.string())
                     extra[ST.CORRUPT_RECORD] = payload.take(pa.array(rows))
-                    cols = {k: pa.concat_arrays([_chunk(v), _chunk(extra[k])]) for k, v in cols.items()}
+                    cols = {k: pa.concat_arrays([ST.one_array(v), ST.one_array(extra[k])]) for k, v in cols.items()}
                     sub = np.r_[sub, np.zeros(len(bad), np.int64)]
                     n += len(bad)
             cols[_SUB] = pa.array(sub, pa.int64())
             if self.count_rows:
                 c = plan.last_counts
                 cols = with_count_row(cols, n, c["rows_in"], c["rows_in_error"])
-            arrays = [ST.to_spark_arrow(_chunk(cols[f.name]), f.type) for f in target]
+            arrays = [ST.to_spark_arrow(ST.one_array(cols[f.name]), f.type) for f in target]
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
-
-
-def _chunk(a):
-    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 # Row counts for an ``observation``: each output batch of ``n`` rows gets one more row,
@@ -277,7 +273,7 @@ COUNT_FIELDS = [T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, 
 
 def with_count_row(cols: dict, n: int, rows_in: int, rows_in_error: int) -> dict:
     """``cols`` (name -> array of ``n`` rows) plus the count row."""
-    cols = {k: pa.concat_arrays([_chunk(v), pa.nulls(1, _chunk(v).type)]) for k, v in cols.items()}
+    cols = {k: pa.concat_arrays([ST.one_array(v), pa.nulls(1, ST.one_array(v).type)]) for k, v in cols.items()}
     cols[_ROWS_IN] = pa.array([None] * n + [rows_in], pa.int64())
     cols[_ROWS_ERR] = pa.array([None] * n + [rows_in_error], pa.int64())
     return cols
@@ -515,13 +511,13 @@ class _TableMapper:
             out = []
             for f in target:
                 if f.name in ("before", "after"):
-                    out.append(self._side(typed.column(f.name).combine_chunks() if n else None, f.type, n,
+                    out.append(self._side(ST.one_array(typed.column(f.name)) if n else None, f.type, n,
                                           lambda name, side=f.name, tbl=t: _raw_values(tbl, side, name)))
                 elif f.name == "unchanged":
-                    out.append(typed.column("unchanged").combine_chunks().cast(f.type) if n
+                    out.append(ST.one_array(typed.column("unchanged")).cast(f.type) if n
                                else pa.nulls(0, f.type))
                 else:
-                    out.append(ST.to_spark_arrow(t.column(f.name).combine_chunks(), f.type))
+                    out.append(ST.to_spark_arrow(ST.one_array(t.column(f.name)), f.type))
             yield pa.RecordBatch.from_arrays(out, schema=target)
 
     def _side(self, struct, target: pa.DataType, n: int, raw_of):

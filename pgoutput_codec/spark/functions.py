@@ -412,7 +412,7 @@ def _og_decode(payload, style, mode, keys):
     table = og_decode_batch(payload, style)
     rows = table.column("row").to_numpy()
     if mode == FAILFAST:
-        raise_first_error(table.column("error").combine_chunks(), keys,
+        raise_first_error(ST.one_array(table.column("error")), keys,
                           what="openGauss frame", row_of=rows)
     return table.drop_columns(["row"]), rows
 
@@ -426,7 +426,7 @@ class _OpenGaussColumnDecoder:
         n = len(payload)
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-        struct = pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns],
+        struct = pa.StructArray.from_arrays([ST.one_array(c) for c in table.columns],
                                             names=table.column_names)
         lists = pa.ListArray.from_arrays(pa.array(offsets), struct)
         return ST.to_spark_arrow(lists, ST.arrow_type_for(self.spark_type)), state
@@ -468,9 +468,9 @@ class _OpenGaussMapper:
             take = pa.array(rows, pa.int64())
             first = np.searchsorted(rows, rows, side="left")
             record = pa.array(np.arange(len(rows), dtype=np.int32) - first.astype(np.int32))
-            error = table.column("error").combine_chunks()
+            error = ST.one_array(table.column("error"))
             cols = [c.take(take) for c in b.columns[1:]] + [record]
-            cols += [c.combine_chunks() for c in table.columns]
+            cols += [ST.one_array(c) for c in table.columns]
             cols.append(corrupt_records(b.column(0), error, row_of=rows))
             arrays = [ST.to_spark_arrow(c, target.field(i).type) for i, c in enumerate(cols)]
             rb = pa.RecordBatch.from_arrays(arrays, schema=target)

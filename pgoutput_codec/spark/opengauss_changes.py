@@ -334,7 +334,7 @@ class _Changes:
                     pa.nulls(n, payload.type), payload.take(pa.array(bad_at, pa.int64()))]))
                 n += len(bad_rows)
             table = table.append_column(_RANK, pa.array(ranks, pa.int64()))
-            cols = {name: table.column(name).combine_chunks() for name in table.column_names}
+            cols = {name: ST.one_array(table.column(name)) for name in table.column_names}
             if self.count_rows:
                 cols = with_count_row(cols, n, len(keys), len(bad_at))
             arrays = [ST.to_spark_arrow(cols[f.name], f.type) for f in target]

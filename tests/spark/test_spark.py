@@ -167,6 +167,15 @@ def test_type_converter():
         spark_type(pa.float16())
 
 
+def test_lsn_decimals_written_directly_equal_the_cast():
+    vals = [0, 1, 2**64 - 1, None, 2**63, 2**32]
+    for arr in (pa.array(vals, pa.uint64()), pa.array([], pa.uint64()), pa.array(vals, pa.uint64()).slice(2, 3),
+                pa.array([5, 6], pa.uint64())):
+        got = ST.to_spark_arrow(arr, pa.decimal128(20, 0))
+        got.validate(full=True)
+        assert got.equals(arr.cast(pa.decimal128(20, 0))), arr
+
+
 # --------------------------------------------------------------------------- from_pgoutput
 
 @pytest.mark.parametrize("impl", IMPLS)
