@@ -14,33 +14,40 @@ modes), :mod:`.functions` (column/DataFrame functions, SQL registration),
 :mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
-- column functions: iterator ``arrow_udf`` on PySpark >= 4.1 (Arrow in, Arrow out, the
-  Cython decoder over the batch's buffers); iterator ``pandas_udf`` on 3.5/4.0, the only
-  vectorized column UDF there (flat columns handed back as ``pd.ArrowDtype``, but Spark's
-  pandas→Arrow converter walks the nested list<struct> columns row by row in Python).
+- ``from_pgoutput`` on PySpark >= 4.1: a struct of scalar ``arrow_udf`` calls, one per
+  field, sharing one decode per Arrow batch: Spark evaluates only the fields a query
+  reads (an aggregate over three fields of 5 M messages: 3.7 s; the whole struct from
+  one UDF: 13.4 s; the bare transfer: 2.6-2.9 s, ``bench/spark_bench.py``).
+- other column functions: iterator ``arrow_udf`` on PySpark >= 4.1 (Arrow in, Arrow out,
+  the Cython decoder over the batch's buffers); iterator ``pandas_udf`` on 3.5/4.0, the
+  only vectorized column UDF there (flat columns handed back as ``pd.ArrowDtype``, but
+  Spark's pandas→Arrow converter walks the nested list<struct> columns row by row in
+  Python).
 - DataFrame functions: ``mapInArrow`` (3.3+): no pandas, can drop and expand rows, and
   is the cheapest way in: use ``decode_messages`` for bulk work.
 - grouped ``applyInArrow`` and Arrow UDTFs are not used: nothing here needs a shuffle
   to one group, and a UDTF adds a lateral join where ``mapInArrow`` streams batches.
 
-Measured (``tests/spark/bench_spark.py``: the real-server corpus ×20 = 141 000 payloads,
-93 MB, cached, local[2] on a shared 2-core machine, all decoded columns to the noop sink,
-best of 3):
+Every field of every row, measured (``tests/spark/bench_spark.py``: the real-server
+corpus ×20 = 141 000 payloads, 93 MB, cached, local[2] on a shared 2-core machine, all
+decoded columns to the noop sink, one warm-up run, best of 5, PySpark 4.3):
 
-=============================  ==============  ==============
-                               PySpark 4.3     PySpark 3.5
-=============================  ==============  ==============
-``decode_batch``, one process  48 ms           54 ms
-``decode_messages``            1.55 s          1.95 s
-``from_pgoutput`` arrow_udf    2.35 s          (none)
-``from_pgoutput`` pandas_udf   2.89 s          3.66 s
-select payload only            0.11 s          0.10 s
-=============================  ==============  ==============
+======================================  ==========
+``decode_batch``, one process           82 ms
+``decode_messages`` (mapInArrow)        672 ms
+``from_pgoutput``, per-field arrow_udf  676 ms
+``from_pgoutput``, pandas_udf           867 ms
+one iterator arrow_udf for the struct   419 ms
+select payload only                     60 ms
+======================================  ==========
 
-The decoder is ~3 % of the Spark time: the rest is moving ~2× the payload bytes through
-Arrow IPC and turning nested Arrow into Spark rows on the JVM side. arrow_udf beats
-pandas_udf by the pandas round trip of the nested columns; ``mapInArrow`` beats both
-(no struct column to project, no per-row pandas work).
+The decoder is a small part of the Spark time: the rest is moving the payload bytes
+through Arrow IPC and turning nested Arrow into Spark rows on the JVM side. When every
+field is read, the 43 per-field calls cost more per batch than one struct-valued UDF
+(Python worker overhead per call and per column); when a query reads a few fields,
+they cost far less. ``mapInArrow`` has no struct column to project and no per-row
+pandas work. (On PySpark 3.5 the same harness measured ``decode_messages`` 1.95 s and
+``from_pgoutput`` pandas_udf 3.66 s, in an earlier, slower state of the machine.)
 
 Spark workers must be able to import ``pgoutput_codec`` (install the wheel on the
 cluster, or ``spark.submit.pyFiles`` / ``PYTHONPATH`` with the built extensions).
