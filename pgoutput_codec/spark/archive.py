@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import types as ST
+
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS"]
 
 FORMATS = ("parquet", "csv")
@@ -37,8 +39,7 @@ def hex_to_binary(text: pa.Array):
 
     ``bad`` (a ``pa.BooleanArray``) is true where the value was present but not hex text;
     those rows and null rows are null in the result."""
-    if isinstance(text, pa.ChunkedArray):
-        text = text.combine_chunks()
+    text = ST.one_array(text)
     if pa.types.is_binary(text.type) or pa.types.is_large_binary(text.type):
         text = text.cast(pa.large_string() if pa.types.is_large_binary(text.type) else pa.string())
     if not pa.types.is_string(text.type):

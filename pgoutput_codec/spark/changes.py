@@ -98,8 +98,7 @@ def _collect_arrow(df: DataFrame) -> pa.Table:
 
 
 def _binary(arr):
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = ST.one_array(arr)
     if pa.types.is_large_binary(arr.type):
         arr = arr.cast(pa.binary())
     return arr
@@ -389,8 +388,7 @@ def _can_be_special(t: pa.DataType) -> bool:
 
 def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     """A typed value array (catalog type ``t``) as the Arrow type Spark wants (``target``)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = ST.one_array(arr)
     if pa.types.is_time64(arr.type):
         arr = arr.cast(pa.int64())
     elif pa.types.is_interval(arr.type):

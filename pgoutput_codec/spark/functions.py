@@ -84,8 +84,7 @@ def decode_pgoutput_arrays(payload: pa.Array, keys: dict, *, envelope: str, stat
     """Decode one Arrow batch of payloads. Returns (message field arrays + ``_corrupt_record``
     as a list in ``MESSAGE_TYPE`` order, the ``error`` array, the stream state after it).
     FAILFAST raises :class:`~.modes.MalformedPayloadError` on the first bad row."""
-    if isinstance(payload, pa.ChunkedArray):
-        payload = payload.combine_chunks()
+    payload = ST.one_array(payload)
     raw = payload
     bad = None
     if hex_text:
@@ -422,8 +421,7 @@ def _og_struct():
 def _og_decode(payload, style, mode, keys):
     """Decode frames; returns (record table without ``row``, row index per record)."""
     from ..opengauss import decode_batch as og_decode_batch
-    if isinstance(payload, pa.ChunkedArray):
-        payload = payload.combine_chunks()
+    payload = ST.one_array(payload)
     table = og_decode_batch(payload, style)
     rows = table.column("row").to_numpy()
     if mode == FAILFAST:

@@ -103,8 +103,7 @@ def frame_error(key, lsn, text: str) -> str:
 
 def _decode(payload, style, envelope):
     from ..opengauss import decode_batch
-    if isinstance(payload, pa.ChunkedArray):
-        payload = payload.combine_chunks()
+    payload = ST.one_array(payload)
     return decode_batch(payload, style=style, envelope=envelope)
 
 
