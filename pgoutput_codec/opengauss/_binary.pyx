@@ -155,10 +155,11 @@ cdef inline void nc_u64(Buf* b, uint64_t v) noexcept:
 
 
 cdef inline void nc_bit(Bits* t, bint v) noexcept:
+    # the first bit of a byte writes the whole byte: one store, no read-modify-write
     if (t.n & 7) == 0:
-        t.b.data[t.n >> 3] = 0
+        t.b.data[t.n >> 3] = 1 if v else 0
         t.b.len += 1
-    if v:
+    elif v:
         t.b.data[t.n >> 3] |= <char>(1 << (t.n & 7))
     t.n += 1
 
@@ -956,16 +957,6 @@ cdef extern from *:
     void pgc_prefetch(const void* p) noexcept
 
 
-cdef inline void nc_set(Bits* t) noexcept:
-    """``nc_bit(t, 1)`` in one store per byte: the first bit of a byte writes the byte."""
-    if (t.n & 7) == 0:
-        t.b.data[t.n >> 3] = 1
-        t.b.len += 1
-    else:
-        t.b.data[t.n >> 3] |= <char>(1 << (t.n & 7))
-    t.n += 1
-
-
 cdef inline void add_insert(_Builder out, int64_t row, uint64_t lsn, const uint8_t* sc, Py_ssize_t sc_len,
                             const uint8_t* tb, Py_ssize_t tb_len, const uint8_t* src_end) noexcept:
     """``_Builder.add`` for an Insert row of the fast path: the same values; the columns an
@@ -974,21 +965,21 @@ cdef inline void add_insert(_Builder out, int64_t row, uint64_t lsn, const uint8
     not a method, so that the C compiler inlines it."""
     nc_u64(&out.row, <uint64_t>row)
     nc_u64(&out.lsn.vals, lsn)
-    nc_set(&out.lsn.valid)
+    nc_bit(&out.lsn.valid, 1)
     out.type_.data.data[out.type_.data.len] = 0x49
     out.type_.data.len += 1
     nc_i32(&out.type_.offs, <int32_t>out.type_.data.len)
-    nc_set(&out.type_.valid)
+    nc_bit(&out.type_.valid, 1)
     copy_small(out.schema.data.data + out.schema.data.len, sc, sc_len, src_end)
     out.schema.data.len += sc_len
     nc_i32(&out.schema.offs, <int32_t>out.schema.data.len)
-    nc_set(&out.schema.valid)
+    nc_bit(&out.schema.valid, 1)
     copy_small(out.table.data.data + out.table.data.len, tb, tb_len, src_end)
     out.table.data.len += tb_len
     nc_i32(&out.table.offs, <int32_t>out.table.data.len)
-    nc_set(&out.table.valid)
+    nc_bit(&out.table.valid, 1)
     nc_i32(&out.newt.offs, <int32_t>out.newt.ncols)
-    nc_set(&out.newt.valid)
+    nc_bit(&out.newt.valid, 1)
     out.nrows += 1
 
 
