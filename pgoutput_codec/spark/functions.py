@@ -195,11 +195,16 @@ class _PgoutputDecoder:
         self.out_type = _message_subtype(fields)
         self.picks = [ST.MESSAGE_TYPE.names.index(f) for f in self.out_type.names]
 
-    def __call__(self, payload, keys, state):
-        if state is None:
-            state = self.in_stream
+    def fields(self, payload, keys, state):
+        """(every message field array, the stream state after the batch); ``state`` None:
+        the decoder's ``in_stream``."""
         fields, _err, now = decode_pgoutput_arrays(payload, keys, envelope=self.envelope,
-                                                   state=state, mode=self.mode)
+                                                   state=self.in_stream if state is None else state,
+                                                   mode=self.mode)
+        return fields, now
+
+    def __call__(self, payload, keys, state):
+        fields, now = self.fields(payload, keys, state)
         return _struct_for_spark([fields[i] for i in self.picks], self.out_type), now
 
 
@@ -239,10 +244,7 @@ def _decoded(dec: "_PgoutputDecoder", payload, key, key_name):
     if _LAST[0] == ident:
         return _LAST[2]
     task = _task_attempt()
-    state = _STATES.get((params, task), dec.in_stream)
-    keys = {key_name: key} if key is not None else {}
-    fields, _err, now = decode_pgoutput_arrays(payload, keys, envelope=dec.envelope, state=state,
-                                               mode=dec.mode)
+    fields, now = dec.fields(payload, {key_name: key} if key is not None else {}, _STATES.get((params, task)))
     if any(k[1] != task for k in _STATES):   # a new task: the old ones are over
         _STATES.clear()
     _STATES[(params, task)] = now
