@@ -36,7 +36,8 @@ from .changes import (
 from .errors import PgoutputDecodeError
 from .schema import CHANGE_SCHEMA
 
-__all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS"]
+__all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
+           "HEAD_BYTES"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
 CONTROL_TAGS = b"BCORYSEcAbPKrp"
@@ -46,6 +47,16 @@ for _t in CONTROL_TAGS:
 _IS_CHANGE = np.zeros(256, dtype=bool)
 for _t in b"IUDT":
     _IS_CHANGE[_t] = True
+#: Tags of messages that never make a change row: logical decoding messages ('M') and,
+#: in a replication envelope, keepalives ('k').
+INERT_TAGS = b"M"
+ENVELOPE_INERT_TAGS = b"k"
+#: Bytes of a payload that :meth:`ControlPlan.keep_mask` reads: an XLogData header (25),
+#: the tag, a streaming xid and the relation id (I/U/D all start tag, [xid], relid).
+HEAD_BYTES = 25 + 1 + 4 + 4
+_IS_ROW_CHANGE = np.zeros(256, dtype=bool)
+for _t in b"IUD":
+    _IS_ROW_CHANGE[_t] = True
 
 
 def control_candidates(values, *, envelope: str = "auto") -> np.ndarray:
@@ -186,18 +197,8 @@ class ControlPlan:
             counts["orphans"] = int(orphan.sum())
             if errors == "raise":
                 raise PgoutputDecodeError(f"archive row seq {keys[idx[orphan][0]]}: change outside any transaction")
-        # commit rank of each row's transaction (-1: rolled back, aborted, or still open)
-        rank = np.full(len(idx), -1, dtype=np.int64)
-        if len(self.commit_slots) and len(idx):
-            o = np.argsort(self.commit_slots)
-            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
-            hit = self.commit_slots[o][pos] == slot
-            rank[hit] = o[pos[hit]]
-        if self.aborted and len(idx):
-            msg_xid = pc.fill_null(msgs.field("xid").take(pa.array(idx, pa.int64())), 0).to_numpy(
-                zero_copy_only=False).astype(np.int64)
-            for k, subxids in self.aborted.items():
-                rank[(rank == k) & np.isin(msg_xid, subxids)] = -1
+        rank = self._rank(slot, lambda: pc.fill_null(msgs.field("xid").take(pa.array(idx, pa.int64())), 0)
+                          .to_numpy(zero_copy_only=False).astype(np.int64))
         live = rank >= 0
         idx, rank = idx[live], rank[live]
         is_t = tags[idx] == ord("T")
@@ -217,6 +218,120 @@ class ControlPlan:
             chosen = [k for k in pc.unique(key).to_pylist() if _table_selected(self.patterns, *k.split("\x00", 1))]
             table = table.filter(pc.is_in(key, value_set=pa.array(chosen, pa.string())))
         return table.select(self.output_schema.names).cast(self.output_schema)
+
+    def _rank(self, slot: np.ndarray, xid_of) -> np.ndarray:
+        """Commit rank of the transaction of each change (its segment's ``slot``); -1
+        where it did not commit (rolled back, aborted, still open, or no transaction) or
+        the change's subtransaction aborted. ``xid_of()``: the changes' message xids (0
+        outside stream blocks), asked for only when a subtransaction aborted."""
+        rank = np.full(len(slot), -1, dtype=np.int64)
+        if len(self.commit_slots) and len(slot):
+            o = np.argsort(self.commit_slots)
+            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
+            hit = self.commit_slots[o][pos] == slot
+            rank[hit] = o[pos[hit]]
+        if self.aborted and len(slot):
+            msg_xid = xid_of()
+            for k, subxids in self.aborted.items():
+                rank[(rank == k) & np.isin(msg_xid, subxids)] = -1
+        return rank
+
+    def _version_selected(self) -> np.ndarray | None:
+        """Per Relation version: does ``tables`` select its table (None: no ``tables``)."""
+        if self.patterns is None:
+            return None
+        if getattr(self, "_vsel_len", -1) != len(self.versions):
+            self._vsel = np.array([_table_selected(self.patterns, v["schema"], v["table"]) for v in self.versions],
+                                  dtype=bool)
+            self._vsel_len = len(self.versions)
+        return self._vsel
+
+    def drops_changes(self) -> bool:
+        """Whether :meth:`changes` can leave out an I/U/D row of a well-formed archive:
+        some transaction did not commit, a subtransaction aborted, or ``tables`` chooses."""
+        if self.patterns is not None or self.aborted:
+            return True
+        live = np.unique(self.seg_slot[self.seg_slot >= 0])
+        return bool(len(live)) and not np.isin(live, self.commit_slots).all()
+
+    def dropped_key_ranges(self, limit: int = 64):
+        """When the changes left out are exactly those of whole segments (transactions
+        that did not commit: no aborted subtransaction, no ``tables``): the order-key
+        ranges ``(lo, hi)`` holding them, bounds exclusive, None for an open end —
+        merged, at most ``limit``. None when that does not describe them (then ask
+        :meth:`keep_mask`). Typical: the rows before the archive's first control row
+        (a transaction whose Begin came before the archive and whose Commit never
+        came), or a transaction still open at its end."""
+        if self.patterns is not None or self.aborted:
+            return None
+        slot = self.seg_slot
+        drop = (slot >= 0) & ~np.isin(slot, self.commit_slots)
+        starts = np.flatnonzero(drop & ~np.r_[False, drop[:-1]])
+        if len(starts) > limit:
+            return None
+        ends = np.flatnonzero(drop & ~np.r_[drop[1:], False])
+        bound = self.ctrl_keys
+        return [(int(bound[a - 1]) if a > 0 else None, int(bound[b]) if b < len(bound) else None)
+                for a, b in zip(starts, ends, strict=True)]
+
+    def keep_mask(self, heads, order) -> np.ndarray:
+        """False for the rows :meth:`changes` would leave out as I/U/D changes of an
+        uncommitted transaction, an aborted subtransaction or a table ``tables`` does
+        not choose — judged from the first :data:`HEAD_BYTES` bytes of each payload
+        (``heads``; the rest may be cut) and the order key, without decoding. True for
+        every other row, including those it cannot judge (too short, another tag, no
+        transaction): they are decoded in full, and fail there when malformed."""
+        keys = _keys(order)
+        heads = pa.concat_arrays(_as_binary_chunks(heads)) if not isinstance(heads, pa.Array) else heads
+        n = len(heads)
+        keep = np.ones(n, dtype=bool)
+        if n == 0 or not self.drops_changes():
+            return keep
+        if pa.types.is_large_binary(heads.type):
+            heads = heads.cast(pa.binary())
+        bufs = heads.buffers()
+        offsets = np.frombuffer(bufs[1], np.int32, count=n + 1, offset=heads.offset * 4).astype(np.int64)
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        lengths = np.diff(offsets)
+        if heads.null_count:
+            lengths[~heads.is_valid().to_numpy(zero_copy_only=False)] = 0
+        width = np.arange(HEAD_BYTES)
+        head = np.zeros((n, HEAD_BYTES), dtype=np.uint8)
+        inside = width[None, :] < np.minimum(lengths, HEAD_BYTES)[:, None]
+        head[inside] = data[(offsets[:-1, None] + width[None, :])[inside]]
+        at = np.where((self.envelope != "none") & (head[:, 0] == ord("w")), 25, 0)   # the tag's byte
+        tag = head[np.arange(n), at]
+        stream = self.in_stream_at(keys).astype(bool)
+        rel_at = at + 1 + 4 * stream
+        rows = np.flatnonzero(_IS_ROW_CHANGE[tag] & (lengths >= rel_at + 4))
+        if not len(rows):
+            return keep
+
+        def be32(pos):
+            w = [head[rows, pos + k].astype(np.int64) for k in range(4)]
+            return (w[0] << 24) | (w[1] << 16) | (w[2] << 8) | w[3]
+
+        slot = self.seg_slot[np.searchsorted(self.ctrl_keys, keys[rows], side="left")]
+        rank = self._rank(slot, lambda: np.where(stream[rows], be32(at[rows] + 1), 0))
+        drop = (slot >= 0) & (rank < 0)
+        chosen = self._version_selected()
+        if chosen is not None:
+            ver = self._versions_at(be32(rel_at[rows]), keys[rows])
+            drop |= (ver >= 0) & ~chosen[np.maximum(ver, 0)]
+        keep[rows[drop]] = False
+        return keep
+
+    def change_rows(self, values, order, lsn=None) -> pa.Table:
+        """:meth:`changes` (``errors="raise"``) of rows that are all kept I/U/D changes
+        (what :meth:`keep_mask` and a filter of the other tags leave): one row per input
+        row, in input order."""
+        t = self.changes(values, order, lsn, errors="raise")
+        if len(t) != len(values):
+            keys = _keys(order)
+            missing = np.setdiff1d(keys, t.column("seq").to_numpy(zero_copy_only=False))
+            raise RuntimeError(f"archive row seq {missing[0] if len(missing) else '?'}: passed as a change row but "
+                               "gives none (a bug in the row filter of decode_changes: please report it)")
+        return t
 
     def _commit_cols(self, rank):
         r = pa.array(rank, pa.int64())

@@ -337,6 +337,83 @@ def test_plan_decodes_any_split_and_order_like_the_sequential_decoder(version, o
     assert got.drop_columns(["commit_rank"]).equals(want)
 
 
+def _keep_mask_matches_changes(values, keys, **options):
+    """keep_mask (heads only) leaves out exactly the I/U/D rows changes() leaves out."""
+    import numpy as np
+
+    from pgoutput_codec.batch import message_tags
+    from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
+    tags = message_tags(values)
+    iud = np.isin(tags, list(b"IUD"))
+    heads = pc.binary_slice(values, 0, HEAD_BYTES)
+    keep = plan.keep_mask(heads, keys)
+    assert keep[~iud].all()                       # only I/U/D rows are judged
+    out = plan.changes(values.filter(pa.array(iud)), keys[iud])
+    assert sorted(keys[iud & keep].tolist()) == sorted(out.column("seq").to_pylist())
+    ranges = plan.dropped_key_ranges()
+    if ranges is not None:   # the same rows by their order keys alone
+        inside = np.zeros(len(keys), dtype=bool)
+        for lo, hi in ranges:
+            inside |= (keys > (lo if lo is not None else keys.min() - 1)) & \
+                (keys < (hi if hi is not None else keys.max() + 1))
+        assert (iud & inside).tolist() == (iud & ~keep).tolist()
+    return plan, int((iud & ~keep).sum())
+
+
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_set):
+    """The Spark change rows are filtered on 34 payload bytes before any decoding: the
+    filter must leave out exactly what the full decode would, on every real archive,
+    with ``tables`` choosing (some tables out), and inside XLogData frames."""
+    import numpy as np
+    arch = archive(version, option_set)
+    values = arch.column("data").combine_chunks()
+    keys = arch.column("seq").to_numpy()
+    plan, dropped = _keep_mask_matches_changes(values, keys)
+    picked, dropped_t = _keep_mask_matches_changes(values, keys, tables="public.[a-m]*")
+    assert picked.drops_changes() and dropped_t > dropped
+    wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 2 else d
+                        for i, d in enumerate(values.to_pylist())], pa.binary())
+    assert _keep_mask_matches_changes(wrapped, keys, tables="public.[a-m]*")[1] == dropped_t
+    if not plan.drops_changes():   # nothing to judge: every row kept without reading
+        assert plan.keep_mask(values, np.asarray(keys)).all()
+
+
+def test_keep_mask_on_aborts_rollbacks_and_cut_archives():
+    import numpy as np
+    msgs = enc([
+        StreamStart(xid=100, first_segment=True),
+        Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
+                 replica_identity="d", columns=REL.columns),
+        Insert(xid=100, relation_id=16400, new_tuple=row(1, "a")),
+        Insert(xid=101, relation_id=16400, new_tuple=row(2, "sub")),
+        StreamStop(),
+        StreamAbort(xid=100, subxid=101),
+        StreamStart(xid=100, first_segment=False),
+        Insert(xid=100, relation_id=16400, new_tuple=row(3, "c")),
+        StreamStop(),
+        StreamCommit(xid=100, flags=0, commit_lsn=500, end_lsn=510, commit_ts=1),
+        BeginPrepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"), REL,
+        Insert(relation_id=16400, new_tuple=row(4, "rolled back")),
+        Prepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"),
+        RollbackPrepared(prepare_end_lsn=11, rollback_end_lsn=20, prepare_ts=1, rollback_ts=2, xid=8, gid="g2"),
+        Begin(final_lsn=30, commit_ts=0, xid=9),
+        Delete(relation_id=16400, old_kind="K", old_tuple=row(1, None)),   # never committed: the archive ends
+    ])
+    values = pa.array(msgs, pa.binary())
+    plan, dropped = _keep_mask_matches_changes(values, np.arange(len(values)) * 3)
+    assert plan.drops_changes() and dropped == 3 and plan.dropped_key_ranges() is None   # an abort: per row
+    # without the streamed part: the rolled-back prepare and the open transaction, by key
+    rest = values.slice(10)
+    keys = np.arange(len(rest)) * 3 + 1000
+    plan, dropped = _keep_mask_matches_changes(rest, keys)
+    # (before the first row, the prepared transaction up to its Prepare) and (the open one on)
+    assert dropped == 2 and plan.dropped_key_ranges() == [(None, keys[3]), (keys[5], None)]
+    assert plan.dropped_key_ranges(limit=1) is None
+
+
 def test_plan_counts_errors_and_orphans():
     import numpy as np
 

@@ -64,16 +64,23 @@ replica-identity key); see their docstrings for what is carried and what is not.
 
 from __future__ import annotations
 
+import uuid
+from functools import reduce
+
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..plan import CONTROL_TAGS, ControlPlan
+from ..batch import message_tags
+from ..errors import PgoutputDecodeError
+from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
+from .batchcache import once_per_batch
+from .functions import HAS_ARROW_UDF
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode, failfast_error
 
 
@@ -192,20 +199,51 @@ def _default_order(df: DataFrame) -> Column:
 
 # --------------------------------------------------------------------------- pass 1
 
-def _is_control(payload: Column, envelope: str) -> Column:
-    """The control candidates, chosen by Spark itself: the tag byte ``message_tags``
-    reads (the first, or the 26th inside an XLogData frame) is a control tag. No Python
-    worker sees the other ≈99% of the archive (a mapInArrow doing this moved every
-    payload through Python: 2.9 s of 13 for 5 M messages)."""
-    tags = [F.lit(bytearray([t])) for t in CONTROL_TAGS]
+def _tag_in(payload: Column, envelope: str, tags: bytes, bare: bytes | None = None) -> Column:
+    """Spark's own test, without decoding, that the tag byte ``message_tags`` reads is one
+    of ``tags``: the 26th byte of an XLogData 'w' frame (unless ``envelope="none"``); for
+    any other row its first byte, tested against ``bare`` (default: ``tags``)."""
+    def among(col, tag_bytes):
+        return col.isin(*[F.lit(bytearray([t])) for t in tag_bytes])
+
     first = F.substring(payload, 1, 1)
     if envelope == "none":
-        return first.isin(*tags)
-    return F.when(first == F.lit(bytearray(b"w")), F.substring(payload, 26, 1).isin(*tags)) \
-        .otherwise(first.isin(*tags))
+        return among(first, tags)
+    return F.when(first == F.lit(bytearray(b"w")), among(F.substring(payload, 26, 1), tags)) \
+        .otherwise(among(first, tags if bare is None else bare))
+
+
+def _is_control(payload: Column, envelope: str, tags: bytes = CONTROL_TAGS) -> Column:
+    """The control candidates, chosen by Spark itself by their tag byte. No Python worker
+    sees the other ≈99% of the archive (a mapInArrow doing this moved every payload
+    through Python: 2.9 s of 13 for 5 M messages)."""
+    return _tag_in(payload, envelope, tags)
+
+
+def _may_be_row_change(payload: Column, envelope: str) -> Column:
+    """The rows the field UDFs decode: all but the control candidates and Truncates
+    (decoded on the driver from pass 1), logical decoding messages and, in an envelope,
+    keepalives (inert: no change rows; not decoded at all here). A null, empty or unknown
+    row stays, to fail in the decoder; so does a bare 'M' where every row must be a frame."""
+    skip = CONTROL_TAGS + b"T" + INERT_TAGS
+    bare = {"none": skip, "auto": skip + ENVELOPE_INERT_TAGS,
+            "xlogdata": CONTROL_TAGS + b"T" + ENVELOPE_INERT_TAGS}[envelope]
+    return ~F.coalesce(_tag_in(payload, envelope, skip, bare), F.lit(False))
 
 
 # --------------------------------------------------------------------------- pass 2
+
+def _sub_order(seq) -> np.ndarray:
+    """The place of each row among the rows of its message: rows of one Truncate share a
+    ``seq`` (one per relation) and keep the message's relation order by it."""
+    seq = ST.one_array(seq).to_numpy(zero_copy_only=False)
+    sub = np.zeros(len(seq), dtype=np.int64)
+    if len(seq) > 1:
+        start = np.r_[0, np.flatnonzero(np.diff(seq) != 0) + 1]
+        run = np.repeat(start, np.diff(np.r_[start, len(seq)]))
+        sub = np.arange(len(seq), dtype=np.int64) - run
+    return sub
+
 
 class _ChangeMapper:
     def __init__(self, plan_bc, out_schema, mode, has_lsn, count_rows):
@@ -223,17 +261,9 @@ class _ChangeMapper:
                 t = plan.changes(payload, keys, lsn, errors=errors)
             except MalformedPayloadError:
                 raise
-            except Exception as e:
-                from ..errors import PgoutputDecodeError
-                if isinstance(e, PgoutputDecodeError):
-                    raise failfast_error(str(e)) from e
-                raise
-            seq = t.column("seq").to_numpy(zero_copy_only=False)
-            sub = np.zeros(len(seq), dtype=np.int64)
-            if len(seq) > 1:   # rows of one Truncate share a seq: keep their relation order
-                start = np.r_[0, np.flatnonzero(np.diff(seq) != 0) + 1]
-                run = np.repeat(start, np.diff(np.r_[start, len(seq)]))
-                sub = np.arange(len(seq), dtype=np.int64) - run
+            except PgoutputDecodeError as e:
+                raise failfast_error(str(e)) from e
+            sub = _sub_order(t.column("seq"))
             cols = {f.name: t.column(f.name) for f in t.schema}
             n = len(t)
             if self.mode in (PERMISSIVE, DROPMALFORMED):
@@ -261,6 +291,99 @@ class _ChangeMapper:
                 cols = with_count_row(cols, n, c["rows_in"], c["rows_in_error"])
             arrays = [ST.to_spark_arrow(ST.one_array(cols[f.name]), f.type) for f in target]
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+# ---- pass 2 as one scalar Arrow UDF per field (PySpark >= 4.1, FAILFAST) ------------------
+# A mapInArrow's output is converted into Spark rows whole, whatever the query reads: a
+# count of 5 M change rows spent 10 s there, 7 s of it turning `columns` and `after`
+# into rows. Every change row is decoded from its own payload and order key (the plan
+# says the rest), so each field can be its own UDF, like ``from_pgoutput``: Spark keeps
+# only the calls a query reads, in one Python node (the payload crosses once), and a
+# count needs none. The rows themselves are chosen before any decoding: Spark's filter
+# on the tag byte, and ``ControlPlan.keep_mask`` on 34 payload bytes when the plan can
+# drop changes (uncommitted transactions, aborted subtransactions, ``tables``).
+# Truncates (one row per relation: not one row per payload) are rare and come with
+# pass 1's rows, so the driver decodes them and they join as a small local DataFrame.
+
+
+class _ChangeField:
+    """Picklable scalar Arrow UDF body: column ``name`` of the change rows of one Arrow
+    batch (one per payload), decoded once for every field UDF evaluated on the batch."""
+
+    def __init__(self, plan_bc, token, name, target):
+        self.plan_bc, self.token, self.name, self.target = plan_bc, token, name, target
+
+    def __call__(self, payload, key, lsn=None):
+        def decode():
+            try:
+                return self.plan_bc.value.change_rows(_binary(payload), key, lsn)
+            except PgoutputDecodeError as e:
+                raise failfast_error(str(e)) from e
+        t = once_per_batch(("changes", self.token), (payload, key, lsn), decode)
+        return ST.to_spark_arrow(ST.one_array(t.column(self.name)), self.target)
+
+
+class _KeepRows:
+    """Picklable scalar Arrow UDF body: ``ControlPlan.keep_mask`` of a batch of heads."""
+
+    def __init__(self, plan_bc):
+        self.plan_bc = plan_bc
+
+    def __call__(self, key, head):
+        return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
+
+
+def _truncate_rows(spark, plan, rows: pa.Table, has_lsn: bool, out_type: T.StructType):
+    """The change rows of the Truncates among pass 1's rows, as a local DataFrame (None:
+    there are none)."""
+    payload = _binary(rows.column(_PAYLOAD))
+    is_t = message_tags(payload, envelope=plan.envelope) == ord("T")
+    if not is_t.any():
+        return None
+    sel = pa.array(is_t)
+    try:
+        t = plan.changes(payload.filter(sel), rows.column(_KEY).combine_chunks().filter(sel),
+                         rows.column(_LSN).combine_chunks().filter(sel) if has_lsn else None, errors="raise")
+    except PgoutputDecodeError as e:
+        raise failfast_error(str(e)) from e
+    if not len(t):
+        return None
+    t = t.sort_by([("seq", "ascending")]) if len(t) > 1 else t
+    target = ST.arrow_schema_for(out_type)
+    arrays = [ST.to_spark_arrow(ST.one_array(t.column(f.name)), f.type) if f.name != _SUB
+              else pa.array(_sub_order(t.column("seq")), pa.int64()) for f in target]
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=target), schema=out_type)
+
+
+def _field_changes(src: DataFrame, plan: ControlPlan, plan_bc, pass1: pa.Table, has_lsn: bool, options: dict,
+                   envelope: str) -> DataFrame:
+    """Pass 2 as one UDF per field (see above); the columns of ``mapper_schema``."""
+    out_type = mapper_schema(options, FAILFAST)
+    rows = src.where(_may_be_row_change(F.col(_PAYLOAD), envelope))
+    if plan.drops_changes():
+        ranges = plan.dropped_key_ranges()
+        if ranges is None:     # judged row by row, from the first bytes of the payload
+            keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
+            rows = rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
+        else:                  # whole uncommitted transactions: Spark drops their key ranges
+            key = F.col(_KEY)
+            inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
+                      & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
+            rows = rows.where(~reduce(lambda a, b: a | b, inside))
+    args = [F.col(_PAYLOAD), F.col(_KEY)] + ([F.col(_LSN)] if has_lsn else [])
+    token = uuid.uuid4().hex   # names this plan in the worker's per-batch cache
+    cols = []
+    for f in out_type.fields:
+        if f.name == "seq":
+            cols.append(F.col(_KEY).alias("seq"))          # the order key itself: no decoding
+        elif f.name == _SUB:
+            cols.append(F.lit(0).cast(T.LongType()).alias(_SUB))
+        else:
+            udf = F.arrow_udf(_ChangeField(plan_bc, token, f.name, ST.arrow_type_for(f.dataType)), f.dataType)
+            cols.append(udf(*args).alias(f.name))
+    out = rows.select(*cols)
+    truncates = _truncate_rows(src.sparkSession, plan, pass1, has_lsn, out_type)
+    return out if truncates is None else out.unionByName(truncates)
 
 
 # Row counts for an ``observation``: each output batch of ``n`` rows gets one more row,
@@ -303,7 +426,7 @@ def mapper_schema(options: dict, mode: str, count_rows: bool = False) -> T.Struc
 
 def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
                    mode: str = FAILFAST, sort: bool = True, envelope: str = "auto", observation=None,
-                   source: str = "pgoutput", **options) -> DataFrame:
+                   source: str = "pgoutput", impl: str | None = None, **options) -> DataFrame:
     """Committed row changes of a pgoutput archive DataFrame, as ``ChangeDecoder`` gives them.
 
     ``payload``: the binary column of messages; ``lsn``: the archive's lsn column (text
@@ -334,14 +457,29 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     src = df.select(_col(payload).alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY),
                     *([_col(lsn).alias(_LSN)] if has_lsn else []))
 
-    # pass 1: control candidates to the driver
-    rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope)).select(_PAYLOAD, _KEY))
+    if impl is None:
+        impl = "fields" if HAS_ARROW_UDF and mode == FAILFAST and observation is None else "map"
+    if impl not in ("fields", "map"):
+        raise ValueError(f"impl must be 'fields' or 'map', got {impl!r}")
+    if impl == "fields" and (not HAS_ARROW_UDF or mode != FAILFAST or observation is not None):
+        raise ValueError("impl='fields' needs pyspark.sql.functions.arrow_udf (PySpark >= 4.1), mode FAILFAST "
+                         "and no observation")
+
+    # pass 1: control candidates to the driver (with the Truncates, for impl="fields")
+    tags = CONTROL_TAGS + (b"T" if impl == "fields" else b"")
+    rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope, tags))
+                          .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn and impl == "fields" else [])))
     plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
                              errors="raise" if mode == FAILFAST else "collect", **options)
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)
 
     # pass 2: every partition
+    if impl == "fields":
+        out = _field_changes(src, plan, plan_bc, rows, has_lsn, options, envelope)
+        if sort:
+            out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
+        return out.drop(_SUB)
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)

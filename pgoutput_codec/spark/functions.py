@@ -53,6 +53,7 @@ from ..batch import decode_batch_with_state
 from ..schema import MESSAGE_STRUCT
 from . import types as ST
 from .archive import HEX_ERROR, hex_to_binary
+from .batchcache import once_per_batch
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, corrupt_records, raise_first_error
 
 __all__ = [
@@ -215,18 +216,11 @@ class _PgoutputDecoder:
 # struct *of UDF calls* is different: Spark's optimizer resolves ``m.type`` to the
 # ``type`` call and drops the calls nothing reads, and it evaluates the calls left in one
 # Python worker, sending the payload column once. So ``from_pgoutput`` is one scalar
-# ``arrow_udf`` per field; the calls on one Arrow batch share one decode (``_decoded``).
+# ``arrow_udf`` per field; the calls on one Arrow batch share one decode (``_decoded``,
+# through ``batchcache``).
 
-#: the last batch decoded in this worker: (identity, the arrays held, field arrays). The
-#: arrays are held so that their memory cannot be reused by a later batch while their
-#: addresses are the cache key.
-_LAST = [None, None, None]
 #: stream state after the last batch of the current task, per decoder parameters
 _STATES: dict = {}
-
-
-def _identity_of(arr) -> tuple:
-    return (arr.type.id, arr.offset, len(arr), *(b.address if b is not None else 0 for b in arr.buffers()))
 
 
 def _task_attempt():
@@ -240,16 +234,16 @@ def _decoded(dec: "_PgoutputDecoder", payload, key, key_name):
     of the same decoder parameters evaluated on it. The stream state is carried from
     batch to batch of one task (a partition's batches reach one worker, in order)."""
     params = (dec.envelope, dec.in_stream, dec.mode, key_name)
-    ident = (params, _identity_of(payload), _identity_of(key) if key is not None else None)
-    if _LAST[0] == ident:
-        return _LAST[2]
-    task = _task_attempt()
-    fields, now = dec.fields(payload, {key_name: key} if key is not None else {}, _STATES.get((params, task)))
-    if any(k[1] != task for k in _STATES):   # a new task: the old ones are over
-        _STATES.clear()
-    _STATES[(params, task)] = now
-    _LAST[:] = [ident, (payload, key), fields]
-    return fields
+
+    def decode():
+        task = _task_attempt()
+        fields, now = dec.fields(payload, {key_name: key} if key is not None else {}, _STATES.get((params, task)))
+        if any(k[1] != task for k in _STATES):   # a new task: the old ones are over
+            _STATES.clear()
+        _STATES[(params, task)] = now
+        return fields
+
+    return once_per_batch(params, (payload, key), decode)
 
 
 class _FieldOf:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
                             Update, encode_message)
 from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
-from pgoutput_codec.spark import decode_changes, history, snapshot, table_changes  # noqa: E402
+from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.changes import _conform, change_type, convert_values, table_schema  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
@@ -39,6 +39,9 @@ _spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed
 
 VERSION = "16.14"
 OPTION_SETS = sorted({o for v, o in TC.SETS if v == VERSION})
+#: decode_changes' pass 2: one UDF per field (PySpark >= 4.1, the default there in FAILFAST)
+#: and mapInArrow (PERMISSIVE/DROPMALFORMED/observation, and PySpark 3.5/4.0)
+CHANGE_IMPLS = ["fields", "map"] if HAS_ARROW_UDF else ["map"]
 
 
 def collect(df) -> pa.Table:
@@ -81,15 +84,66 @@ def files(tmp_path_factory):
 
 # --------------------------------------------------------------------------- decode_changes
 
+@pytest.mark.parametrize("impl", CHANGE_IMPLS)
 @pytest.mark.parametrize("option_set", OPTION_SETS)
-def test_spark_changes_equal_single_process(spark, files, option_set):
+def test_spark_changes_equal_single_process(spark, files, option_set, impl):
     df = spark.read.parquet(*files[option_set])
-    got = collect(decode_changes(df, order_by="seq"))
+    got = collect(decode_changes(df, order_by="seq", impl=impl))
     want = as_spark(decode_changes_1(archive(VERSION, option_set)))
     assert len(want) > 100
     assert got.drop_columns(["commit_rank"]).equals(want), option_set
     rank = got.column("commit_rank").to_pylist()
     assert rank == sorted(rank)
+
+
+def _python_nodes(df) -> list[str]:
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return [line for line in plan.splitlines() if "EvalPython" in line or "MapInArrow" in line
+            or "PythonMapInArrow" in line]
+
+
+@pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
+def test_change_rows_cost_only_what_a_query_reads(spark, files):
+    """One UDF per field: a count decodes nothing (Spark filters by tag byte and, for
+    whole uncommitted transactions, by order key), ``op`` is one UDF call, and where
+    the plan must judge rows one by one (aborted subtransactions) only 34 payload bytes
+    cross for it. The counts and values stay those of the single-process decoder."""
+    plain = spark.read.parquet(*files["v1_text"])
+    want = decode_changes_1(archive(VERSION, "v1_text"))
+    ch = decode_changes(plain, order_by="seq", sort=False)
+    assert _python_nodes(ch.groupBy().count()) == []
+    assert ch.count() == len(want)
+    ops = ch.select("op")
+    nodes = _python_nodes(ops)
+    assert len(nodes) == 1 and nodes[0].count("_ChangeField") == 1, nodes
+    assert sorted(r.op for r in ops.collect()) == sorted(want.column("op").to_pylist())
+
+    streamed = spark.read.parquet(*files["v2_streaming"])
+    want = decode_changes_1(archive(VERSION, "v2_streaming"))
+    ch = decode_changes(streamed, order_by="seq", sort=False)
+    nodes = _python_nodes(ch.groupBy().count())
+    assert len(nodes) == 1 and "_KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
+    assert ch.count() == len(want)
+    got = collect(ch.select("seq", "xid", "after").orderBy("seq"))
+    assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
+
+
+@pytest.mark.parametrize("impl", CHANGE_IMPLS)
+def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
+    """Rows no filter may pass over silently: a null payload, an XLogData frame too short
+    to hold a tag, an unknown tag byte. FAILFAST names the row's order key."""
+    t = archive(VERSION, "v1_text")
+    seq = t.column("seq").to_numpy() * 10
+    good = t.set_column(0, "seq", pa.array(seq))
+    for k, bad in enumerate([None, b"w" + b"\x00" * 20, b"\x07abc"]):
+        at = int(seq[len(seq) // 2]) + 5
+        row = pa.table({"seq": pa.array([at]), "lsn": pa.array(["0/0"]), "xid": pa.nulls(1, pa.int64()),
+                        "data": pa.array([bad], pa.binary())})
+        mixed = pa.concat_tables([good, row.cast(good.schema)]).sort_by("seq")
+        df = spark.read.parquet(*write_files(mixed, tmp_path / f"b{k}", 2))
+        with pytest.raises(Exception, match=f"seq {at}"):
+            decode_changes(df, order_by="seq", impl=impl).count() if impl == "map" else \
+                collect(decode_changes(df, order_by="seq", impl=impl))
 
 
 def test_partitions_and_file_order_do_not_matter(spark, files):

@@ -268,7 +268,8 @@ def test_field_udfs_share_one_decode_per_batch(monkeypatch):
         calls.append(len(payload))
         return real(payload, keys, **kw)
     monkeypatch.setattr(SF, "decode_pgoutput_arrays", counting)
-    monkeypatch.setattr(SF, "_LAST", [None, None, None])
+    from pgoutput_codec.spark import batchcache
+    monkeypatch.setattr(batchcache, "_LAST", [None, None, None])
     monkeypatch.setattr(SF, "_STATES", {})
     dec = SF._PgoutputDecoder("auto", None, "FAILFAST")
     names = ST.MESSAGE_TYPE.names
