@@ -23,6 +23,9 @@ when transactions interleave. Keys must be unique.
 
 from __future__ import annotations
 
+import copy
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,6 +65,11 @@ for _t in b"IUD":
 def control_candidates(values, *, envelope: str = "auto") -> np.ndarray:
     """Boolean mask of the rows whose message is a control message (by tag byte only)."""
     return _IS_CONTROL[message_tags(values, envelope=envelope)]
+
+
+def _glob_exact(name: str) -> str:
+    """A glob (``fnmatch``) matching ``name`` only."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _keys(order) -> np.ndarray:
@@ -246,10 +254,24 @@ class ControlPlan:
             self._vsel_len = len(self.versions)
         return self._vsel
 
+    def for_table(self, schema: str, table: str) -> "ControlPlan":
+        """This plan with ``tables`` narrowed to one table (exact names): its changes are
+        that table's only (none if the plan's ``tables`` leaves it out)."""
+        other = copy.copy(self)
+        exact = [(_glob_exact(schema), _glob_exact(table))]
+        other.patterns = exact if _table_selected(self.patterns, schema, table) else []
+        other._vsel_len = -1
+        return other
+
+    def _chooses_tables(self) -> bool:
+        """``tables`` leaves out some Relation version (else it chooses nothing)."""
+        chosen = self._version_selected()
+        return chosen is not None and not chosen.all()
+
     def drops_changes(self) -> bool:
         """Whether :meth:`changes` can leave out an I/U/D row of a well-formed archive:
         some transaction did not commit, a subtransaction aborted, or ``tables`` chooses."""
-        if self.patterns is not None or self.aborted:
+        if self._chooses_tables() or self.aborted:
             return True
         live = np.unique(self.seg_slot[self.seg_slot >= 0])
         return bool(len(live)) and not np.isin(live, self.commit_slots).all()
@@ -262,7 +284,7 @@ class ControlPlan:
         :meth:`keep_mask`). Typical: the rows before the archive's first control row
         (a transaction whose Begin came before the archive and whose Commit never
         came), or a transaction still open at its end."""
-        if self.patterns is not None or self.aborted:
+        if self._chooses_tables() or self.aborted:
             return None
         slot = self.seg_slot
         drop = (slot >= 0) & ~np.isin(slot, self.commit_slots)
@@ -314,8 +336,8 @@ class ControlPlan:
         slot = self.seg_slot[np.searchsorted(self.ctrl_keys, keys[rows], side="left")]
         rank = self._rank(slot, lambda: np.where(stream[rows], be32(at[rows] + 1), 0))
         drop = (slot >= 0) & (rank < 0)
-        chosen = self._version_selected()
-        if chosen is not None:
+        if self._chooses_tables():
+            chosen = self._version_selected()
             ver = self._versions_at(be32(rel_at[rows]), keys[rows])
             drop |= (ver >= 0) & ~chosen[np.maximum(ver, 0)]
         keep[rows[drop]] = False

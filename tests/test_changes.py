@@ -368,12 +368,23 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
     filter must leave out exactly what the full decode would, on every real archive,
     with ``tables`` choosing (some tables out), and inside XLogData frames."""
     import numpy as np
+
+    from pgoutput_codec.batch import message_tags
     arch = archive(version, option_set)
     values = arch.column("data").combine_chunks()
     keys = arch.column("seq").to_numpy()
     plan, dropped = _keep_mask_matches_changes(values, keys)
     picked, dropped_t = _keep_mask_matches_changes(values, keys, tables="public.[a-m]*")
     assert picked.drops_changes() and dropped_t > dropped
+    # one table, as table_changes narrows a plan: every other table's rows left out
+    v = plan.versions[-1]
+    one = plan.for_table(v["schema"], v["table"])
+    iud = np.isin(message_tags(values), list(b"IUD"))
+    want = plan.changes(values.filter(pa.array(iud)), keys[iud])
+    want = want.filter(pc.and_(pc.equal(want.column("schema"), v["schema"]), pc.equal(want.column("table"), v["table"])))
+    keep = one.keep_mask(pc.binary_slice(values, 0, 34), keys)
+    assert 0 < len(want) and sorted(keys[iud & keep]) == sorted(want.column("seq").to_pylist())
+    assert plan.for_table(v["schema"], v["table"] + "*").keep_mask(values, keys)[iud].sum() == 0
     wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 2 else d
                         for i, d in enumerate(values.to_pylist())], pa.binary())
     assert _keep_mask_matches_changes(wrapped, keys, tables="public.[a-m]*")[1] == dropped_t

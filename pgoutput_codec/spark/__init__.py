@@ -11,6 +11,8 @@
 
 Modules: :mod:`.types` (Arrow → Spark types: the one converter), :mod:`.modes` (parse
 modes), :mod:`.functions` (column/DataFrame functions, SQL registration),
+:mod:`.changes` (change rows, tables), :mod:`.batchcache` (one decode per Arrow batch
+for per-field UDFs),
 :mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
@@ -25,6 +27,12 @@ Which Spark mechanism, and why (details in :mod:`.functions`):
   Python).
 - DataFrame functions: ``mapInArrow`` (3.3+): no pandas, can drop and expand rows, and
   is the cheapest way in: use ``decode_messages`` for bulk work.
+- ``decode_changes`` on PySpark >= 4.1 (FAILFAST): one scalar ``arrow_udf`` per change
+  field, like ``from_pgoutput``, with the rows chosen before decoding by Spark filters on
+  the tag byte and order key (and a 34-byte head UDF where the plan must judge rows one
+  by one): a count decodes nothing. Elsewhere (PERMISSIVE, DROPMALFORMED, observation,
+  3.5/4.0) ``mapInArrow``, whose result crosses into Spark rows whole
+  (see :mod:`.changes`).
 - grouped ``applyInArrow`` and Arrow UDTFs are not used: nothing here needs a shuffle
   to one group, and a UDTF adds a lateral join where ``mapInArrow`` streams batches.
 

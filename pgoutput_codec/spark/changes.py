@@ -11,11 +11,29 @@ How (two passes over the archive, no per-partition state threaded through one ta
    in arrival order and resolves every transaction (commit rank, xid, commit LSN/time,
    origin, aborted subtransactions, rolled-back prepares), the stream state in force
    between any two control rows and every Relation version. The plan is broadcast.
-2. ``mapInArrow`` over every partition decodes its rows with ``plan.changes`` — each row
-   is placed by its order key alone, so any partitioning and any row order within a
-   partition gives the same rows. ``sort=True`` then orders them by
-   (``commit_rank``, ``seq``): exactly the rows and order of the single-process
-   ``decode_changes``.
+2. Every partition decodes its rows with ``plan.changes`` — each row is placed by its
+   order key alone, so any partitioning and any row order within a partition gives the
+   same rows. ``sort=True`` then orders them by (``commit_rank``, ``seq``): exactly the
+   rows and order of the single-process ``decode_changes``. Two implementations:
+
+   - ``impl="fields"`` (the default on PySpark >= 4.1 in FAILFAST without
+     ``observation``): one scalar ``arrow_udf`` per change field, sharing one decode per
+     Arrow batch, so Spark evaluates only the fields a query reads. The rows are chosen
+     before any decoding: Spark's filter on the tag byte drops control rows, Truncates,
+     logical messages and keepalives; whole uncommitted transactions are dropped by
+     order-key range, and aborted subtransactions and ``tables`` are judged on the first
+     34 payload bytes (``ControlPlan.keep_mask``). Truncates (one row per relation) come
+     with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
+     Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
+     on a malformed change payload only when it reads a decoded field (a malformed row
+     the filters keep is counted). ``observation`` counts every row after decoding it.
+   - ``impl="map"``: ``mapInArrow`` (PERMISSIVE, DROPMALFORMED, ``observation``, and
+     PySpark 3.5/4.0): every field of every change row is turned into Spark rows,
+     whatever the query reads.
+
+   ``table_changes``/``snapshot``/``history`` over a ``decode_changes`` DataFrame of
+   ``impl="fields"`` choose the table the same way, before decoding (a filter on the
+   decoded ``table`` would be pushed below the field UDFs and decode every payload twice).
 
 Ordering contract (what "arrival order" means here; never the ``lsn`` column — a
 change's LSN is its own WAL position and goes backwards when transactions interleave):
@@ -476,10 +494,23 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
 
     # pass 2: every partition
     if impl == "fields":
-        out = _field_changes(src, plan, plan_bc, rows, has_lsn, options, envelope)
-        if sort:
-            out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
-        return out.drop(_SUB)
+        def build(p, bc):
+            out = _field_changes(src, p, bc, rows, has_lsn, options, envelope)
+            if sort:
+                out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
+            return out.drop(_SUB)
+
+        tables = {}
+
+        def of_table(schema, table):
+            if (schema, table) not in tables:
+                p = plan.for_table(schema, table)
+                tables[schema, table] = build(p, spark.sparkContext.broadcast(p))
+            return tables[schema, table]
+
+        out = build(plan, plan_bc)
+        out._pgoutput_of_table = of_table   # for table_changes: see _of_table
+        return out
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
@@ -542,13 +573,26 @@ def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     return arr
 
 
+def _of_table(changes: DataFrame, name: str) -> DataFrame:
+    """The change rows of one table. Spark would push a filter on ``schema``/``table``
+    below the field UDFs of ``decode_changes`` (impl "fields"), into a Python node of
+    its own: every payload sent and decoded twice. So for a DataFrame straight from
+    ``decode_changes`` (and not cached) the table is chosen before decoding instead
+    (``ControlPlan.for_table``: 34 payload bytes per row cross, the other tables' rows
+    are never decoded)."""
+    schema, table = _split_name(name)
+    of_table = getattr(changes, "_pgoutput_of_table", None)
+    if of_table is not None and not getattr(changes, "is_cached", False):
+        return of_table(schema, table)
+    return changes.where((F.col("schema") == schema) & (F.col("table") == table))
+
+
 def _table_info(changes: DataFrame, name: str):
     """One small job: the table's Relation versions (column lists, oldest first) and its
     truncates ((rank, seq, commit_lsn, commit_ts), in order)."""
-    schema, table = _split_name(name)
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
-    rows = (changes.where((F.col("schema") == schema) & (F.col("table") == table))
+    rows = (_of_table(changes, name)
             .groupBy("relation_version")
             .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
@@ -702,7 +746,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
         _versions = _table_info(changes, name)[0]
     cols = _merge_columns(_versions)
     row_type, colplan = table_schema(cols, registry)
-    rows = changes.where((F.col("schema") == schema) & (F.col("table") == table))
+    rows = _of_table(changes, name)
     keep = [c for c in _TC_PASS if c in changes.columns]
     need = sorted(set(keep) | {"schema", "table", "relation_id", "columns", "before", "after"})
     src = rows.select(*need)

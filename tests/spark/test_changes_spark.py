@@ -128,10 +128,38 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files):
     assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
 
 
+@pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
+def test_table_changes_choose_the_table_before_decoding(spark, files):
+    """Over decode_changes' field UDFs, a filter on ``table`` would be pushed below them
+    into a Python node of its own (every payload sent and decoded twice): table_changes
+    chooses the table on the payload heads instead, and gets the same rows as over the
+    mapInArrow path; a cached DataFrame is filtered as it is."""
+    df = spark.read.parquet(*files["v1_text"])
+    want = decode_changes_1(archive(VERSION, "v1_text"))
+    name = max(set(zip(want.column("schema").to_pylist(), want.column("table").to_pylist(), strict=True)),
+               key=lambda st: want.column("table").to_pylist().count(st[1]))
+    name = ".".join(name)
+    ch = decode_changes(df, order_by="seq")
+    tc = table_changes(ch, name)
+    nodes = _python_nodes(tc)
+    decoding = [n for n in nodes if "_ChangeField" in n]
+    assert len(decoding) == 1 and sum("_KeepRows" in n for n in nodes) == 1, nodes
+    got = collect(tc)
+    ref = collect(table_changes(decode_changes(df, order_by="seq", impl="map"), name))
+    assert len(got) > 10 and got.equals(ref)
+    cached = decode_changes(df, order_by="seq").cache()
+    assert collect(table_changes(cached, name)).equals(ref)
+    cached.unpersist()
+    # tables= leaving the table out leaves no rows
+    assert table_changes(decode_changes(df, order_by="seq", tables="nosuch.*"), name).count() == 0
+
+
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
 def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
     """Rows no filter may pass over silently: a null payload, an XLogData frame too short
-    to hold a tag, an unknown tag byte. FAILFAST names the row's order key."""
+    to hold a tag, an unknown tag byte. FAILFAST names the row's order key when the
+    rows are read. With impl="fields" a count decodes nothing (as Spark's from_avro or
+    CSV column pruning): the row is counted, not lost; ``observation`` decodes all."""
     t = archive(VERSION, "v1_text")
     seq = t.column("seq").to_numpy() * 10
     good = t.set_column(0, "seq", pa.array(seq))
@@ -144,6 +172,10 @@ def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
         with pytest.raises(Exception, match=f"seq {at}"):
             decode_changes(df, order_by="seq", impl=impl).count() if impl == "map" else \
                 collect(decode_changes(df, order_by="seq", impl=impl))
+        if impl == "fields":
+            assert decode_changes(df, order_by="seq").count() == len(decode_changes_1(t)) + 1
+            with pytest.raises(Exception, match=f"seq {at}"):
+                decode_changes(df, order_by="seq", observation=Observation("o")).count()
 
 
 def test_partitions_and_file_order_do_not_matter(spark, files):
