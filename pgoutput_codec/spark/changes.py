@@ -324,20 +324,45 @@ class _ChangeMapper:
 # pass 1's rows, so the driver decodes them and they join as a small local DataFrame.
 
 
-class _ChangeField:
-    """Picklable scalar Arrow UDF body: column ``name`` of the change rows of one Arrow
-    batch (one per payload), decoded once for every field UDF evaluated on the batch."""
+class _ChangeRows:
+    """Picklable: the change rows of one Arrow batch of payloads (one per payload)."""
 
-    def __init__(self, plan_bc, token, name, target):
-        self.plan_bc, self.token, self.name, self.target = plan_bc, token, name, target
+    def __init__(self, plan_bc):
+        self.plan_bc = plan_bc
+
+    def __call__(self, payload, key, lsn=None) -> pa.Table:
+        try:
+            return self.plan_bc.value.change_rows(_binary(payload), key, lsn)
+        except PgoutputDecodeError as e:
+            raise failfast_error(str(e)) from e
+
+
+class _TypedRows(_ChangeRows):
+    """Picklable: the typed rows of one table (``_TableMapper``) of one Arrow batch,
+    straight from its change rows (never turned into Spark rows in between)."""
+
+    def __init__(self, plan_bc, mapper):
+        super().__init__(plan_bc)
+        self.mapper = mapper
+
+    def __call__(self, payload, key, lsn=None) -> pa.Table:
+        return _typed(self.mapper, super().__call__(payload, key, lsn))
+
+
+def _typed(mapper, changes: pa.Table) -> pa.Table:
+    return pa.Table.from_batches(list(mapper(iter(changes.combine_chunks().to_batches()))),
+                                 schema=ST.arrow_schema_for(mapper.out_schema))
+
+
+class _ChangeField:
+    """Picklable scalar Arrow UDF body: column ``name`` of ``rows_of``'s table of one Arrow
+    batch, computed once for every field UDF (same ``token``) evaluated on the batch."""
+
+    def __init__(self, rows_of, token, name, target):
+        self.rows_of, self.token, self.name, self.target = rows_of, token, name, target
 
     def __call__(self, payload, key, lsn=None):
-        def decode():
-            try:
-                return self.plan_bc.value.change_rows(_binary(payload), key, lsn)
-            except PgoutputDecodeError as e:
-                raise failfast_error(str(e)) from e
-        t = once_per_batch(("changes", self.token), (payload, key, lsn), decode)
+        t = once_per_batch(self.token, (payload, key, lsn), lambda: self.rows_of(payload, key, lsn))
         return ST.to_spark_arrow(ST.one_array(t.column(self.name)), self.target)
 
 
@@ -351,57 +376,98 @@ class _KeepRows:
         return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
 
 
-def _truncate_rows(spark, plan, rows: pa.Table, has_lsn: bool, out_type: T.StructType):
-    """The change rows of the Truncates among pass 1's rows, as a local DataFrame (None:
-    there are none)."""
-    payload = _binary(rows.column(_PAYLOAD))
-    is_t = message_tags(payload, envelope=plan.envelope) == ord("T")
-    if not is_t.any():
-        return None
-    sel = pa.array(is_t)
-    try:
-        t = plan.changes(payload.filter(sel), rows.column(_KEY).combine_chunks().filter(sel),
-                         rows.column(_LSN).combine_chunks().filter(sel) if has_lsn else None, errors="raise")
-    except PgoutputDecodeError as e:
-        raise failfast_error(str(e)) from e
-    if not len(t):
-        return None
-    t = t.sort_by([("seq", "ascending")]) if len(t) > 1 else t
-    target = ST.arrow_schema_for(out_type)
-    arrays = [ST.to_spark_arrow(ST.one_array(t.column(f.name)), f.type) if f.name != _SUB
-              else pa.array(_sub_order(t.column("seq")), pa.int64()) for f in target]
-    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=target), schema=out_type)
+class _FieldChanges:
+    """``decode_changes`` with ``impl="fields"``: the archive (``src``), pass 1's rows and
+    its plan; builds the change rows, one table's change rows, and one table's typed rows."""
 
+    def __init__(self, src, plan, plan_bc, pass1: pa.Table, has_lsn: bool, options: dict, envelope: str,
+                 sort: bool):
+        self.src, self.plan, self.plan_bc, self.pass1 = src, plan, plan_bc, pass1
+        self.has_lsn, self.options, self.envelope, self.sort = has_lsn, options, envelope, sort
+        self.spark = src.sparkSession
+        self._tables = {}
 
-def _field_changes(src: DataFrame, plan: ControlPlan, plan_bc, pass1: pa.Table, has_lsn: bool, options: dict,
-                   envelope: str) -> DataFrame:
-    """Pass 2 as one UDF per field (see above); the columns of ``mapper_schema``."""
-    out_type = mapper_schema(options, FAILFAST)
-    rows = src.where(_may_be_row_change(F.col(_PAYLOAD), envelope))
-    if plan.drops_changes():
-        ranges = plan.dropped_key_ranges()
-        if ranges is None:     # judged row by row, from the first bytes of the payload
-            keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
-            rows = rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
-        else:                  # whole uncommitted transactions: Spark drops their key ranges
-            key = F.col(_KEY)
-            inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
-                      & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
-            rows = rows.where(~reduce(lambda a, b: a | b, inside))
-    args = [F.col(_PAYLOAD), F.col(_KEY)] + ([F.col(_LSN)] if has_lsn else [])
-    token = uuid.uuid4().hex   # names this plan in the worker's per-batch cache
-    cols = []
-    for f in out_type.fields:
-        if f.name == "seq":
-            cols.append(F.col(_KEY).alias("seq"))          # the order key itself: no decoding
-        elif f.name == _SUB:
-            cols.append(F.lit(0).cast(T.LongType()).alias(_SUB))
-        else:
-            udf = F.arrow_udf(_ChangeField(plan_bc, token, f.name, ST.arrow_type_for(f.dataType)), f.dataType)
-            cols.append(udf(*args).alias(f.name))
-    out = rows.select(*cols)
-    truncates = _truncate_rows(src.sparkSession, plan, pass1, has_lsn, out_type)
-    return out if truncates is None else out.unionByName(truncates)
+    def _rows(self, plan, plan_bc) -> DataFrame:
+        """The archive rows that make one change row each, chosen without decoding."""
+        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
+        if plan.drops_changes():
+            ranges = plan.dropped_key_ranges()
+            if ranges is None:     # judged row by row, from the first bytes of the payload
+                keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
+                rows = rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
+            else:                  # whole uncommitted transactions: Spark drops their key ranges
+                key = F.col(_KEY)
+                inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
+                          & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
+                rows = rows.where(~reduce(lambda a, b: a | b, inside))
+        return rows
+
+    def _truncates(self, plan) -> pa.Table | None:
+        """The change rows of the Truncates among pass 1's rows, in order (None: none)."""
+        payload = _binary(self.pass1.column(_PAYLOAD))
+        is_t = message_tags(payload, envelope=plan.envelope) == ord("T")
+        if not is_t.any():
+            return None
+        sel = pa.array(is_t)
+        lsn = self.pass1.column(_LSN).combine_chunks().filter(sel) if self.has_lsn else None
+        try:
+            t = plan.changes(payload.filter(sel), self.pass1.column(_KEY).combine_chunks().filter(sel), lsn,
+                             errors="raise")
+        except PgoutputDecodeError as e:
+            raise failfast_error(str(e)) from e
+        return t.sort_by([("seq", "ascending")]) if len(t) else None
+
+    def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None) -> DataFrame:
+        """One UDF per column of ``out_type`` over the chosen rows (``seq`` is the order
+        key itself, ``__sub`` 0), plus the Truncates' rows as a local DataFrame; sorted
+        like ``decode_changes`` when asked."""
+        args = [F.col(_PAYLOAD), F.col(_KEY)] + ([F.col(_LSN)] if self.has_lsn else [])
+        token = uuid.uuid4().hex   # names these rows in the worker's per-batch cache
+        cols = []
+        for f in out_type.fields:
+            if f.name == "seq":
+                cols.append(F.col(_KEY).alias("seq"))          # no decoding
+            elif f.name == _SUB:
+                cols.append(F.lit(0).cast(T.LongType()).alias(_SUB))
+            else:
+                udf = F.arrow_udf(_ChangeField(rows_of, token, f.name, ST.arrow_type_for(f.dataType)), f.dataType)
+                cols.append(udf(*args).alias(f.name))
+        out = self._rows(plan, plan_bc).select(*cols)
+        if truncates is not None:
+            target = ST.arrow_schema_for(out_type)
+            arrays = [ST.to_spark_arrow(ST.one_array(truncates.column(f.name)), f.type) if f.name != _SUB
+                      else pa.array(_sub_order(truncates.column("seq")), pa.int64()) for f in target]
+            local = self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=target), schema=out_type)
+            out = out.unionByName(local)
+        if self.sort:
+            out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
+        return out.drop(_SUB)
+
+    def changes(self, plan=None, plan_bc=None) -> DataFrame:
+        plan, plan_bc = (self.plan, self.plan_bc) if plan is None else (plan, plan_bc)
+        out = self._frame(plan, plan_bc, _ChangeRows(plan_bc), mapper_schema(self.options, FAILFAST),
+                          self._truncates(plan))
+        out._pgoutput_fields = self   # for table_changes: see _of_table
+        return out
+
+    def _narrowed(self, schema: str, table: str):
+        if (schema, table) not in self._tables:
+            p = self.plan.for_table(schema, table)
+            self._tables[schema, table] = (p, self.spark.sparkContext.broadcast(p))
+        return self._tables[schema, table]
+
+    def of_table(self, schema: str, table: str) -> DataFrame:
+        """The change rows of one table, chosen before decoding."""
+        return self.changes(*self._narrowed(schema, table))
+
+    def typed(self, schema: str, table: str, mapper: "_TableMapper") -> DataFrame:
+        """``table_changes``' rows, typed in the same Python step that decodes them."""
+        plan, bc = self._narrowed(schema, table)
+        trunc = self._truncates(plan)
+        out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
+        if trunc is not None:
+            trunc = _typed(mapper, trunc).append_column(_SUB, pa.array(_sub_order(trunc.column("seq")), pa.int64()))
+        return self._frame(plan, bc, _TypedRows(bc, mapper), out_type, trunc)
 
 
 # Row counts for an ``observation``: each output batch of ``n`` rows gets one more row,
@@ -494,23 +560,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
 
     # pass 2: every partition
     if impl == "fields":
-        def build(p, bc):
-            out = _field_changes(src, p, bc, rows, has_lsn, options, envelope)
-            if sort:
-                out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
-            return out.drop(_SUB)
-
-        tables = {}
-
-        def of_table(schema, table):
-            if (schema, table) not in tables:
-                p = plan.for_table(schema, table)
-                tables[schema, table] = build(p, spark.sparkContext.broadcast(p))
-            return tables[schema, table]
-
-        out = build(plan, plan_bc)
-        out._pgoutput_of_table = of_table   # for table_changes: see _of_table
-        return out
+        return _FieldChanges(src, plan, plan_bc, rows, has_lsn, options, envelope, sort).changes()
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
@@ -581,10 +631,17 @@ def _of_table(changes: DataFrame, name: str) -> DataFrame:
     (``ControlPlan.for_table``: 34 payload bytes per row cross, the other tables' rows
     are never decoded)."""
     schema, table = _split_name(name)
-    of_table = getattr(changes, "_pgoutput_of_table", None)
-    if of_table is not None and not getattr(changes, "is_cached", False):
-        return of_table(schema, table)
+    fields = _fields_of(changes)
+    if fields is not None:
+        return fields.of_table(schema, table)
     return changes.where((F.col("schema") == schema) & (F.col("table") == table))
+
+
+def _fields_of(changes: DataFrame):
+    """The ``_FieldChanges`` a DataFrame comes straight from (None: another DataFrame, or
+    cached: then its rows are read as they are)."""
+    fields = getattr(changes, "_pgoutput_fields", None)
+    return None if fields is None or getattr(changes, "is_cached", False) else fields
 
 
 def _table_info(changes: DataFrame, name: str):
@@ -746,15 +803,17 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
         _versions = _table_info(changes, name)[0]
     cols = _merge_columns(_versions)
     row_type, colplan = table_schema(cols, registry)
-    rows = _of_table(changes, name)
     keep = [c for c in _TC_PASS if c in changes.columns]
     need = sorted(set(keep) | {"schema", "table", "relation_id", "columns", "before", "after"})
-    src = rows.select(*need)
-    out_fields = [src.schema[c] for c in keep]
+    out_fields = [changes.schema[c] for c in keep]
     out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),
                    T.StructField("unchanged", T.ArrayType(T.StringType()))]
     out_schema = T.StructType(out_fields)
-    return src.mapInArrow(_TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry), out_schema)
+    mapper = _TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry)
+    fields = _fields_of(changes)
+    if fields is not None:   # typed where the rows are decoded: no change rows in between
+        return fields.typed(schema, table, mapper)
+    return _of_table(changes, name).select(*need).mapInArrow(mapper, out_schema)
 
 
 # --------------------------------------------------------------------------- snapshot / history
