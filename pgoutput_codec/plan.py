@@ -37,6 +37,7 @@ from .changes import (
     ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, control_rows, truncate_row,
 )
 from .errors import PgoutputDecodeError
+from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
 
 __all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
@@ -72,6 +73,12 @@ def _glob_exact(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
+def _row_name(key, lsn: pa.Array, i: int) -> str:
+    """How errors name an archive row: its order key, and its lsn when the archive has one."""
+    v = lsn[i].as_py() if i < len(lsn) else None
+    return f"archive row seq {key}" + (f" (lsn {format_lsn(v)})" if v is not None else "")
+
+
 def _keys(order) -> np.ndarray:
     if isinstance(order, pa.ChunkedArray):
         order = order.combine_chunks()
@@ -90,7 +97,9 @@ class ControlPlan:
     """
 
     @classmethod
-    def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, **options) -> "ControlPlan":
+    def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, lsn=None,
+              **options) -> "ControlPlan":
+        """``lsn``: the rows' archive lsn, to name a malformed row by it too."""
         keys = _keys(order)
         values = pa.concat_arrays(_as_binary_chunks(payloads)) if not isinstance(payloads, pa.Array) \
             else payloads
@@ -115,7 +124,9 @@ class ControlPlan:
             bad = np.flatnonzero(~ok)
             self.errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
             if options["errors"] == "raise":
-                raise PgoutputDecodeError(f"archive row seq {self.errors[0]['seq']}: {self.errors[0]['error']}")
+                i = int(srt[bad[0]])
+                raise PgoutputDecodeError(f"{_row_name(keys[bad[0]], _lsn_array(lsn, len(values)), i)}: "
+                                          f"{self.errors[0]['error']}")
         tags = _tag_codes(msgs.field("type"))
         keep = ok & _IS_CONTROL[tags]
         ctrl_idx = np.flatnonzero(keep)
@@ -194,7 +205,7 @@ class ControlPlan:
             counts["rows_in_error"] = len(bad)
             if errors == "raise":
                 i = int(bad[0])
-                raise PgoutputDecodeError(f"archive row seq {keys[i]}: {err[i].as_py()}")
+                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {err[i].as_py()}")
             self.last_errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
         counts["rows_decoded"] = n - counts["rows_in_error"]
         tags = _tag_codes(msgs.field("type"))
@@ -204,7 +215,8 @@ class ControlPlan:
         if orphan.any():   # a change outside any transaction: reported, not guessed
             counts["orphans"] = int(orphan.sum())
             if errors == "raise":
-                raise PgoutputDecodeError(f"archive row seq {keys[idx[orphan][0]]}: change outside any transaction")
+                i = int(idx[orphan][0])
+                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: change outside any transaction")
         rank = self._rank(slot, lambda: pc.fill_null(msgs.field("xid").take(pa.array(idx, pa.int64())), 0)
                           .to_numpy(zero_copy_only=False).astype(np.int64))
         live = rank >= 0
@@ -215,8 +227,8 @@ class ControlPlan:
         ver = self._versions_at(relids[iud], keys[iud])
         if (ver < 0).any():
             i = int(iud[np.flatnonzero(ver < 0)[0]])
-            raise PgoutputDecodeError(f"archive row seq {keys[i]}: change to relation {relids[i]} before any "
-                                      "Relation message for it")
+            raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: change to relation {relids[i]} before "
+                                      "any Relation message for it")
         table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
         if is_t.any():
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
@@ -344,16 +356,22 @@ class ControlPlan:
         return keep
 
     def change_rows(self, values, order, lsn=None) -> pa.Table:
-        """:meth:`changes` (``errors="raise"``) of rows that are all kept I/U/D changes
-        (what :meth:`keep_mask` and a filter of the other tags leave): one row per input
-        row, in input order."""
-        t = self.changes(values, order, lsn, errors="raise")
-        if len(t) != len(values):
-            keys = _keys(order)
-            missing = np.setdiff1d(keys, t.column("seq").to_numpy(zero_copy_only=False))
-            raise RuntimeError(f"archive row seq {missing[0] if len(missing) else '?'}: passed as a change row but "
-                               "gives none (a bug in the row filter of decode_changes: please report it)")
-        return t
+        """:meth:`changes` (``errors="raise"``) aligned with the input: one row per input
+        row, in input order — the change row of each kept I/U/D row, a null row for every
+        other row (control, Truncate, inert, or a change :meth:`changes` leaves out).
+        Spark's field UDFs get the rows the row filters keep, but a query's own filter on
+        a decoded field is evaluated next to those filters, on every row before them."""
+        keys = _keys(order)
+        t = self.changes(values, keys, lsn, errors="raise")
+        seq = t.column("seq").to_numpy(zero_copy_only=False)
+        if len(t) == len(keys) and np.array_equal(seq, keys):
+            return t                                    # every row a kept change: the common case
+        t = t.filter(pc.not_equal(t.column("op"), "T"))  # one row per relation: not one per payload
+        o = np.argsort(keys, kind="stable")
+        at = o[np.searchsorted(keys[o], t.column("seq").to_numpy(zero_copy_only=False))]
+        pick = np.full(len(keys), -1, dtype=np.int64)
+        pick[at] = np.arange(len(t))
+        return t.take(pa.array(pick, mask=pick < 0))
 
     def _commit_cols(self, rank):
         r = pa.array(rank, pa.int64())

@@ -352,6 +352,12 @@ def _keep_mask_matches_changes(values, keys, **options):
     assert keep[~iud].all()                       # only I/U/D rows are judged
     out = plan.changes(values.filter(pa.array(iud)), keys[iud])
     assert sorted(keys[iud & keep].tolist()) == sorted(out.column("seq").to_pylist())
+    rows = plan.change_rows(values, keys)   # aligned: a null row for every row left out
+    assert len(rows) == len(values)
+    at = pc.is_valid(rows.column("op")).to_numpy(zero_copy_only=False)
+    assert (rows.column("seq").to_numpy(zero_copy_only=False)[at] == keys[at]).all()   # row i is row i
+    assert sorted(rows.filter(pc.is_valid(rows.column("op"))).column("seq").to_pylist()) == \
+        sorted(keys[iud & keep].tolist())
     ranges = plan.dropped_key_ranges()
     if ranges is not None:   # the same rows by their order keys alone
         inside = np.zeros(len(keys), dtype=bool)

@@ -27,6 +27,10 @@ How (two passes over the archive, no per-partition state threaded through one ta
      Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
      on a malformed change payload only when it reads a decoded field (a malformed row
      the filters keep is counted). ``observation`` counts every row after decoding it.
+     A query's own filter on a decoded field (``where(op == 'I')``) is evaluated by Spark
+     next to the row filters, in a Python node of its own, on rows they would drop (the
+     field UDFs give those null rows): the payloads cross twice. For one table use
+     ``table_changes``, which chooses it before decoding; for several queries, cache.
    - ``impl="map"``: ``mapInArrow`` (PERMISSIVE, DROPMALFORMED, ``observation``, and
      PySpark 3.5/4.0): every field of every change row is turned into Spark rows,
      whatever the query reads.
@@ -87,6 +91,7 @@ from functools import reduce
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -346,7 +351,16 @@ class _TypedRows(_ChangeRows):
         self.mapper = mapper
 
     def __call__(self, payload, key, lsn=None) -> pa.Table:
-        return _typed(self.mapper, super().__call__(payload, key, lsn))
+        t = super().__call__(payload, key, lsn)
+        has = pc.is_valid(t.column("op")).to_numpy(zero_copy_only=False)
+        if has.all():
+            return _typed(self.mapper, t)
+        # rows a query's own filter sees before the row filters (``change_rows``): typed
+        # rows for the changes, null rows for the others
+        typed = _typed(self.mapper, t.filter(pa.array(has)))
+        pick = np.full(len(t), -1, dtype=np.int64)
+        pick[has] = np.arange(len(typed))
+        return typed.take(pa.array(pick, mask=pick < 0))
 
 
 def _typed(mapper, changes: pa.Table) -> pa.Table:
@@ -417,7 +431,8 @@ class _FieldChanges:
             raise failfast_error(str(e)) from e
         return t.sort_by([("seq", "ascending")]) if len(t) else None
 
-    def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None) -> DataFrame:
+    def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None,
+               deterministic: bool = True) -> DataFrame:
         """One UDF per column of ``out_type`` over the chosen rows (``seq`` is the order
         key itself, ``__sub`` 0), plus the Truncates' rows as a local DataFrame; sorted
         like ``decode_changes`` when asked."""
@@ -431,7 +446,7 @@ class _FieldChanges:
                 cols.append(F.lit(0).cast(T.LongType()).alias(_SUB))
             else:
                 udf = F.arrow_udf(_ChangeField(rows_of, token, f.name, ST.arrow_type_for(f.dataType)), f.dataType)
-                cols.append(udf(*args).alias(f.name))
+                cols.append((udf if deterministic else udf.asNondeterministic())(*args).alias(f.name))
         out = self._rows(plan, plan_bc).select(*cols)
         if truncates is not None:
             target = ST.arrow_schema_for(out_type)
@@ -467,7 +482,9 @@ class _FieldChanges:
         out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
         if trunc is not None:
             trunc = _typed(mapper, trunc).append_column(_SUB, pa.array(_sub_order(trunc.column("seq")), pa.int64()))
-        return self._frame(plan, bc, _TypedRows(bc, mapper), out_type, trunc)
+        # not deterministic, so that Spark keeps a query's filters on the typed columns
+        # (snapshot's, history's) above them instead of decoding every row twice
+        return self._frame(plan, bc, _TypedRows(bc, mapper), out_type, trunc, deterministic=False)
 
 
 # Row counts for an ``observation``: each output batch of ``n`` rows gets one more row,
@@ -552,9 +569,13 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     # pass 1: control candidates to the driver (with the Truncates, for impl="fields")
     tags = CONTROL_TAGS + (b"T" if impl == "fields" else b"")
     rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope, tags))
-                          .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn and impl == "fields" else [])))
-    plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
-                             errors="raise" if mode == FAILFAST else "collect", **options)
+                          .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn else [])))
+    try:
+        plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
+                                 lsn=rows.column(_LSN) if has_lsn else None,
+                                 errors="raise" if mode == FAILFAST else "collect", **options)
+    except PgoutputDecodeError as e:
+        raise failfast_error(str(e)) from e
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)
 

@@ -129,6 +129,24 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files):
 
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
+def test_a_query_filtering_on_decoded_fields(spark, files):
+    """Spark evaluates a query's filter on a decoded field next to the row filters, on
+    every row before them (control rows, Truncates, changes of aborted subtransactions):
+    the field UDFs give those rows nulls, and the counts are the single-process ones."""
+    df = spark.read.parquet(*files["v3_2pc_binary_streaming"])
+    want = decode_changes_1(archive(VERSION, "v3_2pc_binary_streaming"))
+    ch = decode_changes(df, order_by="seq", sort=False)
+    table = want.column("table")[0].as_py()
+    for cond, n in [(F.col("op") == "I", pc.sum(pc.equal(want.column("op"), "I")).as_py()),
+                    (F.col("table") == table, pc.sum(pc.equal(want.column("table"), table)).as_py()),
+                    (F.col("xid").isNotNull() & (F.col("op") != "T"), pc.sum(pc.not_equal(want.column("op"), "T"))
+                     .as_py())]:
+        q = ch.where(cond)
+        assert any("_KeepRows" in n_ and "_ChangeField" in n_ for n_ in _python_nodes(q)), _python_nodes(q)
+        assert q.count() == n > 0
+
+
+@pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
 def test_table_changes_choose_the_table_before_decoding(spark, files):
     """Over decode_changes' field UDFs, a filter on ``table`` would be pushed below them
     into a Python node of its own (every payload sent and decoded twice): table_changes
@@ -163,16 +181,16 @@ def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
     t = archive(VERSION, "v1_text")
     seq = t.column("seq").to_numpy() * 10
     good = t.set_column(0, "seq", pa.array(seq))
-    for k, bad in enumerate([None, b"w" + b"\x00" * 20, b"\x07abc"]):
+    for k, bad in enumerate([None, b"w" + b"\x00" * 20, b"\x07abc", b"B\x00\x01"]):   # the last: pass 1's
         at = int(seq[len(seq) // 2]) + 5
-        row = pa.table({"seq": pa.array([at]), "lsn": pa.array(["0/0"]), "xid": pa.nulls(1, pa.int64()),
+        row = pa.table({"seq": pa.array([at]), "lsn": pa.array(["0/AB"]), "xid": pa.nulls(1, pa.int64()),
                         "data": pa.array([bad], pa.binary())})
         mixed = pa.concat_tables([good, row.cast(good.schema)]).sort_by("seq")
         df = spark.read.parquet(*write_files(mixed, tmp_path / f"b{k}", 2))
-        with pytest.raises(Exception, match=f"seq {at}"):
+        with pytest.raises(Exception, match=rf"seq {at} \(lsn 0/AB\)"):
             decode_changes(df, order_by="seq", impl=impl).count() if impl == "map" else \
                 collect(decode_changes(df, order_by="seq", impl=impl))
-        if impl == "fields":
+        if impl == "fields" and (bad or b"")[:1] != b"B":
             assert decode_changes(df, order_by="seq").count() == len(decode_changes_1(t)) + 1
             with pytest.raises(Exception, match=f"seq {at}"):
                 decode_changes(df, order_by="seq", observation=Observation("o")).count()
@@ -247,7 +265,7 @@ def _with_bad_rows(t: pa.Table):
     """Malformed payloads mixed in (inside and between transactions), seq spread out."""
     seq = t.column("seq").to_numpy() * 10
     bad_at = seq[[5, len(seq) // 2, len(seq) - 3]] + 5
-    bad = pa.table({"seq": pa.array(bad_at), "lsn": pa.array(["0/0"] * 3), "xid": pa.nulls(3, pa.int64()),
+    bad = pa.table({"seq": pa.array(bad_at), "lsn": pa.array(["0/BAD05"] * 3), "xid": pa.nulls(3, pa.int64()),
                     "data": pa.array([b"I\x00\x00", b"\xff\x01", b"U\x00\x00\x40\x00N\x00"], pa.binary())})
     good = t.set_column(0, "seq", pa.array(seq))
     return pa.concat_tables([good, bad]).sort_by("seq"), good
@@ -257,8 +275,9 @@ def test_modes_with_malformed_rows(spark, tmp_path):
     mixed, good = _with_bad_rows(archive(VERSION, "v2_streaming"))
     df = spark.read.parquet(*write_files(mixed, tmp_path / "bad", 3)).repartition(3)
     want = as_spark(decode_changes_1(good))
-    with pytest.raises(Exception, match="seq [0-9]+5"):
-        collect(decode_changes(df, order_by="seq"))
+    for impl in CHANGE_IMPLS:   # the order key, the lsn, the message type and byte offset
+        with pytest.raises(Exception, match=r"seq [0-9]+5 \(lsn 0/BAD05\): .* at byte [0-9]+"):
+            collect(decode_changes(df, order_by="seq", impl=impl))
     obs = Observation("counts")
     perm = collect(decode_changes(df, order_by="seq", mode="PERMISSIVE", observation=obs))
     err = perm.filter(pc.is_valid(perm.column("error")))
