@@ -266,6 +266,11 @@ class ControlPlan:
             self._vsel_len = len(self.versions)
         return self._vsel
 
+    def columns_by_version(self) -> dict:
+        """{``relation_version`` fingerprint: that Relation's column list (dicts)}."""
+        vt = self.version_table
+        return dict(zip(vt.column("relation_version").to_pylist(), vt.column("columns").to_pylist(), strict=True))
+
     def for_table(self, schema: str, table: str) -> "ControlPlan":
         """This plan with ``tables`` narrowed to one table (exact names): its changes are
         that table's only (none if the plan's ``tables`` leaves it out)."""

@@ -667,17 +667,26 @@ def _fields_of(changes: DataFrame):
 
 def _table_info(changes: DataFrame, name: str):
     """One small job: the table's Relation versions (column lists, oldest first) and its
-    truncates ((rank, seq, commit_lsn, commit_ts), in order)."""
+    truncates ((rank, seq, commit_lsn, commit_ts), in order). Over ``decode_changes``'
+    field UDFs the column lists come from the plan by ``relation_version`` (the job then
+    reads no column list: 1 M rows, 3.6 s with them)."""
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
-    rows = (_of_table(changes, name)
-            .groupBy("relation_version")
-            .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
-                 F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
-                 .alias("truncates"))
-            .collect())
+    fields = _fields_of(changes)
+    aggs = [F.max(pos).alias("last"),
+            F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
+            .alias("truncates")]
+    if fields is None:
+        aggs.append(F.first("columns", ignorenulls=True).alias("columns"))
+    rows = _of_table(changes, name).groupBy("relation_version").agg(*aggs).collect()
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
-    versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
+    if fields is not None:
+        by_version = fields.plan.columns_by_version()
+        columns = [None if r["relation_version"] is None else by_version.get(int(r["relation_version"]))
+                   for r in rows]
+    else:
+        columns = [None if r["columns"] is None else [c.asDict() for c in r["columns"]] for r in rows]
+    versions = [c for c in columns if c is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
     return versions, truncs
