@@ -1,0 +1,91 @@
+"""Spark: one table's typed changes and its snapshot, over decode_changes' two pass-2
+implementations, side by side in one run.
+
+``impl="fields"`` (PySpark >= 4.1, FAILFAST: one UDF per field; ``table_changes`` then
+chooses the table on the payload heads and types the values in the decoding step) and
+``impl="map"`` (mapInArrow: change rows turned into Spark rows, back into Arrow for the
+typing, then into rows again). On the first ``--rows`` messages of the ``spark_bench.py``
+archive (run that first: it builds and caches the archive in ``bench/data/``), local[2]:
+
+- pass 1: ``decode_changes`` itself (eager: control rows to the driver, plan);
+- versions: the job that lists the table's Relation versions and truncates;
+- ``table_changes`` + count (its own versions job included);
+- ``snapshot`` + count.
+
+Each the best of ``--repeat`` runs, after one warm-up run of each implementation.
+Prints a table and the map/fields ratios; writes ``bench/results/spark_tables.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ARCHIVE = ROOT / "bench" / "data" / "archive_25000tx"
+RESULTS = ROOT / "bench" / "results"
+TABLE = "public.bench"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    if not (ARCHIVE / "_DONE").exists():
+        sys.exit(f"no archive at {ARCHIVE}: run bench/spark_bench.py first (it builds it)")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]])
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, snapshot, table_changes
+    from pgoutput_codec.spark.changes import _table_info
+    spark = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-tables-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "4")
+             .config("spark.sql.files.maxPartitionBytes", str(32 << 20)).config("spark.driver.memory", "3g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    df = spark.read.parquet(str(ARCHIVE)).where(F.col("seq") < args.rows)
+    impls = ["fields", "map"] if HAS_ARROW_UDF else ["map"]
+    res = {}
+    for impl in impls:
+        best = {}
+        for run in range(args.repeat + 1):          # the first run warms up
+            t0 = time.perf_counter()
+            ch = decode_changes(df, order_by="seq", sort=False, impl=impl)
+            t1 = time.perf_counter()
+            _table_info(ch, TABLE)
+            t2 = time.perf_counter()
+            n = table_changes(ch, TABLE).count()
+            t3 = time.perf_counter()
+            m = snapshot(ch, TABLE).count()
+            t4 = time.perf_counter()
+            if run:
+                for k, v in (("pass1", t1 - t0), ("versions", t2 - t1), ("table_changes", t3 - t2),
+                             ("snapshot", t4 - t3)):
+                    best[k] = min(best.get(k, v), v)
+            best["rows"], best["snapshot_rows"] = n, m
+        res[impl] = best
+        print(f"{impl:7s} " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
+                                          for k, v in best.items()), flush=True)
+    if len(impls) == 2:
+        res["map_over_fields"] = {k: res["map"][k] / res["fields"][k]
+                                  for k in ("pass1", "versions", "table_changes", "snapshot")}
+        print("map / fields: " + "  ".join(f"{k} {v:.2f}x" for k, v in res["map_over_fields"].items()))
+    res.update(rows_in=args.rows, load=os.getloadavg(), when=time.strftime("%Y-%m-%d %H:%M:%S"))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "spark_tables.json").write_text(json.dumps(res, indent=1))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
