@@ -213,8 +213,10 @@ def enc(msgs):
     return [encode_message(m) for m in msgs]
 
 
-def test_streamed_subtransaction_abort_drops_only_its_changes():
-    msgs = [
+def streamed_with_aborted_subxact(*, stray_abort=False):
+    """Transaction 100 streamed in two chunks; its subtransaction 101 (row 2) aborts
+    between them. ``stray_abort``: also an abort of an unknown xid."""
+    return [
         StreamStart(xid=100, first_segment=True),
         Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
                  replica_identity="d", columns=REL.columns),
@@ -222,12 +224,16 @@ def test_streamed_subtransaction_abort_drops_only_its_changes():
         Insert(xid=101, relation_id=16400, new_tuple=row(2, "sub")),
         StreamStop(),
         StreamAbort(xid=100, subxid=101),
-        StreamAbort(xid=999, subxid=999),       # stray: tolerated
+        *([StreamAbort(xid=999, subxid=999)] if stray_abort else []),
         StreamStart(xid=100, first_segment=False),
         Insert(xid=100, relation_id=16400, new_tuple=row(3, "c")),
         StreamStop(),
         StreamCommit(xid=100, flags=0, commit_lsn=500, end_lsn=510, commit_ts=1),
     ]
+
+
+def test_streamed_subtransaction_abort_drops_only_its_changes():
+    msgs = streamed_with_aborted_subxact(stray_abort=True)   # the stray abort is tolerated
     ch = decode_changes(enc(msgs))
     assert ch.column("op").to_pylist() == ["I", "I"]
     assert [r[0]["data"] for r in ch.column("after").to_pylist()] == [b"1", b"3"]
@@ -401,17 +407,7 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
 def test_keep_mask_on_aborts_rollbacks_and_cut_archives():
     import numpy as np
     msgs = enc([
-        StreamStart(xid=100, first_segment=True),
-        Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
-                 replica_identity="d", columns=REL.columns),
-        Insert(xid=100, relation_id=16400, new_tuple=row(1, "a")),
-        Insert(xid=101, relation_id=16400, new_tuple=row(2, "sub")),
-        StreamStop(),
-        StreamAbort(xid=100, subxid=101),
-        StreamStart(xid=100, first_segment=False),
-        Insert(xid=100, relation_id=16400, new_tuple=row(3, "c")),
-        StreamStop(),
-        StreamCommit(xid=100, flags=0, commit_lsn=500, end_lsn=510, commit_ts=1),
+        *streamed_with_aborted_subxact(),
         BeginPrepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"), REL,
         Insert(relation_id=16400, new_tuple=row(4, "rolled back")),
         Prepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"),
