@@ -41,7 +41,7 @@ from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
 
 __all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
-           "HEAD_BYTES"]
+           "HEAD_BYTES", "spread_rows"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
 CONTROL_TAGS = b"BCORYSEcAbPKrp"
@@ -73,9 +73,21 @@ def _glob_exact(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
+def _one_binary(values) -> pa.Array:
+    """Payloads (array, chunked array or list) as one binary array."""
+    return values if isinstance(values, pa.Array) else pa.concat_arrays(_as_binary_chunks(values))
+
+
+def spread_rows(table: pa.Table, at: np.ndarray, n: int) -> pa.Table:
+    """``n`` rows: ``table``'s rows at positions ``at`` (in order), null rows elsewhere."""
+    pick = np.full(n, -1, dtype=np.int64)
+    pick[at] = np.arange(len(table))
+    return table.take(pa.array(pick, mask=pick < 0))
+
+
 def _row_name(key, lsn: pa.Array, i: int) -> str:
     """How errors name an archive row: its order key, and its lsn when the archive has one."""
-    v = lsn[i].as_py() if i < len(lsn) else None
+    v = lsn[i].as_py()
     return f"archive row seq {key}" + (f" (lsn {format_lsn(v)})" if v is not None else "")
 
 
@@ -101,8 +113,7 @@ class ControlPlan:
               **options) -> "ControlPlan":
         """``lsn``: the rows' archive lsn, to name a malformed row by it too."""
         keys = _keys(order)
-        values = pa.concat_arrays(_as_binary_chunks(payloads)) if not isinstance(payloads, pa.Array) \
-            else payloads
+        values = _one_binary(payloads)
         srt = np.argsort(keys, kind="stable")
         keys = keys[srt]
         if len(keys) > 1 and (np.diff(keys) == 0).any():
@@ -192,7 +203,7 @@ class ControlPlan:
         with ``commit_rank``. ``errors``: "raise" or "collect" (default: the plan's)."""
         errors = errors or self.options.get("errors", "raise")
         keys = _keys(order)
-        values = pa.concat_arrays(_as_binary_chunks(values)) if not isinstance(values, pa.Array) else values
+        values = _one_binary(values)
         n = len(values)
         seg = np.searchsorted(self.ctrl_keys, keys, side="left")
         msgs = decode_batch_rows(values, self.seg_stream[seg], envelope=self.envelope)
@@ -288,10 +299,11 @@ class ControlPlan:
     def drops_changes(self) -> bool:
         """Whether :meth:`changes` can leave out an I/U/D row of a well-formed archive:
         some transaction did not commit, a subtransaction aborted, or ``tables`` chooses."""
-        if self._chooses_tables() or self.aborted:
-            return True
-        live = np.unique(self.seg_slot[self.seg_slot >= 0])
-        return bool(len(live)) and not np.isin(live, self.commit_slots).all()
+        return self._chooses_tables() or bool(self.aborted) or bool(self._uncommitted_segments().any())
+
+    def _uncommitted_segments(self) -> np.ndarray:
+        """Per segment: its rows belong to a transaction that did not commit."""
+        return (self.seg_slot >= 0) & ~np.isin(self.seg_slot, self.commit_slots)
 
     def dropped_key_ranges(self, limit: int = 64):
         """When the changes left out are exactly those of whole segments (transactions
@@ -303,8 +315,7 @@ class ControlPlan:
         came), or a transaction still open at its end."""
         if self._chooses_tables() or self.aborted:
             return None
-        slot = self.seg_slot
-        drop = (slot >= 0) & ~np.isin(slot, self.commit_slots)
+        drop = self._uncommitted_segments()
         starts = np.flatnonzero(drop & ~np.r_[False, drop[:-1]])
         if len(starts) > limit:
             return None
@@ -321,7 +332,7 @@ class ControlPlan:
         every other row, including those it cannot judge (too short, another tag, no
         transaction): they are decoded in full, and fail there when malformed."""
         keys = _keys(order)
-        heads = pa.concat_arrays(_as_binary_chunks(heads)) if not isinstance(heads, pa.Array) else heads
+        heads = _one_binary(heads)
         n = len(heads)
         keep = np.ones(n, dtype=bool)
         if n == 0 or not self.drops_changes():
@@ -373,10 +384,7 @@ class ControlPlan:
             return t                                    # every row a kept change: the common case
         t = t.filter(pc.not_equal(t.column("op"), "T"))  # one row per relation: not one per payload
         o = np.argsort(keys, kind="stable")
-        at = o[np.searchsorted(keys[o], t.column("seq").to_numpy(zero_copy_only=False))]
-        pick = np.full(len(keys), -1, dtype=np.int64)
-        pick[at] = np.arange(len(t))
-        return t.take(pa.array(pick, mask=pick < 0))
+        return spread_rows(t, o[np.searchsorted(keys[o], t.column("seq").to_numpy(zero_copy_only=False))], len(keys))
 
     def _commit_cols(self, rank):
         r = pa.array(rank, pa.int64())
@@ -407,7 +415,7 @@ class ControlPlan:
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:
     """Single-process demonstration of the parallel path: plan over the control rows,
     then decode the archive in ``splits`` independent pieces; equals ``decode_changes``."""
-    values = pa.concat_arrays(_as_binary_chunks(values)) if not isinstance(values, pa.Array) else values
+    values = _one_binary(values)
     keys = np.arange(len(values), dtype=np.int64) if order is None else _keys(order)
     mask = control_candidates(values)
     plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)

@@ -98,7 +98,7 @@ from pyspark.sql import types as T
 
 from ..batch import message_tags
 from ..errors import PgoutputDecodeError
-from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan
+from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
@@ -357,10 +357,7 @@ class _TypedRows(_ChangeRows):
             return _typed(self.mapper, t)
         # rows a query's own filter sees before the row filters (``change_rows``): typed
         # rows for the changes, null rows for the others
-        typed = _typed(self.mapper, t.filter(pa.array(has)))
-        pick = np.full(len(t), -1, dtype=np.int64)
-        pick[has] = np.arange(len(typed))
-        return typed.take(pa.array(pick, mask=pick < 0))
+        return spread_rows(_typed(self.mapper, t.filter(pa.array(has))), np.flatnonzero(has), len(t))
 
 
 def _typed(mapper, changes: pa.Table) -> pa.Table:
