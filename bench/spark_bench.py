@@ -341,7 +341,7 @@ def main():
     ratios = {
         "c_over_b": c / b, "c_over_b_udf": c / main_res["b2"]["seconds"],
         "c_tuples_over_b": main_res["ct"]["seconds"] / b, "d_over_b": d / b,
-        "d_op_over_b": (main_res["d_op"]["seconds"]) / b,
+        "d_op_over_b": main_res["d_op"]["seconds"] / b,
         "d_full_over_b": main_res["d_full"]["seconds"] / b, "d_full_map_over_b": main_res["d_full_map"]["seconds"] / b,
         "c_rate_over_e_rate": main_res["c"]["messages_per_s"] / e,
         "c_rate_over_e_fields_rate": main_res["c"]["messages_per_s"] / main_res["e_f"]["messages_per_s"],

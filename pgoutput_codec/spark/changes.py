@@ -97,14 +97,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..batch import message_tags
-from ..errors import PgoutputDecodeError
 from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .batchcache import once_per_batch
 from .functions import HAS_ARROW_UDF
-from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode, failfast_error
+from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode, failfast_errors
 
 
 
@@ -280,12 +279,8 @@ class _ChangeMapper:
         for b in batches:
             payload, keys = _binary(b.column(0)), b.column(1)
             lsn = b.column(2) if self.has_lsn else None
-            try:
+            with failfast_errors():
                 t = plan.changes(payload, keys, lsn, errors=errors)
-            except MalformedPayloadError:
-                raise
-            except PgoutputDecodeError as e:
-                raise failfast_error(str(e)) from e
             sub = _sub_order(t.column("seq"))
             cols = {f.name: t.column(f.name) for f in t.schema}
             n = len(t)
@@ -336,10 +331,8 @@ class _ChangeRows:
         self.plan_bc = plan_bc
 
     def __call__(self, payload, key, lsn=None) -> pa.Table:
-        try:
+        with failfast_errors():
             return self.plan_bc.value.change_rows(_binary(payload), key, lsn)
-        except PgoutputDecodeError as e:
-            raise failfast_error(str(e)) from e
 
 
 class _TypedRows(_ChangeRows):
@@ -421,11 +414,9 @@ class _FieldChanges:
             return None
         sel = pa.array(is_t)
         lsn = self.pass1.column(_LSN).combine_chunks().filter(sel) if self.has_lsn else None
-        try:
+        with failfast_errors():
             t = plan.changes(payload.filter(sel), self.pass1.column(_KEY).combine_chunks().filter(sel), lsn,
                              errors="raise")
-        except PgoutputDecodeError as e:
-            raise failfast_error(str(e)) from e
         return t.sort_by([("seq", "ascending")]) if len(t) else None
 
     def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None,
@@ -555,11 +546,11 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     src = df.select(_col(payload).alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY),
                     *([_col(lsn).alias(_LSN)] if has_lsn else []))
 
-    if impl is None:
-        impl = "fields" if HAS_ARROW_UDF and mode == FAILFAST and observation is None else "map"
+    fields_ok = HAS_ARROW_UDF and mode == FAILFAST and observation is None
+    impl = impl or ("fields" if fields_ok else "map")
     if impl not in ("fields", "map"):
         raise ValueError(f"impl must be 'fields' or 'map', got {impl!r}")
-    if impl == "fields" and (not HAS_ARROW_UDF or mode != FAILFAST or observation is not None):
+    if impl == "fields" and not fields_ok:
         raise ValueError("impl='fields' needs pyspark.sql.functions.arrow_udf (PySpark >= 4.1), mode FAILFAST "
                          "and no observation")
 
@@ -567,12 +558,10 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     tags = CONTROL_TAGS + (b"T" if impl == "fields" else b"")
     rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope, tags))
                           .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn else [])))
-    try:
+    with failfast_errors():
         plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
                                  lsn=rows.column(_LSN) if has_lsn else None,
                                  errors="raise" if mode == FAILFAST else "collect", **options)
-    except PgoutputDecodeError as e:
-        raise failfast_error(str(e)) from e
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)
 

@@ -17,6 +17,8 @@ the modes only decide what happens to rows whose ``error`` is set.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 from ..errors import PgoutputDecodeError
 
 __all__ = ["FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MODES", "check_mode",
-           "MalformedPayloadError", "failfast_error", "raise_first_error", "corrupt_records"]
+           "MalformedPayloadError", "failfast_error", "failfast_errors", "raise_first_error", "corrupt_records"]
 
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
@@ -42,6 +44,18 @@ def failfast_error(message: str) -> MalformedPayloadError:
     openGauss): ``message`` says which row and what, this adds how to get past it."""
     return MalformedPayloadError(f"{message}. Parse mode: FAILFAST (use mode='PERMISSIVE' or "
                                  "'DROPMALFORMED' to keep or drop malformed rows)")
+
+
+@contextmanager
+def failfast_errors():
+    """Inside: a decoder error (``PgoutputDecodeError``) becomes :func:`failfast_error`;
+    one that already is passes as it is."""
+    try:
+        yield
+    except MalformedPayloadError:
+        raise
+    except PgoutputDecodeError as e:
+        raise failfast_error(str(e)) from e
 
 
 def check_mode(mode: str, *, allowed=MODES) -> str:
