@@ -342,10 +342,6 @@ def _keep_columns(df: DataFrame, keep, reserved) -> dict:
     return dict(pairs)
 
 
-def _flat_fields(struct: T.StructType):
-    return list(struct.fields)
-
-
 def _observe(df: DataFrame, observation):
     if observation is None:
         return df
@@ -353,34 +349,59 @@ def _observe(df: DataFrame, observation):
                       F.count(F.col("error")).alias("malformed"))
 
 
+def message_fields(fields, mode: str = FAILFAST) -> list:
+    """The message columns a reader gives: every ``MESSAGE_TYPE`` field (``fields`` None)
+    or the chosen ones, in the order given. PERMISSIVE adds ``error`` and
+    ``_corrupt_record`` when missing: they are its contract."""
+    names = ST.MESSAGE_TYPE.names
+    if fields is None:
+        return list(names)
+    chosen = [f.strip() for f in fields.split(",")] if isinstance(fields, str) else list(fields)
+    chosen = [f for f in chosen if f]
+    unknown = [f for f in chosen if f not in names]
+    if unknown or not chosen:
+        raise ValueError(f"fields: no message field {unknown} (fields: {', '.join(names)})" if unknown
+                         else "fields: name at least one message field")
+    if mode == PERMISSIVE:
+        chosen += [f for f in ("error", ST.CORRUPT_RECORD) if f not in chosen]
+    return list(dict.fromkeys(chosen))
+
+
 class _MessagesMapper:
-    def __init__(self, out_schema, keep_names, envelope, in_stream, mode, hex_text):
+    """Arrow batches of (payload, kept columns...) → (kept columns..., message fields...).
+    ``fields``: the message fields to give (:func:`message_fields`); the others are
+    decoded (the Cython decoder fills every field at once) but never converted or sent:
+    for ``mapInArrow`` and the data source, whose output Spark never prunes."""
+
+    def __init__(self, out_schema, keep_names, envelope, in_stream, mode, hex_text, fields=None):
         self.out_schema, self.keep_names = out_schema, keep_names
         self.envelope, self.in_stream, self.mode, self.hex_text = envelope, in_stream, mode, hex_text
+        names = ST.MESSAGE_TYPE.names
+        self.pick = [names.index(f) for f in (fields or names)]
 
     def __call__(self, batches):
         target = ST.arrow_schema_for(self.out_schema)
-        nkeep = len(self.keep_names)
-        err_col = nkeep + MESSAGE_STRUCT.get_field_index("error")
         state = self.in_stream
         for b in batches:
             keys = dict(zip(self.keep_names, b.columns[1:], strict=True))
             fields, error, state = decode_pgoutput_arrays(
                 b.column(0), keys, envelope=self.envelope, state=state,
                 mode=self.mode, hex_text=self.hex_text)
-            cols = list(b.columns[1:]) + fields
+            cols = list(b.columns[1:]) + [fields[i] for i in self.pick]
             arrays = [ST.to_spark_arrow(c, target.field(i).type) for i, c in enumerate(cols)]
             rb = pa.RecordBatch.from_arrays(arrays, schema=target)
-            if self.mode == DROPMALFORMED and rb.column(err_col).null_count != rb.num_rows:
-                rb = rb.filter(pc.is_null(rb.column(err_col)))
+            if self.mode == DROPMALFORMED and error.null_count != len(error):
+                rb = rb.filter(pc.is_null(error))
             yield rb
 
 
 def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, mode: str = FAILFAST,
                     envelope: str = "auto", in_stream=None, observation=None,
-                    payload_format: str = "binary") -> DataFrame:
+                    payload_format: str = "binary", fields=None) -> DataFrame:
     """Decode ``df[payload]`` into one column per public message field (``MESSAGE_STRUCT``
-    order) plus ``_corrupt_record``, after the ``keep`` columns (renamed ``source_<name>``
+    order) plus ``_corrupt_record``, or only the ``fields`` named (a list or a
+    comma-separated string; PERMISSIVE adds ``error`` and ``_corrupt_record``), after the
+    ``keep`` columns (renamed ``source_<name>``
     when they clash with a message field: ``lsn`` → ``source_lsn``, ``xid`` →
     ``source_xid``). Runs as ``mapInArrow``; row order within a partition is kept.
 
@@ -396,14 +417,20 @@ def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, 
     src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD),
                     *[F.col(f"`{k}`").alias(v) for k, v in keep_map.items()])
     kept_fields = [f for f in src.schema.fields if f.name != _PAYLOAD]
-    out_schema = T.StructType(kept_fields + _flat_fields(ST.MESSAGE_TYPE))
     # With an observation, errors must reach observe(): drop after it, not inside.
     inner_mode = PERMISSIVE if (mode == DROPMALFORMED and observation is not None) else mode
+    wanted = message_fields(fields, mode)
+    inner = message_fields(fields, inner_mode)
+    if observation is not None and "error" not in inner:
+        inner.append("error")
+    out_schema = T.StructType(kept_fields + [ST.MESSAGE_TYPE[f] for f in inner])
     mapper = _MessagesMapper(out_schema, [f.name for f in kept_fields], envelope, in_stream,
-                             inner_mode, payload_format == "hex")
+                             inner_mode, payload_format == "hex", inner)
     out = _observe(src.mapInArrow(mapper, out_schema), observation)
     if mode == DROPMALFORMED and observation is not None:
         out = out.filter(F.col("error").isNull())
+    if inner != wanted:
+        out = out.select(*[f"`{f.name}`" for f in kept_fields], *wanted)
     return out
 
 

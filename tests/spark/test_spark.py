@@ -344,6 +344,32 @@ def test_decode_messages_modes(spark):
         decode_messages(df.filter("seq > 12")).collect()
 
 
+def test_decode_messages_fields_gives_only_the_fields_named(spark):
+    """fields=: the chosen columns, in the order named, equal to the full decode's;
+    PERMISSIVE adds error and _corrupt_record; DROPMALFORMED still drops every malformed
+    row though error is not among them; an unknown name is refused with the valid ones."""
+    payloads = mixed()
+    nbad = len(malformed())
+    df = frame_df(spark, payloads)
+    want = expected_struct(payloads)
+    pick = ["new_tuple", "type", "relation_id"]
+    got = collect(decode_messages(df, mode="DROPMALFORMED", keep=("seq",), fields=pick).orderBy("seq"))
+    assert got.column_names == ["seq", *pick]
+    same(got, want.filter(pc.is_null(want.column("error"))), pick)
+    got = collect(decode_messages(df, mode="PERMISSIVE", keep=("seq",), fields="type, relation_id").orderBy("seq"))
+    assert got.column_names == ["seq", "type", "relation_id", "error", ST.CORRUPT_RECORD]
+    same(got, want, got.column_names[1:])
+    obs = Observation("fields")
+    got = decode_messages(df, mode="DROPMALFORMED", fields=["type"], observation=obs)
+    assert got.columns == ["source_lsn", "seq", "type"]
+    assert got.count() == len(payloads) - nbad
+    assert obs.get == {"rows": len(payloads), "malformed": nbad}
+    with pytest.raises(ValueError, match=r"no message field \['tpye'\].*relation_id"):
+        decode_messages(df, fields="tpye")
+    with pytest.raises(Exception, match=r"Insert \('I'\) at byte"):
+        decode_messages(df.filter("seq > 12"), fields="type").collect()
+
+
 def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
     want = expected_struct(corpus.column("data").combine_chunks())
     results = []
@@ -422,6 +448,30 @@ def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
                   .load(str(csv_paths / "copy")))
     assert got.column_names[0] == "source_lsn" and got.column_names[1] == "type"
     same(got, want)
+
+@pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
+def test_data_source_fields_option(spark, corpus, corpus_path, tmp_path):
+    """option("fields"): Spark never prunes a Python data source's columns, so the reader
+    is told which message fields to send; they equal the full read's."""
+    register(spark)
+    want = expected_struct(corpus.column("data").combine_chunks())
+    df = (spark.read.format("pgoutput").option("keep", "row").option("fields", "commit_lsn,type,new_tuple")
+          .load(corpus_path))
+    assert df.columns == ["row", "commit_lsn", "type", "new_tuple"]
+    same(collect(df.orderBy("row")), want, ["commit_lsn", "type", "new_tuple"])
+    with pytest.raises(Exception, match="no message field"):
+        spark.read.format("pgoutput").option("fields", "nope").load(corpus_path).collect()
+    with pytest.raises(Exception, match="fields applies to output='messages'"):
+        spark.read.format("pgoutput").options(output="changes", fields="type").load(corpus_path).collect()
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"seq": pa.array(range(len(malformed())), pa.int64()),
+                             "data": pa.array(malformed(), pa.binary())}), bad)
+    got = collect(spark.read.format("pgoutput").options(fields="type", mode="PERMISSIVE").load(str(bad)))
+    assert got.column_names == ["seq", "type", "error", ST.CORRUPT_RECORD]
+    assert got.column("error").null_count == 0
+    dropped = spark.read.format("pgoutput").options(fields="type", mode="DROPMALFORMED").load(str(bad))
+    assert dropped.count() == 0
+
 
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
 def test_data_source_changes_equal_decode_changes(spark, tmp_path):
