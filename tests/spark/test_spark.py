@@ -8,6 +8,7 @@ Arrow types Spark exchanges (``spark.types``).
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import decimal
 from pathlib import Path
 
@@ -459,6 +460,12 @@ def test_data_source_fields_option(spark, corpus, corpus_path, tmp_path):
           .load(corpus_path))
     assert df.columns == ["row", "commit_lsn", "type", "new_tuple"]
     same(collect(df.orderBy("row")), want, ["commit_lsn", "type", "new_tuple"])
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW archived_messages USING pgoutput "
+              f"OPTIONS (path '{corpus_path}', fields 'type')")
+    cols = spark.sql("SELECT * FROM archived_messages").columns
+    assert cols[-1] == "type" and "data" not in cols and "new_tuple" not in cols
+    by_type = spark.sql("SELECT type, count(*) FROM archived_messages GROUP BY type").collect()
+    assert dict(map(tuple, by_type)) == Counter(want.column("type").to_pylist())
     with pytest.raises(Exception, match="no message field"):
         spark.read.format("pgoutput").option("fields", "nope").load(corpus_path).collect()
     with pytest.raises(Exception, match="fields applies to output='messages'"):
@@ -500,6 +507,11 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     single = decode_changes_1(arc)
     assert got.column("op").to_pylist() == single.column("op").to_pylist()
     assert len(got) > 100
+    # from SQL: the data source as a view
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW archived_changes USING pgoutput "
+              f"OPTIONS (path '{d}', output 'changes')")
+    by_op = spark.sql("SELECT op, count(*) FROM archived_changes GROUP BY op").collect()
+    assert dict(map(tuple, by_op)) == Counter(single.column("op").to_pylist())
     # a CSV export (bytea as \x hex), one file: the same rows but for seq's file part
     csv = tmp_path / "export.csv"
     hexed = pa.array(["\\x" + v.hex() for v in arc.column("data").to_pylist()])
