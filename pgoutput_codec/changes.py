@@ -104,6 +104,34 @@ def parse_table_list(spec):
     return out or None
 
 
+def commit_window(after_lsn=None, until_lsn=None):
+    """The commit-LSN window ``(after_lsn, until_lsn]`` (ints or ``X/Y`` text; None: an
+    open end) as a pair of ints or None, or None when both ends are open: the
+    transactions whose commit LSN lies in it are the ones given."""
+    after = None if after_lsn is None else parse_lsn(after_lsn)
+    until = None if until_lsn is None else parse_lsn(until_lsn)
+    if after is not None and until is not None and until < after:
+        raise ValueError(f"until_lsn {until_lsn} is before after_lsn {after_lsn}")
+    return None if after is None and until is None else (after, until)
+
+
+def in_commit_window(commit_lsn, window) -> np.ndarray:
+    """Per commit LSN (uint64 array; null: outside): inside ``window``."""
+    lsn = pa.array(commit_lsn, pa.uint64()) if not isinstance(commit_lsn, (pa.Array, pa.ChunkedArray)) \
+        else commit_lsn
+    inside = lsn.is_valid()
+    if isinstance(inside, pa.ChunkedArray):
+        inside = inside.combine_chunks()
+    inside = inside.to_numpy(zero_copy_only=False)
+    v = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False) if len(lsn) else np.zeros(0, np.uint64)
+    after, until = window
+    if after is not None:
+        inside &= v > np.uint64(after)
+    if until is not None:
+        inside &= v <= np.uint64(until)
+    return inside
+
+
 def _table_selected(patterns, schema, table):
     if patterns is None:
         return True
@@ -287,19 +315,27 @@ class ChangeDecoder:
     ``origin`` columns; ``max_txn_in_memory_mb`` — an open transaction's rows spill to
     Arrow IPC files in ``spill_dir`` past this size; ``errors`` — ``"raise"`` (default:
     a malformed payload raises ``PgoutputDecodeError`` naming its seq, lsn and byte
-    offset) or ``"collect"`` (the row is skipped and listed in :attr:`errors`).
+    offset) or ``"collect"`` (the row is skipped and listed in :attr:`errors`);
+    ``after_lsn``, ``until_lsn`` — give only the transactions whose commit LSN lies in
+    ``(after_lsn, until_lsn]`` (ints or ``X/Y`` text): the changes of an incremental run
+    after the last commit the previous run gave, or a replay up to a point. The same
+    rows as filtering ``commit_lsn``; the parallel decoders (``ControlPlan``, Spark's
+    ``decode_changes``) skip the others' rows before decoding them.
     """
 
     _VECTORIZED = True     # tests turn the plain-transaction path off to compare
 
     def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
                  include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
-                 spill_dir=None, errors="raise", registry=None, _light=False):
+                 spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
+                 _light=False):
         if errors not in ("raise", "collect"):
             raise ValueError("errors must be 'raise' or 'collect'")
         self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
                             include_timestamp=include_timestamp, include_origin=include_origin,
-                            max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors)
+                            max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors,
+                            after_lsn=after_lsn, until_lsn=until_lsn)
+        self._window = commit_window(after_lsn, until_lsn)
         self._patterns = parse_table_list(tables)
         self._in_stream = False
         self._walk_stream = False   # stream state as the control walk sees it
@@ -427,7 +463,13 @@ class ChangeDecoder:
         if errors.null_count != n:
             self._handle_errors(errors, seq_arr, lsn_arr)
         self.counts["rows_decoded"] += errors.null_count   # null error = decoded
-        return self._process(msgs, tags, seq_arr, lsn_arr)
+        out = self._process(msgs, tags, seq_arr, lsn_arr)
+        if self._window is not None and len(out):
+            inside = in_commit_window(out.column("commit_lsn"), self._window)
+            if not inside.all():
+                self.counts["changes"] -= int((~inside).sum())
+                out = out.filter(pa.array(inside))
+        return out
 
     def _handle_errors(self, errors, seq_arr, lsn_arr):
         bad = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))

@@ -34,7 +34,8 @@ from ._batch import first_stream_marker
 from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .changes import (
-    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, control_rows, truncate_row,
+    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
+    in_commit_window, truncate_row,
 )
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
@@ -156,6 +157,7 @@ class ControlPlan:
         self.commit_lsn = pa.array([m.get("commit_lsn") for m in facts], pa.uint64())
         self.commit_ts = pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type)
         self.commit_origin = pa.array([t.origin for t in txns], pa.string())
+        self._window(commit_window(options.get("after_lsn"), options.get("until_lsn")))
         self.aborted = {k: np.fromiter(t.aborted_subxids, np.int64) for k, t in enumerate(txns) if t.aborted_subxids}
         committed = set(self.commit_slots.tolist())
         self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()
@@ -173,6 +175,24 @@ class ControlPlan:
         self.output_schema = pa.schema(list(dec.output_schema) + [pa.field("commit_rank", pa.int64())])
         self.registry = options.get("registry")
         return self
+
+    def _window(self, window):
+        """Give only the transactions whose commit LSN lies in ``window`` (see
+        :func:`~pgoutput_codec.changes.commit_window`; None: all). Ranks stay those of
+        the whole archive."""
+        self.window = window
+        self.in_window = None if window is None else in_commit_window(self.commit_lsn, window)
+
+    def between(self, after_lsn=None, until_lsn=None) -> "ControlPlan":
+        """This plan giving only the transactions committed in ``(after_lsn,
+        until_lsn]`` as well (the window narrowed, never widened)."""
+        a, u = self.window or (None, None)
+        na, nu = (commit_window(after_lsn, until_lsn) or (None, None))
+        a = na if a is None else (a if na is None else max(a, na))
+        u = nu if u is None else (u if nu is None else min(u, nu))
+        other = copy.copy(self)
+        other._window(None if a is None and u is None else (a, u))
+        return other
 
     def __getstate__(self):
         d = dict(self.__dict__)
@@ -252,8 +272,9 @@ class ControlPlan:
 
     def _rank(self, slot: np.ndarray, xid_of) -> np.ndarray:
         """Commit rank of the transaction of each change (its segment's ``slot``); -1
-        where it did not commit (rolled back, aborted, still open, or no transaction) or
-        the change's subtransaction aborted. ``xid_of()``: the changes' message xids (0
+        where it did not commit (rolled back, aborted, still open, or no transaction),
+        committed outside the plan's commit-LSN window, or the change's subtransaction
+        aborted. ``xid_of()``: the changes' message xids (0
         outside stream blocks), asked for only when a subtransaction aborted."""
         rank = np.full(len(slot), -1, dtype=np.int64)
         if len(self.commit_slots) and len(slot):
@@ -261,6 +282,8 @@ class ControlPlan:
             pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
             hit = self.commit_slots[o][pos] == slot
             rank[hit] = o[pos[hit]]
+            if self.in_window is not None:   # committed outside the commit-LSN window
+                rank[hit & ~self.in_window[np.maximum(rank, 0)]] = -1
         if self.aborted and len(slot):
             msg_xid = xid_of()
             for k, subxids in self.aborted.items():
@@ -298,31 +321,50 @@ class ControlPlan:
 
     def drops_changes(self) -> bool:
         """Whether :meth:`changes` can leave out an I/U/D row of a well-formed archive:
-        some transaction did not commit, a subtransaction aborted, or ``tables`` chooses."""
-        return self._chooses_tables() or bool(self.aborted) or bool(self._uncommitted_segments().any())
+        some transaction did not commit or committed outside the commit-LSN window, a
+        subtransaction aborted, or ``tables`` chooses."""
+        return self._chooses_tables() or bool(self.aborted) or bool(self._dropped_segments().any())
 
-    def _uncommitted_segments(self) -> np.ndarray:
-        """Per segment: its rows belong to a transaction that did not commit."""
-        return (self.seg_slot >= 0) & ~np.isin(self.seg_slot, self.commit_slots)
+    def _dropped_segments(self) -> np.ndarray:
+        """Per segment: its rows belong to a transaction not given (it did not commit,
+        or committed outside the window)."""
+        given = self.commit_slots if self.in_window is None else self.commit_slots[self.in_window]
+        return (self.seg_slot >= 0) & ~np.isin(self.seg_slot, given)
 
     def dropped_key_ranges(self, limit: int = 64):
         """When the changes left out are exactly those of whole segments (transactions
-        that did not commit: no aborted subtransaction, no ``tables``): the order-key
-        ranges ``(lo, hi)`` holding them, bounds exclusive, None for an open end —
-        merged, at most ``limit``. None when that does not describe them (then ask
+        not given: no aborted subtransaction, no ``tables``): the order-key ranges
+        ``(lo, hi)`` holding them, bounds exclusive, None for an open end — merged, at
+        most ``limit``. None when that does not describe them (then ask
         :meth:`keep_mask`). Typical: the rows before the archive's first control row
         (a transaction whose Begin came before the archive and whose Commit never
-        came), or a transaction still open at its end."""
+        came), a transaction still open at its end, or the archive before ``after_lsn``.
+
+        Segments between two control rows with consecutive keys hold no row, so runs
+        merge across them: the thousands of transactions committed before
+        ``after_lsn`` make one range, not one each. A range may then hold control
+        rows: its callers filter change rows (I/U/D) only."""
         if self._chooses_tables() or self.aborted:
             return None
-        drop = self._uncommitted_segments()
-        starts = np.flatnonzero(drop & ~np.r_[False, drop[:-1]])
-        if len(starts) > limit:
-            return None
-        ends = np.flatnonzero(drop & ~np.r_[drop[1:], False])
+        drop = self._dropped_segments()
+        if not drop.any():
+            return []
         bound = self.ctrl_keys
+        empty = np.zeros(len(drop), dtype=bool)
+        empty[1:-1] = np.diff(bound) == 1
+        # a run: dropped segments, joined by empty ones, from a dropped one to a dropped one
+        joinable = drop | empty
+        starts = np.flatnonzero(joinable & ~np.r_[False, joinable[:-1]])
+        ends = np.flatnonzero(joinable & ~np.r_[joinable[1:], False])
+        runs = []
+        for a, b in zip(starts, ends, strict=True):
+            d = np.flatnonzero(drop[a:b + 1])
+            if len(d):
+                runs.append((a + d[0], a + d[-1]))
+        if len(runs) > limit:
+            return None
         return [(int(bound[a - 1]) if a > 0 else None, int(bound[b]) if b < len(bound) else None)
-                for a, b in zip(starts, ends, strict=True)]
+                for a, b in runs]
 
     def keep_mask(self, heads, order) -> np.ndarray:
         """False for the rows :meth:`changes` would leave out as I/U/D changes of an

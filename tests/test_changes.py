@@ -404,6 +404,57 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
         assert plan.keep_mask(values, np.asarray(keys)).all()
 
 
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_commit_window_gives_the_rows_a_commit_lsn_filter_gives(version, option_set):
+    """after_lsn/until_lsn: the single-process decoder, the parallel plan (rows in any
+    split) and the heads-only keep_mask give exactly the rows of the transactions
+    committed in (after, until] — ranks those of the whole archive — and a window that
+    starts mid-archive is a few key ranges, not one per transaction."""
+    import numpy as np
+
+    from pgoutput_codec.messages import format_lsn
+    from pgoutput_codec.plan import ControlPlan, control_candidates, decode_changes_parallel
+    arch = archive(version, option_set)
+    full = decode_changes(arch)
+    lsns = np.unique(full.column("commit_lsn").to_numpy(zero_copy_only=False))
+    assert len(lsns) >= 3
+    after, until = int(lsns[len(lsns) // 3]), int(lsns[2 * len(lsns) // 3])
+
+    def between(t, a, u):
+        c = t.column("commit_lsn")
+        keep = pc.less_equal(c, pa.scalar(u, pa.uint64())) if u is not None else pc.is_valid(c)
+        return t.filter(pc.and_(pc.greater(c, pa.scalar(a, pa.uint64())), keep) if a is not None else keep)
+
+    for a, u in ((after, until), (after, None), (None, until)):
+        want = between(full, a, u)
+        assert 0 < len(want) < len(full)
+        got = decode_changes(arch, after_lsn=a, until_lsn=None if u is None else format_lsn(u))
+        assert got.equals(want)
+        values = arch.column("data").combine_chunks()
+        assert decode_changes_parallel(values, arch.column("seq"), arch.column("lsn"), splits=3,
+                                       after_lsn=a, until_lsn=u).equals(want)
+        keys = arch.column("seq").to_numpy()
+        plan, dropped = _keep_mask_matches_changes(values, keys, after_lsn=a, until_lsn=u)
+        mask = control_candidates(values)
+        whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+        narrowed = whole.between(a, u)
+        out = narrowed.changes(values, keys, arch.column("lsn"))
+        out = out.sort_by([("commit_rank", "ascending"), ("seq", "ascending")])   # stable: a Truncate's rows
+        assert out.drop_columns(["commit_rank"]).equals(want)
+        # ranks are the whole archive's: sorting by them gives the commit order
+        ranks = whole.changes(values, keys)
+        assert set(out.column("commit_rank").to_pylist()) <= set(ranks.column("commit_rank").to_pylist())
+        ranges = plan.dropped_key_ranges()
+        if ranges is not None:
+            assert len(ranges) <= 4, ranges
+        elif not plan.aborted:
+            raise AssertionError("a commit window over whole transactions must be key ranges")
+        assert dropped > 0
+    assert whole.between(after, None).between(None, until).window == (after, until)
+    with pytest.raises(ValueError, match="before after_lsn"):
+        decode_changes(arch, after_lsn=until, until_lsn=after)
+
+
 def test_keep_mask_on_aborts_rollbacks_and_cut_archives():
     import numpy as np
     msgs = enc([
