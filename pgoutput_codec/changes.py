@@ -104,12 +104,23 @@ def parse_table_list(spec):
     return out or None
 
 
+def _lsn_bound(v):
+    """An LSN given as an int (NumPy's too), a ``Decimal`` (Spark's ``max(commit_lsn)``),
+    decimal digits or ``X/Y`` text."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return int(v) if v.strip().isdigit() else parse_lsn(v.strip())
+    if isinstance(v, float) or int(v) != v:
+        raise ValueError(f"not an LSN: {v!r}")
+    return int(v)
+
+
 def commit_window(after_lsn=None, until_lsn=None):
-    """The commit-LSN window ``(after_lsn, until_lsn]`` (ints or ``X/Y`` text; None: an
-    open end) as a pair of ints or None, or None when both ends are open: the
+    """The commit-LSN window ``(after_lsn, until_lsn]`` (ints, Decimals or ``X/Y`` text;
+    None: an open end) as a pair of ints or None, or None when both ends are open: the
     transactions whose commit LSN lies in it are the ones given."""
-    after = None if after_lsn is None else parse_lsn(after_lsn)
-    until = None if until_lsn is None else parse_lsn(until_lsn)
+    after, until = _lsn_bound(after_lsn), _lsn_bound(until_lsn)
     if after is not None and until is not None and until < after:
         raise ValueError(f"until_lsn {until_lsn} is before after_lsn {after_lsn}")
     return None if after is None and until is None else (after, until)

@@ -453,19 +453,24 @@ class _FieldChanges:
         out._pgoutput_fields = self   # for table_changes: see _of_table
         return out
 
-    def _narrowed(self, schema: str, table: str):
-        if (schema, table) not in self._tables:
+    def _narrowed(self, schema: str, table: str, until_lsn=None):
+        """The plan (and its broadcast) narrowed to one table and, for ``snapshot``'s
+        ``as_of_lsn``, to the transactions committed up to ``until_lsn``."""
+        key = (schema, table, until_lsn)
+        if key not in self._tables:
             p = self.plan.for_table(schema, table)
-            self._tables[schema, table] = (p, self.spark.sparkContext.broadcast(p))
-        return self._tables[schema, table]
+            if until_lsn is not None:
+                p = p.between(until_lsn=until_lsn)
+            self._tables[key] = (p, self.spark.sparkContext.broadcast(p))
+        return self._tables[key]
 
     def of_table(self, schema: str, table: str) -> DataFrame:
         """The change rows of one table, chosen before decoding."""
         return self.changes(*self._narrowed(schema, table))
 
-    def typed(self, schema: str, table: str, mapper: "_TableMapper") -> DataFrame:
+    def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         """``table_changes``' rows, typed in the same Python step that decodes them."""
-        plan, bc = self._narrowed(schema, table)
+        plan, bc = self._narrowed(schema, table, until_lsn)
         trunc = self._truncates(plan)
         out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
         if trunc is not None:
@@ -526,7 +531,13 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     aggregates follow); ``observation``: receives ``rows_in``/``rows_decoded``/
     ``rows_in_error``. ``options``: those of :class:`~pgoutput_codec.changes.ChangeDecoder`
     (``tables``, ``include_xids``, ``include_timestamp``, ``include_origin``,
-    ``registry``); ``skip_empty_xacts=False`` is not supported in parallel.
+    ``registry``, ``after_lsn``/``until_lsn``); ``skip_empty_xacts=False`` is not
+    supported in parallel. ``after_lsn``/``until_lsn`` give only the transactions
+    committed in ``(after_lsn, until_lsn]`` (an incremental run passes the largest
+    ``commit_lsn`` the previous run gave): their rows are left out by order-key range
+    before any decoding. Pass 1 still reads the control rows of the whole archive (a
+    Relation sent before the window names the window's rows); pass 2 decodes only the
+    window's rows. ``commit_rank`` stays the whole archive's.
 
     Runs one Spark job eagerly (pass 1, collecting the control rows to the driver).
     ``source="opengauss"``: openGauss/GaussDB frames instead (``style=`` 'b'/'t'/'j',
@@ -803,7 +814,7 @@ class _TableMapper:
         return pa.StructArray.from_arrays(arrays, fields=list(target), mask=struct.is_null())
 
 
-def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=None) -> DataFrame:
+def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=None, _until_lsn=None) -> DataFrame:
     """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
     of typed Spark columns (types from the type catalog over every Relation version of
     the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
@@ -813,7 +824,8 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
     sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.
     Runs one small job to list the table's Relation versions. Arrays are typed one level
     deep (PostgreSQL does not record a column's dimensionality): a deeper array value
-    is null with the reason in ``__special``."""
+    is null with the reason in ``__special``. (``_until_lsn``: ``snapshot``'s
+    ``as_of_lsn``, so that later transactions are not decoded; it filters as well.)"""
     schema, table = _split_name(name)
     if _versions is None:
         _versions = _table_info(changes, name)[0]
@@ -828,7 +840,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
     mapper = _TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry)
     fields = _fields_of(changes)
     if fields is not None:   # typed where the rows are decoded: no change rows in between
-        return fields.typed(schema, table, mapper)
+        return fields.typed(schema, table, mapper, _until_lsn)
     return _of_table(changes, name).select(*need).mapInArrow(mapper, out_schema)
 
 
@@ -838,7 +850,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
     key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side list)."""
     versions, truncs = _table_info(changes, name)
-    tc = table_changes(changes, name, registry=registry, _versions=versions)
+    tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
         tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))

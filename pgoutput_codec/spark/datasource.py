@@ -22,7 +22,8 @@ Options:
   on the driver, which reads the payload column of every file once for it: for lake-scale
   archives prefer ``decode_changes`` on the DataFrame, whose first pass runs on the
   executors. Change options: ``lsn`` (the lsn column, default "lsn" when present),
-  ``tables``, ``include_xids``/``include_timestamp``/``include_origin`` ("true"/"false");
+  ``tables``, ``after_lsn``/``until_lsn`` (commit-LSN window, ``X/Y`` or decimal),
+  ``include_xids``/``include_timestamp``/``include_origin`` ("true"/"false");
   ``keep`` does not apply;
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
 - ``in_stream``: "true"/"false" state before each partition's first row (default: inferred);
@@ -147,8 +148,9 @@ class _Config:
         self.lsn = options.get("lsn")
         self.change_options = {k: _bool(options[k]) for k in ("include_xids", "include_timestamp",
                                                               "include_origin") if k in options}
-        if options.get("tables"):
-            self.change_options["tables"] = options["tables"]
+        for k in ("tables", "after_lsn", "until_lsn"):
+            if options.get(k):
+                self.change_options[k] = options[k]
 
     def archive_schema(self):
         """Arrow schema of the archive's columns (from the first file)."""

@@ -512,6 +512,13 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
               f"OPTIONS (path '{d}', output 'changes')")
     by_op = spark.sql("SELECT op, count(*) FROM archived_changes GROUP BY op").collect()
     assert dict(map(tuple, by_op)) == Counter(single.column("op").to_pylist())
+    # a commit-LSN window: the rows of the transactions committed after the first third
+    lsns = sorted(set(got.column("commit_lsn").to_pylist()))
+    after = lsns[len(lsns) // 3]
+    win = collect(spark.read.format("pgoutput").options(output="changes", after_lsn=str(after)).load(str(d))
+                  .orderBy("commit_rank", "seq"))
+    assert win.equals(got.filter(pc.greater(got.column("commit_lsn"), pa.scalar(after, got.column("commit_lsn").type))))
+    assert 0 < len(win) < len(got)
     # a CSV export (bytea as \x hex), one file: the same rows but for seq's file part
     csv = tmp_path / "export.csv"
     hexed = pa.array(["\\x" + v.hex() for v in arc.column("data").to_pylist()])
