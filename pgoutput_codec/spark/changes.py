@@ -20,8 +20,9 @@ How (two passes over the archive, no per-partition state threaded through one ta
      ``observation``): one scalar ``arrow_udf`` per change field, sharing one decode per
      Arrow batch, so Spark evaluates only the fields a query reads. The rows are chosen
      before any decoding: Spark's filter on the tag byte drops control rows, Truncates,
-     logical messages and keepalives; whole uncommitted transactions are dropped by
-     order-key range, and aborted subtransactions and ``tables`` are judged on the first
+     logical messages and keepalives; whole transactions not given (uncommitted, or
+     outside ``after_lsn``/``until_lsn``) are dropped by order-key range, and aborted
+     subtransactions and ``tables`` are judged on the first
      34 payload bytes (``ControlPlan.keep_mask``). Truncates (one row per relation) come
      with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
      Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
@@ -33,7 +34,10 @@ How (two passes over the archive, no per-partition state threaded through one ta
      ``table_changes``, which chooses it before decoding; for several queries, cache.
    - ``impl="map"``: ``mapInArrow`` (PERMISSIVE, DROPMALFORMED, ``observation``, and
      PySpark 3.5/4.0): every field of every change row is turned into Spark rows,
-     whatever the query reads.
+     whatever the query reads. In FAILFAST without ``observation`` it too drops the
+     whole transactions not given by order-key range before the payloads cross into
+     Python (their malformed rows are then not reported); the other modes and
+     ``observation`` see every row, so that rows in = rows decoded + rows in error.
 
    ``table_changes``/``snapshot``/``history`` over a ``decode_changes`` DataFrame of
    ``impl="fields"`` choose the table the same way, before decoding (a filter on the
@@ -380,6 +384,17 @@ class _KeepRows:
         return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
 
 
+def _outside(rows: DataFrame, ranges) -> DataFrame:
+    """``rows`` without those whose order key lies in one of ``ranges``
+    (``ControlPlan.dropped_key_ranges``)."""
+    if not ranges:
+        return rows
+    key = F.col(_KEY)
+    inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
+              & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
+    return rows.where(~reduce(lambda a, b: a | b, inside))
+
+
 class _FieldChanges:
     """``decode_changes`` with ``impl="fields"``: the archive (``src``), pass 1's rows and
     its plan; builds the change rows, one table's change rows, and one table's typed rows."""
@@ -399,11 +414,8 @@ class _FieldChanges:
             if ranges is None:     # judged row by row, from the first bytes of the payload
                 keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
                 rows = rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
-            else:                  # whole uncommitted transactions: Spark drops their key ranges
-                key = F.col(_KEY)
-                inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
-                          & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
-                rows = rows.where(~reduce(lambda a, b: a | b, inside))
+            else:                  # whole transactions not given: Spark drops their key ranges
+                rows = _outside(rows, ranges)
         return rows
 
     def _truncates(self, plan) -> pa.Table | None:
@@ -581,6 +593,10 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         return _FieldChanges(src, plan, plan_bc, rows, has_lsn, options, envelope, sort).changes()
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
+    if mode == FAILFAST and not count_rows and plan.drops_changes():
+        # whole transactions not given (a commit window, ones that never committed): their
+        # rows need not cross into Python. Not when rows are counted or kept in error.
+        src = _outside(src, plan.dropped_key_ranges())
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
     if sort:   # before observe(): the sort's sampling job would run the metrics a second time
         out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
