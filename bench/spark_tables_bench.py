@@ -10,7 +10,11 @@ archive (run that first: it builds and caches the archive in ``bench/data/``), l
 - pass 1: ``decode_changes`` itself (eager: control rows to the driver, plan);
 - versions: the job that lists the table's Relation versions and truncates;
 - ``table_changes`` + count (its own versions job included);
-- ``snapshot`` + count.
+- ``snapshot`` + count;
+- window (both implementations): ``decode_changes(after_lsn=)`` with the last tenth of
+  the commits + ``count`` of every column, against the whole archive's same count (what
+  an incremental job saves: pass 2 decodes only the window's rows), and
+  ``snapshot(as_of_lsn=)`` at the middle commit + count.
 
 Each the best of ``--repeat`` runs, after one warm-up run of each implementation.
 Prints a table and the map/fields ratios; writes ``bench/results/spark_tables.json``.
@@ -77,6 +81,33 @@ def main():
         res[impl] = best
         print(f"{impl:7s} " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
                                           for k, v in best.items()), flush=True)
+    # the commit LSNs, from the Commit payloads alone
+    from pgoutput_codec import decode_batch
+    commits = df.where(F.substring("data", 1, 1) == F.lit(b"C")).select("data").toArrow().column(0)
+    lsns = sorted(decode_batch(commits.combine_chunks()).field("commit_lsn").to_pylist())
+    after, middle = lsns[len(lsns) * 9 // 10], lsns[len(lsns) // 2]
+
+    def count_all(ch):
+        return ch.agg(*[F.count(c) for c in ch.columns]).first()[0]
+
+    for impl in impls:
+        best = {}
+        for run in range(args.repeat + 1):
+            t0 = time.perf_counter()
+            whole = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl))
+            t1 = time.perf_counter()
+            tail = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl, after_lsn=after))
+            t2 = time.perf_counter()
+            half = snapshot(decode_changes(df, order_by="seq", sort=False, impl=impl), TABLE, as_of_lsn=middle).count()
+            t3 = time.perf_counter()
+            if run:
+                for k, v in (("whole_count_all", t1 - t0), ("last_tenth_count_all", t2 - t1),
+                             ("snapshot_as_of_middle", t3 - t2)):
+                    best[k] = min(best.get(k, v), v)
+            best.update(whole_rows=whole, last_tenth_rows=tail, snapshot_as_of_middle_rows=half)
+        res[impl]["window"] = best
+        print(f"{impl:7s} window: " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
+                                                  for k, v in best.items()), flush=True)
     if len(impls) == 2:
         res["map_over_fields"] = {k: res["map"][k] / res["fields"][k]
                                   for k in ("pass1", "versions", "table_changes", "snapshot")}
