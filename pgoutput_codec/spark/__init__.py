@@ -3,7 +3,8 @@
 - :func:`from_pgoutput` — column function: binary payload → struct of the decoded message
   (SQL: ``pgoutput_decode(payload)`` after :func:`register`);
 - :func:`decode_messages` — DataFrame → one column per message field (``mapInArrow``),
-  with FAILFAST / PERMISSIVE / DROPMALFORMED (:mod:`.modes`);
+  or only the ``fields`` named (Spark never prunes a ``mapInArrow`` result), with
+  FAILFAST / PERMISSIVE / DROPMALFORMED (:mod:`.modes`);
 - :func:`from_opengauss` / :func:`opengauss_messages` — the same for openGauss frames
   (a frame expands to many records);
 - :func:`read_archive` and, on PySpark >= 4.0, ``spark.read.format("pgoutput")``
