@@ -366,19 +366,12 @@ class ControlPlan:
         return [(int(bound[a - 1]) if a > 0 else None, int(bound[b]) if b < len(bound) else None)
                 for a, b in runs]
 
-    def keep_mask(self, heads, order) -> np.ndarray:
-        """False for the rows :meth:`changes` would leave out as I/U/D changes of an
-        uncommitted transaction, an aborted subtransaction or a table ``tables`` does
-        not choose — judged from the first :data:`HEAD_BYTES` bytes of each payload
-        (``heads``; the rest may be cut) and the order key, without decoding. True for
-        every other row, including those it cannot judge (too short, another tag, no
-        transaction): they are decoded in full, and fail there when malformed."""
-        keys = _keys(order)
+    def _judge_heads(self, heads, keys):
+        """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be
+        judged (``rows``), their transaction's commit rank (-1: not given; see
+        :meth:`_rank`), the segment's slot and a function giving their relation ids."""
         heads = _one_binary(heads)
         n = len(heads)
-        keep = np.ones(n, dtype=bool)
-        if n == 0 or not self.drops_changes():
-            return keep
         if pa.types.is_large_binary(heads.type):
             heads = heads.cast(pa.binary())
         bufs = heads.buffers()
@@ -396,8 +389,6 @@ class ControlPlan:
         stream = self.in_stream_at(keys).astype(bool)
         rel_at = at + 1 + 4 * stream
         rows = np.flatnonzero(_IS_ROW_CHANGE[tag] & (lengths >= rel_at + 4))
-        if not len(rows):
-            return keep
 
         def be32(pos):
             w = [head[rows, pos + k].astype(np.int64) for k in range(4)]
@@ -405,13 +396,52 @@ class ControlPlan:
 
         slot = self.seg_slot[np.searchsorted(self.ctrl_keys, keys[rows], side="left")]
         rank = self._rank(slot, lambda: np.where(stream[rows], be32(at[rows] + 1), 0))
+        return rows, rank, slot, lambda: be32(rel_at[rows])
+
+    def keep_mask(self, heads, order) -> np.ndarray:
+        """False for the rows :meth:`changes` would leave out as I/U/D changes of a
+        transaction not given (uncommitted, outside the commit window), an aborted
+        subtransaction or a table ``tables`` does not choose — judged from the first
+        :data:`HEAD_BYTES` bytes of each payload (``heads``; the rest may be cut) and the
+        order key, without decoding. True for every other row, including those it
+        cannot judge (too short, another tag, no transaction): they are decoded in full,
+        and fail there when malformed."""
+        keys = _keys(order)
+        keep = np.ones(len(heads), dtype=bool)
+        if len(heads) == 0 or not self.drops_changes():
+            return keep
+        rows, rank, slot, relids = self._judge_heads(heads, keys)
+        if not len(rows):
+            return keep
         drop = (slot >= 0) & (rank < 0)
         if self._chooses_tables():
             chosen = self._version_selected()
-            ver = self._versions_at(be32(rel_at[rows]), keys[rows])
+            ver = self._versions_at(relids(), keys[rows])
             drop |= (ver >= 0) & ~chosen[np.maximum(ver, 0)]
         keep[rows[drop]] = False
         return keep
+
+    def head_facts(self, heads, order):
+        """Per row, from the payload heads and order keys alone: the Relation version
+        index (into ``versions``) and commit rank :meth:`changes` would give it — both
+        -1 for a row it would not give as an I/U/D change (another tag, not given, a
+        table ``tables`` leaves out) or that cannot be judged. For jobs that need only
+        these (``table_changes``' list of Relation versions) without decoding."""
+        keys = _keys(order)
+        n = len(heads)
+        version = np.full(n, -1, dtype=np.int64)
+        rank_out = np.full(n, -1, dtype=np.int64)
+        if n == 0:
+            return version, rank_out
+        rows, rank, _, relids = self._judge_heads(heads, keys)
+        ver = self._versions_at(relids(), keys[rows])
+        given = (rank >= 0) & (ver >= 0)
+        chosen = self._version_selected()
+        if chosen is not None:
+            given &= chosen[np.maximum(ver, 0)]
+        version[rows[given]] = ver[given]
+        rank_out[rows[given]] = rank[given]
+        return version, rank_out
 
     def change_rows(self, values, order, lsn=None) -> pa.Table:
         """:meth:`changes` (``errors="raise"``) aligned with the input: one row per input

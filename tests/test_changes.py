@@ -364,6 +364,17 @@ def _keep_mask_matches_changes(values, keys, **options):
     assert (rows.column("seq").to_numpy(zero_copy_only=False)[at] == keys[at]).all()   # row i is row i
     assert sorted(rows.filter(pc.is_valid(rows.column("op"))).column("seq").to_pylist()) == \
         sorted(keys[iud & keep].tolist())
+    # head_facts: the Relation version and commit rank of every row changes() gives
+    version, rank = plan.head_facts(heads, keys)
+    given = rank >= 0
+    assert ((version >= 0) == given).all() and not given[~iud].any()
+    assert sorted(keys[given].tolist()) == sorted(out.column("seq").to_pylist())
+    fingerprint = plan.version_table.column("relation_version").to_pylist()
+    facts = {k: (fingerprint[v], r) for k, v, r in zip(keys[given].tolist(), version[given].tolist(),
+                                                         rank[given].tolist(), strict=True)}
+    assert facts == {k: (v, r) for k, v, r in zip(out.column("seq").to_pylist(),
+                                                   out.column("relation_version").to_pylist(),
+                                                   out.column("commit_rank").to_pylist(), strict=True)}
     ranges = plan.dropped_key_ranges()
     if ranges is not None:   # the same rows by their order keys alone
         inside = np.zeros(len(keys), dtype=bool)
