@@ -90,6 +90,7 @@ replica-identity key); see their docstrings for what is carried and what is not.
 
 from __future__ import annotations
 
+import decimal
 import uuid
 from functools import reduce
 
@@ -374,6 +375,18 @@ class _ChangeField:
         return ST.to_spark_arrow(ST.one_array(t.column(self.name)), self.target)
 
 
+class _HeadFacts:
+    """Picklable scalar Arrow UDF body: ``ControlPlan.head_facts`` of a batch of heads,
+    as a struct of (``version`` index, ``rank``), both -1 for rows not given."""
+
+    def __init__(self, plan_bc):
+        self.plan_bc = plan_bc
+
+    def __call__(self, key, head):
+        version, rank = self.plan_bc.value.head_facts(head, key)
+        return pa.StructArray.from_arrays([pa.array(version), pa.array(rank)], names=["version", "rank"])
+
+
 class _KeepRows:
     """Picklable scalar Arrow UDF body: ``ControlPlan.keep_mask`` of a batch of heads."""
 
@@ -479,6 +492,32 @@ class _FieldChanges:
     def of_table(self, schema: str, table: str) -> DataFrame:
         """The change rows of one table, chosen before decoding."""
         return self.changes(*self._narrowed(schema, table))
+
+    def table_info(self, schema: str, table: str):
+        """``_table_info`` without decoding: each row's Relation version and commit rank
+        from its 34-byte head (one small job, one Python node), the column lists from
+        the plan, the truncates from pass 1's rows on the driver."""
+        plan, bc = self._narrowed(schema, table)
+        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long")
+        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
+        f = rows.select(facts(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)).alias("f"),
+                        F.col(_KEY).alias("s"))
+        used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
+                .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last")).collect())
+        # one entry per definition (the same definition sent again is one version)
+        fingerprint = plan.version_table.column("relation_version").to_pylist()
+        last = {}
+        for r in used:
+            fp = fingerprint[r["v"]]
+            last[fp] = max(last.get(fp, (r["last"]["r"], r["last"]["s"])), (r["last"]["r"], r["last"]["s"]))
+        by_version = plan.columns_by_version()
+        versions = [by_version[fp] for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
+        trunc = self._truncates(plan)
+        # commit_lsn as Spark gives it back (decimal(20,0)): history puts it in literals
+        truncs = [] if trunc is None else sorted(
+            (r["commit_rank"], r["seq"], None if r["commit_lsn"] is None else decimal.Decimal(r["commit_lsn"]),
+             r.get("commit_ts")) for r in trunc.to_pylist())
+        return versions, truncs
 
     def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         """``table_changes``' rows, typed in the same Python step that decodes them."""
@@ -679,26 +718,22 @@ def _fields_of(changes: DataFrame):
 
 
 def _table_info(changes: DataFrame, name: str):
-    """One small job: the table's Relation versions (column lists, oldest first) and its
-    truncates ((rank, seq, commit_lsn, commit_ts), in order). Over ``decode_changes``'
-    field UDFs the column lists come from the plan by ``relation_version`` (the job then
-    reads no column list: 1 M rows, 3.6 s with them)."""
+    """One small job: the table's Relation versions in use (column lists, ordered by
+    their last change) and its truncates ((rank, seq, commit_lsn, commit_ts), in
+    order). Over ``decode_changes``' field UDFs nothing is decoded
+    (``_FieldChanges.table_info``: 1 M rows, 0.6 s; 2.2 s reading ``relation_version``,
+    3.6 s reading the column lists)."""
+    fields = _fields_of(changes)
+    if fields is not None:
+        return fields.table_info(*_split_name(name))
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
-    fields = _fields_of(changes)
     aggs = [F.max(pos).alias("last"),
             F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
-            .alias("truncates")]
-    if fields is None:
-        aggs.append(F.first("columns", ignorenulls=True).alias("columns"))
+            .alias("truncates"), F.first("columns", ignorenulls=True).alias("columns")]
     rows = _of_table(changes, name).groupBy("relation_version").agg(*aggs).collect()
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
-    if fields is not None:
-        by_version = fields.plan.columns_by_version()
-        columns = [None if r["relation_version"] is None else by_version.get(int(r["relation_version"]))
-                   for r in rows]
-    else:
-        columns = [None if r["columns"] is None else [c.asDict() for c in r["columns"]] for r in rows]
+    columns = [None if r["columns"] is None else [c.asDict() for c in r["columns"]] for r in rows]
     versions = [c for c in columns if c is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
