@@ -441,6 +441,8 @@ def test_commit_window_gives_the_rows_a_commit_lsn_filter_gives(version, option_
         assert 0 < len(want) < len(full)
         got = decode_changes(arch, after_lsn=a, until_lsn=None if u is None else format_lsn(u))
         assert got.equals(want)
+        name = "{}.{}".format(*want.select(["schema", "table"]).to_pylist()[-1].values())
+        assert decode_table_changes(arch, name, after_lsn=a, until_lsn=u).equals(table_changes(want, name))
         values = arch.column("data").combine_chunks()
         assert decode_changes_parallel(values, arch.column("seq"), arch.column("lsn"), splits=3,
                                        after_lsn=a, until_lsn=u).equals(want)
