@@ -28,7 +28,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..changes import _table_selected, parse_table_list, relation_fingerprint
+from ..changes import _table_selected, commit_window, in_commit_window, parse_table_list, relation_fingerprint
 from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column
@@ -90,9 +90,12 @@ def _commit_ts(texts: list) -> pa.Array:
 
 def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
                    include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
-                   errors: str = "raise") -> pa.Table:
-    """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames."""
+                   errors: str = "raise", after_lsn=None, until_lsn=None) -> pa.Table:
+    """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames.
+    ``after_lsn``/``until_lsn``: only the transactions committed in ``(after_lsn,
+    until_lsn]``, as for pgoutput's ``ChangeDecoder``."""
     from . import decode_batch
+    window = commit_window(after_lsn, until_lsn)
 
     recs = decode_batch(values, style=style, envelope=envelope)
     err = recs.column("error")
@@ -148,6 +151,8 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     ts = _commit_ts(commit_rows)
     table = pa.Table.from_pylist(out, schema=pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"]))
     table = table.append_column("commit_ts", ts).select(OPENGAUSS_CHANGE_SCHEMA.names)
+    if window is not None and len(table):
+        table = table.filter(pa.array(in_commit_window(table.column("commit_lsn"), window)))
     opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
     drop = [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
     return table.drop_columns(drop) if drop else table

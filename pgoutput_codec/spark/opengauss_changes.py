@@ -50,6 +50,7 @@ Meant as the ``source="opengauss"`` branch of :func:`.changes.decode_changes`:
 
 from __future__ import annotations
 
+import decimal
 import json
 from typing import Iterator
 
@@ -59,7 +60,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..changes import _table_selected, parse_table_list
+from ..changes import _table_selected, commit_window, parse_table_list
 from ..messages import format_lsn
 from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row
 from ..schema import CHANGE_OPTIONAL
@@ -344,14 +345,18 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
                              envelope: str = "auto", tables=None, skip_empty_xacts: bool = True,
                              include_xids: bool = True, include_timestamp: bool = True,
                              include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
-                             observation=None, errors: str | None = None, sort: bool = False) -> DataFrame:
+                             observation=None, errors: str | None = None, sort: bool = False,
+                             after_lsn=None, until_lsn=None) -> DataFrame:
     """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
     equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
     ``order_by`` order (see the module docstring; ``mode``, ``observation`` and
-    ``errors`` there)."""
+    ``errors`` there). ``after_lsn``/``until_lsn``: only the transactions committed in
+    ``(after_lsn, until_lsn]`` — a filter on the decoded ``commit_lsn`` here (a frame
+    holds many transactions: no frame is skipped); rows in error are kept."""
     from ..opengauss import STYLES
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    window = commit_window(after_lsn, until_lsn)
     mode = check_mode(mode)
     if errors is not None:
         mode = FAILFAST if errors == "raise" else DROPMALFORMED
@@ -373,6 +378,14 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
         out = out.orderBy(F.col(_RANK), F.col("seq").asc_nulls_last())
     if count_rows:
         out = observe_counts(out, observation)
+    if window is not None:
+        lsn = F.col("commit_lsn")
+        inside = F.lit(True)
+        if window[0] is not None:
+            inside = inside & (lsn > F.lit(decimal.Decimal(window[0])).cast(ST.LSN_TYPE))
+        if window[1] is not None:
+            inside = inside & (lsn <= F.lit(decimal.Decimal(window[1])).cast(ST.LSN_TYPE))
+        out = out.where(inside if mode == FAILFAST else (inside | F.col("error").isNotNull()))
     if mode == DROPMALFORMED:
         out = drop_malformed(out)
     return out.drop(_RANK)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pgoutput_codec.errors import PgoutputDecodeError
@@ -277,3 +278,26 @@ def test_modes_permissive_and_dropmalformed_count_every_frame(spark, partitions)
     assert obs.get == {"rows_in": len(frames), "rows_decoded": len(frames) - len(bad), "rows_in_error": len(bad)}
     # the older spelling
     assert _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True, errors="drop")) == expected
+
+
+def test_commit_window(spark):
+    """after_lsn/until_lsn: the single-process rows filtered on commit_lsn, in Spark the
+    same; PERMISSIVE keeps every row in error whatever the window."""
+    from pgoutput_codec.messages import format_lsn
+    frames = _frames(_records(seed=4), seed=4)
+    full = decode_changes(pa.array(frames, pa.binary()))
+    lsns = sorted(set(full.column("commit_lsn").to_pylist()))
+    a, u = lsns[len(lsns) // 3], lsns[2 * len(lsns) // 3]
+    c = full.column("commit_lsn")
+    inside = full.filter(pc.and_(pc.greater(c, a), pc.less_equal(c, u)))
+    assert 0 < len(inside) < len(full)
+    assert decode_changes(pa.array(frames, pa.binary()), after_lsn=a, until_lsn=format_lsn(u)).equals(inside)
+    expected = _expected(frames, {"after_lsn": a, "until_lsn": u})
+    got = _spark_rows(opengauss_decode_changes(_df(spark, frames, 3), order_by="seq", sort=True,
+                                               after_lsn=a, until_lsn=format_lsn(u)))
+    assert got == expected and len(got) == len(inside)
+    bad_frames, bad = _malformed()
+    perm = _spark_rows(opengauss_decode_changes(_df(spark, bad_frames, 3), order_by="seq", mode="PERMISSIVE",
+                                                after_lsn=a))
+    assert sum(r["error"] is not None for r in perm) == len(bad)
+    assert all(r["commit_lsn"] > a for r in perm if r["error"] is None)
