@@ -101,6 +101,16 @@ def test_decode_sample_changes_equals_library(tmp_path):
     res = run_cli("decode", "--sample", str(out), "--changes", "--tables", "public.orders")
     assert res.returncode == 0, res.stderr
     assert set(pq.read_table(out).column("table").to_pylist()) == {"orders"}
+    # a commit-LSN window: the rows of the transactions committed in it
+    from pgoutput_codec.messages import format_lsn
+    lsns = sorted(set(want.column("commit_lsn").to_pylist()))
+    after, until = lsns[len(lsns) // 3], lsns[2 * len(lsns) // 3]
+    res = run_cli("decode", "--sample", str(out), "--changes", "--after-lsn", str(after), "--until-lsn",
+                  format_lsn(until))
+    assert res.returncode == 0, res.stderr
+    got = pq.read_table(out).column("commit_lsn").to_pylist()
+    assert got and all(after < v <= until for v in got)
+    assert len(got) == sum(after < v <= until for v in want.column("commit_lsn").to_pylist())
 
 
 def test_decode_directory_in_seq_order(tmp_path):
@@ -202,6 +212,10 @@ def test_clean_failures(bad_files, tmp_path, which, needle, cmd):
     (["frobnicate"], "invalid choice"),
     (["decode", "--sample", "o.parquet", "--mode", "LENIENT"], "invalid choice"),
     (["decode", "--sample", "o.parquet", "--tables", "public.t"], "--tables needs --changes"),
+    (["decode", "--sample", "o.parquet", "--after-lsn", "0/10"], "--after-lsn needs --changes"),
+    (["decode", "--sample", "o.parquet", "--changes", "--until-lsn", "yesterday"], "not an LSN"),
+    (["decode", "--sample", "o.parquet", "--changes", "--after-lsn", "0/20", "--until-lsn", "0/10"],
+     "before after_lsn"),
     (["decode", "x"], "ARCHIVE is required"),
     (["inspect"], "ARCHIVE is required"),
     (["inspect", "--sample", "x.parquet"], "either ARCHIVE or --sample"),
