@@ -508,8 +508,8 @@ class _FieldChanges:
         fingerprint = plan.version_table.column("relation_version").to_pylist()
         last = {}
         for r in used:
-            fp = fingerprint[r["v"]]
-            last[fp] = max(last.get(fp, (r["last"]["r"], r["last"]["s"])), (r["last"]["r"], r["last"]["s"]))
+            fp, pos = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"])
+            last[fp] = max(last.get(fp, pos), pos)
         by_version = plan.columns_by_version()
         versions = [by_version[fp] for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
         trunc = self._truncates(plan)
@@ -729,13 +729,13 @@ def _table_info(changes: DataFrame, name: str):
         return fields.table_info(*_split_name(name))
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
-    aggs = [F.max(pos).alias("last"),
-            F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
-            .alias("truncates"), F.first("columns", ignorenulls=True).alias("columns")]
-    rows = _of_table(changes, name).groupBy("relation_version").agg(*aggs).collect()
+    rows = (_of_table(changes, name).groupBy("relation_version")
+            .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
+                 F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
+                 .alias("truncates"))
+            .collect())
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
-    columns = [None if r["columns"] is None else [c.asDict() for c in r["columns"]] for r in rows]
-    versions = [c for c in columns if c is not None]
+    versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
     return versions, truncs
