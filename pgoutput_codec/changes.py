@@ -127,14 +127,10 @@ def commit_window(after_lsn=None, until_lsn=None):
 
 
 def in_commit_window(commit_lsn, window) -> np.ndarray:
-    """Per commit LSN (uint64 array; null: outside): inside ``window``."""
-    lsn = pa.array(commit_lsn, pa.uint64()) if not isinstance(commit_lsn, (pa.Array, pa.ChunkedArray)) \
-        else commit_lsn
-    inside = lsn.is_valid()
-    if isinstance(inside, pa.ChunkedArray):
-        inside = inside.combine_chunks()
-    inside = inside.to_numpy(zero_copy_only=False)
-    v = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False) if len(lsn) else np.zeros(0, np.uint64)
+    """Per commit LSN (uint64 Arrow array, chunked or not; null: outside): inside ``window``."""
+    lsn = commit_lsn.combine_chunks() if isinstance(commit_lsn, pa.ChunkedArray) else commit_lsn
+    inside = lsn.is_valid().to_numpy(zero_copy_only=False)
+    v = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False)
     after, until = window
     if after is not None:
         inside &= v > np.uint64(after)

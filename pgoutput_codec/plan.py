@@ -186,10 +186,9 @@ class ControlPlan:
     def between(self, after_lsn=None, until_lsn=None) -> "ControlPlan":
         """This plan giving only the transactions committed in ``(after_lsn,
         until_lsn]`` as well (the window narrowed, never widened)."""
-        a, u = self.window or (None, None)
-        na, nu = (commit_window(after_lsn, until_lsn) or (None, None))
-        a = na if a is None else (a if na is None else max(a, na))
-        u = nu if u is None else (u if nu is None else min(u, nu))
+        (a0, u0), (a1, u1) = self.window or (None, None), commit_window(after_lsn, until_lsn) or (None, None)
+        a = max((v for v in (a0, a1) if v is not None), default=None)
+        u = min((v for v in (u0, u1) if v is not None), default=None)
         other = copy.copy(self)
         other._window(None if a is None and u is None else (a, u))
         return other
