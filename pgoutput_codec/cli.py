@@ -919,8 +919,8 @@ def _run(args) -> int:
         for flag in ("tables", "after_lsn", "until_lsn"):
             if getattr(args, flag) and not args.changes:
                 raise CliError(f"--{flag.replace('_', '-')} needs --changes")
+        from .changes import commit_window
         try:
-            from .changes import commit_window
             commit_window(args.after_lsn, args.until_lsn)
         except ValueError as e:
             raise CliError(f"--after-lsn/--until-lsn: {e}") from None

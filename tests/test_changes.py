@@ -436,6 +436,11 @@ def test_commit_window_gives_the_rows_a_commit_lsn_filter_gives(version, option_
         keep = pc.less_equal(c, pa.scalar(u, pa.uint64())) if u is not None else pc.is_valid(c)
         return t.filter(pc.and_(pc.greater(c, pa.scalar(a, pa.uint64())), keep) if a is not None else keep)
 
+    values = arch.column("data").combine_chunks()
+    keys = arch.column("seq").to_numpy()
+    mask = control_candidates(values)
+    whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+    ranks = whole.changes(values, keys)
     for a, u in ((after, until), (after, None), (None, until)):
         want = between(full, a, u)
         assert 0 < len(want) < len(full)
@@ -443,19 +448,14 @@ def test_commit_window_gives_the_rows_a_commit_lsn_filter_gives(version, option_
         assert got.equals(want)
         name = "{}.{}".format(*want.select(["schema", "table"]).to_pylist()[-1].values())
         assert decode_table_changes(arch, name, after_lsn=a, until_lsn=u).equals(table_changes(want, name))
-        values = arch.column("data").combine_chunks()
         assert decode_changes_parallel(values, arch.column("seq"), arch.column("lsn"), splits=3,
                                        after_lsn=a, until_lsn=u).equals(want)
-        keys = arch.column("seq").to_numpy()
         plan, dropped = _keep_mask_matches_changes(values, keys, after_lsn=a, until_lsn=u)
-        mask = control_candidates(values)
-        whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
         narrowed = whole.between(a, u)
         out = narrowed.changes(values, keys, arch.column("lsn"))
         out = out.sort_by([("commit_rank", "ascending"), ("seq", "ascending")])   # stable: a Truncate's rows
         assert out.drop_columns(["commit_rank"]).equals(want)
         # ranks are the whole archive's: sorting by them gives the commit order
-        ranks = whole.changes(values, keys)
         assert set(out.column("commit_rank").to_pylist()) <= set(ranks.column("commit_rank").to_pylist())
         ranges = plan.dropped_key_ranges()
         if ranges is not None:
