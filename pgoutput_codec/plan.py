@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from ._batch import first_stream_marker
 from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
+from .checkpoint import Checkpoint
 from .changes import (
     ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
     in_commit_window, truncate_row,
@@ -110,10 +111,18 @@ class ControlPlan:
     """
 
     @classmethod
-    def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, lsn=None,
+    def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, lsn=None, resume=None,
               **options) -> "ControlPlan":
-        """``lsn``: the rows' archive lsn, to name a malformed row by it too."""
+        """``lsn``: the rows' archive lsn, to name a malformed row by it too. ``resume``:
+        a :class:`~pgoutput_codec.checkpoint.Checkpoint` (or its JSON) of the run
+        before; the rows given must then be those with order key >= its ``from_key``."""
         keys = _keys(order)
+        cp = None if resume is None else Checkpoint.of(resume)
+        if cp is not None:
+            if len(keys) and keys.min() < cp.from_key:
+                raise ValueError(f"order key {int(keys.min())} is before the checkpoint's from_key {cp.from_key}: "
+                                 "resume over the archive's rows with order key >= from_key")
+            in_stream = cp.in_stream
         values = _one_binary(payloads)
         srt = np.argsort(keys, kind="stable")
         keys = keys[srt]
@@ -126,6 +135,8 @@ class ControlPlan:
         options.setdefault("errors", "raise")
         dec = ChangeDecoder(**options)
         self = cls()
+        self.start_key = None if cp is None else cp.from_key
+        seeded = [] if cp is None else _seed(dec, cp)
         self.options = dict(options)
         self.envelope = envelope
         msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream))
@@ -157,20 +168,29 @@ class ControlPlan:
         self.commit_lsn = pa.array([m.get("commit_lsn") for m in facts], pa.uint64())
         self.commit_ts = pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type)
         self.commit_origin = pa.array([t.origin for t in txns], pa.string())
-        self._window(commit_window(options.get("after_lsn"), options.get("until_lsn")))
+        self._window(_intersect(commit_window(options.get("after_lsn"), options.get("until_lsn")),
+                                None if cp is None else commit_window(cp.after_lsn)))
         self.aborted = {k: np.fromiter(t.aborted_subxids, np.int64) for k, t in enumerate(txns) if t.aborted_subxids}
         committed = set(self.commit_slots.tolist())
         self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()
                                   if s not in committed]
+        # the open ones that can still commit: the transaction in progress, streamed ones,
+        # prepared ones (a Begin after rows whose Begin preceded the archive leaves those behind)
+        self.live_slots = {s for s in [dec._ctx, *dec._streams.values(), *dec._prepared.values()] if s >= 0}
         # relation events: (relid, key) -> version, sorted by relid then key
         r_rows = [k for k, m in enumerate(ctrl) if m["type"] == "R"]
-        ev_rel = np.array([ctrl[k]["relation_id"] for k in r_rows], dtype=np.int64)
-        ev_key = self.ctrl_keys[r_rows] if r_rows else np.zeros(0, np.int64)
-        ev_ver = np.asarray(r_versions, dtype=np.int64)
+        # (a checkpoint's definitions: events before every key)
+        ev_rel = np.array([rid for rid, _ in seeded] + [ctrl[k]["relation_id"] for k in r_rows], dtype=np.int64)
+        ev_key = np.concatenate([np.full(len(seeded), _BEFORE_ALL, np.int64),
+                                 self.ctrl_keys[r_rows] if r_rows else np.zeros(0, np.int64)])
+        ev_ver = np.asarray([v for _, v in seeded] + list(r_versions), dtype=np.int64)
         o = np.lexsort((ev_key, ev_rel))
         self.ev_rel, self.ev_key, self.ev_ver = ev_rel[o], ev_key[o], ev_ver[o]
         self.versions = dec._versions
         self.version_table = dec._version_table()
+        self.type_events = [(_BEFORE_ALL, t) for t in (cp.types if cp is not None else ())] + [
+            (int(self.ctrl_keys[k]), (m["type_oid"], m["namespace"], m["type_name"]))
+            for k, m in enumerate(ctrl) if m["type"] == "Y"]
         self.patterns = dec._patterns
         self.output_schema = pa.schema(list(dec.output_schema) + [pa.field("commit_rank", pa.int64())])
         self.registry = options.get("registry")
@@ -186,12 +206,50 @@ class ControlPlan:
     def between(self, after_lsn=None, until_lsn=None) -> "ControlPlan":
         """This plan giving only the transactions committed in ``(after_lsn,
         until_lsn]`` as well (the window narrowed, never widened)."""
-        (a0, u0), (a1, u1) = self.window or (None, None), commit_window(after_lsn, until_lsn) or (None, None)
-        a = max((v for v in (a0, a1) if v is not None), default=None)
-        u = min((v for v in (u0, u1) if v is not None), default=None)
         other = copy.copy(self)
-        other._window(None if a is None and u is None else (a, u))
+        other._window(_intersect(self.window, commit_window(after_lsn, until_lsn)))
         return other
+
+    def checkpoint(self) -> Checkpoint:
+        """Where the next run resumes (:mod:`pgoutput_codec.checkpoint`): after the
+        largest commit LSN this plan gives, from the first key of the earliest
+        transaction it does not give (still open, or committed after the window)."""
+        lsn = pc.fill_null(self.commit_lsn, 0).to_numpy(zero_copy_only=False).astype(np.uint64)
+        given = lsn if self.in_window is None else lsn[self.in_window]
+        after = self.window[0] if self.window is not None else None
+        if len(given):
+            after = int(given.max()) if after is None else max(after, int(given.max()))
+        # committed after the window (none given, no lower bound: every commit is later)
+        later = np.flatnonzero(lsn > np.uint64(after)) if after is not None else np.arange(len(lsn))
+        held = [dict(t) for t in self.open_transactions if t["slot"] in self.live_slots] + [
+            dict(slot=int(self.commit_slots[k]), xid=self.commit_xid[int(k)].as_py(), kind="committed later", gid=None)
+            for k in later]
+        for t in held:
+            t["from_key"] = self._first_key(t.pop("slot"))
+        if held:
+            from_key = min(t["from_key"] for t in held)
+        elif len(self.ctrl_keys):
+            from_key = int(self.ctrl_keys[-1]) + 1
+        else:
+            from_key = self.start_key if self.start_key is not None else _BEFORE_ALL
+        rels = {}
+        for rid, key, ver in zip(self.ev_rel.tolist(), self.ev_key.tolist(), self.ev_ver.tolist(), strict=True):
+            if key < from_key:
+                rels[rid] = ver   # sorted by relid then key: the last one wins
+        return Checkpoint(
+            from_key=int(from_key), after_lsn=after,
+            in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
+            relations=tuple(copy.deepcopy(self.versions[v]) for _, v in sorted(rels.items())),
+            types=tuple(t for k, t in self.type_events if k < from_key),
+            held_by=tuple(held))
+
+    def _first_key(self, slot: int) -> int:
+        """The order key of the control row that opened transaction ``slot`` (rows before
+        the first control row: the run's first possible key)."""
+        seg = int(np.flatnonzero(self.seg_slot == slot)[0])
+        if seg > 0:
+            return int(self.ctrl_keys[seg - 1])
+        return self.start_key if self.start_key is not None else _BEFORE_ALL
 
     def __getstate__(self):
         d = dict(self.__dict__)
@@ -481,6 +539,30 @@ class ControlPlan:
         for name, arr in self._commit_cols(np.asarray(ranks, dtype=np.int64)).items():
             t = t.append_column(name, arr)
         return t
+
+
+_BEFORE_ALL = int(np.iinfo(np.int64).min)
+
+
+def _intersect(w0, w1):
+    """The intersection of two commit windows (None: unbounded)."""
+    (a0, u0), (a1, u1) = w0 or (None, None), w1 or (None, None)
+    a = max((v for v in (a0, a1) if v is not None), default=None)
+    u = min((v for v in (u0, u1) if v is not None), default=None)
+    return None if a is None and u is None else (a, u)
+
+
+def _seed(dec: ChangeDecoder, cp: Checkpoint) -> list:
+    """Teach a fresh decoder a checkpoint's Relation and Type definitions; their
+    (relation_id, version) pairs."""
+    for oid, ns, name in cp.types:
+        dec._type(dict(type_oid=oid, namespace=ns, type_name=name))
+    out = []
+    for rel in cp.relations:
+        v = dec._add_version(copy.deepcopy(rel))
+        dec._relmap[rel["relation_id"]] = v
+        out.append((rel["relation_id"], v))
+    return out
 
 
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:

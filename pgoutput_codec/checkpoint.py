@@ -1,0 +1,79 @@
+"""Where the next incremental run over a growing archive starts: :class:`Checkpoint`.
+
+The commit window (``after_lsn``) stops an incremental run from giving a transaction
+twice, but the run still reads the archive from its first row: a Relation sent years
+ago names today's rows, and a transaction still open at the end of the last run began
+before it. A checkpoint carries exactly what the archive before a point would have
+told the run, so the next run reads only the rows from that point on:
+
+- ``after_lsn``: the largest commit LSN the run gave (commit LSNs rise in arrival
+  order); the next run gives only transactions committed after it;
+- ``from_key``: the order key of the first control row (Begin, Begin Prepare, the first
+  Stream Start) of the earliest transaction the run did not give — still open at its
+  end (a big transaction being streamed, one prepared and not yet committed) or
+  committed after its ``until_lsn``. Rows from there on are read again next time:
+  a checkpoint holds no rows, so it stays small (JSON, a few KB) whatever is open;
+- the Relation and Type definitions in force at ``from_key`` (pgoutput sends a
+  Relation once per walsender session, not once per transaction) and the stream state
+  there.
+
+``held_by`` lists the transactions that keep ``from_key`` where it is (xid, kind, gid,
+their first key): a prepared transaction nobody commits makes every later run read
+the archive from its Begin Prepare onwards, and this is where to see it.
+
+The order key must keep rising across runs (``capture``'s ``seq``): file positions
+(``order_by=None`` in Spark) restart with every listing, so they cannot say where a
+run left off. Built by :meth:`pgoutput_codec.plan.ControlPlan.checkpoint`; taken by
+``ControlPlan.build(resume=)`` and Spark's ``decode_changes(resume=)``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Checkpoint"]
+
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    from_key: int
+    after_lsn: int | None = None
+    in_stream: bool = False
+    relations: tuple = ()      # Relation definitions (dicts as the decoder keeps them), one per relid
+    types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
+    held_by: tuple = field(default=(), compare=False)   # diagnostics only
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["format"] = _FORMAT
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Checkpoint":
+        return cls.of(json.loads(text))
+
+    @classmethod
+    def of(cls, value) -> "Checkpoint":
+        """A Checkpoint from itself, its ``to_json`` text or that text's dict."""
+        if isinstance(value, Checkpoint):
+            return value
+        if isinstance(value, (str, bytes)):
+            return cls.from_json(value)
+        if not isinstance(value, dict):
+            raise TypeError(f"resume must be a Checkpoint, its JSON text or dict, not {type(value).__name__}")
+        d = dict(value)
+        fmt = d.pop("format", _FORMAT)
+        if fmt != _FORMAT:
+            raise ValueError(f"checkpoint format {fmt} is not {_FORMAT}: written by another version")
+        try:
+            return cls(from_key=int(d["from_key"]),
+                       after_lsn=None if d.get("after_lsn") is None else int(d["after_lsn"]),
+                       in_stream=bool(d.get("in_stream", False)),
+                       relations=tuple(d.get("relations", ())),
+                       types=tuple(tuple(t) for t in d.get("types", ())),
+                       held_by=tuple(d.get("held_by", ())))
+        except KeyError as e:
+            raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None
