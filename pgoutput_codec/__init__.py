@@ -36,13 +36,14 @@ _LAZY = {
     "decode_table_changes": (".tables", "decode_table_changes"),
     "snapshot": (".tables", "snapshot"),
     "history": (".tables", "history"),
+    "Checkpoint": (".checkpoint", "Checkpoint"),
 }
 
 # The first names resolve lazily through __getattr__ below.
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
+    "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]
 

@@ -67,6 +67,13 @@ change's LSN is its own WAL position and goes backwards when transactions interl
   With ``order_by=None`` the ``seq`` column of the change rows holds this packed key,
   not 0, 1, 2, ….
 
+Incremental runs (:mod:`pgoutput_codec.checkpoint`): ``checkpoint_of(changes)`` says
+where the next run starts — after the largest commit LSN given, from the first control
+row of the earliest transaction not given — and ``decode_changes(..., resume=)`` reads
+only the rows from there on (a ``>=`` filter on the ``order_by`` column, pushed to the
+Parquet scan) with the Relation definitions the checkpoint carries. Rows of transactions
+still open are read again next time rather than carried, so a checkpoint stays a few KB.
+
 ``commit_rank`` (kept as a column) is the rank of the transaction's commit in arrival
 order; (``commit_rank``, ``seq``) is a total order of the change rows except for the
 rows of one Truncate message (one per relation, same ``seq``), which keep the
@@ -102,6 +109,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..batch import message_tags
+from ..checkpoint import Checkpoint
 from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
@@ -112,7 +120,7 @@ from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, c
 
 
 
-__all__ = ["decode_changes", "table_changes", "snapshot", "history", "change_type", "table_schema"]
+__all__ = ["decode_changes", "checkpoint_of", "table_changes", "snapshot", "history", "change_type", "table_schema"]
 
 _PAYLOAD, _KEY, _LSN = "__payload", "__order", "__lsn"
 _SUB = "__sub"
@@ -571,7 +579,7 @@ def mapper_schema(options: dict, mode: str, count_rows: bool = False) -> T.Struc
 
 def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "lsn", order_by=None,
                    mode: str = FAILFAST, sort: bool = True, envelope: str = "auto", observation=None,
-                   source: str = "pgoutput", impl: str | None = None, **options) -> DataFrame:
+                   source: str = "pgoutput", impl: str | None = None, resume=None, **options) -> DataFrame:
     """Committed row changes of a pgoutput archive DataFrame, as ``ChangeDecoder`` gives them.
 
     ``payload``: the binary column of messages; ``lsn``: the archive's lsn column (text
@@ -590,10 +598,19 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     Relation sent before the window names the window's rows); pass 2 decodes only the
     window's rows. ``commit_rank`` stays the whole archive's.
 
+    ``resume``: the :class:`~pgoutput_codec.checkpoint.Checkpoint` (or its JSON) of the
+    run before, from :func:`checkpoint_of`: only rows with ``order_by`` >= its
+    ``from_key`` are read (a filter on that column, which Parquet statistics turn into
+    skipped files and row groups), and only transactions committed after its
+    ``after_lsn`` are given. Needs ``order_by``: one integral column that keeps rising
+    across runs (``capture``'s ``seq``).
+
     Runs one Spark job eagerly (pass 1, collecting the control rows to the driver).
     ``source="opengauss"``: openGauss/GaussDB frames instead (``style=`` 'b'/'t'/'j',
     ``exclude_users=``…), through :func:`.opengauss_changes.opengauss_decode_changes`."""
     if source == "opengauss":
+        if resume is not None:
+            raise ValueError("resume is for pgoutput archives (openGauss frames: use after_lsn)")
         from .opengauss_changes import opengauss_decode_changes
         return opengauss_decode_changes(df, payload=payload, order_by=order_by, envelope=envelope, sort=sort,
                                         mode=mode, observation=observation, **options)
@@ -605,6 +622,12 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     options.pop("skip_empty_xacts", None)
     in_stream = options.pop("in_stream", None)
     has_lsn = lsn is not None and lsn in df.columns
+    if resume is not None:
+        resume = Checkpoint.of(resume)
+        if not isinstance(order_by, str):
+            raise ValueError("resume needs order_by: one integral column that keeps rising across runs "
+                             "(capture's seq); file positions restart with every listing")
+        df = df.where(_col(order_by) >= F.lit(resume.from_key))
     src = df.select(_col(payload).alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY),
                     *([_col(lsn).alias(_LSN)] if has_lsn else []))
 
@@ -622,14 +645,16 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
                           .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn else [])))
     with failfast_errors():
         plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
-                                 lsn=rows.column(_LSN) if has_lsn else None,
+                                 lsn=rows.column(_LSN) if has_lsn else None, resume=resume,
                                  errors="raise" if mode == FAILFAST else "collect", **options)
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)
 
     # pass 2: every partition
     if impl == "fields":
-        return _FieldChanges(src, plan, plan_bc, rows, has_lsn, options, envelope, sort).changes()
+        out = _FieldChanges(src, plan, plan_bc, rows, has_lsn, options, envelope, sort).changes()
+        out._pgoutput_plan = plan
+        return out
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
     if mode == FAILFAST and not count_rows and plan.drops_changes():
@@ -643,7 +668,21 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         out = observe_counts(out, observation)
     if mode == DROPMALFORMED:
         out = drop_malformed(out)
-    return out.drop(_SUB)
+    out = out.drop(_SUB)
+    out._pgoutput_plan = plan
+    return out
+
+
+def checkpoint_of(changes: DataFrame) -> Checkpoint:
+    """Where the run after this one resumes (``decode_changes(..., resume=)``): the
+    :class:`~pgoutput_codec.checkpoint.Checkpoint` of the plan behind a DataFrame that
+    :func:`decode_changes` returned (known as soon as it returns: pass 1 is eager).
+    Save its ``to_json()`` once the run's output is safely written."""
+    plan = getattr(changes, "_pgoutput_plan", None)
+    if plan is None:
+        raise ValueError("checkpoint_of takes the DataFrame decode_changes returned itself "
+                         "(before any transformation: a new DataFrame does not carry the plan)")
+    return plan.checkpoint()
 
 
 # --------------------------------------------------------------------------- typed tables
