@@ -720,3 +720,15 @@ def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
     assert got.drop_columns(["seq"]).equals(want.drop_columns(["seq"]))
     assert pc.subtract(got.column("seq"), 1000).equals(want.column("seq"))
     assert held == {"stream", "prepared"} and read == len(msgs) + len(later) + (len(msgs) - 4)
+    # a run up to until_lsn: what committed after it holds the checkpoint too, and comes next
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    m = control_candidates(values)
+    first = ControlPlan.build(values.filter(pa.array(m)), keys[m], until_lsn=30)
+    cp = first.checkpoint()
+    assert cp.after_lsn == 30 and cp.from_key == 1004 and {h["kind"] for h in cp.held_by} == {"committed later"}
+    rest = keys >= cp.from_key
+    second = ControlPlan.build(values.filter(pa.array(m & rest)), keys[m & rest], resume=cp)
+    got = pa.concat_tables([p.changes(values.filter(pa.array(sel)), keys[sel]).sort_by(
+        [("commit_rank", "ascending"), ("seq", "ascending")]).drop_columns(["commit_rank"])
+        for p, sel in ((first, np.ones(len(keys), bool)), (second, rest))])
+    assert got.drop_columns(["seq"]).equals(want.drop_columns(["seq"]))
