@@ -13,8 +13,10 @@ archive (run that first: it builds and caches the archive in ``bench/data/``), l
 - ``snapshot`` + count;
 - window (both implementations): ``decode_changes(after_lsn=)`` with the last tenth of
   the commits + ``count`` of every column, against the whole archive's same count (what
-  an incremental job saves: pass 2 decodes only the window's rows), and
-  ``snapshot(as_of_lsn=)`` at the middle commit + count.
+  an incremental job saves: pass 2 decodes only the window's rows), the same rows from
+  a run resumed from the checkpoint of a run up to that tenth (``resume=``: pass 1 too
+  reads only the rows from the checkpoint on), and ``snapshot(as_of_lsn=)`` at the
+  middle commit + count.
 
 Each the best of ``--repeat`` runs, after one warm-up run of each implementation.
 Prints a table and the map/fields ratios; writes ``bench/results/spark_tables.json``.
@@ -51,7 +53,7 @@ def main():
     from pyspark.sql import functions as F
 
     from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, snapshot, table_changes
-    from pgoutput_codec.spark.changes import _table_info
+    from pgoutput_codec.spark.changes import _table_info, checkpoint_of
     spark = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-tables-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "4")
@@ -90,6 +92,8 @@ def main():
     def count_all(ch):
         return ch.agg(*[F.count(c) for c in ch.columns]).first()[0]
 
+    # where yesterday's run (up to that tenth) left off: not timed
+    cp = checkpoint_of(decode_changes(df, order_by="seq", sort=False, until_lsn=after))
     for impl in impls:
         best = {}
         for run in range(args.repeat + 1):
@@ -98,13 +102,18 @@ def main():
             t1 = time.perf_counter()
             tail = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl, after_lsn=after))
             t2 = time.perf_counter()
-            half = snapshot(decode_changes(df, order_by="seq", sort=False, impl=impl), TABLE, as_of_lsn=middle).count()
+            resumed = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl, resume=cp))
             t3 = time.perf_counter()
+            half = snapshot(decode_changes(df, order_by="seq", sort=False, impl=impl), TABLE, as_of_lsn=middle).count()
+            t4 = time.perf_counter()
             if run:
                 for k, v in (("whole_count_all", t1 - t0), ("last_tenth_count_all", t2 - t1),
-                             ("snapshot_as_of_middle", t3 - t2)):
+                             ("resumed_count_all", t3 - t2), ("snapshot_as_of_middle", t4 - t3)):
                     best[k] = min(best.get(k, v), v)
-            best.update(whole_rows=whole, last_tenth_rows=tail, snapshot_as_of_middle_rows=half)
+            if resumed != tail:
+                raise AssertionError(f"resumed run gave {resumed} rows, after_lsn {tail}")
+            best.update(whole_rows=whole, last_tenth_rows=tail, snapshot_as_of_middle_rows=half,
+                        resume_from_key=cp.from_key)
         res[impl]["window"] = best
         print(f"{impl:7s} window: " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
                                                   for k, v in best.items()), flush=True)
