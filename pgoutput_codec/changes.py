@@ -43,6 +43,7 @@ from . import _changes
 from ._builders import nulls
 from ._gather import take_lists, take_table
 from .batch import decode_batch_with_state
+from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .messages import parse_lsn
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
@@ -124,6 +125,14 @@ def commit_window(after_lsn=None, until_lsn=None):
     if after is not None and until is not None and until < after:
         raise ValueError(f"until_lsn {until_lsn} is before after_lsn {after_lsn}")
     return None if after is None and until is None else (after, until)
+
+
+def intersect_windows(w0, w1):
+    """The intersection of two commit windows (None: unbounded)."""
+    (a0, u0), (a1, u1) = w0 or (None, None), w1 or (None, None)
+    a = max((v for v in (a0, a1) if v is not None), default=None)
+    u = min((v for v in (u0, u1) if v is not None), default=None)
+    return None if a is None and u is None else (a, u)
 
 
 def in_commit_window(commit_lsn, window) -> np.ndarray:
@@ -327,7 +336,10 @@ class ChangeDecoder:
     ``(after_lsn, until_lsn]`` (ints or ``X/Y`` text): the changes of an incremental run
     after the last commit the previous run gave, or a replay up to a point. The same
     rows as filtering ``commit_lsn``; the parallel decoders (``ControlPlan``, Spark's
-    ``decode_changes``) skip the others' rows before decoding them.
+    ``decode_changes``) skip the others' rows before decoding them. ``resume`` — a
+    :class:`~pgoutput_codec.checkpoint.Checkpoint` of the run before: its Relation and
+    Type definitions and stream state, and only transactions committed after its
+    ``after_lsn``; every row fed must then have a ``seq`` >= its ``from_key``.
     """
 
     _VECTORIZED = True     # tests turn the plain-transaction path off to compare
@@ -335,7 +347,7 @@ class ChangeDecoder:
     def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
                  include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
                  spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
-                 _light=False):
+                 resume=None, _light=False):
         if errors not in ("raise", "collect"):
             raise ValueError("errors must be 'raise' or 'collect'")
         self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
@@ -361,6 +373,22 @@ class ChangeDecoder:
         self._light = _light
         self._pending_schema = _LIGHT_PENDING_SCHEMA if _light else _PENDING_SCHEMA
         self.last_batch = None     # light mode: the decoded messages _src points into
+        self._from_key = None
+        self._seeded = []          # (relation_id, version) taught by a checkpoint
+        if resume is not None:
+            self._resume(Checkpoint.of(resume))
+
+    def _resume(self, cp: Checkpoint):
+        """Start where a checkpoint says: its definitions, stream state and commit LSN."""
+        self._from_key = cp.from_key
+        self._window = intersect_windows(self._window, commit_window(cp.after_lsn))
+        self._in_stream = self._walk_stream = cp.in_stream
+        for oid, ns, name in cp.types:
+            self._type(dict(type_oid=oid, namespace=ns, type_name=name))
+        for rel in cp.relations:
+            v = self._add_version(copy.deepcopy(rel))
+            self._relmap[rel["relation_id"]] = v
+            self._seeded.append((rel["relation_id"], v))
 
     # ------------------------------------------------------------------ state
     @property
@@ -464,6 +492,13 @@ class ChangeDecoder:
         else:
             seq_arr = (seq.combine_chunks() if isinstance(seq, pa.ChunkedArray) else pa.array(seq)).cast(pa.int64())
         self._seq += n
+        if self._from_key is not None and n:
+            if seq is None:
+                raise ValueError("a resumed ChangeDecoder needs each row's order key (seq)")
+            first = pc.min(seq_arr).as_py()
+            if first < self._from_key:
+                raise ValueError(f"seq {first} is before the checkpoint's from_key {self._from_key}: "
+                                 "feed the archive's rows with seq >= from_key")
         self.counts["rows_in"] += n
         tags = _tag_codes(msgs.field("type"))
         errors = msgs.field("error")

@@ -240,6 +240,45 @@ def _first_seq(path):
         return 0
 
 
+def _last_seq(path):
+    """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    if "seq" not in md.schema.names:
+        return None
+    i = md.schema.names.index("seq")
+    top = None
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(i).statistics
+        if st is None or not st.has_min_max:
+            return None
+        top = st.max if top is None else max(top, st.max)
+    return top
+
+
+def _load_checkpoint(path):
+    from .checkpoint import Checkpoint
+
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Checkpoint.from_json(f.read())
+    except (OSError, ValueError, TypeError) as e:
+        raise CliError(f"{path}: not a checkpoint ({_first_line(e)})") from None
+
+
+def _save_checkpoint(path, cp):
+    """Atomically, after the run's output: a crash leaves the previous checkpoint."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(cp.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def _overlap_prefix(part, table, covered_lsn):
     """Rows of a file that an earlier file already holds: only possible when a capture was
     resumed without completing the slot advance of its last file (the file's
@@ -264,12 +303,18 @@ def _overlap_prefix(part, table, covered_lsn):
 _BOUNDARY_TAGS = (b"C", b"P", b"c", b"p", b"K", b"r", b"M")
 
 
-def iter_archive(parts, payload="data", dedupe=True):
-    """Yield (part, table) with re-captured rows (see :func:`_overlap_prefix`) removed."""
+def iter_archive(parts, payload="data", dedupe=True, skip=None):
+    """Yield (part, table) with re-captured rows (see :func:`_overlap_prefix`) removed;
+    parts for which ``skip(part)`` is true are not read (their metadata still counts)."""
     from .messages import parse_lsn
 
     covered = None
     for part in parts:
+        if skip is not None and skip(part):
+            if part.meta and part.meta.get("end_lsn"):
+                end = parse_lsn(part.meta["end_lsn"])
+                covered = end if covered is None else max(covered, end)
+            continue
         t = part.read(payload)
         if dedupe:
             k = _overlap_prefix(part, t, covered)
@@ -536,16 +581,32 @@ def _progress(total, desc):
 
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
-                   payload="data", after_lsn=None, until_lsn=None) -> dict:
-    """``decode``: returns the counts printed at the end."""
+                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None) -> dict:
+    """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
+    from when it exists (only the rows from its ``from_key`` on are read) and to write the
+    next checkpoint to after the output (incremental ``--changes`` runs)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from .batch import decode_batch_with_state
     from .changes import ChangeDecoder
     from .errors import PgoutputDecodeError
+    from .plan import ControlPlan, control_candidates
 
     parts = read_archive_parts(archive)
+    resume = _load_checkpoint(checkpoint) if checkpoint else None
+    skip, ctrl, skipped = None, [], []
+    if checkpoint:
+        if any(p.kind != "parquet" for p in parts):
+            raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
+
+        def skip(part):
+            last = _last_seq(part.path) if resume is not None else None
+            if last is not None and last < resume.from_key:
+                skipped.append(part)
+                return True
+            return False
     if os.path.isdir(out):
         out = os.path.join(out, "changes.parquet" if changes else "messages.parquet")
     out_dir = os.path.dirname(os.path.abspath(out))
@@ -556,13 +617,19 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     total = sum(p.num_rows or 0 for p in parts) or None
     writer = None
     dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
-                        until_lsn=until_lsn) if changes else None
+                        until_lsn=until_lsn, resume=resume) if changes else None
     if changes and envelope != "auto":
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
     try:
         with _progress(total, "decode") as bar:
-            for _part, t in iter_archive(parts, payload):
+            for part, t in iter_archive(parts, payload, skip=skip):
+                if checkpoint:
+                    if "seq" not in t.column_names:
+                        raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
+                    if resume is not None:
+                        t = t.filter(pc.greater_equal(t.column("seq"), resume.from_key))
+                    ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
                 if changes:
                     try:
                         rows = dec.feed(t)
@@ -593,6 +660,16 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
             writer.close()
         if os.path.exists(tmp):
             os.unlink(tmp)
+    if checkpoint:
+        # the next run's start: a plan over the control rows this run fed its decoder
+        c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),
+                                                          "seq": pa.array([], pa.int64())})
+        nxt = ControlPlan.build(c.column("data"), c.column("seq"), resume=resume, tables=tables,
+                                after_lsn=after_lsn, until_lsn=until_lsn,
+                                errors="raise" if mode == "FAILFAST" else "collect").checkpoint()
+        _save_checkpoint(checkpoint, nxt)
+        counts.update(checkpoint=checkpoint, files_skipped=len(skipped), next_from_seq=nxt.from_key,
+                      held_by=len(nxt.held_by))
     if changes:
         counts.update(rows_in=dec.counts["rows_in"], rows_decoded=dec.counts["rows_decoded"],
                       rows_in_error=dec.counts["rows_in_error"])
@@ -867,6 +944,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --changes: only transactions committed after LSN (X/Y or decimal): an incremental run")
     d.add_argument("--until-lsn", metavar="LSN",
                    help="with --changes: only transactions committed up to LSN (X/Y or decimal), inclusive")
+    d.add_argument("--checkpoint", metavar="FILE",
+                   help="with --changes: resume from FILE if it exists (only the rows from its seq on are "
+                        "read, nothing given twice) and write the next run's checkpoint there")
     d.add_argument("--mode", default="FAILFAST", type=str.upper, choices=MODES,
                    help="malformed payloads: FAILFAST (stop, default), PERMISSIVE (keep error rows), "
                         "DROPMALFORMED (drop them)")
@@ -916,7 +996,7 @@ def _run(args) -> int:
         return 0
     if args.command == "decode":
         archive = _resolve_archive(args)
-        for flag in ("tables", "after_lsn", "until_lsn"):
+        for flag in ("tables", "after_lsn", "until_lsn", "checkpoint"):
             if getattr(args, flag) and not args.changes:
                 raise CliError(f"--{flag.replace('_', '-')} needs --changes")
         from .changes import commit_window
@@ -926,7 +1006,7 @@ def _run(args) -> int:
             raise CliError(f"--after-lsn/--until-lsn: {e}") from None
         c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                            envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
-                           until_lsn=args.until_lsn)
+                           until_lsn=args.until_lsn, checkpoint=args.checkpoint)
         what = "change rows" if args.changes else "message rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
@@ -934,6 +1014,11 @@ def _run(args) -> int:
             print(f"{c['open_transactions']} transaction(s) still open at the end of the archive (not emitted)")
         if c.get("errors_file"):
             print(f"error rows listed in {c['errors_file']}")
+        if c.get("checkpoint"):
+            print(f"checkpoint -> {c['checkpoint']}: the next run reads from seq {c['next_from_seq']}"
+                  + (f" (held by {c['held_by']} open transaction(s))" if c["held_by"] else "")
+                  + (f"; {c['files_skipped']} file(s) before this run's checkpoint not read" if c["files_skipped"]
+                     else ""))
         return 0
     if args.command == "inspect":
         r = inspect_archive(_resolve_archive(args), payload=args.payload)

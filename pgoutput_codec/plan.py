@@ -36,13 +36,13 @@ from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_
 from .checkpoint import Checkpoint
 from .changes import (
     ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
-    in_commit_window, truncate_row,
+    in_commit_window, intersect_windows, truncate_row,
 )
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
 
-__all__ = ["control_candidates", "ControlPlan", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
+__all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
            "HEAD_BYTES", "spread_rows"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
@@ -60,6 +60,8 @@ ENVELOPE_INERT_TAGS = b"k"
 #: Bytes of a payload that :meth:`ControlPlan.keep_mask` reads: an XLogData header (25),
 #: the tag, a streaming xid and the relation id (I/U/D all start tag, [xid], relid).
 HEAD_BYTES = 25 + 1 + 4 + 4
+#: An order key below every other: a checkpoint's Relations are in force before any row.
+_BEFORE_ALL = int(np.iinfo(np.int64).min)
 _IS_ROW_CHANGE = np.zeros(256, dtype=bool)
 for _t in b"IUD":
     _IS_ROW_CHANGE[_t] = True
@@ -133,10 +135,10 @@ class ControlPlan:
         if in_stream is None:
             in_stream = len(values) > 0 and first_stream_marker(values, env) == "E"
         options.setdefault("errors", "raise")
-        dec = ChangeDecoder(**options)
+        dec = ChangeDecoder(resume=cp, **options)
         self = cls()
         self.start_key = None if cp is None else cp.from_key
-        seeded = [] if cp is None else _seed(dec, cp)
+        seeded = dec._seeded
         self.options = dict(options)
         self.envelope = envelope
         msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream))
@@ -157,7 +159,9 @@ class ControlPlan:
         self.ctrl_keys = keys[ctrl_idx]
         dec._walk_stream = bool(in_stream)
         seg_counts = np.zeros(len(ctrl) + 1, dtype=np.int64)
-        seg_counts[0] = 1   # rows before the first control row: changes whose Begin precedes the archive
+        # rows before the first control row: changes whose Begin precedes the archive —
+        # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
+        seg_counts[0] = 1 if cp is None or cp.from_key == _BEFORE_ALL else 0
         self.seg_slot, commits, r_versions, self.seg_stream = dec._walk(ctrl, seg_counts)
         # transactions that committed, in commit order
         self.commit_slots = np.array([slot for slot, _ in commits], dtype=np.int64)
@@ -168,8 +172,7 @@ class ControlPlan:
         self.commit_lsn = pa.array([m.get("commit_lsn") for m in facts], pa.uint64())
         self.commit_ts = pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type)
         self.commit_origin = pa.array([t.origin for t in txns], pa.string())
-        self._window(_intersect(commit_window(options.get("after_lsn"), options.get("until_lsn")),
-                                None if cp is None else commit_window(cp.after_lsn)))
+        self._window(dec._window)
         self.aborted = {k: np.fromiter(t.aborted_subxids, np.int64) for k, t in enumerate(txns) if t.aborted_subxids}
         committed = set(self.commit_slots.tolist())
         self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()
@@ -207,7 +210,7 @@ class ControlPlan:
         """This plan giving only the transactions committed in ``(after_lsn,
         until_lsn]`` as well (the window narrowed, never widened)."""
         other = copy.copy(self)
-        other._window(_intersect(self.window, commit_window(after_lsn, until_lsn)))
+        other._window(intersect_windows(self.window, commit_window(after_lsn, until_lsn)))
         return other
 
     def checkpoint(self) -> Checkpoint:
@@ -541,28 +544,15 @@ class ControlPlan:
         return t
 
 
-_BEFORE_ALL = int(np.iinfo(np.int64).min)
-
-
-def _intersect(w0, w1):
-    """The intersection of two commit windows (None: unbounded)."""
-    (a0, u0), (a1, u1) = w0 or (None, None), w1 or (None, None)
-    a = max((v for v in (a0, a1) if v is not None), default=None)
-    u = min((v for v in (u0, u1) if v is not None), default=None)
-    return None if a is None and u is None else (a, u)
-
-
-def _seed(dec: ChangeDecoder, cp: Checkpoint) -> list:
-    """Teach a fresh decoder a checkpoint's Relation and Type definitions; their
-    (relation_id, version) pairs."""
-    for oid, ns, name in cp.types:
-        dec._type(dict(type_oid=oid, namespace=ns, type_name=name))
-    out = []
-    for rel in cp.relations:
-        v = dec._add_version(copy.deepcopy(rel))
-        dec._relmap[rel["relation_id"]] = v
-        out.append((rel["relation_id"], v))
-    return out
+def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **options) -> Checkpoint:
+    """The checkpoint of a single-process run (``decode_changes(..., resume=)`` or a
+    ``ChangeDecoder``) over these rows — the ones it was fed, with their order keys:
+    a :class:`ControlPlan` over their control rows, with the run's options."""
+    values = _one_binary(values)
+    keys = _keys(order)
+    mask = control_candidates(values, envelope=envelope)
+    return ControlPlan.build(values.filter(pa.array(mask)), keys[mask], envelope=envelope, resume=resume,
+                             **options).checkpoint()
 
 
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:

@@ -643,7 +643,7 @@ def _resumed_runs(values, keys, lsn, cuts):
     last checkpoint, the rows read and the kinds of transactions that held a checkpoint."""
 
     from pgoutput_codec.checkpoint import Checkpoint
-    from pgoutput_codec.plan import ControlPlan, control_candidates
+    from pgoutput_codec.plan import ControlPlan, checkpoint_after, control_candidates
     cp, out, read, held = None, [], 0, set()
     for cut in cuts:
         sel = (keys < cut) & (keys >= (cp.from_key if cp is not None else keys.min()))
@@ -655,6 +655,10 @@ def _resumed_runs(values, keys, lsn, cuts):
                    .sort_by([("commit_rank", "ascending"), ("seq", "ascending")]).drop_columns(["commit_rank"]))
         nxt = Checkpoint.from_json(plan.checkpoint().to_json())
         assert nxt == plan.checkpoint() and (cp is None or nxt.from_key >= cp.from_key)
+        # the single-process decoder resumed from the same checkpoint gives the same rows
+        rows = {"data": v, "seq": pa.array(k)} | ({} if lsn is None else {"lsn": lsn.filter(pa.array(sel))})
+        assert decode_changes(pa.table(rows), resume=cp).equals(out[-1])
+        assert checkpoint_after(v, k, resume=cp) == nxt
         held |= {h["kind"] for h in nxt.held_by}
         cp = nxt
     return pa.concat_tables(out), cp, read, held
@@ -720,8 +724,11 @@ def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
     assert got.drop_columns(["seq"]).equals(want.drop_columns(["seq"]))
     assert pc.subtract(got.column("seq"), 1000).equals(want.column("seq"))
     assert held == {"stream", "prepared"} and read == len(msgs) + len(later) + (len(msgs) - 4)
-    # a run up to until_lsn: what committed after it holds the checkpoint too, and comes next
     from pgoutput_codec.plan import ControlPlan, control_candidates
+    # a run with nothing new leaves the checkpoint as it was
+    again = ControlPlan.build(pa.array([], pa.binary()), np.zeros(0, np.int64), resume=cp).checkpoint()
+    assert again == cp and again.held_by == cp.held_by == ()
+    # a run up to until_lsn: what committed after it holds the checkpoint too, and comes next
     m = control_candidates(values)
     first = ControlPlan.build(values.filter(pa.array(m)), keys[m], until_lsn=30)
     cp = first.checkpoint()

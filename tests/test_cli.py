@@ -113,6 +113,41 @@ def test_decode_sample_changes_equals_library(tmp_path):
     assert len(got) == sum(after < v <= until for v in want.column("commit_lsn").to_pylist())
 
 
+def test_decode_changes_incremental_with_a_checkpoint_file(tmp_path):
+    """A growing archive directory decoded day by day with --checkpoint: each run reads only
+    the files from the checkpoint's seq on, the days' outputs together are the whole
+    archive's changes, and a run with nothing new gives nothing."""
+    src = pq.read_table(SAMPLE).replace_schema_metadata(None)
+    want = pc.decode_changes(src)
+    d, cp = tmp_path / "arch", tmp_path / "state" / "cp.json"
+    d.mkdir()
+    cp.parent.mkdir()
+    cuts = [0, 700, 1400, 2000, len(src)]
+    got, start, held = [], 0, 0
+    for day, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        pq.write_table(src.slice(a, b - a), d / f"part-{day:06d}.parquet")
+        out = tmp_path / f"day{day}.parquet"
+        res = run_cli("decode", str(d), str(out), "--changes", "--checkpoint", str(cp))
+        assert res.returncode == 0, res.stderr
+        got.append(pq.read_table(out))
+        assert f"rows in: {b - start} " in res.stdout        # only the rows from the checkpoint on
+        state = json.loads(cp.read_text())
+        assert f"reads from seq {state['from_key']}" in res.stdout
+        start, held = state["from_key"], held + len(state["held_by"])
+    whole = pa.concat_tables(got)
+    assert whole.equals(want.cast(whole.schema)), (len(whole), len(want))
+    assert held >= 2                             # the sample's big streamed transaction spans days
+    assert state["held_by"] == [] and state["from_key"] == src.column("seq")[-1].as_py() + 1
+    res = run_cli("decode", str(d), str(tmp_path / "again.parquet"), "--changes", "--checkpoint", str(cp))
+    assert res.returncode == 0 and pq.read_table(tmp_path / "again.parquet").num_rows == 0, res.stderr
+    assert "change rows written: 0" in res.stdout and f"{len(cuts) - 1} file(s) before" in res.stdout
+    assert json.loads(cp.read_text()) == state
+    cp.write_text("{not json")
+    assert_clean_failure(run_cli("decode", str(d), str(out), "--changes", "--checkpoint", str(cp)),
+                         "not a checkpoint")
+    assert_clean_failure(run_cli("decode", str(d), str(out), "--checkpoint", str(cp)), "--checkpoint needs --changes")
+
+
 def test_decode_directory_in_seq_order(tmp_path):
     """A directory of files whose names do not sort in seq order: decoded in seq order."""
     src = pq.read_table(SAMPLE).replace_schema_metadata(None)
