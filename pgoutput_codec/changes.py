@@ -353,7 +353,8 @@ class ChangeDecoder:
         self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
                             include_timestamp=include_timestamp, include_origin=include_origin,
                             max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors,
-                            after_lsn=after_lsn, until_lsn=until_lsn)
+                            after_lsn=after_lsn, until_lsn=until_lsn,
+                            resume=None if resume is None else Checkpoint.of(resume))
         self._window = commit_window(after_lsn, until_lsn)
         self._patterns = parse_table_list(tables)
         self._in_stream = False
@@ -375,8 +376,8 @@ class ChangeDecoder:
         self.last_batch = None     # light mode: the decoded messages _src points into
         self._from_key = None
         self._seeded = []          # (relation_id, version) taught by a checkpoint
-        if resume is not None:
-            self._resume(Checkpoint.of(resume))
+        if resume is not None:   # (kept in options: from_state resumes a resumed decoder alike)
+            self._resume(self.options["resume"])
 
     def _resume(self, cp: Checkpoint):
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""

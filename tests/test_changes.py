@@ -656,8 +656,12 @@ def _resumed_runs(values, keys, lsn, cuts):
         nxt = Checkpoint.from_json(plan.checkpoint().to_json())
         assert nxt == plan.checkpoint() and (cp is None or nxt.from_key >= cp.from_key)
         # the single-process decoder resumed from the same checkpoint gives the same rows
-        rows = {"data": v, "seq": pa.array(k)} | ({} if lsn is None else {"lsn": lsn.filter(pa.array(sel))})
-        assert decode_changes(pa.table(rows), resume=cp).equals(out[-1])
+        rows = pa.table({"data": v, "seq": pa.array(k)} | ({} if lsn is None else {"lsn": lsn.filter(pa.array(sel))}))
+        assert decode_changes(rows, resume=cp).equals(out[-1])
+        dec, h = ChangeDecoder(resume=cp), len(rows) // 2    # a resumed decoder's state resumes alike
+        first = dec.feed(rows.slice(0, h))
+        rest = ChangeDecoder.from_state(pickle.loads(pickle.dumps(dec.state))).feed(rows.slice(h))
+        assert pa.concat_tables([first, rest]).equals(out[-1])
         assert checkpoint_after(v, k, resume=cp) == nxt
         held |= {h["kind"] for h in nxt.held_by}
         cp = nxt
