@@ -53,7 +53,11 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, text: str) -> "Checkpoint":
-        return cls.of(json.loads(text))
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"not a checkpoint: not JSON ({e})") from None
+        return cls.of(d)
 
     @classmethod
     def of(cls, value) -> "Checkpoint":
@@ -72,8 +76,27 @@ class Checkpoint:
             return cls(from_key=int(d["from_key"]),
                        after_lsn=None if d.get("after_lsn") is None else int(d["after_lsn"]),
                        in_stream=bool(d.get("in_stream", False)),
-                       relations=tuple(d.get("relations", ())),
-                       types=tuple(tuple(t) for t in d.get("types", ())),
+                       relations=tuple(_relation(r) for r in d.get("relations", ())),
+                       types=tuple(_type(t) for t in d.get("types", ())),
                        held_by=tuple(d.get("held_by", ())))
         except KeyError as e:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"not a checkpoint: {e}") from None
+
+
+# A checkpoint may have been stored for months, or edited: its definitions are checked
+# here, so that a bad one fails with a clear error before any row is decoded.
+
+def _relation(r) -> dict:
+    if not isinstance(r, dict) or not isinstance(r.get("columns"), list):
+        raise ValueError(f"a relation must be a dict with a columns list, got {r!r:.80}")
+    cols = [dict(name=str(c["name"]), type_oid=int(c["type_oid"]), type_modifier=int(c["type_modifier"]),
+                 flags=int(c["flags"])) for c in r["columns"]]
+    return dict(schema=str(r["schema"]), table=str(r["table"]), relation_id=int(r["relation_id"]),
+                replica_identity=r["replica_identity"], columns=cols)
+
+
+def _type(t) -> tuple:
+    oid, ns, name = t
+    return int(oid), ns, name

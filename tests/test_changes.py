@@ -743,3 +743,28 @@ def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
         [("commit_rank", "ascending"), ("seq", "ascending")]).drop_columns(["commit_rank"])
         for p, sel in ((first, np.ones(len(keys), bool)), (second, rest))])
     assert got.drop_columns(["seq"]).equals(want.drop_columns(["seq"]))
+
+
+def test_a_bad_checkpoint_is_refused_with_a_clear_error():
+    """A checkpoint read back after months, or edited by hand: checked before any row."""
+    import json
+
+    from pgoutput_codec.checkpoint import Checkpoint
+    from pgoutput_codec.plan import checkpoint_after
+    sample = pq.read_table(DATA.parent.parent / "pgoutput_codec" / "data" / "sample_archive.parquet")
+    good = json.loads(checkpoint_after(sample["data"], sample["seq"]).to_json())
+    assert good["relations"] and Checkpoint.of(good) == Checkpoint.from_json(json.dumps(good))
+    col = dict(good["relations"][0]["columns"][0])
+    del col["type_oid"]
+    for bad, why in [({k: v for k, v in good.items() if k != "from_key"}, "no 'from_key'"),
+                     (good | {"format": 99}, "format 99"),
+                     (good | {"from_key": "x"}, "not a checkpoint"),
+                     (good | {"relations": [{"schema": "s"}]}, "columns list"),
+                     (good | {"relations": [good["relations"][0] | {"columns": [col]}]}, "no 'type_oid'"),
+                     (good | {"types": [[1, 2]]}, "not a checkpoint")]:
+        with pytest.raises(ValueError, match=why):
+            Checkpoint.of(bad)
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        ChangeDecoder(resume="{broken")
+    with pytest.raises(TypeError, match="resume must be"):
+        ChangeDecoder(resume=42)
