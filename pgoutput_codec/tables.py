@@ -11,6 +11,8 @@ it gives (commit order; arrival order inside a transaction) and never re-sort by
   truncates clearing, unchanged TOAST values carried from the earlier image.
 - :func:`history` — every version of every row with the commit range it was valid in
   (SCD type 2: ``__START_AT``/``__END_AT`` commit times, ``__START_LSN``/``__END_LSN``).
+- :func:`net_changes` — one row per key changed: its last image or its deletion (and
+  a truncate), the batch an incremental run applies to a copy of the table by MERGE.
 
 Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null with a
 ``<column>__special`` string column saying what they were (see docs/TYPES.md).
@@ -26,7 +28,7 @@ from ._gather import take_table
 from .schema import TS
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
-__all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "table_columns"]
+__all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns"]
 
 _COMMIT_COLS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin"]
 
@@ -317,8 +319,12 @@ def _empty_changes(options) -> pa.Table:
     return ChangeDecoder(**options).output_schema.empty_table()
 
 
-def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
-    """Replay one table's changes on raw (kind, data) values, keyed by replica identity."""
+def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: dict | None = None):
+    """Replay one table's changes on raw (kind, data) values, keyed by replica identity.
+    ``net`` (a dict, filled): per key its last commit (lsn, ts) (``stamp``), the keys
+    whose last change deleted them (``deleted``), the last truncate's commit
+    (``truncated``), and per key the key of the row before these changes that it
+    descends from through key-changing updates (``src``; None: inserted here)."""
     rows = _rows_of(changes, name)
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
@@ -341,6 +347,8 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
             for key in list(store):
                 close(key, lsn, ts)
             store.clear()
+            if net is not None:
+                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={})
             continue
         before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
             if r["before"] is not None else None
@@ -350,6 +358,8 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
             key = tuple(after.get(k) for k in keycols)
             close(key, lsn, ts)
             store[key] = after
+            if net is not None:
+                net["src"][key] = None
         elif op == "U":
             # the old image ('K' key or 'O' whole row under FULL identity) names the row;
             # without one the key did not change
@@ -366,13 +376,26 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool):
             store[new_key] = new
             after = new
             key = new_key
+            if net is not None:
+                src = net["src"].pop(old_key) if old_key in net["src"] else old_key
+                net["src"][new_key] = src
+                if old_key != new_key:
+                    net["deleted"][old_key] = keycols
+                    net["stamp"][old_key] = (lsn, ts)
         elif op == "D":
             key = tuple(before.get(k) for k in keycols)
             store.pop(key, None)
             close(key, lsn, ts)
+            if net is not None:
+                net["deleted"][key] = keycols
+                net["stamp"][key] = (lsn, ts)
+                net["src"].pop(key, None)
             continue
         else:
             continue
+        if net is not None:
+            net["deleted"].pop(key, None)
+            net["stamp"][key] = (lsn, ts)
         if keep_history:
             open_ver[key] = len(versions)
             versions.append([key, after, op, lsn, ts, None, None])
@@ -394,6 +417,57 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     cols = table_columns(changes, name)
     arrays, names = _typed_rows(list(store.values()), cols, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+    """What these changes did to the table, one row per key — the batch to apply to a
+    copy of the table (a lake table kept up to date by incremental runs, with a MERGE on
+    the replica-identity key):
+
+    - ``__OP`` ``"upsert"``: the key's last image (typed columns, like :func:`snapshot`);
+      ``__UNCHANGED`` lists the columns sent as unchanged TOAST whose value these
+      changes never carried: keep the target's value for them — from the row of key
+      ``__UNCHANGED_FROM`` (a struct of the key columns) when the key changed in these
+      changes, else from the same key;
+    - ``__OP`` ``"delete"``: the key (its key columns set, the others null) is gone —
+      deleted, or the old key of a key-changing update;
+    - ``__OP`` ``"truncate"``, first and at most once: the table was truncated; delete
+      every row of the target before applying the others (only changes after the last
+      truncate are given).
+
+    ``__COMMIT_LSN``/``__COMMIT_AT``: the commit of the key's last change. Rows are in
+    that commit order. Applied to the table as of the commit before these changes, the
+    result is the table after them (tested against :func:`snapshot`)."""
+    net = {"stamp": {}, "deleted": {}, "truncated": None, "src": {}}
+    store, _ = _replay(changes, name, None, False, net)
+    cols = table_columns(changes, name)
+    ups = list(store)
+    dels = list(net["deleted"])
+    rows = [store[k] for k in ups] + [dict(zip(kc, k, strict=True)) for k, kc in net["deleted"].items()]
+    stamps = [net["stamp"][k] for k in ups + dels]
+    ops = ["upsert"] * len(ups) + ["delete"] * len(dels)
+    unchanged = [sorted(c for c, v in store[k].items() if v[0] == "u") for k in ups] + [[] for _ in dels]
+    # where the target holds the values still unchanged: another key only across a key change
+    src = [net["src"].get(k, k) if unchanged[i] and net["src"].get(k, k) != k else None
+           for i, k in enumerate(ups)] + [None] * len(dels)
+    if net["truncated"] is not None:
+        rows, stamps, ops = [{}] + rows, [net["truncated"]] + stamps, ["truncate"] + ops
+        unchanged, src = [[]] + unchanged, [None] + src
+    order = sorted(range(len(rows)), key=lambda i: (ops[i] != "truncate", stamps[i][0] or 0))
+    arrays, names = _typed_rows([rows[i] for i in order], cols, registry)
+    keycols = [c["name"] for c in cols if c["flags"] & 1] or [c["name"] for c in cols]
+    from_arrays, from_names = _typed_rows([dict(zip(keycols, src[i], strict=True)) if src[i] else {} for i in order],
+                                          [c for c in cols if c["name"] in keycols], registry)
+    from_key = pa.StructArray.from_arrays(from_arrays, names=from_names,
+                                          mask=pa.array([src[i] is None for i in order], pa.bool_()))
+    extra = {
+        "__OP": pa.array([ops[i] for i in order], pa.string()),
+        "__UNCHANGED": pa.array([unchanged[i] for i in order], pa.list_(pa.string())),
+        "__UNCHANGED_FROM": from_key,
+        "__COMMIT_LSN": pa.array([stamps[i][0] for i in order], pa.uint64()),
+        "__COMMIT_AT": pa.array([stamps[i][1] for i in order], TS),
+    }
+    return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
 
 
 def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
