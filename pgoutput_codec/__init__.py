@@ -36,6 +36,7 @@ _LAZY = {
     "decode_table_changes": (".tables", "decode_table_changes"),
     "snapshot": (".tables", "snapshot"),
     "history": (".tables", "history"),
+    "net_changes": (".tables", "net_changes"),
     "Checkpoint": (".checkpoint", "Checkpoint"),
 }
 
@@ -43,7 +44,7 @@ _LAZY = {
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
+    "net_changes", "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]
 

@@ -91,8 +91,9 @@ by the plan, like the single-process ``errors="collect"``.
 Tables: :func:`table_changes` types ``before``/``after`` with the type catalog per
 partition (``mapInArrow`` over the single-process :func:`pgoutput_codec.tables.table_changes`),
 with one Spark schema computed on the driver from every Relation version of the table.
-:func:`snapshot` and :func:`history` are DataFrame operations on it (windows over the
-replica-identity key); see their docstrings for what is carried and what is not.
+:func:`snapshot`, :func:`history` and :func:`net_changes` are DataFrame operations on it
+(windows over the replica-identity key; unchanged TOAST values follow a row through key
+changes, :func:`_lineage`); see their docstrings for what is carried and what is not.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, c
 
 
 
-__all__ = ["decode_changes", "checkpoint_of", "table_changes", "snapshot", "history", "change_type", "table_schema"]
+__all__ = ["decode_changes", "checkpoint_of", "table_changes", "snapshot", "history", "net_changes", "change_type",
+           "table_schema"]
 
 _PAYLOAD, _KEY, _LSN = "__payload", "__order", "__lsn"
 _SUB = "__sub"
@@ -1063,6 +1065,42 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     return last.select("after.*")
+
+
+def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+    """One row per key these changes touched, as the single-process
+    :func:`pgoutput_codec.tables.net_changes`: ``__OP`` "upsert" (the key's last image,
+    ``__UNCHANGED`` the columns whose unchanged TOAST value these changes never carried —
+    the target keeps them, from the row of key ``__UNCHANGED_FROM`` when a key change
+    moved the row), "delete" (the key columns set) and, first, "truncate" (empty the
+    target); ``__COMMIT_LSN``/``__COMMIT_AT`` of the key's last change, in commit order.
+    What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
+    ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
+    update when matched (keeping the ``__UNCHANGED`` columns) or insert."""
+    ev, truncs, names, cols = _events(changes, name, None, registry)
+    ev = _carry_toast(_after_truncate(ev, truncs), names, cols, pending=True)
+    w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
+    last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
+    keycols = ev.schema["__key"].dataType.names
+    is_set = F.col("__ev") == "set"
+    image = F.when(is_set, F.col("after")).otherwise(F.struct(*[
+        (F.col(f"__key.`{f.name}`") if f.name in keycols else F.lit(None).cast(f.dataType)).alias(f.name)
+        for f in cols.fields]))
+    pending = F.when(is_set, F.coalesce(F.col("__pending"), F.array().cast("array<string>"))) \
+        .otherwise(F.array().cast("array<string>"))
+    moved = F.col("__lin.p").isNull() & ~F.col("__lin.k").eqNullSafe(F.col("__key"))
+    out = last.select(image.alias("__img"), F.when(is_set, "upsert").otherwise("delete").alias("__OP"),
+                      pending.alias("__UNCHANGED"),
+                      F.when((F.size(pending) > 0) & moved, F.col("__lin.k")).alias("__UNCHANGED_FROM"),
+                      F.col("commit_lsn").alias("__COMMIT_LSN"), F.col("commit_ts").alias("__COMMIT_AT"), "__pos")
+    out = out.select("__img.*", "__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__pos")
+    if truncs:
+        r, q, lsn, ts = truncs[-1]
+        row = {f.name: None for f in out.schema.fields} | {
+            "__OP": "truncate", "__UNCHANGED": [], "__COMMIT_LSN": lsn, "__COMMIT_AT": ts, "__pos": (r, q)}
+        out = out.unionByName(changes.sparkSession.createDataFrame([row], out.schema))
+    first = F.when(F.col("__OP") == "truncate", 0).otherwise(1)
+    return out.orderBy(first, "__pos").drop("__pos")
 
 
 def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:

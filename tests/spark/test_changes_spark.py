@@ -531,6 +531,56 @@ def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
             assert h.column(c).to_pylist() == h1.column(c).to_pylist(), (impl, c)
 
 
+def _same_net(got: pa.Table, want1: pa.Table, cols, reg, label):
+    """Spark's net_changes rows equal the single-process ones (typed as Spark types them)."""
+    if not len(want1):
+        assert len(got) == 0, label
+        return
+    want = _conformed(want1, cols, reg)
+    for c in ["__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT"]:
+        want = want.append_column(c, want1.column(c))
+    got = got.set_column(got.column_names.index("__COMMIT_LSN"), "__COMMIT_LSN",
+                         got.column("__COMMIT_LSN").cast(pa.uint64()))
+    key = [("__OP", "ascending"), (cols[0]["name"], "ascending"), ("__COMMIT_LSN", "ascending")]
+    got, want = got.sort_by(key), want.sort_by(key)
+    assert len(got) == len(want), label
+    for c in want.column_names:
+        if c in ("__UNCHANGED", "__UNCHANGED_FROM"):
+            assert got.column(c).to_pylist() == want.column(c).to_pylist(), (label, c)
+        else:
+            assert TC.same_values(got.column(c), want.column(c).cast(got.column(c).type)), (label, c)
+
+
+def test_net_changes_equal_single_process(spark, files, tmp_path):
+    """net_changes over the changes after a cut, Spark against single-process: the
+    corpus tables with key changes (default, index, FULL identity), unchanged TOAST and
+    truncates, and rows moved by key changes with their TOAST value unchanged."""
+    from pgoutput_codec.tables import net_changes as net_1
+    from pgoutput_codec.spark import net_changes
+    reg = TC.registry_for(VERSION)
+    ch = decode_changes(spark.read.parquet(*files["v1_text"]), order_by="seq").cache()
+    single = decode_changes_1(archive(VERSION, "v1_text"), registry=reg)
+    lsns = sorted(set(single.column("commit_lsn").to_pylist()))
+    cut = lsns[len(lsns) // 3]
+    later1 = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+    later = ch.where(F.col("commit_lsn") > F.lit(cut))
+    ops = set()
+    for name in ["public.rid_full", "public.rid_default", "public.rid_index", "public.toasty",
+                 "public.trunc_parent", "Sch.MixedCase"]:
+        want1 = net_1(later1, name, registry=reg)
+        ops |= set(want1.column("__OP").to_pylist())
+        _same_net(collect(net_changes(later, name, registry=reg)), want1, table_columns(later1, name), reg, name)
+    assert ops == {"upsert", "delete", "truncate"}, ops
+    ch.unpersist()
+    t = _toast_chains()
+    single = decode_changes_1(t)
+    ch = decode_changes(spark.read.parquet(*write_files(t, tmp_path / "chains", 2)), order_by="seq", lsn=None)
+    want1 = net_1(single.filter(pc.greater(single.column("commit_lsn"), 10)), "public.t")
+    assert want1.column("__UNCHANGED_FROM").to_pylist().count(None) < len(want1)   # a moved row's value
+    _same_net(collect(net_changes(ch.where(F.col("commit_lsn") > 10), "public.t")), want1,
+              table_columns(single, "public.t"), None, "chains")
+
+
 def test_default_order_without_row_index_metadata(spark, files):
     """A union of scans has no ``_metadata``: file order (input_file_name) and the row's
     place in its split; after a shuffle that order is gone, so it is refused."""
