@@ -941,8 +941,12 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
 
 def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
-    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side list)."""
+    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side list).
+    ``ev`` is None when the table has no row change here (no columns to build a key from:
+    Spark 3.5 refuses an empty struct column)."""
     versions, truncs = _table_info(changes, name)
+    if not versions:
+        return None, truncs, [], T.StructType([])
     tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
@@ -1061,6 +1065,8 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
     ev, truncs, names, cols = _events(changes, name, as_of_lsn, registry)
+    if ev is None:
+        return changes.sparkSession.createDataFrame([], cols)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
@@ -1078,6 +1084,13 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
     update when matched (keeping the ``__UNCHANGED`` columns) or insert."""
     ev, truncs, names, cols = _events(changes, name, None, registry)
+    if ev is None:   # no row change: a truncate at most, and no columns to give
+        extra = T.StructType([T.StructField("__OP", T.StringType()),
+                              T.StructField("__UNCHANGED", T.ArrayType(T.StringType())),
+                              T.StructField("__COMMIT_LSN", ST.LSN_TYPE),
+                              T.StructField("__COMMIT_AT", T.TimestampType())])
+        rows = [("truncate", [], truncs[-1][2], truncs[-1][3])] if truncs else []
+        return changes.sparkSession.createDataFrame(rows, extra)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, pending=True)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
@@ -1109,6 +1122,11 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
     ev, ts, names, cols = _events(changes, name, None, registry)
+    if ev is None:
+        return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
+            T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),
+            T.StructField("__START_AT", T.TimestampType()), T.StructField("__END_LSN", ST.LSN_TYPE),
+            T.StructField("__END_AT", T.TimestampType())]))
     ev = _carry_toast(ev, names, cols)
     w = Window.partitionBy("__key").orderBy("__pos", "__sub")
     nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))

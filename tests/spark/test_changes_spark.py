@@ -616,3 +616,16 @@ def test_history_equals_single_process_on_corpus(spark, files):
         for c in want.column_names:
             assert TC.same_values(got.column(c), want.column(c).cast(got.column(c).type)), (name, c)
     ch.unpersist()
+
+
+def test_tables_without_row_changes_give_empty_frames(spark, files):
+    """A table with no row change in the DataFrame (an incremental run where it did not
+    change): empty snapshot, history and net changes, also on PySpark 3.5 (which refuses
+    an empty struct column)."""
+    from pgoutput_codec.spark import net_changes
+    ch = decode_changes(spark.read.parquet(*files["v1_text"]), order_by="seq")
+    nothing = ch.where(F.col("commit_lsn") < 0)
+    assert snapshot(nothing, "public.rid_full").count() == 0
+    assert history(nothing, "public.rid_full").count() == 0
+    net = net_changes(nothing, "public.rid_full")
+    assert net.count() == 0 and "__OP" in net.columns
