@@ -228,33 +228,28 @@ def read_archive_parts(path: str) -> list:
     return [ArchivePart(path, "csv")]
 
 
-def _first_seq(path):
-    import pyarrow.parquet as pq
-
-    md = pq.ParquetFile(path).metadata
-    try:
-        i = md.schema.names.index("seq")
-        st = md.row_group(0).column(i).statistics
-        return st.min if st is not None and st.has_min_max else 0
-    except (ValueError, IndexError):
-        return 0
-
-
-def _last_seq(path):
-    """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
+def _seq_stats(path):
+    """The ``seq`` column's statistics of a Parquet file, one (min, max) per row group
+    (None for a row group without them); [] without a ``seq`` column."""
     import pyarrow.parquet as pq
 
     md = pq.ParquetFile(path).metadata
     if "seq" not in md.schema.names:
-        return None
+        return []
     i = md.schema.names.index("seq")
-    top = None
-    for g in range(md.num_row_groups):
-        st = md.row_group(g).column(i).statistics
-        if st is None or not st.has_min_max:
-            return None
-        top = st.max if top is None else max(top, st.max)
-    return top
+    stats = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+    return [(st.min, st.max) if st is not None and st.has_min_max else None for st in stats]
+
+
+def _first_seq(path):
+    stats = _seq_stats(path)
+    return stats[0][0] if stats and stats[0] is not None else 0
+
+
+def _last_seq(path):
+    """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
+    stats = _seq_stats(path)
+    return None if not stats or None in stats else max(hi for _, hi in stats)
 
 
 def _load_checkpoint(path):
@@ -310,13 +305,8 @@ def iter_archive(parts, payload="data", dedupe=True, skip=None):
 
     covered = None
     for part in parts:
-        if skip is not None and skip(part):
-            if part.meta and part.meta.get("end_lsn"):
-                end = parse_lsn(part.meta["end_lsn"])
-                covered = end if covered is None else max(covered, end)
-            continue
-        t = part.read(payload)
-        if dedupe:
+        t = None if skip is not None and skip(part) else part.read(payload)
+        if t is not None and dedupe:
             k = _overlap_prefix(part, t, covered)
             if k:
                 print(f"{PROG}: {os.path.basename(part.path)}: skipping {k} rows re-captured after an "
@@ -325,7 +315,8 @@ def iter_archive(parts, payload="data", dedupe=True, skip=None):
         if part.meta and part.meta.get("end_lsn"):
             end = parse_lsn(part.meta["end_lsn"])
             covered = end if covered is None else max(covered, end)
-        yield part, t
+        if t is not None:
+            yield part, t
 
 
 # ====================================================================== capture
@@ -592,17 +583,16 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     from .batch import decode_batch_with_state
     from .changes import ChangeDecoder
     from .errors import PgoutputDecodeError
-    from .plan import ControlPlan, control_candidates
+    from .plan import checkpoint_after, control_candidates
 
     parts = read_archive_parts(archive)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
     skip, ctrl, skipped = None, [], []
-    if checkpoint:
-        if any(p.kind != "parquet" for p in parts):
-            raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
-
-        def skip(part):
-            last = _last_seq(part.path) if resume is not None else None
+    if checkpoint and any(p.kind != "parquet" for p in parts):
+        raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
+    if resume is not None:
+        def skip(part):   # a file wholly before the checkpoint is not read
+            last = _last_seq(part.path)
             if last is not None and last < resume.from_key:
                 skipped.append(part)
                 return True
@@ -664,9 +654,9 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
         # the next run's start: a plan over the control rows this run fed its decoder
         c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),
                                                           "seq": pa.array([], pa.int64())})
-        nxt = ControlPlan.build(c.column("data"), c.column("seq"), resume=resume, tables=tables,
-                                after_lsn=after_lsn, until_lsn=until_lsn,
-                                errors="raise" if mode == "FAILFAST" else "collect").checkpoint()
+        nxt = checkpoint_after(c.column("data"), c.column("seq"), resume=resume, tables=tables,
+                               after_lsn=after_lsn, until_lsn=until_lsn,
+                               errors="raise" if mode == "FAILFAST" else "collect")
         _save_checkpoint(checkpoint, nxt)
         counts.update(checkpoint=checkpoint, files_skipped=len(skipped), next_from_seq=nxt.from_key,
                       held_by=len(nxt.held_by))
