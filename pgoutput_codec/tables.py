@@ -324,7 +324,8 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
     ``net`` (a dict, filled): per key its last commit (lsn, ts) (``stamp``), the keys
     whose last change deleted them (``deleted``), the last truncate's commit
     (``truncated``), and per key the key of the row before these changes that it
-    descends from through key-changing updates (``src``; None: inserted here)."""
+    descends from through key-changing updates, with its key columns (``src``; None:
+    inserted here)."""
     rows = _rows_of(changes, name)
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
@@ -377,7 +378,7 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
             after = new
             key = new_key
             if net is not None:
-                src = net["src"].pop(old_key) if old_key in net["src"] else old_key
+                src = net["src"].pop(old_key) if old_key in net["src"] else (old_key, keycols)
                 net["src"][new_key] = src
                 if old_key != new_key:
                     net["deleted"][old_key] = keycols
@@ -447,17 +448,20 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     stamps = [net["stamp"][k] for k in ups + dels]
     ops = ["upsert"] * len(ups) + ["delete"] * len(dels)
     unchanged = [sorted(c for c, v in store[k].items() if v[0] == "u") for k in ups] + [[] for _ in dels]
-    # where the target holds the values still unchanged: another key only across a key change
-    src = [net["src"].get(k, k) if unchanged[i] and net["src"].get(k, k) != k else None
-           for i, k in enumerate(ups)] + [None] * len(dels)
+    def moved_from(k):
+        """Where the target holds k's still-unchanged values: another key only across a key change."""
+        s = net["src"].get(k)
+        return s if s is not None and s[0] != k else None
+
+    src = [moved_from(k) if unchanged[i] else None for i, k in enumerate(ups)] + [None] * len(dels)
     if net["truncated"] is not None:
         rows, stamps, ops = [{}] + rows, [net["truncated"]] + stamps, ["truncate"] + ops
         unchanged, src = [[]] + unchanged, [None] + src
     order = sorted(range(len(rows)), key=lambda i: (ops[i] != "truncate", stamps[i][0] or 0))
     arrays, names = _typed_rows([rows[i] for i in order], cols, registry)
     keycols = [c["name"] for c in cols if c["flags"] & 1] or [c["name"] for c in cols]
-    from_arrays, from_names = _typed_rows([dict(zip(keycols, src[i], strict=True)) if src[i] else {} for i in order],
-                                          [c for c in cols if c["name"] in keycols], registry)
+    from_arrays, from_names = _typed_rows([dict(zip(src[i][1], src[i][0], strict=True)) if src[i] else {}
+                                           for i in order], [c for c in cols if c["name"] in keycols], registry)
     from_key = pa.StructArray.from_arrays(from_arrays, names=from_names,
                                           mask=pa.array([src[i] is None for i in order], pa.bool_()))
     extra = {
