@@ -1014,10 +1014,10 @@ def _lineage(ev: DataFrame) -> DataFrame:
             lin = cur.get(hk, (key, None))
         cur[hk] = lin
         out.append((key, r["__pos"], r["__sub"], {"k": lin[0], "p": lin[1]}))
-    lin_type = ev.select(own.alias("x")).schema["x"].dataType
+    key_t, pos_t = ev.schema["__key"].dataType, ev.schema["__pos"].dataType
     labels = ev.sparkSession.createDataFrame(out, T.StructType([
-        T.StructField("__lk", ev.schema["__key"].dataType), T.StructField("__lpos", ev.schema["__pos"].dataType),
-        T.StructField("__lsub", T.IntegerType()), T.StructField("__l", lin_type)]))
+        T.StructField("__lk", key_t), T.StructField("__lpos", pos_t), T.StructField("__lsub", T.IntegerType()),
+        T.StructField("__l", T.StructType([T.StructField("k", key_t), T.StructField("p", pos_t)]))]))
     cond = (F.col("__key").eqNullSafe(F.col("__lk")) & (F.col("__pos") == F.col("__lpos"))
             & (F.col("__sub") == F.col("__lsub")))
     return (ev.join(F.broadcast(labels), cond, "left").withColumn("__lin", F.coalesce(F.col("__l"), own))
