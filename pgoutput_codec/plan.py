@@ -58,8 +58,9 @@ for _t in b"IUDT":
 INERT_TAGS = b"M"
 ENVELOPE_INERT_TAGS = b"k"
 #: Bytes of a payload that :meth:`ControlPlan.keep_mask` reads: an XLogData header (25),
-#: the tag, a streaming xid and the relation id (I/U/D all start tag, [xid], relid).
-HEAD_BYTES = 25 + 1 + 4 + 4
+#: the tag, a streaming xid and the relation id (I/U/D all start tag, [xid], relid), and
+#: the byte after it (an Update's 'K'/'O' when it sends its old key or row).
+HEAD_BYTES = 25 + 1 + 4 + 4 + 1
 #: An order key below every other: a checkpoint's Relations are in force before any row.
 _BEFORE_ALL = int(np.iinfo(np.int64).min)
 _IS_ROW_CHANGE = np.zeros(256, dtype=bool)
@@ -429,7 +430,8 @@ class ControlPlan:
     def _judge_heads(self, heads, keys):
         """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be
         judged (``rows``), their transaction's commit rank (-1: not given; see
-        :meth:`_rank`), the segment's slot and a function giving their relation ids."""
+        :meth:`_rank`), the segment's slot, a function giving their relation ids and one
+        telling the Updates that send their old key or row."""
         heads = _one_binary(heads)
         n = len(heads)
         if pa.types.is_large_binary(heads.type):
@@ -456,7 +458,10 @@ class ControlPlan:
 
         slot = self.seg_slot[np.searchsorted(self.ctrl_keys, keys[rows], side="left")]
         rank = self._rank(slot, lambda: np.where(stream[rows], be32(at[rows] + 1), 0))
-        return rows, rank, slot, lambda: be32(rel_at[rows])
+        def sends_old():   # an Update's 'K'/'O' byte right after the relation id
+            return (tag[rows] == ord("U")) & np.isin(head[rows, rel_at[rows] + 4], [ord("K"), ord("O")])
+
+        return rows, rank, slot, lambda: be32(rel_at[rows]), sends_old
 
     def keep_mask(self, heads, order) -> np.ndarray:
         """False for the rows :meth:`changes` would leave out as I/U/D changes of a
@@ -470,7 +475,7 @@ class ControlPlan:
         keep = np.ones(len(heads), dtype=bool)
         if len(heads) == 0 or not self.drops_changes():
             return keep
-        rows, rank, slot, relids = self._judge_heads(heads, keys)
+        rows, rank, slot, relids, _ = self._judge_heads(heads, keys)
         if not len(rows):
             return keep
         drop = (slot >= 0) & (rank < 0)
@@ -485,15 +490,19 @@ class ControlPlan:
         """Per row, from the payload heads and order keys alone: the Relation version
         index (into ``versions``) and commit rank :meth:`changes` would give it — both
         -1 for a row it would not give as an I/U/D change (another tag, not given, a
-        table ``tables`` leaves out) or that cannot be judged. For jobs that need only
-        these (``table_changes``' list of Relation versions) without decoding."""
+        table ``tables`` leaves out) or that cannot be judged — and whether it is a
+        given Update that sends its old key or row ('K'/'O': the only Updates that can
+        change the key). For jobs that need only these (``table_changes``' list of
+        Relation versions; whether ``snapshot`` must follow rows across keys) without
+        decoding."""
         keys = _keys(order)
         n = len(heads)
         version = np.full(n, -1, dtype=np.int64)
         rank_out = np.full(n, -1, dtype=np.int64)
+        old = np.zeros(n, dtype=bool)
         if n == 0:
-            return version, rank_out
-        rows, rank, _, relids = self._judge_heads(heads, keys)
+            return version, rank_out, old
+        rows, rank, _, relids, sends_old = self._judge_heads(heads, keys)
         ver = self._versions_at(relids(), keys[rows])
         given = (rank >= 0) & (ver >= 0)
         chosen = self._version_selected()
@@ -501,7 +510,8 @@ class ControlPlan:
             given &= chosen[np.maximum(ver, 0)]
         version[rows[given]] = ver[given]
         rank_out[rows[given]] = rank[given]
-        return version, rank_out
+        old[rows[given & sends_old()]] = True
+        return version, rank_out, old
 
     def change_rows(self, values, order, lsn=None) -> pa.Table:
         """:meth:`changes` (``errors="raise"``) aligned with the input: one row per input

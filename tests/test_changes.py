@@ -364,17 +364,19 @@ def _keep_mask_matches_changes(values, keys, **options):
     assert (rows.column("seq").to_numpy(zero_copy_only=False)[at] == keys[at]).all()   # row i is row i
     assert sorted(rows.filter(pc.is_valid(rows.column("op"))).column("seq").to_pylist()) == \
         sorted(keys[iud & keep].tolist())
-    # head_facts: the Relation version and commit rank of every row changes() gives
-    version, rank = plan.head_facts(heads, keys)
+    # head_facts: the Relation version, commit rank and "sends its old key/row" of every
+    # row changes() gives
+    version, rank, old = plan.head_facts(heads, keys)
     given = rank >= 0
-    assert ((version >= 0) == given).all() and not given[~iud].any()
+    assert ((version >= 0) == given).all() and not given[~iud].any() and not old[~given].any()
     assert sorted(keys[given].tolist()) == sorted(out.column("seq").to_pylist())
     fingerprint = plan.version_table.column("relation_version").to_pylist()
-    facts = {k: (fingerprint[v], r) for k, v, r in zip(keys[given].tolist(), version[given].tolist(),
-                                                         rank[given].tolist(), strict=True)}
-    assert facts == {k: (v, r) for k, v, r in zip(out.column("seq").to_pylist(),
-                                                   out.column("relation_version").to_pylist(),
-                                                   out.column("commit_rank").to_pylist(), strict=True)}
+    facts = {k: (fingerprint[v], r, o) for k, v, r, o in zip(keys[given].tolist(), version[given].tolist(),
+                                                               rank[given].tolist(), old[given].tolist(), strict=True)}
+    assert facts == {k: (v, r, op == "U" and bk in ("K", "O")) for k, v, r, op, bk in zip(
+        out.column("seq").to_pylist(), out.column("relation_version").to_pylist(),
+        out.column("commit_rank").to_pylist(), out.column("op").to_pylist(), out.column("before_kind").to_pylist(),
+        strict=True)}
     ranges = plan.dropped_key_ranges()
     if ranges is not None:   # the same rows by their order keys alone
         inside = np.zeros(len(keys), dtype=bool)
@@ -387,12 +389,13 @@ def _keep_mask_matches_changes(values, keys, **options):
 
 @pytest.mark.parametrize("version,option_set", SETS)
 def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_set):
-    """The Spark change rows are filtered on 34 payload bytes before any decoding: the
+    """The Spark change rows are filtered on 35 payload bytes before any decoding: the
     filter must leave out exactly what the full decode would, on every real archive,
     with ``tables`` choosing (some tables out), and inside XLogData frames."""
     import numpy as np
 
     from pgoutput_codec.batch import message_tags
+    from pgoutput_codec.plan import HEAD_BYTES
     arch = archive(version, option_set)
     values = arch.column("data").combine_chunks()
     keys = arch.column("seq").to_numpy()
@@ -405,7 +408,7 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
     iud = np.isin(message_tags(values), list(b"IUD"))
     want = plan.changes(values.filter(pa.array(iud)), keys[iud])
     want = want.filter(pc.and_(pc.equal(want.column("schema"), v["schema"]), pc.equal(want.column("table"), v["table"])))
-    keep = one.keep_mask(pc.binary_slice(values, 0, 34), keys)
+    keep = one.keep_mask(pc.binary_slice(values, 0, HEAD_BYTES), keys)
     assert 0 < len(want) and sorted(keys[iud & keep]) == sorted(want.column("seq").to_pylist())
     assert plan.for_table(v["schema"], v["table"] + "*").keep_mask(values, keys)[iud].sum() == 0
     wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 2 else d

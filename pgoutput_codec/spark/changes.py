@@ -23,7 +23,7 @@ How (two passes over the archive, no per-partition state threaded through one ta
      logical messages and keepalives; whole transactions not given (uncommitted, or
      outside ``after_lsn``/``until_lsn``) are dropped by order-key range, and aborted
      subtransactions and ``tables`` are judged on the first
-     34 payload bytes (``ControlPlan.keep_mask``). Truncates (one row per relation) come
+     35 payload bytes (``ControlPlan.keep_mask``). Truncates (one row per relation) come
      with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
      Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
      on a malformed change payload only when it reads a decoded field (a malformed row
@@ -101,6 +101,7 @@ from __future__ import annotations
 import decimal
 import uuid
 from functools import reduce
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -333,7 +334,7 @@ class _ChangeMapper:
 # says the rest), so each field can be its own UDF, like ``from_pgoutput``: Spark keeps
 # only the calls a query reads, in one Python node (the payload crosses once), and a
 # count needs none. The rows themselves are chosen before any decoding: Spark's filter
-# on the tag byte, and ``ControlPlan.keep_mask`` on 34 payload bytes when the plan can
+# on the tag byte, and ``ControlPlan.keep_mask`` on 35 payload bytes when the plan can
 # drop changes (uncommitted transactions, aborted subtransactions, ``tables``).
 # Truncates (one row per relation: not one row per payload) are rare and come with
 # pass 1's rows, so the driver decodes them and they join as a small local DataFrame.
@@ -387,14 +388,15 @@ class _ChangeField:
 
 class _HeadFacts:
     """Picklable scalar Arrow UDF body: ``ControlPlan.head_facts`` of a batch of heads,
-    as a struct of (``version`` index, ``rank``), both -1 for rows not given."""
+    as a struct of (``version`` index, ``rank``, ``old``), -1, -1, false for rows not given."""
 
     def __init__(self, plan_bc):
         self.plan_bc = plan_bc
 
     def __call__(self, key, head):
-        version, rank = self.plan_bc.value.head_facts(head, key)
-        return pa.StructArray.from_arrays([pa.array(version), pa.array(rank)], names=["version", "rank"])
+        version, rank, old = self.plan_bc.value.head_facts(head, key)
+        return pa.StructArray.from_arrays([pa.array(version), pa.array(rank), pa.array(old)],
+                                          names=["version", "rank", "old"])
 
 
 class _KeepRows:
@@ -505,15 +507,16 @@ class _FieldChanges:
 
     def table_info(self, schema: str, table: str):
         """``_table_info`` without decoding: each row's Relation version and commit rank
-        from its 34-byte head (one small job, one Python node), the column lists from
+        from its 35-byte head (one small job, one Python node), the column lists from
         the plan, the truncates from pass 1's rows on the driver."""
         plan, bc = self._narrowed(schema, table)
-        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long")
+        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long, old boolean")
         rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
         f = rows.select(facts(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)).alias("f"),
                         F.col(_KEY).alias("s"))
         used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
-                .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last")).collect())
+                .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
+                     F.max("f.old").alias("old")).collect())
         # one entry per definition (the same definition sent again is one version)
         fingerprint = plan.version_table.column("relation_version").to_pylist()
         last = {}
@@ -527,7 +530,7 @@ class _FieldChanges:
         truncs = [] if trunc is None else sorted(
             (r["commit_rank"], r["seq"], None if r["commit_lsn"] is None else decimal.Decimal(r["commit_lsn"]),
              r.get("commit_ts")) for r in trunc.to_pylist())
-        return versions, truncs
+        return _TableInfo(versions, truncs, any(r["old"] for r in used))
 
     def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         """``table_changes``' rows, typed in the same Python step that decodes them."""
@@ -742,7 +745,7 @@ def _of_table(changes: DataFrame, name: str) -> DataFrame:
     below the field UDFs of ``decode_changes`` (impl "fields"), into a Python node of
     its own: every payload sent and decoded twice. So for a DataFrame straight from
     ``decode_changes`` (and not cached) the table is chosen before decoding instead
-    (``ControlPlan.for_table``: 34 payload bytes per row cross, the other tables' rows
+    (``ControlPlan.for_table``: 35 payload bytes per row cross, the other tables' rows
     are never decoded)."""
     schema, table = _split_name(name)
     fields = _fields_of(changes)
@@ -758,10 +761,17 @@ def _fields_of(changes: DataFrame):
     return None if fields is None or getattr(changes, "is_cached", False) else fields
 
 
-def _table_info(changes: DataFrame, name: str):
-    """One small job: the table's Relation versions in use (column lists, ordered by
-    their last change) and its truncates ((rank, seq, commit_lsn, commit_ts), in
-    order). Over ``decode_changes``' field UDFs nothing is decoded
+class _TableInfo(NamedTuple):
+    """What :func:`_table_info`'s job finds about one table."""
+
+    versions: list       # the Relation versions in use: column lists, ordered by their last change
+    truncates: list      # (rank, seq, commit_lsn, commit_ts), in order
+    sends_old: bool      # some Update sends its old key or row ('K'/'O'): it may move a row to a new key
+
+
+def _table_info(changes: DataFrame, name: str) -> _TableInfo:
+    """One small job: the table's Relation versions in use, its truncates, and whether
+    an Update may have changed a key (:class:`_TableInfo`). Over ``decode_changes``' field UDFs nothing is decoded
     (``_FieldChanges.table_info``; 1 M rows, warm, alternating in one session: 2.8–2.9 s
     against 3.1–3.4 s reading the decoded ``relation_version``, 3.6 s reading the column
     lists: handing each row to Python costs Spark more than decoding it)."""
@@ -773,13 +783,14 @@ def _table_info(changes: DataFrame, name: str):
     rows = (_of_table(changes, name).groupBy("relation_version")
             .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
-                 .alias("truncates"))
+                 .alias("truncates"),
+                 F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"))
             .collect())
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
     versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    return versions, truncs
+    return _TableInfo(versions, truncs, any(r["old"] for r in rows))
 
 
 def _merge_columns(versions: list) -> list:
@@ -921,7 +932,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
     ``as_of_lsn``, so that later transactions are not decoded; it filters as well.)"""
     schema, table = _split_name(name)
     if _versions is None:
-        _versions = _table_info(changes, name)[0]
+        _versions = _table_info(changes, name).versions
     cols = _merge_columns(_versions)
     row_type, colplan = table_schema(cols, registry)
     keep = [c for c in _TC_PASS if c in changes.columns]
@@ -941,12 +952,14 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
 
 def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
-    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side list).
+    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side
+    list), the names of the columns that may be sent unchanged, the row struct type and
+    whether an Update may have changed a key (``_TableInfo.sends_old``).
     ``ev`` is None when the table has no row change here (no columns to build a key from:
     Spark 3.5 refuses an empty struct column)."""
-    versions, truncs = _table_info(changes, name)
+    versions, truncs, sends_old = _table_info(changes, name)
     if not versions:
-        return None, truncs, [], T.StructType([])
+        return None, truncs, [], T.StructType([]), False
     tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
@@ -974,19 +987,24 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         F.lit(None).cast("array<string>").alias("unchanged"),
         F.lit(None).cast(sets.schema["__from"].dataType).alias("__from"))
     ev = sets.unionByName(dels)
-    return ev, truncs, names, cols
+    return ev, truncs, names, cols, sends_old
 
 
-def _lineage(ev: DataFrame) -> DataFrame:
+def _lineage(ev: DataFrame, sends_old: bool) -> DataFrame:
     """``ev`` with ``__lin``: the row each event's image descends from, through
     key-changing updates — (key, position of its Insert), or (key, null) for a row older
     than these changes. Unchanged TOAST values flow along it, not along one key.
 
     Only needed where an event that leaves a value unchanged sits on a key some update
-    moved a row to (rare: a Spark job checks); then the events of the keys moves touch
-    are walked in order on the driver, as the single-process replay does, and their
-    lineage joined back. Otherwise the key is the lineage."""
+    moved a row to. No Update sent an old key or row (``sends_old`` false, read from the
+    payload heads by ``_table_info``'s job): no key changed, and nothing more is read.
+    Else a Spark job checks (one more pass over the table's changes); when it finds
+    such an event, the events of the keys moves touch are walked in order on the
+    driver, as the single-process replay does, and their lineage joined back.
+    Otherwise the key is the lineage."""
     own = F.struct(F.col("__key").alias("k"), F.lit(None).cast(ev.schema["__pos"].dataType).alias("p"))
+    if not sends_old:
+        return ev.withColumn("__lin", own)
     moves = ev.where((F.col("__ev") == "set") & (F.col("op") == "U") & ~F.col("__from").eqNullSafe(F.col("__key")))
     targets = moves.select(F.col("__key").alias("__t"), F.col("__pos").alias("__tp"))
     toasted = ev.where((F.col("__ev") == "set") & (F.size(F.coalesce(F.col("unchanged"), F.array())) > 0))
@@ -1024,12 +1042,13 @@ def _lineage(ev: DataFrame) -> DataFrame:
             .drop("__lk", "__lpos", "__lsub", "__l"))
 
 
-def _carry_toast(ev: DataFrame, names: list, cols: T.StructType, pending: bool = False) -> DataFrame:
+def _carry_toast(ev: DataFrame, names: list, cols: T.StructType, sends_old: bool,
+                 pending: bool = False) -> DataFrame:
     """Unchanged-TOAST values ('u': not in the message) carried from the last image of
     the same row that sent them — the same key, or across key changes the row's
     lineage (:func:`_lineage`), as the single-process replay does. ``pending``: add
     ``__pending``, the columns still unchanged (no image in these changes sent them)."""
-    ev = _lineage(ev)
+    ev = _lineage(ev, sends_old)
     w = (Window.partitionBy("__lin").orderBy("__pos", "__sub")
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
 
@@ -1064,10 +1083,10 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     every column), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
-    ev, truncs, names, cols = _events(changes, name, as_of_lsn, registry)
+    ev, truncs, names, cols, sends_old = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
-    ev = _carry_toast(_after_truncate(ev, truncs), names, cols)
+    ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     return last.select("after.*")
@@ -1083,7 +1102,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
     update when matched (keeping the ``__UNCHANGED`` columns) or insert."""
-    ev, truncs, names, cols = _events(changes, name, None, registry)
+    ev, truncs, names, cols, sends_old = _events(changes, name, None, registry)
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),
                               T.StructField("__UNCHANGED", T.ArrayType(T.StringType())),
@@ -1091,7 +1110,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
                               T.StructField("__COMMIT_AT", T.TimestampType())])
         rows = [("truncate", [], truncs[-1][2], truncs[-1][3])] if truncs else []
         return changes.sparkSession.createDataFrame(rows, extra)
-    ev = _carry_toast(_after_truncate(ev, truncs), names, cols, pending=True)
+    ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
     keycols = ev.schema["__key"].dataType.names
@@ -1121,13 +1140,13 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
-    ev, ts, names, cols = _events(changes, name, None, registry)
+    ev, ts, names, cols, sends_old = _events(changes, name, None, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),
             T.StructField("__START_AT", T.TimestampType()), T.StructField("__END_LSN", ST.LSN_TYPE),
             T.StructField("__END_AT", T.TimestampType())]))
-    ev = _carry_toast(ev, names, cols)
+    ev = _carry_toast(ev, names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy("__pos", "__sub")
     nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
     end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")

@@ -8,6 +8,7 @@ streamed chunks sit in different files and partitions."""
 from __future__ import annotations
 
 import importlib.util
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -106,7 +107,7 @@ def _python_nodes(df) -> list[str]:
 def test_change_rows_cost_only_what_a_query_reads(spark, files):
     """One UDF per field: a count decodes nothing (Spark filters by tag byte and, for
     whole uncommitted transactions, by order key), ``op`` is one UDF call, and where
-    the plan must judge rows one by one (aborted subtransactions) only 34 payload bytes
+    the plan must judge rows one by one (aborted subtransactions) only 35 payload bytes
     cross for it. The counts and values stay those of the single-process decoder."""
     plain = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
@@ -176,9 +177,9 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
     for t in sorted(truncated | {name}):
-        versions, truncs = _table_info(ch, t)
-        want_versions, want_truncs = _table_info(mapped, t)
-        assert versions == want_versions and versions, t
+        versions, truncs, sends_old = _table_info(ch, t)
+        want_versions, want_truncs, want_sends_old = _table_info(mapped, t)
+        assert versions == want_versions and versions and sends_old == want_sends_old, t
         assert [x[:3] for x in truncs] == [x[:3] for x in want_truncs], t
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
 
@@ -529,6 +530,50 @@ def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
         h1 = history_1(single, "public.t").sort_by([("__START_LSN", "ascending"), ("id", "ascending")])
         for c in ["id", "v", "__OP"]:
             assert h.column(c).to_pylist() == h1.column(c).to_pylist(), (impl, c)
+
+
+def _jobs(spark, build) -> int:
+    """How many Spark jobs ``build()`` runs (building a lazy DataFrame may run some)."""
+    sc = spark.sparkContext
+    group = f"jobs-{uuid.uuid4()}"
+    sc.setJobGroup(group, "counted")
+    try:
+        build()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark, tmp_path):
+    """Following rows across key changes costs snapshot/history/net_changes a Spark job
+    of its own. It runs only when an Update of the table sent its old key or row ('K'/'O',
+    read from the payload heads by the versions job): with in-place updates alone,
+    building them runs the versions job and nothing more, and the unchanged TOAST value
+    is still carried along the key."""
+    from pgoutput_codec.spark import net_changes
+    from pgoutput_codec.spark.changes import _table_info
+    rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+    msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), rel,
+            Insert(relation_id=16400, new_tuple=(TupleColumn("t", b"1"), TupleColumn("t", b"big"))),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0), Begin(final_lsn=2, commit_ts=1, xid=2),
+            Update(relation_id=16400, new_tuple=(TupleColumn("t", b"1"), TupleColumn("u", None))),
+            Commit(commit_lsn=20, end_lsn=21, commit_ts=1)]
+    data = [encode_message(m) for m in msgs]
+    in_place = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+    for label, t, extra in (("in place", in_place, 0), ("key changes", _toast_chains(), 1)):
+        single = decode_changes_1(t)
+        df = spark.read.parquet(*write_files(t, tmp_path / label.replace(" ", "_"), 2))
+        for impl in CHANGE_IMPLS:
+            ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+            versions_job = _jobs(spark, lambda ch=ch: _table_info(ch, "public.t"))
+            assert versions_job >= 1
+            for fn in (snapshot, history, net_changes):
+                built = _jobs(spark, lambda fn=fn, ch=ch: fn(ch, "public.t"))
+                assert (built > versions_job) == bool(extra), (label, impl, fn.__name__)
+            got = collect(snapshot(ch, "public.t")).sort_by("id").to_pylist()
+            assert got == snapshot_1(single, "public.t").sort_by("id").to_pylist(), (label, impl)
+    assert snapshot_1(decode_changes_1(in_place), "public.t").to_pylist() == [{"id": 1, "v": "big"}]
 
 
 def _same_net(got: pa.Table, want1: pa.Table, cols, reg, label):
