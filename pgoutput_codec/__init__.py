@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 import os
 
-from .errors import AmbiguousMessageError, PgoutputCodecError, PgoutputDecodeError, PgoutputEncodeError
+from .errors import (AmbiguousMessageError, ArchiveOrderError, PgoutputCodecError, PgoutputDecodeError,
+                     PgoutputEncodeError)
 from .messages import *  # noqa: F401,F403
 from .messages import __all__ as _messages_all
 
@@ -44,7 +45,8 @@ _LAZY = {
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "net_changes", "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError",
+    "net_changes", "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
+    "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]
 

@@ -28,11 +28,13 @@ the basis for decoding an archive in independent chunks.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import fnmatch
 import hashlib
 import os
 import tempfile
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +46,8 @@ from ._builders import nulls
 from ._gather import take_lists, take_table
 from .batch import decode_batch_with_state
 from .checkpoint import Checkpoint
-from .errors import PgoutputDecodeError
-from .messages import parse_lsn
+from .errors import ArchiveOrderError, PgoutputDecodeError
+from .messages import format_lsn, parse_lsn
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
 
 __all__ = ["ChangeDecoder", "decode_changes", "parse_table_list", "relation_fingerprint"]
@@ -340,6 +342,18 @@ class ChangeDecoder:
     :class:`~pgoutput_codec.checkpoint.Checkpoint` of the run before: its Relation and
     Type definitions and stream state, and only transactions committed after its
     ``after_lsn``; every row fed must then have a ``seq`` >= its ``from_key``.
+    ``replays`` — commit LSNs rise in arrival order (PostgreSQL sends transactions in
+    commit order). ``"drop"`` (default): a commit whose LSN is not above every commit
+    before it is either a replay of one of them (same commit LSN: a consumer that
+    reconnected before confirming what it had archived receives it again) — dropped,
+    counted in ``counts["replayed_transactions"]`` and listed in :attr:`replayed` — or
+    else the archive is out of order (files listed in the wrong order, a wrong
+    ``order_by``): :class:`~pgoutput_codec.errors.ArchiveOrderError` naming both
+    commits, in either ``errors`` mode (rows would come out in a wrong commit order).
+    ``"keep"``: no check, every commit given as it comes (an archive that spans a
+    timeline switch after a point-in-time recovery, whose LSNs restart lower). In a run
+    resumed from a checkpoint, commits at or below its ``after_lsn`` are not checked:
+    the run before gave them.
     """
 
     _VECTORIZED = True     # tests turn the plain-transaction path off to compare
@@ -347,14 +361,16 @@ class ChangeDecoder:
     def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
                  include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
                  spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
-                 resume=None, _light=False):
+                 resume=None, replays="drop", _light=False):
         if errors not in ("raise", "collect"):
             raise ValueError("errors must be 'raise' or 'collect'")
+        if replays not in ("drop", "keep"):
+            raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
         self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
                             include_timestamp=include_timestamp, include_origin=include_origin,
                             max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors,
                             after_lsn=after_lsn, until_lsn=until_lsn,
-                            resume=None if resume is None else Checkpoint.of(resume))
+                            resume=None if resume is None else Checkpoint.of(resume), replays=replays)
         self._window = commit_window(after_lsn, until_lsn)
         self._patterns = parse_table_list(tables)
         self._in_stream = False
@@ -369,7 +385,11 @@ class ChangeDecoder:
         self._prepared: dict[str, int] = {}      # gid -> slot
         self._next_slot = 0
         self.errors: list[dict] = []
-        self.counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "changes": 0}
+        self.counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "changes": 0,
+                       "replayed_transactions": 0}
+        self._committed = array("Q")   # commit LSNs taken, rising (replays="drop")
+        self._floor = None             # a checkpoint's after_lsn: commits up to it not checked
+        self.replayed: list[dict] = []   # the replays dropped: xid, commit_lsn, seq
         self.registry = registry
         self._light = _light
         self._pending_schema = _LIGHT_PENDING_SCHEMA if _light else _PENDING_SCHEMA
@@ -382,6 +402,7 @@ class ChangeDecoder:
     def _resume(self, cp: Checkpoint):
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""
         self._from_key = cp.from_key
+        self._floor = cp.after_lsn
         self._window = intersect_windows(self._window, commit_window(cp.after_lsn))
         self._in_stream = self._walk_stream = cp.in_stream
         for oid, ns, name in cp.types:
@@ -413,6 +434,7 @@ class ChangeDecoder:
             "versions": copy.deepcopy(self._versions), "relmap": dict(self._relmap),
             "types": list(self._types), "ctx": self._ctx, "txns": txns, "streams": dict(self._streams),
             "prepared": dict(self._prepared), "next_slot": self._next_slot,
+            "committed": self._committed.tobytes(), "replayed": copy.deepcopy(self.replayed),
         }
 
     @classmethod
@@ -434,6 +456,10 @@ class ChangeDecoder:
         self._streams = {int(k): v for k, v in state["streams"].items()}
         self._prepared = dict(state["prepared"])
         self._next_slot = state["next_slot"]
+        self._committed = array("Q")
+        self._committed.frombytes(state.get("committed", b""))
+        self.replayed = copy.deepcopy(state.get("replayed", []))
+        self.counts["replayed_transactions"] = len(self.replayed)
         return self
 
     @property
@@ -540,7 +566,8 @@ class ChangeDecoder:
         seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
         ctrl = control_rows(msgs, ctrl_idx)
         relmap_start = dict(self._relmap)
-        seg_slot, commits, r_versions, _ = self._walk(ctrl, seg_counts)
+        ctrl_keys = seq_arr.to_numpy(zero_copy_only=False)[ctrl_idx]
+        seg_slot, commits, r_versions, _ = self._walk(ctrl, seg_counts, ctrl_keys)
 
         versions, r_events = _row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
@@ -567,6 +594,14 @@ class ChangeDecoder:
         if len(bct) % 2 or not ((bct[0::2] == ord("B")).all() and (bct[1::2] == ord("C")).all()):
             return None
         ntx = len(bct) // 2
+        if self.options["replays"] == "drop":   # commits rising above every one before, or the walk judges
+            lsns = msgs.field("commit_lsn").take(pa.array(ctrl_idx[bc[1::2]], pa.int64()))
+            if lsns.null_count:
+                return None
+            lsns = lsns.to_numpy().astype(np.uint64)
+            floor = max(self._committed[-1] if self._committed else 0, self._floor or 0)
+            if ntx and (lsns[0] <= floor or (np.diff(lsns.astype(np.int64)) <= 0).any()):
+                return None
         # transaction open after each control row (-1 none); change rows must all be in one
         opened = np.full(len(ctrl_idx) + 1, -2, dtype=np.int64)
         opened[0] = -1
@@ -591,6 +626,8 @@ class ChangeDecoder:
             else:
                 self._type(m)
         self._next_slot += ntx
+        if self.options["replays"] == "drop":
+            self._committed.frombytes(lsns.tobytes())
         versions, r_events = _row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
         table = rows["table"]
@@ -637,14 +674,15 @@ class ChangeDecoder:
         if self.registry is not None:
             self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
 
-    def _walk(self, ctrl: list, seg_counts):
+    def _walk(self, ctrl: list, seg_counts, keys=None):
         """The transaction state machine, run over the control messages of a chunk.
 
         ``ctrl``: the decoded control rows in arrival order; ``seg_counts[k]``: how many
         change rows sit between control rows k-1 and k (segment k). Returns, per segment,
         the transaction slot its rows belong to and the stream state, the commits in
         order as (slot, commit message), and the relation version of each Relation row.
-        Shared by the sequential ChangeDecoder and the parallel ControlPlan.
+        Shared by the sequential ChangeDecoder and the parallel ControlPlan. ``keys``:
+        the control rows' order keys, to name a commit out of order or replayed.
         """
         seg_slot = np.full(len(ctrl) + 1, -1, dtype=np.int64)
         seg_stream = np.zeros(len(ctrl) + 1, dtype=bool)
@@ -664,7 +702,7 @@ class ChangeDecoder:
                 self._ctx = self._new_slot(_Txn(xid=m["xid"]))
             elif t == "C":
                 if self._ctx >= 0:
-                    commits.append((self._ctx, m))
+                    self._commit(commits, self._ctx, m, keys, k)
                 self._ctx = -1
             elif t == "O":
                 if self._ctx >= 0:
@@ -690,7 +728,7 @@ class ChangeDecoder:
             elif t == "c":
                 slot = self._streams.pop(m["xid"], None)
                 if slot is not None:
-                    commits.append((slot, m))
+                    self._commit(commits, slot, m, keys, k)
             elif t == "A":
                 slot = self._streams.get(m["xid"])
                 if slot is not None:   # a stray abort (unknown xid) is tolerated
@@ -714,13 +752,42 @@ class ChangeDecoder:
             elif t == "K":
                 slot = self._prepared.pop(m["gid"], None)
                 if slot is not None:
-                    commits.append((slot, m))
+                    self._commit(commits, slot, m, keys, k)
             elif t == "r":
                 slot = self._prepared.pop(m["gid"], None)
                 if slot is not None:
                     self._drop(slot)
             # 'M' logical messages and 'k' keepalives carry no row changes
         return seg_slot, commits, r_versions, seg_stream
+
+    def _commit(self, commits: list, slot: int, m: dict, keys, k: int):
+        """Transaction ``slot`` commits (control row ``k``): taken, or dropped as a replay
+        of an earlier commit, or refused out of order (see ``replays``)."""
+        lsn = m["commit_lsn"]
+        unchecked = self._floor is not None and lsn is not None and lsn <= self._floor   # the run before's
+        if self.options["replays"] == "keep" or lsn is None or unchecked:
+            commits.append((slot, m))
+            return
+        done = self._committed
+        if not done or lsn > done[-1]:
+            done.append(lsn)
+            commits.append((slot, m))
+            return
+        key = None if keys is None else int(keys[k])
+        i = bisect.bisect_left(done, lsn)
+        if i < len(done) and done[i] == lsn:
+            xid = self._txns[slot].xid
+            self.replayed.append(dict(xid=m["xid"] if xid is None else xid, commit_lsn=lsn, seq=key))
+            self.counts["replayed_transactions"] += 1
+            self._drop(slot)
+            return
+        where = "" if key is None else f"seq {key}: "
+        raise ArchiveOrderError(
+            f"{where}'{m['type']}' commit at LSN {format_lsn(lsn)} after a commit at {format_lsn(done[-1])}, "
+            "and no commit before it had this LSN (not a replay): the archive is not in arrival order (files "
+            "listed out of order? give order_by=, the archive's arrival-order column) — or it spans a "
+            "timeline switch, whose LSNs restart lower: replays='keep' gives every commit as it comes",
+            message_type=m["type"], seq=key, commit_lsn=lsn, previous_lsn=done[-1])
 
     def _emit(self, commits, table: pa.Table, row_slot: np.ndarray) -> pa.Table:
         """Rows of the transactions committed in this chunk, in commit order, with their

@@ -572,7 +572,7 @@ def _progress(total, desc):
 
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
-                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None) -> dict:
+                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop") -> dict:
     """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
     next checkpoint to after the output (incremental ``--changes`` runs)."""
@@ -607,7 +607,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     total = sum(p.num_rows or 0 for p in parts) or None
     writer = None
     dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
-                        until_lsn=until_lsn, resume=resume) if changes else None
+                        until_lsn=until_lsn, resume=resume, replays=replays) if changes else None
     if changes and envelope != "auto":
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
@@ -655,14 +655,15 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
         c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),
                                                           "seq": pa.array([], pa.int64())})
         nxt = checkpoint_after(c.column("data"), c.column("seq"), resume=resume, tables=tables,
-                               after_lsn=after_lsn, until_lsn=until_lsn,
+                               after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,
                                errors="raise" if mode == "FAILFAST" else "collect")
         _save_checkpoint(checkpoint, nxt)
         counts.update(checkpoint=checkpoint, files_skipped=len(skipped), next_from_seq=nxt.from_key,
                       held_by=len(nxt.held_by))
     if changes:
         counts.update(rows_in=dec.counts["rows_in"], rows_decoded=dec.counts["rows_decoded"],
-                      rows_in_error=dec.counts["rows_in_error"])
+                      rows_in_error=dec.counts["rows_in_error"],
+                      replayed_transactions=dec.counts["replayed_transactions"])
         counts["open_transactions"] = len(dec.open_transactions)
         if mode == "PERMISSIVE" and dec.errors:
             epath = out + ".errors.parquet"
@@ -937,6 +938,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--checkpoint", metavar="FILE",
                    help="with --changes: resume from FILE if it exists (only the rows from its seq on are "
                         "read, nothing given twice) and write the next run's checkpoint there")
+    d.add_argument("--replays", default="drop", choices=("drop", "keep"),
+                   help="with --changes: a transaction received twice (its commit LSN again) is given once "
+                        "(drop, default; a commit LSN below an earlier one otherwise stops the run: the archive "
+                        "is out of order) or every commit as it comes (keep: an archive across a timeline switch)")
     d.add_argument("--mode", default="FAILFAST", type=str.upper, choices=MODES,
                    help="malformed payloads: FAILFAST (stop, default), PERMISSIVE (keep error rows), "
                         "DROPMALFORMED (drop them)")
@@ -989,6 +994,8 @@ def _run(args) -> int:
         for flag in ("tables", "after_lsn", "until_lsn", "checkpoint"):
             if getattr(args, flag) and not args.changes:
                 raise CliError(f"--{flag.replace('_', '-')} needs --changes")
+        if args.replays != "drop" and not args.changes:
+            raise CliError("--replays needs --changes")
         from .changes import commit_window
         try:
             commit_window(args.after_lsn, args.until_lsn)
@@ -996,12 +1003,15 @@ def _run(args) -> int:
             raise CliError(f"--after-lsn/--until-lsn: {e}") from None
         c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                            envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
-                           until_lsn=args.until_lsn, checkpoint=args.checkpoint)
+                           until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays)
         what = "change rows" if args.changes else "message rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
         if c.get("open_transactions"):
             print(f"{c['open_transactions']} transaction(s) still open at the end of the archive (not emitted)")
+        if c.get("replayed_transactions"):
+            print(f"{c['replayed_transactions']} transaction(s) received again (a reconnect replayed them): "
+                  "given once")
         if c.get("errors_file"):
             print(f"error rows listed in {c['errors_file']}")
         if c.get("checkpoint"):

@@ -7,7 +7,8 @@ so a user can find the bad byte in an archive without a debugger.
 
 from __future__ import annotations
 
-__all__ = ["PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "PgoutputEncodeError"]
+__all__ = ["PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
+           "PgoutputEncodeError"]
 
 
 class PgoutputCodecError(Exception):
@@ -38,6 +39,26 @@ class AmbiguousMessageError(PgoutputDecodeError):
     ``readings`` holds both decodings, (without xid, with xid), when known."""
 
     readings: tuple = ()
+
+
+class ArchiveOrderError(PgoutputDecodeError):
+    """A commit's LSN is below that of a commit before it in arrival order, and no
+    commit before it had that LSN: the archive's rows are not in the order the server
+    sent them (PostgreSQL sends transactions in commit order, so commit LSNs rise).
+    ``seq``: the commit row's order key; ``commit_lsn``, ``previous_lsn``: its LSN and
+    the highest before it."""
+
+    def __init__(self, message: str, offset: int | None = None, message_type: str | None = None, *,
+                 seq: int | None = None, commit_lsn: int | None = None, previous_lsn: int | None = None):
+        super().__init__(message, offset, message_type)
+        self.seq, self.commit_lsn, self.previous_lsn = seq, commit_lsn, previous_lsn
+
+    def __reduce__(self):
+        return (_order_error, (self.args[0], self.message_type, self.seq, self.commit_lsn, self.previous_lsn))
+
+
+def _order_error(message, message_type, seq, commit_lsn, previous_lsn):
+    return ArchiveOrderError(message, None, message_type, seq=seq, commit_lsn=commit_lsn, previous_lsn=previous_lsn)
 
 
 class PgoutputEncodeError(PgoutputCodecError, ValueError):

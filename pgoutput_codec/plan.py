@@ -163,7 +163,8 @@ class ControlPlan:
         # rows before the first control row: changes whose Begin precedes the archive —
         # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
         seg_counts[0] = 1 if cp is None or cp.from_key == _BEFORE_ALL else 0
-        self.seg_slot, commits, r_versions, self.seg_stream = dec._walk(ctrl, seg_counts)
+        self.seg_slot, commits, r_versions, self.seg_stream = dec._walk(ctrl, seg_counts, self.ctrl_keys)
+        self.replayed = dec.replayed   # transactions received again and dropped (see ChangeDecoder)
         # transactions that committed, in commit order
         self.commit_slots = np.array([slot for slot, _ in commits], dtype=np.int64)
         txns = [dec._txns[slot] for slot, _ in commits]

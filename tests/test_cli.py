@@ -165,6 +165,40 @@ def test_decode_directory_in_seq_order(tmp_path):
     assert got.column("after").to_pylist() == want.column("after").to_pylist()
 
 
+def test_decode_changes_gives_transactions_received_again_once(tmp_path):
+    """An archive written by a consumer that reconnected before confirming (no capture
+    metadata to tell): the second file starts with the first file's last transactions
+    again. They are given once and counted; --replays keep gives them twice; the files
+    the other way round are refused as out of order, in one line."""
+    src = pq.read_table(SAMPLE).replace_schema_metadata(None)
+    data = src.column("data").to_pylist()
+    cut = max(i for i in range(1200) if data[i][:1] == b"C")
+    begins = [i for i in range(cut) if data[i][:1] == b"B"]
+    again = src.slice(begins[-3])          # the first file's last three transactions, then the rest
+    again = again.set_column(0, "seq", pa.array(range(cut + 1, cut + 1 + len(again)), pa.int64()))
+    d = tmp_path / "arch"
+    d.mkdir()
+    pq.write_table(src.slice(0, cut + 1), d / "part-0.parquet")
+    pq.write_table(again.slice(0, cut + 1 - begins[-3]), d / "part-1.parquet")
+    pq.write_table(again.slice(cut + 1 - begins[-3]), d / "part-2.parquet")
+    out = tmp_path / "c.parquet"
+    res = run_cli("decode", str(d), str(out), "--changes")
+    assert res.returncode == 0, res.stderr
+    assert "3 transaction(s) received again" in res.stdout
+    want = pc.decode_changes(src)
+    got = pq.read_table(out)
+    assert got.column("after").to_pylist() == want.column("after").to_pylist()
+    res = run_cli("decode", str(d), str(out), "--changes", "--replays", "keep")
+    assert res.returncode == 0 and "received again" not in res.stdout, res.stderr
+    assert pq.read_table(out).num_rows > len(want)
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    pq.write_table(src.slice(cut + 1).drop_columns(["seq"]), swapped / "a.parquet")
+    pq.write_table(src.slice(0, cut + 1).drop_columns(["seq"]), swapped / "b.parquet")
+    assert_clean_failure(run_cli("decode", str(swapped), str(out), "--changes"), "not in arrival order")
+    assert_clean_failure(run_cli("decode", "--sample", str(out), "--replays", "keep"), "--replays needs --changes")
+
+
 def test_decode_csv_export(tmp_path):
     """CSV (``\\copy ... csv header``) and COPY text (tab, no header, doubled backslash)."""
     src = pq.read_table(SAMPLE)

@@ -52,6 +52,10 @@ change's LSN is its own WAL position and goes backwards when transactions interl
   transaction undefined). ``order_by=[c1, c2, ...]``: integral columns compared left to
   right; they are packed into one int64 from their min/max (one aggregate job), and an
   error is raised when the ranges need more than 63 bits.
+- Either way the order is checked where it can be: commit LSNs rise in arrival order
+  (PostgreSQL sends transactions in commit order), so a commit below an earlier one that
+  is not a replay of it raises ``ArchiveOrderError`` (the files listed out of order, a
+  wrong ``order_by``) instead of giving rows in a wrong commit order.
 - ``order_by=None``: the order of the Parquet files by their path (lexicographic order
   of ``_metadata.file_path``, whatever order the paths were given to the reader: name
   archive files so that this is their time order), then the row's position in its file
@@ -595,8 +599,11 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     aggregates follow); ``observation``: receives ``rows_in``/``rows_decoded``/
     ``rows_in_error``. ``options``: those of :class:`~pgoutput_codec.changes.ChangeDecoder`
     (``tables``, ``include_xids``, ``include_timestamp``, ``include_origin``,
-    ``registry``, ``after_lsn``/``until_lsn``); ``skip_empty_xacts=False`` is not
-    supported in parallel. ``after_lsn``/``until_lsn`` give only the transactions
+    ``registry``, ``after_lsn``/``until_lsn``, ``replays``); ``skip_empty_xacts=False``
+    is not supported in parallel. Transactions received twice (a consumer that
+    reconnected before confirming) are given once; an archive whose commit LSNs go
+    down otherwise is out of order and raises ``ArchiveOrderError`` when pass 1 runs,
+    in every mode (``replays="keep"``: neither; see ``ChangeDecoder``). ``after_lsn``/``until_lsn`` give only the transactions
     committed in ``(after_lsn, until_lsn]`` (an incremental run passes the largest
     ``commit_lsn`` the previous run gave): their rows are left out by order-key range
     before any decoding. Pass 1 still reads the control rows of the whole archive (a

@@ -23,6 +23,8 @@ Options:
   archives prefer ``decode_changes`` on the DataFrame, whose first pass runs on the
   executors. Change options: ``lsn`` (the lsn column, default "lsn" when present),
   ``tables``, ``after_lsn``/``until_lsn`` (commit-LSN window, ``X/Y`` or decimal),
+  ``replays`` ("drop", default: a transaction received twice is given once and a file
+  listed out of order raises ``ArchiveOrderError``; "keep": every commit as it comes),
   ``include_xids``/``include_timestamp``/``include_origin`` ("true"/"false");
   ``keep`` does not apply;
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
@@ -148,7 +150,7 @@ class _Config:
         self.lsn = options.get("lsn")
         self.change_options = {k: _bool(options[k]) for k in ("include_xids", "include_timestamp",
                                                               "include_origin") if k in options}
-        for k in ("tables", "after_lsn", "until_lsn"):
+        for k in ("tables", "after_lsn", "until_lsn", "replays"):
             if options.get(k):
                 self.change_options[k] = options[k]
 

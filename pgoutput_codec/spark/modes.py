@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import PgoutputDecodeError
+from ..errors import ArchiveOrderError, PgoutputDecodeError
 
 __all__ = ["FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MODES", "check_mode",
            "MalformedPayloadError", "failfast_error", "failfast_errors", "raise_first_error", "corrupt_records"]
@@ -49,10 +49,10 @@ def failfast_error(message: str) -> MalformedPayloadError:
 @contextmanager
 def failfast_errors():
     """Inside: a decoder error (``PgoutputDecodeError``) becomes :func:`failfast_error`;
-    one that already is passes as it is."""
+    one that already is, and an ``ArchiveOrderError``, pass as they are."""
     try:
         yield
-    except MalformedPayloadError:
+    except (MalformedPayloadError, ArchiveOrderError):   # no parse mode gets past an archive's order
         raise
     except PgoutputDecodeError as e:
         raise failfast_error(str(e)) from e
