@@ -17,7 +17,11 @@ Options:
   ``pgoutput_codec.spark.decode_changes``: ``change_type()`` columns with
   ``commit_rank``; order by ``commit_rank``, ``seq`` for commit order). Arrival order is
   file order (sorted paths) then row index: ``seq`` = file index << 40 | row index, as
-  ``decode_changes(df)`` without ``order_by``. The control plan (PROTOCOL's control
+  ``decode_changes(df)`` without ``order_by`` — or, with option ``order_by`` (one
+  integral column of the archive, e.g. ``seq`` as ``capture`` writes it), that column:
+  the files' names then do not matter (a lake written by repeated Spark appends, whose
+  part-file names sort in no useful order). An archive read out of order is refused
+  (``ArchiveOrderError``, see ``replays``). The control plan (PROTOCOL's control
   messages, ~1% of rows, found by their tag byte) is built when the reader is created,
   on the driver, which reads the payload column of every file once for it: for lake-scale
   archives prefer ``decode_changes`` on the DataFrame, whose first pass runs on the
@@ -148,6 +152,9 @@ class _Config:
         from .functions import message_fields
         self.fields = message_fields(options.get("fields"), self.mode)
         self.lsn = options.get("lsn")
+        self.order_by = options.get("order_by") or None
+        if self.order_by is not None and self.output != "changes":
+            raise ValueError("pgoutput data source: order_by applies to output='changes'")
         self.change_options = {k: _bool(options[k]) for k in ("include_xids", "include_timestamp",
                                                               "include_origin") if k in options}
         for k in ("tables", "after_lsn", "until_lsn", "replays"):
@@ -182,6 +189,14 @@ class _Config:
             if lsn is not None and lsn not in schema.names:
                 raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
                                  f"(columns: {schema.names})")
+            if self.order_by is not None:
+                if self.order_by not in schema.names:
+                    raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} not in the "
+                                     f"archive (columns: {schema.names})")
+                t = schema.field(self.order_by).type
+                if not (pa.types.is_integer(t) or pa.types.is_string(t) and self.format == "csv"):
+                    raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} must be "
+                                     f"integral, not {t}")
             opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
             return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST,
                                                        **opts)
@@ -220,6 +235,9 @@ class _PgoutputReader(DataSourceReader):
     def __init__(self, config, schema):
         self.config = config
         self.keep, self.out_schema = config.layout()
+        # one listing for the plan and the partitions: a file that lands in between
+        # would have rows the plan never saw
+        self.files = list_files(config.path)[1]
         if [f.name for f in schema.fields] != [f.name for f in self.out_schema.fields]:
             raise ValueError("pgoutput data source: a user-given schema is not supported; "
                              "select the columns you need after load()")
@@ -228,7 +246,7 @@ class _PgoutputReader(DataSourceReader):
         self.plan = self._build_plan() if config.output == "changes" else None
 
     def partitions(self):
-        filesystem, files = list_files(self.config.path)
+        filesystem, files = _fs(self.config.path)[0], self.files
         if self.config.format == "csv":
             return [_Partition(f, None, i << _FILE_BITS) for i, f in enumerate(files)]
         import pyarrow.parquet as pq
@@ -256,18 +274,34 @@ class _PgoutputReader(DataSourceReader):
         cfg = self.config
         payloads, keys = [], []
         for part in self.partitions():
-            row = part.base
-            for b in self._batches(part, columns=[cfg.payload]):
-                p = self._payloads(b)
+            for p, key, _ in self._keyed(part, [cfg.payload]):
                 mask = control_candidates(p, envelope=cfg.envelope)
                 if mask.any():
                     payloads.append(p.filter(pa.array(mask)))
-                    keys.append(row + np.flatnonzero(mask))
-                row += len(p)
+                    keys.append(key[mask])
         values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
         order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
         return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
                                  errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
+
+    def _keyed(self, partition, columns):
+        """(payloads, arrival-order keys, batch) of a partition's batches of ``columns``: the
+        ``order_by`` column's values, or the partition's first key plus the row index."""
+        cfg = self.config
+        row = partition.base
+        extra = [cfg.order_by] if cfg.order_by is not None and cfg.order_by not in columns else []
+        for b in self._batches(partition, columns=[*columns, *extra]):
+            p = self._payloads(b)
+            if cfg.order_by is None:
+                key = np.arange(row, row + len(p), dtype=np.int64)
+            else:
+                col = b.column(b.schema.get_field_index(cfg.order_by))
+                if col.null_count:
+                    raise ValueError(f"pgoutput data source: order_by column {cfg.order_by!r} is null in "
+                                     f"{partition.path}")
+                key = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+            row += len(p)
+            yield p, key, b
 
     def _batches(self, partition, columns=None):
         cfg = self.config
@@ -316,12 +350,8 @@ class _PgoutputReader(DataSourceReader):
                                has_lsn, False)
 
         def keyed():
-            row = partition.base
-            for b in self._batches(partition):
-                p = self._payloads(b)
-                key = pa.array(np.arange(row, row + len(p), dtype=np.int64))
-                row += len(p)
-                cols = [p, key] + ([b.column(1)] if has_lsn else [])
+            for p, key, b in self._keyed(partition, [cfg.payload, *self.keep]):
+                cols = [p, pa.array(key, pa.int64())] + ([b.column(1)] if has_lsn else [])
                 yield pa.RecordBatch.from_arrays(cols, names=["payload", "key"] + (["lsn"] if has_lsn else []))
 
         names = self.out_schema.names

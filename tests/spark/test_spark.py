@@ -543,6 +543,51 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     assert "error" not in drop.column_names and len(drop) == len(got)
 
 
+@pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0")
+def test_data_source_changes_ordered_by_a_column(spark, tmp_path):
+    """A lake whose file names sort in no useful order (as repeated Spark appends leave
+    it): with order_by="seq" the data source gives the rows decode_changes(order_by=)
+    gives; without it the files are read in name order, which the plan refuses as out
+    of order instead of giving rows in a wrong commit order."""
+    from pgoutput_codec.changes import decode_changes as decode_changes_1
+    from pgoutput_codec.spark import decode_changes
+    arc = pq.read_table(CORPUS)
+    arc = arc.filter(pc.and_(pc.equal(arc["server_version"], "18.4"),
+                             pc.equal(arc["option_set"], "v3_2pc_binary_streaming"))).sort_by("seq")
+    arc = arc.select(["seq", "lsn", "xid", "data"])
+    register(spark)
+    d = tmp_path / "appended"
+    d.mkdir()
+    n = len(arc)
+    for i, name in enumerate(["part-00000-f3a1", "part-00000-9c2e", "part-00000-07bd"]):   # later first
+        a, b = n * i // 3, n * (i + 1) // 3
+        pq.write_table(arc.slice(a, b - a), d / f"{name}.parquet", row_group_size=40)
+    ds = spark.read.format("pgoutput").options(output="changes", order_by="seq").load(str(d))
+    got = collect(ds.orderBy("commit_rank", "seq"))
+    want = collect(decode_changes(spark.read.parquet(str(d)), order_by="seq"))
+    assert got.equals(want) and len(got) > 100
+    single = decode_changes_1(arc)
+    assert got.column("seq").to_pylist() == single.column("seq").to_pylist()
+    # without order_by, name order; an archive without streamed transactions (whose
+    # stream state alone would already fail) is refused for its commit order
+    plain = pq.read_table(CORPUS)
+    plain = plain.filter(pc.and_(pc.equal(plain["server_version"], "18.4"),
+                                 pc.equal(plain["option_set"], "v1_text"))).sort_by("seq")
+    d2 = tmp_path / "appended_plain"
+    d2.mkdir()
+    half = len(plain) // 2
+    pq.write_table(plain.slice(0, half), d2 / "part-00000-f3a1.parquet")
+    pq.write_table(plain.slice(half), d2 / "part-00000-07bd.parquet")
+    with pytest.raises(Exception, match="not in arrival order"):
+        collect(spark.read.format("pgoutput").options(output="changes").load(str(d2)))
+    ok = spark.read.format("pgoutput").options(output="changes", order_by="seq").load(str(d2))
+    assert ok.count() == len(decode_changes_1(plain))
+    with pytest.raises(Exception, match="order_by column 'nope' not in the archive"):
+        spark.read.format("pgoutput").options(output="changes", order_by="nope").load(str(d)).collect()
+    with pytest.raises(Exception, match="order_by applies to output='changes'"):
+        spark.read.format("pgoutput").options(order_by="seq").load(str(d)).collect()
+
+
 # --------------------------------------------------------------------------- openGauss
 
 def og_frames():
