@@ -5,10 +5,14 @@ it gives (commit order; arrival order inside a transaction) and never re-sort by
 
 - :func:`table_changes` — one row per change of the table, ``before``/``after`` as
   structs of typed columns (types from ``typecatalog``), plus the commit facts and
-  ``unchanged`` (columns sent as 'u': unchanged TOAST, value not in the message).
+  ``unchanged`` (columns sent as 'u': unchanged TOAST, value not in the message). A
+  'u' value the message's old image holds is taken from there: under REPLICA IDENTITY
+  FULL PostgreSQL sends the old row with its TOAST values inline, so those changes
+  carry every value.
 - :func:`snapshot` — the table's rows as of a commit LSN (default: everything), rebuilt
   by replica-identity key (FULL identity: the whole old row), deletes removing,
-  truncates clearing, unchanged TOAST values carried from the earlier image.
+  truncates clearing, unchanged TOAST values taken from the message's old image or
+  carried from the earlier image.
 - :func:`history` — every version of every row with the commit range it was valid in
   (SCD type 2: ``__START_AT``/``__END_AT`` commit times, ``__START_LSN``/``__END_LSN``).
 - :func:`net_changes` — one row per key changed: its last image or its deletion (and
@@ -239,6 +243,8 @@ def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) 
             kb = _kind_bytes(kinds)
             at = {nm: _materialize(where[nm]) for nm in names}
             is_u = {nm: (at[nm] >= 0) & (kb[np.maximum(at[nm], 0)] == ord("u")) for nm in names}
+            if "before" in typed:
+                is_u = _fill_from_before(out, typed, sides["before"], is_u, n)
             flags = np.logical_or.reduce([is_u[nm] for nm in names]) if names else np.zeros(n, bool)
             unchanged = [None] * n
             for i in np.flatnonzero(flags):
@@ -246,6 +252,51 @@ def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) 
     out["unchanged"] = pa.array(unchanged, pa.list_(pa.string())) if unchanged is not None else \
         pa.nulls(n, pa.list_(pa.string()))
     return pa.table(out)
+
+
+def _fill_from_before(out: dict, typed: dict, before_loc, is_u: dict, n: int) -> dict:
+    """Unchanged-TOAST ('u') values of ``after`` that the old image of the same message
+    holds: taken from it. Under REPLICA IDENTITY FULL PostgreSQL sends the old row with
+    its TOAST values inline (checked on 15, 16 and 18: 'O' tuple 't', new tuple 'u'),
+    so the change carries the value after all. Sets ``out["after"]``; returns ``is_u``
+    without the values filled."""
+    kinds, _, where, _ = before_loc
+    kb = _kind_bytes(kinds)
+    after, before = typed["after"], typed["before"]
+    cols = [(f.name, after.field(f.name)) for f in after.type]
+    pos = {name: i for i, (name, _) in enumerate(cols)}
+    new_special = {}      # column -> its __special, where only the old image had one
+    left = dict(is_u)
+    for nm, u in is_u.items():
+        if not u.any() or before.type.get_field_index(nm) < 0:
+            continue
+        at = _materialize(where[nm])
+        take = u & (at >= 0) & np.isin(kb[np.maximum(at, 0)], (ord("t"), ord("b")))
+        if not take.any():
+            continue
+        try:
+            value = before.field(nm).cast(cols[pos[nm]][1].type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):   # typed apart (arrays of other dims)
+            continue
+        mask = pa.array(take)
+        cols[pos[nm]] = (nm, pc.if_else(mask, value, cols[pos[nm]][1]))
+        sp = nm + "__special"
+        b_sp = before.field(sp) if before.type.get_field_index(sp) >= 0 else pa.nulls(n, pa.string())
+        if sp in pos:
+            cols[pos[sp]] = (sp, pc.if_else(mask, b_sp, cols[pos[sp]][1]))
+        elif b_sp.filter(mask).null_count != int(take.sum()):
+            new_special[nm] = pc.if_else(mask, b_sp, pa.nulls(n, pa.string()))
+        left[nm] = u & ~take
+    arrays, names = [], []
+    for name, arr in cols:
+        arrays.append(arr)
+        names.append(name)
+        if name in new_special:
+            arrays.append(new_special[name])
+            names.append(name + "__special")
+    mask = None if after.null_count == 0 else pc.invert(after.is_valid())
+    out["after"] = pa.StructArray.from_arrays(arrays, names=names, mask=mask)
+    return left
 
 
 def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
@@ -369,8 +420,10 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
             old = store.pop(old_key, None)
             new = dict(after)
             for k, v in after.items():
-                if v[0] == "u":            # unchanged TOAST: carry the earlier value
-                    new[k] = (old or {}).get(k, v)
+                if v[0] == "u":            # unchanged TOAST: the old image's value (FULL identity
+                    # sends it inline), else carry the earlier value
+                    b = (before or {}).get(k)
+                    new[k] = b if b is not None and b[0] in ("t", "b") else (old or {}).get(k, v)
             new_key = tuple(new.get(k) for k in keycols)
             close(old_key, lsn, ts)
             close(new_key, lsn, ts)
