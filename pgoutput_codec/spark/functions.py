@@ -545,14 +545,17 @@ def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b"
 
 def read_archive(spark, path, *, format: str = "parquet", payload: str = "data", output: str = "messages",
                  keep=None, mode: str = FAILFAST, envelope: str = "auto", in_stream=None,
-                 observation=None, header: bool = True, sep: str = ",") -> DataFrame:
+                 observation=None, header: bool = True, sep: str = ",", **change_options) -> DataFrame:
     """Read archive files (see :mod:`.archive`) and decode them: the same rows as
     ``spark.read.format("pgoutput")`` (PySpark >= 4.0), through Spark's own Parquet/CSV
     readers, so it works on 3.5. ``keep`` defaults to every non-payload column.
     ``output``: "messages" (``decode_messages``) or "changes" (``spark.changes.decode_changes``
-    with its default ordering, when that module is installed; NotImplementedError if not)."""
+    with its default ordering, when that module is installed; NotImplementedError if not;
+    ``change_options`` go to it: ``order_by``, ``tables``, ``replays``…)."""
     if output not in ("messages", "changes"):
         raise ValueError(f"output must be 'messages' or 'changes', got {output!r}")
+    if change_options and output != "changes":
+        raise ValueError(f"{sorted(change_options)}: options of output='changes'")
     decode_changes = None
     if output == "changes":
         try:
@@ -575,7 +578,8 @@ def read_archive(spark, path, *, format: str = "parquet", payload: str = "data",
     if decode_changes is not None:
         if hex_text:  # bytea hex text → binary on the JVM; bad text → null → an error row
             df = df.withColumn(payload, F.unhex(F.regexp_replace(F.col(f"`{payload}`"), r"^\\?\\x", "")))
-        return decode_changes(df, payload=payload, mode=mode, envelope=envelope, observation=observation)
+        return decode_changes(df, payload=payload, mode=mode, envelope=envelope, observation=observation,
+                              **change_options)
     if keep is None:
         keep = [c for c in df.columns if c != payload]
     return decode_messages(df, payload=payload, keep=keep, mode=mode, envelope=envelope,
