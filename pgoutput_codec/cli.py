@@ -715,12 +715,18 @@ def inspect_archive(archive, *, payload="data") -> dict:
     state = None
     seq_lo = seq_hi = None
     metas = []
+    commit_lsns, commit_keys = [], []   # C/c/K in arrival order: the archive's order check
     for part, t in iter_archive(parts, payload):
         if part.meta:
             metas.append(part.meta)
         msgs, state = decode_batch_with_state(t.column("data"), in_stream=state)
-        n += len(msgs)
         types = msgs.field("type")
+        is_commit = pc.fill_null(pc.is_in(types, value_set=__import__("pyarrow").array(["C", "c", "K"])), False)
+        if pc.any(is_commit).as_py():
+            sel = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
+            commit_lsns.append(msgs.field("commit_lsn").take(sel).fill_null(0).to_numpy().astype(np.int64))
+            commit_keys.append(t.column("seq").take(sel).to_numpy() if "seq" in t.column_names else n + sel)
+        n += len(msgs)
         for v in pc.value_counts(pc.drop_null(types)).to_pylist():
             by_type[v["values"]] += v["counts"]
         err = msgs.field("error")
@@ -787,7 +793,35 @@ def inspect_archive(archive, *, payload="data") -> dict:
         "by_table": {rel_name.get(rid, f"relation {rid}"): dict(c) for rid, c in by_rel.items()},
         "features": features, "errors": errors, "first_errors": first_errors,
         "captured_with": metas[-1] if metas else None,
+        "commits": _commit_order(commit_lsns, commit_keys),
     }
+
+
+def _commit_order(lsns: list, keys: list) -> dict:
+    """The archive's commits in arrival order, judged as the change decoders judge them
+    (``ChangeDecoder`` ``replays``): ``replayed`` — order keys of commits whose LSN an
+    earlier commit had (received again); ``out_of_order`` — the first commit below an
+    earlier one that repeats none (seq, its LSN, the highest before it), or None."""
+    import numpy as np
+
+    from .messages import format_lsn
+    lsn = np.concatenate(lsns) if lsns else np.zeros(0, np.int64)
+    key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+    out = {"count": int(len(lsn)), "replayed": [], "out_of_order": None}
+    if not len(lsn):
+        return out
+    high = np.maximum.accumulate(lsn)
+    behind = np.flatnonzero(lsn[1:] <= high[:-1]) + 1
+    if len(behind):
+        _, first = np.unique(lsn, return_index=True)
+        first_of = dict(zip(lsn[first].tolist(), first.tolist(), strict=True))
+        again = np.array([first_of[int(lsn[i])] < i for i in behind], dtype=bool)
+        out["replayed"] = key[behind[again]].tolist()
+        if (~again).any():
+            i = int(behind[~again][0])
+            out["out_of_order"] = {"seq": int(key[i]), "lsn": format_lsn(int(lsn[i])),
+                                   "after": format_lsn(int(high[i - 1]))}
+    return out
 
 
 def _format_inspect(r) -> str:
@@ -816,8 +850,19 @@ def _format_inspect(r) -> str:
         lines.append(f"{tbl:32} {c.get('I', 0):8} {c.get('U', 0):8} {c.get('D', 0):8} {c.get('T', 0):8}")
     if not r["by_table"]:
         lines.append("(no row changes)")
+    c = r["commits"]
+    order = f"{c['count']} commits, commit LSNs rising in arrival order"
+    if c["replayed"] or c["out_of_order"]:
+        order = f"{c['count']} commits"
+        if c["replayed"]:
+            shown = ", ".join(map(str, c["replayed"][:5])) + (", …" if len(c["replayed"]) > 5 else "")
+            order += f"; {len(c['replayed'])} received again (replays, given once; seq {shown})"
+        if c["out_of_order"]:
+            o = c["out_of_order"]
+            order += (f"; OUT OF ORDER from seq {o['seq']} (commit LSN {o['lsn']} after {o['after']}): "
+                      "the change decoders refuse it (order_by=, or replays='keep')")
     lines += ["", "features  " + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in r["features"].items()),
-              f"errors    {r['errors']}"]
+              f"order     {order}", f"errors    {r['errors']}"]
     lines += [f"          {e}" for e in r["first_errors"]]
     return "\n".join(lines)
 

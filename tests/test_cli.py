@@ -67,7 +67,8 @@ def test_inspect_sample():
     assert res.returncode == 0, res.stderr
     out = res.stdout
     for needle in ("2630 messages", "public.customers", "public.events", "I Insert", "StreamStart",
-                   "binary values: yes", "streaming: yes", "errors    0"):
+                   "binary values: yes", "streaming: yes", "errors    0",
+                   "order     136 commits, commit LSNs rising in arrival order"):
         assert needle in out, out
     js = json.loads(run_cli("inspect", "--sample", "--json").stdout)
     assert js["by_table"]["public.inventory"]["T"] == 1
@@ -188,6 +189,11 @@ def test_decode_changes_gives_transactions_received_again_once(tmp_path):
     want = pc.decode_changes(src)
     got = pq.read_table(out)
     assert got.column("after").to_pylist() == want.column("after").to_pylist()
+    res = run_cli("inspect", str(d))                  # inspect says so before any decoding
+    assert res.returncode == 0 and "3 received again (replays, given once; seq " in res.stdout, res.stdout
+    js = json.loads(run_cli("inspect", str(d), "--json").stdout)["commits"]
+    c_seq = [s for s in range(begins[-3], cut + 1) if data[s][:1] == b"C"]
+    assert js["replayed"] == [cut + 1 + s - begins[-3] for s in c_seq] and js["out_of_order"] is None
     res = run_cli("decode", str(d), str(out), "--changes", "--replays", "keep")
     assert res.returncode == 0 and "received again" not in res.stdout, res.stderr
     assert pq.read_table(out).num_rows > len(want)
@@ -196,6 +202,9 @@ def test_decode_changes_gives_transactions_received_again_once(tmp_path):
     pq.write_table(src.slice(cut + 1).drop_columns(["seq"]), swapped / "a.parquet")
     pq.write_table(src.slice(0, cut + 1).drop_columns(["seq"]), swapped / "b.parquet")
     assert_clean_failure(run_cli("decode", str(swapped), str(out), "--changes"), "not in arrival order")
+    first_c = next(i for i in range(len(data)) if data[i][:1] == b"C")
+    res = run_cli("inspect", str(swapped))
+    assert f"OUT OF ORDER from seq {len(src) - cut - 1 + first_c} " in res.stdout, res.stdout
     assert_clean_failure(run_cli("decode", "--sample", str(out), "--replays", "keep"), "--replays needs --changes")
 
 
