@@ -343,6 +343,42 @@ def test_plan_decodes_any_split_and_order_like_the_sequential_decoder(version, o
     assert got.drop_columns(["commit_rank"]).equals(want)
 
 
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set, monkeypatch):
+    """ControlPlan.build walks the control rows in chunks and lets go of each chunk's
+    committed transactions: chunks of 1, 2 and 7 rows give the plan of one walk — every
+    segment's transaction and stream state, the commits and their facts, what is left
+    open, the Relation and Type events, the checkpoint and the rows — from the start of
+    the archive and resumed from a checkpoint halfway."""
+    import numpy as np
+
+    import pgoutput_codec.plan as P
+    arch = archive(version, option_set)
+    values = arch.column("data").combine_chunks()
+    keys = arch.column("seq").to_numpy()
+    mask = P.control_candidates(values)
+    cv, ck = values.filter(pa.array(mask)), keys[mask]
+    mid = P.ControlPlan.build(cv.slice(0, len(cv) // 2), ck[: len(cv) // 2]).checkpoint()
+    later = ck >= mid.from_key
+    for resume, v, k in ((None, cv, ck), (mid, cv.filter(pa.array(later)), ck[later])):
+        want = P.ControlPlan.build(v, k, resume=resume)
+        for chunk in (1, 2, 7):
+            monkeypatch.setattr(P, "_WALK_CHUNK", chunk)
+            got = P.ControlPlan.build(v, k, resume=resume)
+            for name in ("seg_slot", "seg_stream", "commit_slots", "ev_rel", "ev_key", "ev_ver"):
+                assert np.array_equal(getattr(got, name), getattr(want, name)), (chunk, name)
+            for name in ("commit_xid", "commit_lsn", "commit_ts", "commit_origin"):
+                assert getattr(got, name).equals(getattr(want, name)), (chunk, name)
+            assert got.open_transactions == want.open_transactions and got.live_slots == want.live_slots
+            assert not {t["slot"] for t in got.open_transactions} & set(got.commit_slots.tolist())   # let go
+            assert {i: a.tolist() for i, a in got.aborted.items()} == {i: a.tolist() for i, a in want.aborted.items()}
+            assert got.type_events == want.type_events and got.checkpoint() == want.checkpoint(), chunk
+            rows = keys >= (resume.from_key if resume else keys.min())
+            assert got.changes(values.filter(pa.array(rows)), keys[rows]).equals(
+                want.changes(values.filter(pa.array(rows)), keys[rows])), chunk
+        monkeypatch.undo()
+
+
 def _keep_mask_matches_changes(values, keys, **options):
     """keep_mask (heads only) leaves out exactly the I/U/D rows changes() leaves out."""
     import numpy as np
