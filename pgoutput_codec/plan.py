@@ -37,7 +37,7 @@ from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .checkpoint import Checkpoint
 from .changes import (
-    ChangeDecoder, _lsn_array, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
+    ChangeDecoder, _lsn_array, _Txn, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
     in_commit_window, intersect_windows, truncate_row,
 )
 from .errors import PgoutputDecodeError
@@ -70,6 +70,145 @@ _BEFORE_ALL = int(np.iinfo(np.int64).min)
 _IS_ROW_CHANGE = np.zeros(256, dtype=bool)
 for _t in b"IUD":
     _IS_ROW_CHANGE[_t] = True
+
+
+#: ``ControlPlan.build`` walks chunks of plain transactions with array operations (tests
+#: turn it off to compare with the Python walk).
+_VECTORIZED_WALK = True
+
+
+class _Walked:
+    """One chunk of :meth:`ControlPlan.build`'s walk: per segment (``seg_slot``,
+    ``seg_stream``, one more than the chunk's control rows), per commit in commit order
+    (``slots``, ``xid``, ``lsn``, ``ts`` as µs, ``origin``; ``aborted``: commit index ->
+    aborted subtransaction xids), the Relation rows (``r_keys`` positions in the chunk,
+    ``r_rel``, ``r_versions``) and the Type rows (``y_keys`` positions, ``y_types``)."""
+
+    def __init__(self, seg_slot, seg_stream, slots, xid, lsn, ts, origin, aborted, r_keys, r_rel, r_versions,
+                 y_keys, y_types):
+        self.seg_slot, self.seg_stream = seg_slot, seg_stream
+        self.slots, self.xid, self.lsn, self.ts, self.origin, self.aborted = slots, xid, lsn, ts, origin, aborted
+        self.r_keys, self.r_rel, self.r_versions = r_keys, r_rel, r_versions
+        self.y_keys, self.y_types = y_keys, y_types
+
+
+def _relations_and_types(dec, ctrl: list, where) -> tuple:
+    """Teach ``dec`` the chunk's Relation and Type rows (``ctrl``: their dicts, in order,
+    at chunk positions ``where``): (r_keys, r_rel, r_versions, y_keys, y_types)."""
+    r_keys, r_rel, r_versions, y_keys, y_types = [], [], [], [], []
+    for k, m in zip(where, ctrl, strict=True):
+        if m["type"] == "R":
+            r_keys.append(k)
+            r_rel.append(m["relation_id"])
+            r_versions.append(dec._relation(m))
+        elif m["type"] == "Y":
+            dec._type(m)
+            y_keys.append(k)
+            y_types.append((m["type_oid"], m["namespace"], m["type_name"]))
+    return (np.array(r_keys, np.int64), np.array(r_rel, np.int64), np.array(r_versions, np.int64),
+            np.array(y_keys, np.int64), y_types)
+
+
+def _python_walk(dec, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) -> _Walked:
+    """A chunk of control rows (message rows ``idx``) through ``ChangeDecoder._walk``;
+    its committed transactions are let go."""
+    ctrl = control_rows(msgs, idx)
+    counts = np.zeros(len(idx) + 1, dtype=np.int64)
+    counts[0] = phantom
+    seg_slot, commits, r_v, seg_stream = dec._walk(ctrl, counts, keys)
+    txns = [dec._txns.pop(slot) for slot, _ in commits]   # in commit order
+    r_at = [k for k, m in enumerate(ctrl) if m["type"] == "R"]
+    y_at = [k for k, m in enumerate(ctrl) if m["type"] == "Y"]
+    return _Walked(
+        seg_slot, seg_stream, np.array([slot for slot, _ in commits], np.int64),
+        pa.array([t.xid if t.xid is not None else m.get("xid") for t, (_, m) in zip(txns, commits, strict=True)],
+                 pa.uint32()),
+        pa.array([m.get("commit_lsn") for _, m in commits], pa.uint64()),
+        pa.array([m.get("commit_ts") for _, m in commits], pa.int64()),
+        pa.array([t.origin for t in txns], pa.string()),
+        {j: np.fromiter(t.aborted_subxids, np.int64) for j, t in enumerate(txns) if t.aborted_subxids},
+        np.array(r_at, np.int64), np.array([ctrl[k]["relation_id"] for k in r_at], np.int64), np.array(r_v, np.int64),
+        np.array(y_at, np.int64), [(ctrl[k]["type_oid"], ctrl[k]["namespace"], ctrl[k]["type_name"]) for k in y_at])
+
+
+_PLAIN_TAGS = np.zeros(256, dtype=bool)
+for _t in b"BCRY":
+    _PLAIN_TAGS[_t] = True
+
+
+def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> _Walked | None:
+    """The common chunk, with array operations: Begin … Commit pairs that never
+    interleave, Relations and Types, no stream or two-phase marker, no Origin — then
+    what ``_walk`` does is a function of the B/C pattern. None for any other chunk
+    (the Python walk takes it; tests compare the two)."""
+    t = tags[idx]
+    if dec._walk_stream or not _PLAIN_TAGS[t].all():
+        return None
+    bc = np.flatnonzero((t == ord("B")) | (t == ord("C")))
+    pattern = t[bc]
+    ctx = dec._ctx
+    if phantom and ctx < 0:   # rows before the first control row: a transaction begun before the archive
+        ctx = -2              # (made below, once the chunk is known to be plain)
+    # a Commit of the transaction open before the chunk, then B C pairs, maybe a last B left open
+    lead = 1 if len(pattern) and pattern[0] == ord("C") else 0
+    if lead and ctx == -1:
+        return None           # a Commit with nothing open: the walk ignores it
+    pairs = pattern[lead:]
+    open_end = len(pairs) % 2
+    if not ((pairs[0:len(pairs) - open_end:2] == ord("B")).all() and (pairs[1::2] == ord("C")).all()
+            and (not open_end or pairs[-1] == ord("B"))):
+        return None
+    c_rows = idx[bc[lead:][1::2]] if len(pairs) > 1 else np.zeros(0, np.int64)
+    if lead:
+        c_rows = np.concatenate([idx[bc[:1]], c_rows])
+    lsn = msgs.field("commit_lsn").take(pa.array(c_rows, pa.int64()))
+    replays = dec.options["replays"] == "drop"
+    if replays:   # rising, above every commit before (else the walk judges replays and order)
+        if lsn.null_count:
+            return None
+        v = lsn.to_numpy().astype(np.uint64)
+        floor = max(dec._committed[-1] if dec._committed else 0, dec._floor or 0)
+        if len(v) and (v[0] <= floor or (np.diff(v.astype(np.int64)) <= 0).any()):
+            return None
+    # plain: from here on the chunk is walked
+    if ctx == -2:
+        ctx = dec._ctx = dec._new_slot(_Txn(xid=None))
+    n_b = int((pairs == ord("B")).sum())
+    first = dec._next_slot
+    dec._next_slot += n_b
+    # the open transaction after each control row: a B opens slot first + j, a C closes
+    opened = np.full(len(idx) + 1, -2, dtype=np.int64)
+    opened[0] = ctx
+    b_at = bc[lead:][0::2]
+    opened[b_at + 1] = first + np.arange(n_b)
+    opened[bc[lead:][1::2] + 1] = -1
+    if lead:
+        opened[bc[0] + 1] = -1
+    fill = np.maximum.accumulate(np.where(opened != -2, np.arange(len(opened)), 0))
+    seg_slot = opened[fill]
+    b_xid = msgs.field("xid").take(pa.array(idx[b_at], pa.int64())).cast(pa.uint32())
+    committed_b = n_b - open_end
+    slots = first + np.arange(committed_b)
+    xid = b_xid.slice(0, committed_b)
+    origin = pa.nulls(committed_b, pa.string())
+    aborted = {}
+    if lead:                  # the transaction open before the chunk commits first
+        before = dec._txns.pop(ctx)
+        slots = np.concatenate([[ctx], slots])
+        xid = pa.concat_arrays([pa.array([before.xid], pa.uint32()), xid])
+        origin = pa.concat_arrays([pa.array([before.origin], pa.string()), origin])
+        if before.aborted_subxids:
+            aborted[0] = np.fromiter(before.aborted_subxids, np.int64)
+    if open_end:              # the last Begin's transaction stays open into the next chunk
+        dec._txns[first + n_b - 1] = _Txn(xid=b_xid[n_b - 1].as_py())
+    dec._ctx = int(seg_slot[-1])
+    if replays and len(c_rows):
+        dec._committed.frombytes(v.tobytes())
+    ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64())).cast(pa.int64())
+    ry = np.flatnonzero((t == ord("R")) | (t == ord("Y")))
+    r_keys, r_rel, r_versions, y_keys, y_types = _relations_and_types(dec, control_rows(msgs, idx[ry]), ry)
+    return _Walked(seg_slot, np.zeros(len(idx) + 1, bool), slots, xid, lsn, ts, origin, aborted,
+                   r_keys, r_rel, r_versions, y_keys, y_types)
 
 
 @contextmanager
@@ -177,52 +316,40 @@ class ControlPlan:
         n_ctrl = len(ctrl_idx)
         self.seg_slot = np.empty(n_ctrl + 1, np.int64)
         self.seg_stream = np.empty(n_ctrl + 1, bool)
-        slots, xids, lsns, stamps, origins, self.aborted = [], [], [], [], [], {}
-        r_rel, r_keys, r_versions, y_events = [], [], [], []
+        walked = []
         # The walk, in chunks of control rows: the row dicts it reads and the transactions
         # it committed are let go after each chunk, so what stays is a few values per
         # commit, not Python objects per transaction (400 000 one-row transactions: 596
         # MiB at once before, 148 MiB now). It makes a few objects per control row and
         # no reference cycles; Python's cyclic collector, set off by those allocations,
         # kept rescanning everything alive and took half the time (6.2 s with it, 3.2 s
-        # without).
+        # without). A chunk of plain transactions (Begin … Commit, Relations, Types) is
+        # walked with array operations instead (see _plain_walk).
         with _cyclic_gc_paused():
             for a in range(0, max(n_ctrl, 1), _WALK_CHUNK):
                 b = min(a + _WALK_CHUNK, n_ctrl)
-                last = b == n_ctrl
-                ctrl = control_rows(msgs, ctrl_idx[a:b])
-                counts = np.zeros(b - a + 1, dtype=np.int64)
                 # rows before the first control row: changes whose Begin precedes the archive —
                 # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
-                counts[0] = a == 0 and (cp is None or cp.from_key == _BEFORE_ALL)
-                s_slot, commits, r_v, s_stream = dec._walk(ctrl, counts, self.ctrl_keys[a:b])
-                end = b + 1 if last else b     # segment b is the next chunk's first
-                self.seg_slot[a:end] = s_slot[:end - a]
-                self.seg_stream[a:end] = s_stream[:end - a]
-                txns = [dec._txns.pop(slot) for slot, _ in commits]   # in commit order
-                self.aborted.update((len(slots) + j, np.fromiter(t.aborted_subxids, np.int64))
-                                    for j, t in enumerate(txns) if t.aborted_subxids)
-                slots += [slot for slot, _ in commits]
-                xids += [t.xid if t.xid is not None else m.get("xid") for t, (_, m) in zip(txns, commits, strict=True)]
-                lsns += [m.get("commit_lsn") for _, m in commits]
-                stamps += [m.get("commit_ts") for _, m in commits]
-                origins += [t.origin for t in txns]
-                r_versions += r_v
-                rows_ry = [k for k, m in enumerate(ctrl) if m["type"] in ("R", "Y")]
-                for k in rows_ry:
-                    m = ctrl[k]
-                    if m["type"] == "R":
-                        r_rel.append(m["relation_id"])
-                        r_keys.append(int(self.ctrl_keys[a + k]))
-                    else:
-                        y_events.append((int(self.ctrl_keys[a + k]), (m["type_oid"], m["namespace"], m["type_name"])))
+                phantom = a == 0 and (cp is None or cp.from_key == _BEFORE_ALL)
+                w = (_plain_walk(dec, msgs, tags, ctrl_idx[a:b], phantom) if _VECTORIZED_WALK else None) \
+                    or _python_walk(dec, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
+                end = b + 1 if b == n_ctrl else b     # segment b is the next chunk's first
+                self.seg_slot[a:end] = w.seg_slot[:end - a]
+                self.seg_stream[a:end] = w.seg_stream[:end - a]
+                w.r_keys = self.ctrl_keys[a:b][w.r_keys]
+                w.y_keys = self.ctrl_keys[a:b][w.y_keys]
+                walked.append(w)
         self.replayed = dec.replayed   # transactions received again and dropped (see ChangeDecoder)
         # transactions that committed, in commit order
-        self.commit_slots = np.array(slots, dtype=np.int64)
-        self.commit_xid = pa.array(xids, pa.uint32())
-        self.commit_lsn = pa.array(lsns, pa.uint64())
-        self.commit_ts = pa.array(stamps, CHANGE_SCHEMA.field("commit_ts").type)
-        self.commit_origin = pa.array(origins, pa.string())
+        self.commit_slots = np.concatenate([w.slots for w in walked])
+        self.commit_xid = pa.concat_arrays([w.xid for w in walked])
+        self.commit_lsn = pa.concat_arrays([w.lsn for w in walked])
+        self.commit_ts = pa.concat_arrays([w.ts for w in walked]).cast(CHANGE_SCHEMA.field("commit_ts").type)
+        self.commit_origin = pa.concat_arrays([w.origin for w in walked])
+        self.aborted, done = {}, 0
+        for w in walked:
+            self.aborted.update((done + j, v) for j, v in w.aborted.items())
+            done += len(w.slots)
         self._window(dec._window)
         # what is left open (committed transactions were let go above)
         self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()]
@@ -231,14 +358,15 @@ class ControlPlan:
         self.live_slots = {s for s in [dec._ctx, *dec._streams.values(), *dec._prepared.values()] if s >= 0}
         # relation events: (relid, key) -> version, sorted by relid then key
         # (a checkpoint's definitions: events before every key)
-        ev_rel = np.array([rid for rid, _ in seeded] + r_rel, dtype=np.int64)
-        ev_key = np.array([_BEFORE_ALL] * len(seeded) + r_keys, dtype=np.int64)
-        ev_ver = np.asarray([v for _, v in seeded] + list(r_versions), dtype=np.int64)
+        ev_rel = np.concatenate([np.array([rid for rid, _ in seeded], np.int64), *[w.r_rel for w in walked]])
+        ev_key = np.concatenate([np.full(len(seeded), _BEFORE_ALL, np.int64), *[w.r_keys for w in walked]])
+        ev_ver = np.concatenate([np.array([v for _, v in seeded], np.int64), *[w.r_versions for w in walked]])
         o = np.lexsort((ev_key, ev_rel))
         self.ev_rel, self.ev_key, self.ev_ver = ev_rel[o], ev_key[o], ev_ver[o]
         self.versions = dec._versions
         self.version_table = dec._version_table()
-        self.type_events = [(_BEFORE_ALL, t) for t in (cp.types if cp is not None else ())] + y_events
+        self.type_events = [(_BEFORE_ALL, t) for t in (cp.types if cp is not None else ())] + [
+            (int(k), t) for w in walked for k, t in zip(w.y_keys.tolist(), w.y_types, strict=True)]
         self.patterns = dec._patterns
         self.output_schema = pa.schema(list(dec.output_schema) + [pa.field("commit_rank", pa.int64())])
         self.registry = options.get("registry")

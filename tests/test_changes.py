@@ -346,7 +346,8 @@ def test_plan_decodes_any_split_and_order_like_the_sequential_decoder(version, o
 @pytest.mark.parametrize("version,option_set", SETS)
 def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set, monkeypatch):
     """ControlPlan.build walks the control rows in chunks and lets go of each chunk's
-    committed transactions: chunks of 1, 2 and 7 rows give the plan of one walk — every
+    committed transactions, chunks of plain transactions with array operations: chunks
+    of 1, 2, 3 and 7 rows and one chunk, each way, give the plan of one Python walk — every
     segment's transaction and stream state, the commits and their facts, what is left
     open, the Relation and Type events, the checkpoint and the rows — from the start of
     the archive and resumed from a checkpoint halfway."""
@@ -361,9 +362,11 @@ def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set
     mid = P.ControlPlan.build(cv.slice(0, len(cv) // 2), ck[: len(cv) // 2]).checkpoint()
     later = ck >= mid.from_key
     for resume, v, k in ((None, cv, ck), (mid, cv.filter(pa.array(later)), ck[later])):
-        want = P.ControlPlan.build(v, k, resume=resume)
-        for chunk in (1, 2, 7):
+        monkeypatch.setattr(P, "_VECTORIZED_WALK", False)
+        want = P.ControlPlan.build(v, k, resume=resume)      # the Python walk, in one chunk
+        for chunk, vectorized in ((10**9, True), (1, True), (2, True), (7, True), (7, False), (3, True)):
             monkeypatch.setattr(P, "_WALK_CHUNK", chunk)
+            monkeypatch.setattr(P, "_VECTORIZED_WALK", vectorized)
             got = P.ControlPlan.build(v, k, resume=resume)
             for name in ("seg_slot", "seg_stream", "commit_slots", "ev_rel", "ev_key", "ev_ver"):
                 assert np.array_equal(getattr(got, name), getattr(want, name)), (chunk, name)
