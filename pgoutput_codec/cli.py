@@ -882,6 +882,7 @@ _QUICK = {
     "changes_bench.py": ["-n", "20000", "--repeat", "2"],
     "convert_bench.py": ["--n", "100000", "--repeat", "2"],
     "opengauss_bench.py": ["--records", "20000", "--repeat", "2"],
+    "plan_bench.py": ["--transactions", "20000", "--repeat", "1"],
 }
 
 
