@@ -103,6 +103,7 @@ changes, :func:`_lineage`); see their docstrings for what is carried and what is
 from __future__ import annotations
 
 import decimal
+import logging
 import uuid
 from functools import reduce
 from typing import NamedTuple
@@ -133,6 +134,7 @@ _PAYLOAD, _KEY, _LSN = "__payload", "__order", "__lsn"
 _SUB = "__sub"
 _ROWS_IN, _ROWS_ERR = "__rows_in", "__rows_err"
 _FILE_BITS = 40
+_log = logging.getLogger("pgoutput_codec")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -659,6 +661,9 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         plan = ControlPlan.build(rows.column(_PAYLOAD), rows.column(_KEY), envelope=envelope, in_stream=in_stream,
                                  lsn=rows.column(_LSN) if has_lsn else None, resume=resume,
                                  errors="raise" if mode == FAILFAST else "collect", **options)
+    if plan.replayed:
+        _log.warning("pgoutput_codec: %d transaction(s) received again (replays) given once, the first "
+                     "at seq %s; replayed_of(changes) lists them", len(plan.replayed), plan.replayed[0]["seq"])
     spark = df.sparkSession
     plan_bc = spark.sparkContext.broadcast(plan)
 
@@ -695,6 +700,17 @@ def checkpoint_of(changes: DataFrame) -> Checkpoint:
         raise ValueError("checkpoint_of takes the DataFrame decode_changes returned itself "
                          "(before any transformation: a new DataFrame does not carry the plan)")
     return plan.checkpoint()
+
+
+def replayed_of(changes: DataFrame) -> list[dict]:
+    """The transactions the archive behind a :func:`decode_changes` DataFrame held twice
+    (a consumer that reconnected before confirming received them again), given once:
+    per replay dropped, its xid, commit LSN and the seq of its second Commit. Known as
+    soon as ``decode_changes`` returns (pass 1 is eager)."""
+    plan = getattr(changes, "_pgoutput_plan", None)
+    if plan is None:
+        raise ValueError("replayed_of takes the DataFrame decode_changes returned itself")
+    return [dict(r) for r in plan.replayed]
 
 
 # --------------------------------------------------------------------------- typed tables

@@ -97,13 +97,15 @@ def test_spark_changes_equal_single_process(spark, files, option_set, impl):
     assert rank == sorted(rank)
 
 
-def test_replayed_transactions_once_and_files_out_of_order_refused(spark, tmp_path):
+def test_replayed_transactions_once_and_files_out_of_order_refused(spark, tmp_path, caplog):
     """An at-least-once archive: the last three transactions of a real-server archive
     received again (a consumer that reconnected before confirming). Both Spark
     implementations give each transaction once, as the single-process decoder does.
     Files listed out of order (order_by=None, names that sort the later half first) are
-    refused with the commit that shows it, not decoded in a wrong commit order."""
-    from pgoutput_codec import ArchiveOrderError
+    refused with the commit that shows it, not decoded in a wrong commit order. The
+    replays are named (``replayed_of``) and logged as a warning."""
+    from pgoutput_codec import ArchiveOrderError, ChangeDecoder
+    from pgoutput_codec.spark import replayed_of
     t = archive(VERSION, "v1_text")
     tags = [d[:1] for d in t.column("data").to_pylist()]
     begins = [i for i, g in enumerate(tags) if g == b"B"]
@@ -113,8 +115,16 @@ def test_replayed_transactions_once_and_files_out_of_order_refused(spark, tmp_pa
     want = as_spark(decode_changes_1(t))
     assert as_spark(decode_changes_1(replayed)).equals(want)
     df = spark.read.parquet(*write_files(replayed, tmp_path / "replayed", 3))
+    dec = ChangeDecoder()
+    dec.feed(replayed)
+    assert len(dec.replayed) == 3
     for impl in CHANGE_IMPLS:
-        got = collect(decode_changes(df, order_by="seq", impl=impl))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="pgoutput_codec"):
+            ch = decode_changes(df, order_by="seq", impl=impl)
+        assert "3 transaction(s) received again" in caplog.text, impl
+        assert replayed_of(ch) == dec.replayed, impl
+        got = collect(ch)
         assert got.drop_columns(["commit_rank"]).equals(want), impl
         assert decode_changes(df, order_by="seq", impl=impl, sort=False).count() == len(want), impl
     # the later half first: file names that sort it first, no order column
