@@ -594,14 +594,9 @@ class ChangeDecoder:
         if len(bct) % 2 or not ((bct[0::2] == ord("B")).all() and (bct[1::2] == ord("C")).all()):
             return None
         ntx = len(bct) // 2
-        if self.options["replays"] == "drop":   # commits rising above every one before, or the walk judges
-            lsns = msgs.field("commit_lsn").take(pa.array(ctrl_idx[bc[1::2]], pa.int64()))
-            if lsns.null_count:
-                return None
-            lsns = lsns.to_numpy().astype(np.uint64)
-            floor = max(self._committed[-1] if self._committed else 0, self._floor or 0)
-            if ntx and (lsns[0] <= floor or (np.diff(lsns.astype(np.int64)) <= 0).any()):
-                return None
+        lsns = self._plain_commits(msgs.field("commit_lsn").take(pa.array(ctrl_idx[bc[1::2]], pa.int64())))
+        if lsns is None:
+            return None
         # transaction open after each control row (-1 none); change rows must all be in one
         opened = np.full(len(ctrl_idx) + 1, -2, dtype=np.int64)
         opened[0] = -1
@@ -619,15 +614,9 @@ class ChangeDecoder:
         # Relation and Type rows, in order (few)
         rt = ctrl_idx[(ctags == ord("R")) | (ctags == ord("Y"))]
         relmap_start = dict(self._relmap)
-        r_versions = []
-        for m in (msgs.take(pa.array(rt, pa.int64())).to_pylist() if len(rt) else ()):
-            if m["type"] == "R":
-                r_versions.append(self._relation(m))
-            else:
-                self._type(m)
+        r_versions = self._definitions(msgs.take(pa.array(rt, pa.int64())).to_pylist() if len(rt) else ())
         self._next_slot += ntx
-        if self.options["replays"] == "drop":
-            self._committed.frombytes(lsns.tobytes())
+        self._committed.frombytes(lsns.tobytes())
         versions, r_events = _row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
         table = rows["table"]
@@ -666,6 +655,34 @@ class ChangeDecoder:
             relation_id=m["relation_id"], replica_identity=m["replica_identity"],
             columns=m["columns"]))
         self._relmap[m["relation_id"]] = v
+        return v
+
+    def _definitions(self, rows) -> list[int]:
+        """Relation and Type rows (dicts, in arrival order) learnt: the version each
+        Relation defines."""
+        versions = []
+        for m in rows:
+            if m["type"] == "R":
+                versions.append(self._relation(m))
+            else:
+                self._type(m)
+        return versions
+
+    def _plain_commits(self, lsn: pa.Array) -> np.ndarray | None:
+        """For the vectorized paths: the commit LSNs of a chunk's plain transactions (in
+        order) to record once they are taken, when :meth:`_commit` would take every one
+        without judging it — each above every commit taken before and above a
+        checkpoint's ``after_lsn``. None when one needs judging (a replay, out of order,
+        at or below that floor, no LSN): the walk must take the chunk. With
+        ``replays="keep"`` nothing is judged or recorded (empty)."""
+        if self.options["replays"] == "keep":
+            return np.zeros(0, np.uint64)
+        if lsn.null_count:
+            return None
+        v = lsn.to_numpy(zero_copy_only=False).astype(np.uint64)
+        floor = max(self._committed[-1] if self._committed else 0, self._floor or 0)
+        if len(v) and (v[0] <= floor or (np.diff(v.astype(np.int64)) <= 0).any()):
+            return None
         return v
 
     def _type(self, m: dict):

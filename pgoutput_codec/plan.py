@@ -92,21 +92,13 @@ class _Walked:
         self.y_keys, self.y_types = y_keys, y_types
 
 
-def _relations_and_types(dec, ctrl: list, where) -> tuple:
-    """Teach ``dec`` the chunk's Relation and Type rows (``ctrl``: their dicts, in order,
-    at chunk positions ``where``): (r_keys, r_rel, r_versions, y_keys, y_types)."""
-    r_keys, r_rel, r_versions, y_keys, y_types = [], [], [], [], []
-    for k, m in zip(where, ctrl, strict=True):
-        if m["type"] == "R":
-            r_keys.append(k)
-            r_rel.append(m["relation_id"])
-            r_versions.append(dec._relation(m))
-        elif m["type"] == "Y":
-            dec._type(m)
-            y_keys.append(k)
-            y_types.append((m["type_oid"], m["namespace"], m["type_name"]))
-    return (np.array(r_keys, np.int64), np.array(r_rel, np.int64), np.array(r_versions, np.int64),
-            np.array(y_keys, np.int64), y_types)
+def _definition_rows(ctrl: list, where) -> tuple:
+    """Where the Relation and Type rows among ``ctrl`` (dicts at chunk positions
+    ``where``) sit and what they say: (r_keys, r_rel, y_keys, y_types)."""
+    r = [(k, m) for k, m in zip(where, ctrl, strict=True) if m["type"] == "R"]
+    y = [(k, m) for k, m in zip(where, ctrl, strict=True) if m["type"] == "Y"]
+    return (np.array([k for k, _ in r], np.int64), np.array([m["relation_id"] for _, m in r], np.int64),
+            np.array([k for k, _ in y], np.int64), [(m["type_oid"], m["namespace"], m["type_name"]) for _, m in y])
 
 
 def _python_walk(dec, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) -> _Walked:
@@ -117,8 +109,7 @@ def _python_walk(dec, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) ->
     counts[0] = phantom
     seg_slot, commits, r_v, seg_stream = dec._walk(ctrl, counts, keys)
     txns = [dec._txns.pop(slot) for slot, _ in commits]   # in commit order
-    r_at = [k for k, m in enumerate(ctrl) if m["type"] == "R"]
-    y_at = [k for k, m in enumerate(ctrl) if m["type"] == "Y"]
+    r_keys, r_rel, y_keys, y_types = _definition_rows(ctrl, range(len(ctrl)))
     return _Walked(
         seg_slot, seg_stream, np.array([slot for slot, _ in commits], np.int64),
         pa.array([t.xid if t.xid is not None else m.get("xid") for t, (_, m) in zip(txns, commits, strict=True)],
@@ -127,8 +118,7 @@ def _python_walk(dec, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) ->
         pa.array([m.get("commit_ts") for _, m in commits], pa.int64()),
         pa.array([t.origin for t in txns], pa.string()),
         {j: np.fromiter(t.aborted_subxids, np.int64) for j, t in enumerate(txns) if t.aborted_subxids},
-        np.array(r_at, np.int64), np.array([ctrl[k]["relation_id"] for k in r_at], np.int64), np.array(r_v, np.int64),
-        np.array(y_at, np.int64), [(ctrl[k]["type_oid"], ctrl[k]["namespace"], ctrl[k]["type_name"]) for k in y_at])
+        r_keys, r_rel, np.array(r_v, np.int64), y_keys, y_types)
 
 
 _PLAIN_TAGS = np.zeros(256, dtype=bool)
@@ -162,14 +152,9 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
     if lead:
         c_rows = np.concatenate([idx[bc[:1]], c_rows])
     lsn = msgs.field("commit_lsn").take(pa.array(c_rows, pa.int64()))
-    replays = dec.options["replays"] == "drop"
-    if replays:   # rising, above every commit before (else the walk judges replays and order)
-        if lsn.null_count:
-            return None
-        v = lsn.to_numpy().astype(np.uint64)
-        floor = max(dec._committed[-1] if dec._committed else 0, dec._floor or 0)
-        if len(v) and (v[0] <= floor or (np.diff(v.astype(np.int64)) <= 0).any()):
-            return None
+    taken = dec._plain_commits(lsn)   # None: a commit to judge (replay, order): the walk does
+    if taken is None:
+        return None
     # plain: from here on the chunk is walked
     if ctx == -2:
         ctx = dec._ctx = dec._new_slot(_Txn(xid=None))
@@ -202,13 +187,13 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
     if open_end:              # the last Begin's transaction stays open into the next chunk
         dec._txns[first + n_b - 1] = _Txn(xid=b_xid[n_b - 1].as_py())
     dec._ctx = int(seg_slot[-1])
-    if replays and len(c_rows):
-        dec._committed.frombytes(v.tobytes())
+    dec._committed.frombytes(taken.tobytes())
     ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64())).cast(pa.int64())
     ry = np.flatnonzero((t == ord("R")) | (t == ord("Y")))
-    r_keys, r_rel, r_versions, y_keys, y_types = _relations_and_types(dec, control_rows(msgs, idx[ry]), ry)
+    defs = control_rows(msgs, idx[ry])
+    r_keys, r_rel, y_keys, y_types = _definition_rows(defs, ry)
     return _Walked(seg_slot, np.zeros(len(idx) + 1, bool), slots, xid, lsn, ts, origin, aborted,
-                   r_keys, r_rel, r_versions, y_keys, y_types)
+                   r_keys, r_rel, np.array(dec._definitions(defs), np.int64), y_keys, y_types)
 
 
 @contextmanager
