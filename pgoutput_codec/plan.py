@@ -75,6 +75,10 @@ for _t in b"IUD":
 #: ``ControlPlan.build`` walks chunks of plain transactions with array operations (tests
 #: turn it off to compare with the Python walk).
 _VECTORIZED_WALK = True
+#: A run of plain control rows shorter than this is walked in Python with the rows around
+#: it: the array walk costs about 60 µs a chunk whatever its size, the Python walk about
+#: 2 µs a row (tests make it 1).
+_MIN_ARRAY_RUN = 64
 
 
 class _Walked:
@@ -196,6 +200,27 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
                    r_keys, r_rel, np.array(dec._definitions(defs), np.int64), y_keys, y_types)
 
 
+def _walk_bounds(t: np.ndarray) -> list:
+    """Where :meth:`ControlPlan.build` cuts its walk of control rows with tags ``t``:
+    runs of plain rows (Begin, Commit, Relation, Type) for the array walk, the rows
+    between them (streams, two-phase, Origins, and plain runs too short to pay) for the
+    Python walk, each cut every ``_WALK_CHUNK`` rows. A streamed transaction in an
+    archive of plain ones then costs its own rows, not its chunk's (any cut gives the
+    same plan: the walk carries its state across)."""
+    n = len(t)
+    if not _VECTORIZED_WALK or n == 0:
+        runs = [(0, n)]
+    else:
+        plain = _PLAIN_TAGS[t]
+        cut = np.flatnonzero(plain[1:] != plain[:-1]) + 1
+        starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [n]])
+        array = plain[starts] & (ends - starts >= _MIN_ARRAY_RUN)
+        # neighbouring runs the same walk takes are one run
+        first = np.concatenate([[True], array[1:] != array[:-1]])
+        runs = list(zip(starts[first].tolist(), np.append(starts[first][1:], n).tolist(), strict=True))
+    return [(a, min(a + _WALK_CHUNK, b)) for a0, b in runs for a in range(a0, max(b, a0 + 1), _WALK_CHUNK)]
+
+
 @contextmanager
 def _cyclic_gc_paused():
     """Python's cyclic garbage collector off inside (as it was, after)."""
@@ -308,11 +333,10 @@ class ControlPlan:
         # MiB at once before, 148 MiB now). It makes a few objects per control row and
         # no reference cycles; Python's cyclic collector, set off by those allocations,
         # kept rescanning everything alive and took half the time (6.2 s with it, 3.2 s
-        # without). A chunk of plain transactions (Begin … Commit, Relations, Types) is
-        # walked with array operations instead (see _plain_walk).
+        # without). A run of plain transactions (Begin … Commit, Relations, Types) is
+        # walked with array operations instead (see _plain_walk, _walk_bounds).
         with _cyclic_gc_paused():
-            for a in range(0, max(n_ctrl, 1), _WALK_CHUNK):
-                b = min(a + _WALK_CHUNK, n_ctrl)
+            for a, b in _walk_bounds(tags[ctrl_idx]):
                 # rows before the first control row: changes whose Begin precedes the archive —
                 # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
                 phantom = a == 0 and (cp is None or cp.from_key == _BEFORE_ALL)

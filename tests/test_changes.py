@@ -346,8 +346,9 @@ def test_plan_decodes_any_split_and_order_like_the_sequential_decoder(version, o
 @pytest.mark.parametrize("version,option_set", SETS)
 def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set, monkeypatch):
     """ControlPlan.build walks the control rows in chunks and lets go of each chunk's
-    committed transactions, chunks of plain transactions with array operations: chunks
-    of 1, 2, 3 and 7 rows and one chunk, each way, give the plan of one Python walk — every
+    committed transactions, runs of plain transactions with array operations: chunks
+    of 1, 2, 3, 5 and 7 rows and one chunk, plain runs of any length or of 2 or 64 rows at
+    least taking the array walk, each way, give the plan of one Python walk — every
     segment's transaction and stream state, the commits and their facts, what is left
     open, the Relation and Type events, the checkpoint and the rows — from the start of
     the archive and resumed from a checkpoint halfway."""
@@ -364,9 +365,11 @@ def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set
     for resume, v, k in ((None, cv, ck), (mid, cv.filter(pa.array(later)), ck[later])):
         monkeypatch.setattr(P, "_VECTORIZED_WALK", False)
         want = P.ControlPlan.build(v, k, resume=resume)      # the Python walk, in one chunk
-        for chunk, vectorized in ((10**9, True), (1, True), (2, True), (7, True), (7, False), (3, True)):
+        for chunk, vectorized, run in ((10**9, True, 64), (10**9, True, 1), (1, True, 1), (2, True, 1),
+                                       (7, True, 1), (7, False, 1), (3, True, 2), (5, True, 64)):
             monkeypatch.setattr(P, "_WALK_CHUNK", chunk)
             monkeypatch.setattr(P, "_VECTORIZED_WALK", vectorized)
+            monkeypatch.setattr(P, "_MIN_ARRAY_RUN", run)
             got = P.ControlPlan.build(v, k, resume=resume)
             for name in ("seg_slot", "seg_stream", "commit_slots", "ev_rel", "ev_key", "ev_ver"):
                 assert np.array_equal(getattr(got, name), getattr(want, name)), (chunk, name)
@@ -380,6 +383,58 @@ def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set
             assert got.changes(values.filter(pa.array(rows)), keys[rows]).equals(
                 want.changes(values.filter(pa.array(rows)), keys[rows])), chunk
         monkeypatch.undo()
+
+
+def test_a_streamed_transaction_among_plain_ones_costs_the_python_walk_its_own_rows(monkeypatch):
+    """The plan cuts its walk where the rows stop being plain: 600 one-row transactions
+    around a transaction streamed in two chunks (with a Relation inside a chunk) and one
+    with an Origin give the Python walk only those rows and their short neighbours, and
+    the plan of one Python walk."""
+    import numpy as np
+
+    import pgoutput_codec.plan as P
+    from pgoutput_codec import Origin
+    rel = Relation(relation_id=1, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1),))
+    msgs, lsn = [rel], 1 << 32
+
+    def plain(n):
+        nonlocal lsn
+        for _ in range(n):
+            lsn += 64
+            msgs.extend([Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn % 10**6), Insert(relation_id=1, new_tuple=row(1)),
+                         Commit(commit_lsn=lsn, end_lsn=lsn + 8, commit_ts=lsn)])
+    plain(200)
+    msgs.extend([StreamStart(xid=7, first_segment=True), rel, Insert(xid=7, relation_id=1, new_tuple=row(2)),
+                 StreamStop()])
+    plain(200)
+    msgs.extend([StreamStart(xid=7, first_segment=False), Insert(xid=7, relation_id=1, new_tuple=row(3)),
+                 StreamStop()])
+    lsn += 64
+    msgs.append(StreamCommit(xid=7, flags=0, commit_lsn=lsn, end_lsn=lsn + 8, commit_ts=lsn))
+    lsn += 64
+    msgs.extend([Begin(final_lsn=lsn, commit_ts=lsn, xid=8), Origin(origin_lsn=5, origin_name="up"),
+                 Insert(relation_id=1, new_tuple=row(4)), Commit(commit_lsn=lsn, end_lsn=lsn + 8, commit_ts=lsn)])
+    plain(200)
+    values = pa.array([encode_message(m) for m in msgs], pa.binary())
+    mask = P.control_candidates(values)
+    cv, ck = values.filter(pa.array(mask)), np.flatnonzero(mask).astype(np.int64)
+    walked = []
+    real = P._python_walk
+    monkeypatch.setattr(P, "_python_walk", lambda dec, m, idx, *a: walked.append(len(idx)) or real(dec, m, idx, *a))
+    got = P.ControlPlan.build(cv, ck)
+    assert 0 < sum(walked) <= 12, walked   # S R E, S E c, the Origin transaction's B O C
+    monkeypatch.setattr(P, "_VECTORIZED_WALK", False)
+    walked.clear()
+    want = P.ControlPlan.build(cv, ck)
+    assert sum(walked) == len(cv)
+    for name in ("seg_slot", "seg_stream", "commit_slots", "ev_rel", "ev_key", "ev_ver"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    for name in ("commit_xid", "commit_lsn", "commit_ts", "commit_origin"):
+        assert getattr(got, name).equals(getattr(want, name)), name
+    assert got.commit_origin.null_count == len(got.commit_origin) - 1
+    assert got.changes(values, np.arange(len(values))).equals(want.changes(values, np.arange(len(values))))
+    assert len(got.changes(values, np.arange(len(values)))) == 603
 
 
 def _keep_mask_matches_changes(values, keys, **options):
