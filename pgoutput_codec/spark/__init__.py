@@ -8,13 +8,16 @@
 - :func:`from_opengauss` / :func:`opengauss_messages` — the same for openGauss frames
   (a frame expands to many records);
 - :func:`read_archive` and, on PySpark >= 4.0, ``spark.read.format("pgoutput")``
-  (:mod:`.datasource`) — archive files (Parquet, CSV/COPY exports) to decoded rows.
+  (:mod:`.datasource`) — archive files (Parquet, CSV/COPY exports) to decoded rows;
+  ``spark.readStream.format("pgoutput")`` (:mod:`.streamsource`) — a lake that grows,
+  each run giving what landed since, exactly once (offsets are checkpoints).
 
 Modules: :mod:`.types` (Arrow → Spark types: the one converter), :mod:`.modes` (parse
 modes), :mod:`.functions` (column/DataFrame functions, SQL registration),
 :mod:`.changes` (change rows, tables), :mod:`.batchcache` (one decode per Arrow batch
 for per-field UDFs),
-:mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source).
+:mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source),
+:mod:`.streamsource` (its stream reader).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
 - ``from_pgoutput`` on PySpark >= 4.1: a struct of scalar ``arrow_udf`` calls, one per

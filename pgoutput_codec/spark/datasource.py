@@ -34,7 +34,9 @@ Options:
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
 - ``in_stream``: "true"/"false" state before each partition's first row (default: inferred);
 - ``header`` (csv, default true; without one the columns are lsn, xid, data), ``sep`` (csv,
-  default ","; "\\t" for COPY text format).
+  default ","; "\\t" for COPY text format);
+- ``max_rows_per_trigger``: streams only (``spark.readStream.format("pgoutput")``, whose
+  offsets are checkpoints: :mod:`.streamsource`).
 
 Partitions: one per Parquet row group, one per CSV file; the stream state is inferred at
 the start of each and carried through it. The path is a file, a directory (every file in
@@ -153,8 +155,11 @@ class _Config:
         self.fields = message_fields(options.get("fields"), self.mode)
         self.lsn = options.get("lsn")
         self.order_by = options.get("order_by") or None
-        if self.order_by is not None and self.output != "changes":
-            raise ValueError("pgoutput data source: order_by applies to output='changes'")
+        self.max_rows = options.get("max_rows_per_trigger")
+        if self.max_rows is not None:
+            self.max_rows = int(self.max_rows)
+            if self.max_rows < 1:
+                raise ValueError(f"pgoutput data source: max_rows_per_trigger must be >= 1, got {self.max_rows}")
         self.change_options = {k: _bool(options[k]) for k in ("include_xids", "include_timestamp",
                                                               "include_origin") if k in options}
         for k in ("tables", "after_lsn", "until_lsn", "replays"):
@@ -189,17 +194,11 @@ class _Config:
             if lsn is not None and lsn not in schema.names:
                 raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
                                  f"(columns: {schema.names})")
-            if self.order_by is not None:
-                if self.order_by not in schema.names:
-                    raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} not in the "
-                                     f"archive (columns: {schema.names})")
-                t = schema.field(self.order_by).type
-                if not (pa.types.is_integer(t) or pa.types.is_string(t) and self.format == "csv"):
-                    raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} must be "
-                                     f"integral, not {t}")
+            self.check_order_by(schema)
             opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
             return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST,
                                                        **opts)
+        self.check_order_by(schema)
         keep = self.keep if self.keep is not None else [n for n in schema.names if n != self.payload]
         missing = [k for k in keep if k not in schema.names]
         if missing:
@@ -208,6 +207,18 @@ class _Config:
         kept = [T.StructField(f"source_{k}" if k in reserved else k,
                               ST.spark_type(schema.field(k).type), True) for k in keep]
         return keep, T.StructType(kept + [ST.MESSAGE_TYPE[f] for f in self.fields])
+
+
+    def check_order_by(self, schema):
+        if self.order_by is None:
+            return
+        if self.order_by not in schema.names:
+            raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} not in the "
+                             f"archive (columns: {schema.names})")
+        t = schema.field(self.order_by).type
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) and self.format == "csv"):
+            raise ValueError(f"pgoutput data source: order_by column {self.order_by!r} must be "
+                             f"integral, not {t}")
 
 
 class PgoutputDataSource(DataSource):
@@ -223,6 +234,10 @@ class PgoutputDataSource(DataSource):
     def reader(self, schema):
         return _PgoutputReader(_Config(self.options), schema)
 
+    def streamReader(self, schema):
+        from .streamsource import PgoutputStreamReader
+        return PgoutputStreamReader(_Config(self.options), schema)
+
 
 class _HeldPlan:
     """The control plan where ``_ChangeMapper`` expects a broadcast (``.value``)."""
@@ -231,33 +246,9 @@ class _HeldPlan:
         self.value = value
 
 
-class _PgoutputReader(DataSourceReader):
-    def __init__(self, config, schema):
-        self.config = config
-        self.keep, self.out_schema = config.layout()
-        # one listing for the plan and the partitions: a file that lands in between
-        # would have rows the plan never saw
-        self.files = list_files(config.path)[1]
-        if [f.name for f in schema.fields] != [f.name for f in self.out_schema.fields]:
-            raise ValueError("pgoutput data source: a user-given schema is not supported; "
-                             "select the columns you need after load()")
-        # Built here, on the driver: Spark pickles the reader for the executors before it
-        # asks for partitions, so the plan travels with it.
-        self.plan = self._build_plan() if config.output == "changes" else None
-
-    def partitions(self):
-        filesystem, files = _fs(self.config.path)[0], self.files
-        if self.config.format == "csv":
-            return [_Partition(f, None, i << _FILE_BITS) for i, f in enumerate(files)]
-        import pyarrow.parquet as pq
-        parts = []
-        for i, f in enumerate(files):
-            meta = pq.ParquetFile(f, filesystem=filesystem).metadata
-            start = 0
-            for rg in range(meta.num_row_groups):
-                parts.append(_Partition(f, rg, (i << _FILE_BITS) + start))
-                start += meta.row_group(rg).num_rows
-        return parts or [_Partition(files[0], None, 0)]
+class _ArchiveRows:
+    """Reading an archive's rows: what the batch and the stream reader share
+    (``self.config``, ``self.keep``)."""
 
     def _payloads(self, batch):
         """The payload column of a batch as binary (CSV: ``\\x`` hex text; bad hex: null,
@@ -267,22 +258,6 @@ class _PgoutputReader(DataSourceReader):
             from .archive import hex_to_binary
             col = hex_to_binary(col)[0]
         return col if pa.types.is_binary(col.type) else col.cast(pa.binary())
-
-    def _build_plan(self):
-        """Pass 1 on the driver: the control candidates of every partition, in order."""
-        from ..plan import ControlPlan, control_candidates
-        cfg = self.config
-        payloads, keys = [], []
-        for part in self.partitions():
-            for p, key, _ in self._keyed(part, [cfg.payload]):
-                mask = control_candidates(p, envelope=cfg.envelope)
-                if mask.any():
-                    payloads.append(p.filter(pa.array(mask)))
-                    keys.append(key[mask])
-        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
-        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
-                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
 
     def _keyed(self, partition, columns):
         """(payloads, arrival-order keys, batch) of a partition's batches of ``columns``: the
@@ -328,6 +303,58 @@ class _PgoutputReader(DataSourceReader):
             for i in range(0, b.num_rows, BATCH_ROWS):
                 s = b.slice(i, BATCH_ROWS)
                 yield pa.RecordBatch.from_arrays([s.column(c) for c in columns], names=columns)
+
+
+def _check_schema(schema, out_schema):
+    if [f.name for f in schema.fields] != [f.name for f in out_schema.fields]:
+        raise ValueError("pgoutput data source: a user-given schema is not supported; "
+                         "select the columns you need after load()")
+
+
+class _PgoutputReader(_ArchiveRows, DataSourceReader):
+    def __init__(self, config, schema):
+        self.config = config
+        if config.order_by is not None and config.output != "changes":
+            raise ValueError("pgoutput data source: order_by applies to output='changes' "
+                             "(and to streams: spark.readStream)")
+        self.keep, self.out_schema = config.layout()
+        # one listing for the plan and the partitions: a file that lands in between
+        # would have rows the plan never saw
+        self.files = list_files(config.path)[1]
+        _check_schema(schema, self.out_schema)
+        # Built here, on the driver: Spark pickles the reader for the executors before it
+        # asks for partitions, so the plan travels with it.
+        self.plan = self._build_plan() if config.output == "changes" else None
+
+    def partitions(self):
+        filesystem, files = _fs(self.config.path)[0], self.files
+        if self.config.format == "csv":
+            return [_Partition(f, None, i << _FILE_BITS) for i, f in enumerate(files)]
+        import pyarrow.parquet as pq
+        parts = []
+        for i, f in enumerate(files):
+            meta = pq.ParquetFile(f, filesystem=filesystem).metadata
+            start = 0
+            for rg in range(meta.num_row_groups):
+                parts.append(_Partition(f, rg, (i << _FILE_BITS) + start))
+                start += meta.row_group(rg).num_rows
+        return parts or [_Partition(files[0], None, 0)]
+
+    def _build_plan(self):
+        """Pass 1 on the driver: the control candidates of every partition, in order."""
+        from ..plan import ControlPlan, control_candidates
+        cfg = self.config
+        payloads, keys = [], []
+        for part in self.partitions():
+            for p, key, _ in self._keyed(part, [cfg.payload]):
+                mask = control_candidates(p, envelope=cfg.envelope)
+                if mask.any():
+                    payloads.append(p.filter(pa.array(mask)))
+                    keys.append(key[mask])
+        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
+        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
+                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
 
     def read(self, partition):
         if self.plan is not None:

@@ -1,0 +1,198 @@
+"""``spark.readStream.format("pgoutput")`` over a lake that grows by files: each day a
+new query run (``Trigger.AvailableNow``, the same checkpoint location) gives what the
+day added, exactly once, on real-server archives — days cut inside a streamed
+transaction, runs restarted from Spark's offset log, malformed rows, a read limit, and
+files that land too late."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
+from pgoutput_codec.spark import register  # noqa: E402
+from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0"),
+              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.parquet"
+#: v3_2pc_binary_streaming on PostgreSQL 16: a transaction streamed from seq 105 commits
+#: after seq 300, so a day cut at 200 leaves it open (the next run reads from its start)
+CUTS = (200, 450)
+
+
+def archive(option_set="v3_2pc_binary_streaming", version="16.14") -> pa.Table:
+    c = pq.read_table(CORPUS)
+    return c.filter(pc.and_(pc.equal(c["server_version"], version), pc.equal(c["option_set"], option_set))
+                    ).sort_by("seq").select(["seq", "lsn", "xid", "data"])
+
+
+def days(t: pa.Table, cuts=CUTS) -> list[pa.Table]:
+    seq = t.column("seq").to_numpy()
+    at = [0, *np.searchsorted(seq, cuts).tolist(), len(t)]
+    return [t.slice(a, b - a) for a, b in zip(at[:-1], at[1:], strict=True)]
+
+
+def land(root: Path, day: int, t: pa.Table):
+    """A day's rows as two files, small row groups; names that sort before the day before's."""
+    d = root / f"{9 - day}-day"
+    d.mkdir(parents=True)
+    half = len(t) // 2
+    pq.write_table(t.slice(0, half), d / "part-b.parquet", row_group_size=40)
+    pq.write_table(t.slice(half), d / "part-a.parquet", row_group_size=40)
+
+
+def run(spark, root: Path, chk: Path, **options) -> list[pa.Table]:
+    """One run of the stream (a new query on the same checkpoint location) until it has
+    read what is there: the micro-batches' rows."""
+    got = []
+    df = spark.readStream.format("pgoutput").options(order_by="seq", **options).load(str(root))
+    w = df.writeStream.foreachBatch(lambda b, _id: got.append(b.toArrow())).option("checkpointLocation", str(chk))
+    q = w.trigger(availableNow=True).start()
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise q.exception()
+    return got
+
+
+def in_commit_order(t: pa.Table) -> pa.Table:
+    return t.sort_by([("commit_lsn", "ascending"), ("seq", "ascending")])
+
+
+def test_a_stream_gives_each_days_changes_exactly_once(spark, tmp_path):
+    register(spark)
+    arc = archive()
+    want = decode_changes_1(arc)
+    root, chk = tmp_path / "lake", tmp_path / "chk"
+    got = []
+    for day, t in enumerate(days(arc)):
+        land(root, day, t)
+        batches = run(spark, root, chk, output="changes")
+        assert len(batches) == 1          # what landed, in one micro-batch
+        got += batches
+    # nothing new: the next run reads nothing
+    assert sum(len(b) for b in run(spark, root, chk, output="changes")) == 0
+    out = pa.concat_tables(got)
+    assert len(out) == len(want) > 200
+    assert in_commit_order(out).column("seq").equals(in_commit_order(want).column("seq").cast(pa.int64()))
+    for name in ("op", "table", "commit_lsn", "xid"):
+        assert in_commit_order(out).column(name).to_pylist() == in_commit_order(want).column(name).to_pylist(), name
+    # the transaction streamed across day 0's end is given by day 1, from its first rows
+    assert pc.min(got[1].column("seq")).as_py() < CUTS[0] <= pc.max(got[0].column("seq")).as_py() + 100
+    # the same stream in one run, and as the batch data source gives it
+    whole = pa.concat_tables(run(spark, root, tmp_path / "chk_whole", output="changes"))
+    assert in_commit_order(whole).drop_columns(["commit_rank"]).equals(in_commit_order(out).drop_columns(["commit_rank"]))
+
+
+def test_a_stream_of_messages(spark, tmp_path):
+    register(spark)
+    arc = archive("v1_text")
+    root, chk = tmp_path / "lake", tmp_path / "chk"
+    got = []
+    for day, t in enumerate(days(arc, (100, 250))):
+        land(root, day, t)
+        got += run(spark, root, chk, fields="type,xid,relation_id")
+    assert len(got) == 3
+    out = pa.concat_tables(got).sort_by("seq")
+    want = spark.read.format("pgoutput").options(fields="type,xid,relation_id").load(str(root)).toArrow().sort_by("seq")
+    assert out.column_names == want.column_names
+    assert out.equals(want) and len(out) == len(arc)
+
+
+def test_a_read_limit_splits_a_run_into_micro_batches(spark, tmp_path):
+    pytest.importorskip("pyspark.sql.streaming.datasource", reason="read limits need PySpark >= 4.2")
+    from pyspark.sql.streaming import datasource as sds
+    if not hasattr(sds, "ReadMaxRows"):
+        pytest.skip("read limits need PySpark >= 4.2")
+    register(spark)
+    arc = archive()
+    root = tmp_path / "lake"
+    land(root, 0, arc)
+    batches = [b for b in run(spark, root, tmp_path / "chk", output="changes", max_rows_per_trigger="100") if len(b)]
+    assert len(batches) >= 4           # 664 rows, 100 at most a micro-batch (a held stream gives nothing)
+    out = pa.concat_tables(batches)
+    want = decode_changes_1(arc)
+    assert in_commit_order(out).column("seq").to_pylist() == in_commit_order(want).column("seq").to_pylist()
+    # each micro-batch's commits are its own: none twice
+    lsns = [set(b.column("commit_lsn").to_pylist()) for b in batches]
+    assert sum(map(len, lsns)) == len(set().union(*lsns))
+
+
+def test_a_malformed_row_read_again_is_given_once(spark, tmp_path):
+    """PERMISSIVE: a bad row inside the open streamed transaction's rows is read by day
+    0's micro-batch and again by day 1's; it is one error row."""
+    register(spark)
+    arc = archive()
+    good = arc.set_column(0, "seq", pc.multiply(arc.column("seq"), 10))
+    bad_at = [55, 1505, 5005]           # 1505: after the stream's start (1050), before day 0's end (2000)
+    bad = pa.table({"seq": pa.array(bad_at, pa.int64()), "lsn": ["0/BAD"] * 3, "xid": pa.nulls(3, arc.schema.field("xid").type),
+                    "data": pa.array([b"I\x00\x00", b"\xff\x01", b"U\x00\x00\x40\x00N\x00"], pa.binary())})
+    mixed = pa.concat_tables([good, bad.cast(good.schema)]).sort_by("seq")
+    root, chk = tmp_path / "lake", tmp_path / "chk"
+    got = []
+    for day, t in enumerate(days(mixed, (2000, 4500))):
+        land(root, day, t)
+        got += run(spark, root, chk, output="changes", mode="PERMISSIVE")
+    out = pa.concat_tables(got)
+    err = out.filter(pc.is_valid(out.column("error")))
+    assert sorted(err.column("seq").to_pylist()) == bad_at
+    assert err.column(ST.CORRUPT_RECORD).null_count == 0
+    ok = in_commit_order(out.filter(pc.is_null(out.column("error"))))
+    assert ok.column("seq").to_pylist() == in_commit_order(decode_changes_1(good)).column("seq").to_pylist()
+    with pytest.raises(Exception, match=r"seq (55|1505|5005) \(lsn 0/BAD\): "):
+        run(spark, root, tmp_path / "chk_failfast", output="changes")
+
+
+def test_a_file_that_lands_below_what_was_read_is_refused(spark, tmp_path):
+    register(spark)
+    arc = archive()
+    d0, d1, d2 = days(arc)
+    root, chk = tmp_path / "lake", tmp_path / "chk"
+    land(root, 0, d0)
+    land(root, 2, d2)
+    run(spark, root, chk, output="changes")
+    land(root, 1, d1)                    # late: its keys lie below what the run read past
+    with pytest.raises(Exception, match=r"row\(s\) landed with seq at or below"):
+        run(spark, root, chk, output="changes")
+    # messages too (an archive without streams: a gap in one would hide the stream state)
+    d0, d1, d2 = days(archive("v1_text"), (100, 250))
+    root2, chk2 = tmp_path / "lake2", tmp_path / "chk2"
+    land(root2, 0, d0)
+    land(root2, 2, d2)
+    run(spark, root2, chk2)
+    land(root2, 1, d1)
+    with pytest.raises(Exception, match=r"row\(s\) landed with seq at or below"):
+        run(spark, root2, chk2)
+
+
+def test_a_stream_needs_an_order_column_and_parquet(spark, tmp_path):
+    register(spark)
+    root = tmp_path / "lake"
+    land(root, 0, archive())
+    import pyarrow.csv as pacsv
+    (tmp_path / "csv").mkdir()
+    t = archive().slice(0, 10)
+    pacsv.write_csv(t.set_column(3, "data", pa.array(["\\x" + v.hex() for v in t.column("data").to_pylist()])),
+                    tmp_path / "csv" / "export.csv")
+    for path, options, match in ((root, {}, "give order_by"),
+                                 (tmp_path / "csv", {"order_by": "seq", "format": "csv"}, "Parquet archives only"),
+                                 (root, {"order_by": "nope"}, "order_by column 'nope' not in the archive")):
+        with pytest.raises(Exception, match=match):
+            df = spark.readStream.format("pgoutput").options(**options).load(str(path))
+            q = df.writeStream.foreachBatch(lambda b, i: None).option(
+                "checkpointLocation", str(tmp_path / f"chk{len(match)}")).trigger(availableNow=True).start()
+            q.awaitTermination()
+            if q.exception() is not None:
+                raise q.exception()
+    # the batch reader still refuses order_by for messages (file order is its order there)
+    with pytest.raises(Exception, match="order_by applies to output='changes'"):
+        spark.read.format("pgoutput").options(order_by="seq").load(str(root)).collect()
