@@ -17,7 +17,9 @@ modes), :mod:`.functions` (column/DataFrame functions, SQL registration),
 :mod:`.changes` (change rows, tables), :mod:`.batchcache` (one decode per Arrow batch
 for per-field UDFs),
 :mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source),
-:mod:`.streamsource` (its stream reader).
+:mod:`.streamsource` (its stream reader), :mod:`.shipping` (a driver-side value to the
+workers: a broadcast, or inside the query on Spark Connect, where every function here
+also runs).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
 - ``from_pgoutput`` on PySpark >= 4.1: a struct of scalar ``arrow_udf`` calls, one per

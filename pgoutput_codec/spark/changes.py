@@ -124,6 +124,7 @@ from . import types as ST
 from .batchcache import once_per_batch
 from .functions import HAS_ARROW_UDF
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError, check_mode, failfast_errors
+from .shipping import is_connect, ship
 
 
 
@@ -184,6 +185,13 @@ def change_type(*, include_xids=True, include_timestamp=True, include_origin=Tru
 
 # --------------------------------------------------------------------------- order key
 
+def physical_plan(df: DataFrame) -> str:
+    """The physical plan Spark runs for ``df``, as text (classic or Spark Connect)."""
+    if is_connect(df.sparkSession):
+        return df._explain_string(mode="simple")
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
 def _order_key(df: DataFrame, order_by) -> Column:
     """An int64 column of arrival order (see the module docstring)."""
     if order_by is None:
@@ -227,7 +235,7 @@ def _default_order(df: DataFrame) -> Column:
         pass
     # No row-index metadata: input_file_name() order, then the row's place in its partition,
     # which means something only when the rows come straight from the file scan.
-    plan = df._jdf.queryExecution().executedPlan().toString()
+    plan = physical_plan(df)
     if "Exchange" in plan or not df.inputFiles():
         raise ValueError("order_by=None needs the archive's file order: pass the DataFrame of "
                          "spark.read.parquet(...) itself (no repartition, join or union before), or give "
@@ -504,7 +512,7 @@ class _FieldChanges:
             p = self.plan.for_table(schema, table)
             if until_lsn is not None:
                 p = p.between(until_lsn=until_lsn)
-            self._tables[key] = (p, self.spark.sparkContext.broadcast(p))
+            self._tables[key] = (p, ship(self.spark, p))
         return self._tables[key]
 
     def of_table(self, schema: str, table: str) -> DataFrame:
@@ -665,7 +673,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         _log.warning("pgoutput_codec: %d transaction(s) received again (replays) given once, the first "
                      "at seq %s; replayed_of(changes) lists them", len(plan.replayed), plan.replayed[0]["seq"])
     spark = df.sparkSession
-    plan_bc = spark.sparkContext.broadcast(plan)
+    plan_bc = ship(spark, plan)
 
     # pass 2: every partition
     if impl == "fields":
@@ -690,12 +698,19 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     return out
 
 
+def _attached(df: DataFrame, name: str):
+    """What :func:`decode_changes` attached to the DataFrame it returned, or None. Read
+    from the instance itself: a Spark Connect DataFrame answers any other attribute
+    with a Column of that name."""
+    return vars(df).get(name)
+
+
 def checkpoint_of(changes: DataFrame) -> Checkpoint:
     """Where the run after this one resumes (``decode_changes(..., resume=)``): the
     :class:`~pgoutput_codec.checkpoint.Checkpoint` of the plan behind a DataFrame that
     :func:`decode_changes` returned (known as soon as it returns: pass 1 is eager).
     Save its ``to_json()`` once the run's output is safely written."""
-    plan = getattr(changes, "_pgoutput_plan", None)
+    plan = _attached(changes, "_pgoutput_plan")
     if plan is None:
         raise ValueError("checkpoint_of takes the DataFrame decode_changes returned itself "
                          "(before any transformation: a new DataFrame does not carry the plan)")
@@ -707,7 +722,7 @@ def replayed_of(changes: DataFrame) -> list[dict]:
     (a consumer that reconnected before confirming received them again), given once:
     per replay dropped, its xid, commit LSN and the seq of its second Commit. Known as
     soon as ``decode_changes`` returns (pass 1 is eager)."""
-    plan = getattr(changes, "_pgoutput_plan", None)
+    plan = _attached(changes, "_pgoutput_plan")
     if plan is None:
         raise ValueError("replayed_of takes the DataFrame decode_changes returned itself")
     return [dict(r) for r in plan.replayed]
@@ -780,7 +795,7 @@ def _of_table(changes: DataFrame, name: str) -> DataFrame:
 def _fields_of(changes: DataFrame):
     """The ``_FieldChanges`` a DataFrame comes straight from (None: another DataFrame, or
     cached: then its rows are read as they are)."""
-    fields = getattr(changes, "_pgoutput_fields", None)
+    fields = _attached(changes, "_pgoutput_fields")
     return None if fields is None or getattr(changes, "is_cached", False) else fields
 
 

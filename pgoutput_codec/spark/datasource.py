@@ -63,6 +63,7 @@ from . import types as ST
 from .archive import FORMATS
 from .changes import _FILE_BITS
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode
+from .shipping import Held
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -239,13 +240,6 @@ class PgoutputDataSource(DataSource):
         return PgoutputStreamReader(_Config(self.options), schema)
 
 
-class _HeldPlan:
-    """The control plan where ``_ChangeMapper`` expects a broadcast (``.value``)."""
-
-    def __init__(self, value):
-        self.value = value
-
-
 class _ArchiveRows:
     """Reading an archive's rows: what the batch and the stream reader share
     (``self.config``, ``self.keep``)."""
@@ -373,7 +367,7 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
         from .changes import _ChangeMapper, mapper_schema
         cfg = self.config
         has_lsn = bool(self.keep)
-        mapper = _ChangeMapper(_HeldPlan(self.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
+        mapper = _ChangeMapper(Held(self.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
                                has_lsn, False)
 
         def keyed():

@@ -67,6 +67,7 @@ from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
+from .shipping import ship
 
 __all__ = ["opengauss_decode_changes", "opengauss_change_type"]
 
@@ -365,7 +366,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
     facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
     plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode)
-    plan_bc = df.sparkSession.sparkContext.broadcast(plan)
+    plan_bc = ship(df.sparkSession, plan)
     drop = _options(include_xids, include_timestamp, include_origin)
     change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
                                    include_origin=include_origin, mode=FAILFAST if mode == FAILFAST else PERMISSIVE)

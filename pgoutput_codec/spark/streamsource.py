@@ -54,8 +54,9 @@ import pyarrow.compute as pc
 
 from ..checkpoint import Checkpoint
 from ..errors import ArchiveOrderError
-from .datasource import _ArchiveRows, _check_schema, _fs, _HeldPlan, list_files
+from .datasource import _ArchiveRows, _check_schema, _fs, list_files
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE
+from .shipping import Held
 
 try:
     from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -278,7 +279,7 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
             return
         from .changes import _ChangeMapper, mapper_schema
         has_lsn = bool(self.keep)
-        mapper = _ChangeMapper(_HeldPlan(partition.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
+        mapper = _ChangeMapper(Held(partition.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
                                has_lsn, False)
 
         def keyed():
