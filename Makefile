@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-fast test-spark35 lint fuzz bench corpus demo clean wheel system
+.PHONY: all build test test-fast test-spark35 test-connect lint fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "setuptools>=68" wheel "cython>=3.1,<4"
-	$(PIP) install -q --no-build-isolation -e ".[test,spark,bench,cli,demo]"
+	$(PIP) install -q --no-build-isolation -e ".[test,spark,connect,bench,cli,demo]"
 	touch $(STAMP)
 
 build: $(STAMP)
@@ -26,6 +26,7 @@ system:
 test: build system
 	$(PY) -m pytest -q
 	$(MAKE) test-spark35
+	$(MAKE) test-connect
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
@@ -41,6 +42,11 @@ $(SPARK35)/.installed:
 
 test-spark35: build $(SPARK35)/.installed
 	PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q tests/spark
+
+# tests/spark again with a Spark Connect session: a local Connect server, the tests its
+# client (no SparkContext, no broadcast, no RDD; foreachBatch runs in the server)
+test-connect: build
+	PGOUTPUT_CODEC_SPARK_CONNECT=1 $(PY) -m pytest -q -m "not same_code_on_connect" tests/spark
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pgoutput_codec tests bench

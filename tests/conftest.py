@@ -20,6 +20,8 @@ import pytest
 def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "error::pytest.PytestUnraisableExceptionWarning")
     config.addinivalue_line("markers", "slow: long-running test (skipped by `make test-fast`)")
+    config.addinivalue_line("markers", "same_code_on_connect: a long Spark test whose code paths a Spark "
+                            "Connect session shares with the classic one (`make test-connect` leaves it out)")
 
 
 def _compiled():

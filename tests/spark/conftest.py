@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[2])
+#: PGOUTPUT_CODEC_SPARK_CONNECT=1: the session is a Spark Connect client (``make test-connect``)
+CONNECT = os.environ.get("PGOUTPUT_CODEC_SPARK_CONNECT") == "1"
 #: Arrow batch size of the session: small, so that state carrying across batches is exercised
 BATCH = 700
 
@@ -41,8 +43,14 @@ def spark():
         os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if CONNECT:   # a local Spark Connect server, and this process its client
+        pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio, zstandard, ...)")
+        builder = builder.remote("local[2]")
+    else:
+        builder = builder.master("local[2]")
     session = (
-        SparkSession.builder.master("local[2]")
+        builder
         .appName("pgoutput_codec-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -55,6 +63,7 @@ def spark():
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("FATAL")
+    if not CONNECT:
+        session.sparkContext.setLogLevel("FATAL")
     yield session
     session.stop()

@@ -40,7 +40,9 @@ from pgoutput_codec.spark import (  # noqa: E402
     spark_type,
 )
 from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark.changes import physical_plan  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.parquet"
 # PySpark 4 warns that it does not fully support pandas 3 (nothing here depends on it);
@@ -52,6 +54,14 @@ IMPLS = ["arrow", "pandas"] if HAS_ARROW_UDF else ["pandas"]
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def num_partitions(df) -> int:
+    """The DataFrame's partitions (Spark Connect has no RDD: the partitions holding rows)."""
+    if is_connect(df.sparkSession):
+        return df.select(F.spark_partition_id()).distinct().count()
+    return df.rdd.getNumPartitions()
+
 
 def collect(df) -> pa.Table:
     if hasattr(df, "toArrow"):
@@ -249,12 +259,12 @@ def test_from_pgoutput_evaluates_only_the_fields_read(spark, corpus, corpus_df):
     """The struct is one UDF call per field: Spark keeps only the calls a query reads, all
     in one Python node (the payload column crosses once)."""
     q = in_partitions(corpus_df, 3).select(from_pgoutput("data").alias("m")).groupBy("m.type").count()
-    plan = q._jdf.queryExecution().executedPlan().toString()
+    plan = physical_plan(q)
     assert plan.count("ArrowEvalPython") == 1 and plan.count("_FieldOf") == 1, plan
     want = pc.value_counts(decode_batch(corpus.column("data").combine_chunks()).field("type")).to_pylist()
     assert {r["type"]: r["count"] for r in q.collect()} == {d["values"]: d["counts"] for d in want}
     two = corpus_df.select(from_pgoutput("data").alias("m")).select("m.type", "m.lsn")
-    plan = two._jdf.queryExecution().executedPlan().toString()
+    plan = physical_plan(two)
     assert plan.count("ArrowEvalPython") == 1 and plan.count("_FieldOf") == 2, plan
 
 
@@ -442,7 +452,7 @@ def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
     register(spark)
     want = expected_struct(corpus.column("data").combine_chunks())
     df = spark.read.format("pgoutput").load(corpus_path)
-    assert df.rdd.getNumPartitions() == 8  # one per row group
+    assert num_partitions(df) == 8  # one per row group
     got = collect(df.orderBy("row"))
     same(got, want)
     assert got.select(["row", "seq"]).equals(collect(read_archive(spark, corpus_path).orderBy("row"))
@@ -503,7 +513,7 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
         pq.write_table(arc.slice(a, b - a), d / f"part-{i}.parquet", row_group_size=40)
     register(spark)
     ds = spark.read.format("pgoutput").option("output", "changes").load(str(d))
-    assert ds.rdd.getNumPartitions() > 4
+    assert num_partitions(ds) > 4
     got = collect(ds.orderBy("commit_rank", "seq"))
     want = collect(decode_changes(spark.read.parquet(str(d))))
     assert got.column_names == want.column_names
