@@ -180,7 +180,7 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
             new = new[new <= self._target]
         max_rows = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else None
         if max_rows is not None and len(new) > max_rows:
-            new = new[:max_rows]
+            new = new[: np.searchsorted(new, new[max_rows - 1], side="right")]   # a key's rows stay together
         if not len(new):
             self._last = start
             return start

@@ -174,6 +174,7 @@ def test_each_micro_batch_merged_gives_the_table(spark, tmp_path):
         assert n == "public.trunc_parent" or len(got) > 0
 
 
+@pytest.mark.same_code_on_connect
 def test_a_stream_of_messages(spark, tmp_path):
     register(spark)
     arc = archive("v1_text")
@@ -206,6 +207,14 @@ def test_a_read_limit_splits_a_run_into_micro_batches(spark, tmp_path):
     # each micro-batch's commits are its own: none twice
     lsns = [set(b.column("commit_lsn").to_pylist()) for b in batches]
     assert sum(map(len, lsns)) == len(set().union(*lsns))
+    # rows sharing an order key stay in one micro-batch: a limit that falls between them
+    # is not a row landing late on the next trigger
+    twice = archive("v1_text").slice(0, 60)
+    root2 = tmp_path / "twice"
+    land(root2, 0, pa.concat_tables([twice, twice]).sort_by("seq"))
+    msgs = run(spark, root2, tmp_path / "chk2", max_rows_per_trigger="25", fields="type")
+    assert [len(b) for b in msgs] == [26, 26, 26, 26, 16]   # keys 0-12, 13-25, 26-38, 39-51, 52-59
+    assert sorted(pa.concat_tables(msgs).column("seq").to_pylist()) == sorted(2 * twice.column("seq").to_pylist())
 
 
 @pytest.mark.same_code_on_connect
