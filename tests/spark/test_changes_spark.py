@@ -580,6 +580,7 @@ def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
             assert h.column(c).to_pylist() == h1.column(c).to_pylist(), (impl, c)
 
 
+@pytest.mark.same_code_on_connect
 def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
     """REPLICA IDENTITY FULL sends the old row with its TOAST values inline ('O' tuple,
     as PostgreSQL 15/16/18 do: tests/conformance/test_toast_identity.py): an archive that
@@ -682,6 +683,7 @@ def _same_net(got: pa.Table, want1: pa.Table, cols, reg, label):
             assert TC.same_values(got.column(c), want.column(c).cast(got.column(c).type)), (label, c)
 
 
+@pytest.mark.same_code_on_connect
 def test_net_changes_equal_single_process(spark, files, tmp_path):
     """net_changes over the changes after a cut, Spark against single-process: the
     corpus tables with key changes (default, index, FULL identity), unchanged TOAST and
@@ -724,6 +726,7 @@ def test_default_order_without_row_index_metadata(spark, files):
         decode_changes(df.repartition(2))
 
 
+@pytest.mark.same_code_on_connect
 def test_history_equals_single_process_on_corpus(spark, files):
     """SCD2 rows on the corpus tables with key-changing updates (default, index and FULL
     identity), unchanged TOAST and truncates."""

@@ -494,6 +494,7 @@ def test_data_source_fields_option(spark, corpus, corpus_path, tmp_path):
     assert dropped.count() == 0
 
 
+@pytest.mark.same_code_on_connect
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
 def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     """output=changes: the same change rows (and seq: file index, row index) as
