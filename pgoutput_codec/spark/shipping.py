@@ -1,16 +1,31 @@
 """How a value built on the driver (a control plan) reaches the Python workers.
 
 Classic Spark: a broadcast, sent once to each executor and read there as ``.value``.
-Spark Connect has neither SparkContext nor broadcast (the client holds no JVM): the
-value is pickled into the UDF that reads it and travels with the query, within the
-Connect server's message limit (``spark.connect.grpc.maxInboundMessageSize``, 128 MiB
-by default). The Python data sources build their plan where it is read and hold it the
-same way. Either way the workers read ``.value``.
+Spark Connect has neither SparkContext nor broadcast (the client holds no JVM). Carried
+inside the UDFs that read it, the plan would travel once per UDF (``decode_changes``
+makes one per change field: 16 copies, 66 bytes per transaction each) and within the
+server's message limit (``spark.connect.grpc.maxInboundMessageSize``, 128 MiB): about
+120 000 transactions. So on Connect it is pickled once into a file that the session
+adds as an artifact (``addArtifacts(file=True)``, streamed in chunks, no size limit),
+and each worker process loads it once, by name, when first read (:class:`Shipped`).
+The Python data sources build their plan in the process that plans the read and carry
+it in the reader or the partitions (:class:`Held`). Either way the workers read
+``.value``.
 """
 
 from __future__ import annotations
 
-__all__ = ["Held", "is_connect", "ship"]
+import os
+import pickle
+import tempfile
+import uuid
+from collections import OrderedDict
+
+__all__ = ["Held", "Shipped", "is_connect", "ship"]
+
+#: plans a worker process keeps loaded (a reused worker serves query after query)
+_KEEP = 4
+_LOADED: OrderedDict = OrderedDict()
 
 
 class Held:
@@ -20,13 +35,41 @@ class Held:
         self.value = value
 
 
+class Shipped:
+    """A value in a Spark Connect file artifact (``name``), loaded once per worker
+    process when first read."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def value(self):
+        v = _LOADED.get(self.name)
+        if v is None:
+            from pyspark import SparkFiles
+            with open(SparkFiles.get(self.name), "rb") as f:
+                v = pickle.load(f)
+            _LOADED[self.name] = v
+            while len(_LOADED) > _KEEP:
+                _LOADED.popitem(last=False)
+        else:
+            _LOADED.move_to_end(self.name)
+        return v
+
+
 def is_connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect session (``SparkSession.builder.remote``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def ship(spark, value):
-    """``value`` for the workers: a broadcast, or on Spark Connect :class:`Held`."""
-    if is_connect(spark):
-        return Held(value)
-    return spark.sparkContext.broadcast(value)
+    """``value`` for the workers: a broadcast, or on Spark Connect :class:`Shipped`."""
+    if not is_connect(spark):
+        return spark.sparkContext.broadcast(value)
+    name = f"pgoutput-codec-{uuid.uuid4().hex}.pkl"
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+        spark.addArtifacts(path, file=True)
+    return Shipped(name)

@@ -87,6 +87,27 @@ def files(tmp_path_factory):
 
 # --------------------------------------------------------------------------- decode_changes
 
+@pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
+def test_the_plan_reaches_the_workers_once_not_with_every_udf(spark, files):
+    """decode_changes' per-field path is one UDF per change field, all reading the plan:
+    a broadcast, or on Spark Connect a file artifact loaded once per worker — never a
+    copy pickled into each UDF (16 copies, within the Connect message limit)."""
+    import pickle
+
+    from pgoutput_codec.spark.shipping import Shipped
+    ch = decode_changes(spark.read.parquet(*files["v3_2pc_binary_streaming"]), order_by="seq")
+    fields = vars(ch)["_pgoutput_fields"]
+    carried = fields.plan_bc
+    if is_connect(spark):
+        assert isinstance(carried, Shipped)
+        assert len(pickle.dumps(carried)) < 300 < len(pickle.dumps(fields.plan))
+    else:
+        from pyspark.broadcast import Broadcast
+        assert isinstance(carried, Broadcast)
+    want = as_spark(decode_changes_1(archive(VERSION, "v3_2pc_binary_streaming")))
+    assert collect(ch).drop_columns(["commit_rank"]).equals(want)
+
+
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
 @pytest.mark.parametrize("option_set", OPTION_SETS)
 def test_spark_changes_equal_single_process(spark, files, option_set, impl):
