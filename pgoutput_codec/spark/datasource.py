@@ -189,17 +189,16 @@ class _Config:
         if self.payload not in schema.names:
             raise ValueError(f"pgoutput data source: payload column {self.payload!r} not in the archive "
                              f"(columns: {schema.names})")
+        self.check_order_by(schema)
         if self.output == "changes":
             from .changes import change_type
             lsn = self.lsn if self.lsn is not None else ("lsn" if "lsn" in schema.names else None)
             if lsn is not None and lsn not in schema.names:
                 raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
                                  f"(columns: {schema.names})")
-            self.check_order_by(schema)
             opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
             return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST,
                                                        **opts)
-        self.check_order_by(schema)
         keep = self.keep if self.keep is not None else [n for n in schema.names if n != self.payload]
         missing = [k for k in keep if k not in schema.names]
         if missing:
@@ -208,7 +207,6 @@ class _Config:
         kept = [T.StructField(f"source_{k}" if k in reserved else k,
                               ST.spark_type(schema.field(k).type), True) for k in keep]
         return keep, T.StructType(kept + [ST.MESSAGE_TYPE[f] for f in self.fields])
-
 
     def check_order_by(self, schema):
         if self.order_by is None:
@@ -298,6 +296,55 @@ class _ArchiveRows:
                 s = b.slice(i, BATCH_ROWS)
                 yield pa.RecordBatch.from_arrays([s.column(c) for c in columns], names=columns)
 
+    def _control_plan(self, keyed, resume=None):
+        """Pass 1 in this process: the control plan of the rows ``keyed`` gives
+        ((payloads, keys, batch), in arrival order), from the checkpoint ``resume``."""
+        from ..plan import ControlPlan, control_candidates
+        cfg = self.config
+        payloads, keys = [], []
+        for p, key, _ in keyed:
+            mask = control_candidates(p, envelope=cfg.envelope)
+            if mask.any():
+                payloads.append(p.filter(pa.array(mask)))
+                keys.append(key[mask])
+        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
+        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream, resume=resume,
+                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
+
+    def _messages(self, batches):
+        """Batches of (payload, kept columns...) decoded: the output rows."""
+        from .functions import _MessagesMapper
+        cfg = self.config
+        keep_names = [f.name for f in self.out_schema.fields[: len(self.keep)]]
+        mapper = _MessagesMapper(self.out_schema, keep_names, cfg.envelope, cfg.in_stream,
+                                 cfg.mode, cfg.format == "csv", cfg.fields)
+        yield from mapper(batches)
+
+    def _changes(self, plan, keyed, after=None):
+        """Pass 2 for one partition: the rows ``keyed`` gives ((payloads, keys, batch of
+        payload and kept columns)), through the same mapper as ``decode_changes`` on a
+        DataFrame. ``after``: an order key whose rows' errors were given before (rows
+        read again for a transaction still open)."""
+        from .changes import _ChangeMapper, mapper_schema
+        cfg = self.config
+        has_lsn = bool(self.keep)
+        mapper = _ChangeMapper(Held(plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode, has_lsn, False)
+
+        def batches():
+            for p, key, b in keyed:
+                cols = [p, pa.array(key, pa.int64())] + ([b.column(self.keep[0])] if has_lsn else [])
+                yield pa.RecordBatch.from_arrays(cols, names=["payload", "key"] + (["lsn"] if has_lsn else []))
+
+        names = self.out_schema.names
+        for out in mapper(batches()):
+            if cfg.mode == DROPMALFORMED:
+                out = out.filter(pc.is_null(out.column("error")))
+            elif cfg.mode == PERMISSIVE and after is not None:
+                out = out.filter(pc.or_(pc.is_null(out.column("error")),
+                                        pc.greater(out.column("seq"), pa.scalar(after, pa.int64()))))
+            yield pa.RecordBatch.from_arrays([out.column(n) for n in names], names=names)
+
 
 def _check_schema(schema, out_schema):
     if [f.name for f in schema.fields] != [f.name for f in out_schema.fields]:
@@ -336,47 +383,11 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
 
     def _build_plan(self):
         """Pass 1 on the driver: the control candidates of every partition, in order."""
-        from ..plan import ControlPlan, control_candidates
-        cfg = self.config
-        payloads, keys = [], []
-        for part in self.partitions():
-            for p, key, _ in self._keyed(part, [cfg.payload]):
-                mask = control_candidates(p, envelope=cfg.envelope)
-                if mask.any():
-                    payloads.append(p.filter(pa.array(mask)))
-                    keys.append(key[mask])
-        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
-        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
-                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
+        payload = [self.config.payload]
+        return self._control_plan(r for part in self.partitions() for r in self._keyed(part, payload))
 
     def read(self, partition):
         if self.plan is not None:
-            yield from self._read_changes(partition)
-            return
-        from .functions import _MessagesMapper
-        cfg = self.config
-        keep_names = [f.name for f in self.out_schema.fields[: len(self.keep)]]
-        mapper = _MessagesMapper(self.out_schema, keep_names, cfg.envelope, cfg.in_stream,
-                                 cfg.mode, cfg.format == "csv", cfg.fields)
-        yield from mapper(self._batches(partition))
-
-    def _read_changes(self, partition):
-        """Pass 2 for one partition: its rows keyed by arrival order, through the same
-        mapper as ``decode_changes`` on a DataFrame."""
-        from .changes import _ChangeMapper, mapper_schema
-        cfg = self.config
-        has_lsn = bool(self.keep)
-        mapper = _ChangeMapper(Held(self.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
-                               has_lsn, False)
-
-        def keyed():
-            for p, key, b in self._keyed(partition, [cfg.payload, *self.keep]):
-                cols = [p, pa.array(key, pa.int64())] + ([b.column(1)] if has_lsn else [])
-                yield pa.RecordBatch.from_arrays(cols, names=["payload", "key"] + (["lsn"] if has_lsn else []))
-
-        names = self.out_schema.names
-        for out in mapper(keyed()):
-            if cfg.mode == DROPMALFORMED:
-                out = out.filter(pc.is_null(out.column("error")))
-            yield pa.RecordBatch.from_arrays([out.column(n) for n in names], names=names)
+            yield from self._changes(self.plan, self._keyed(partition, [self.config.payload, *self.keep]))
+        else:
+            yield from self._messages(self._batches(partition))

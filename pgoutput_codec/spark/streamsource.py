@@ -55,8 +55,6 @@ import pyarrow.compute as pc
 from ..checkpoint import Checkpoint
 from ..errors import ArchiveOrderError
 from .datasource import _ArchiveRows, _check_schema, _fs, list_files
-from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE
-from .shipping import Held
 
 try:
     from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -187,7 +185,7 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
         end = int(new[-1])
         off = {"key": end, "rows": now + len(new)}
         if self.config.output == "changes":
-            plan = self._plan(start, end)
+            plan = self._plan(start, end, groups)
             off["checkpoint"] = json.loads(plan.checkpoint().to_json())
         self._last = off
         return off
@@ -215,46 +213,37 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
             return Checkpoint.of(cp).from_key if cp is not None else _BEFORE_ALL
         return start["key"] + 1
 
-    def _plan(self, start, end):
+    def _between(self, groups, start, end, plan=None) -> list:
+        """The partitions of a micro-batch from offset ``start`` to key ``end``: the row
+        groups holding keys from :meth:`_low` to ``end``."""
+        lo = self._low(start)
+        return [_StreamPartition(g.path, g.row_group, lo, end, start["key"], plan)
+                for g in groups if g.hi >= lo and g.lo <= end]
+
+    def _plan(self, start, end, groups):
         """The control plan of the rows from ``start``'s checkpoint to key ``end``."""
         got = self._plans.get((_offset_key(start), end))
-        if got is not None:
-            return got
-        from ..plan import ControlPlan, control_candidates
-        cfg = self.config
-        lo = self._low(start)
-        payloads, keys = [], []
-        for g in self._groups():
-            if g.hi < lo or g.lo > end:
-                continue
-            for p, key, _ in self._keyed(_StreamPartition(g.path, g.row_group, lo, end, None, None), [cfg.payload]):
-                mask = control_candidates(p, envelope=cfg.envelope) & (key >= lo) & (key <= end)
-                if mask.any():
-                    payloads.append(p.filter(pa.array(mask)))
-                    keys.append(key[mask])
-        values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
-        order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        cp = start.get("checkpoint")
-        plan = ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream,
-                                 resume=None if cp is None else Checkpoint.of(cp),
-                                 errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
-        self._plans[(_offset_key(start), end)] = plan
-        return plan
+        if got is None:
+            payload = [self.config.payload]
+            cp = start.get("checkpoint")
+            rows = (r for part in self._between(groups, start, end) for r in self._window(part, payload))
+            got = self._control_plan(rows, resume=None if cp is None else Checkpoint.of(cp))
+            self._plans[(_offset_key(start), end)] = got
+        return got
 
     def partitions(self, start, end):
         if start["key"] == end["key"]:
             return []
+        groups = self._groups()
         plan = None
         if self.config.output == "changes":
-            plan = self._plan(start, end["key"])
+            plan = self._plan(start, end["key"], groups)
             if json.loads(plan.checkpoint().to_json()) != end["checkpoint"]:
                 # a plan rebuilt after a restart must end where the offset log says
                 raise ArchiveOrderError(f"pgoutput stream: the archive's rows up to {self.config.order_by} "
                                         f"{end['key']} are not those the offset was planned from (files "
                                         "rewritten or landed late)")
-        lo = self._low(start)
-        return [_StreamPartition(g.path, g.row_group, lo, end["key"], start["key"], plan)
-                for g in self._groups() if g.hi >= lo and g.lo <= end["key"]]
+        return self._between(groups, start, end["key"], plan)
 
     def _window(self, partition, columns):
         """(payloads, keys, batch) of the partition's rows with ``lo <= key <= hi``."""
@@ -267,31 +256,10 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
                 yield p.filter(m), key[inside], b.filter(m)
 
     def read(self, partition):
-        cfg = self.config
-        if partition.plan is None:
-            from .functions import _MessagesMapper
-            keep_names = [f.name for f in self.out_schema.fields[: len(self.keep)]]
-            mapper = _MessagesMapper(self.out_schema, keep_names, cfg.envelope, cfg.in_stream, cfg.mode, False,
-                                     cfg.fields)
-            columns = [cfg.payload, *self.keep]
-            yield from mapper(pa.RecordBatch.from_arrays([p, *[b.column(c) for c in self.keep]], names=columns)
-                              for p, _, b in self._window(partition, columns))
-            return
-        from .changes import _ChangeMapper, mapper_schema
-        has_lsn = bool(self.keep)
-        mapper = _ChangeMapper(Held(partition.plan), mapper_schema(cfg.change_options, cfg.mode), cfg.mode,
-                               has_lsn, False)
-
-        def keyed():
-            for p, key, b in self._window(partition, [cfg.payload, *self.keep]):
-                cols = [p, pa.array(key, pa.int64())] + ([b.column(self.keep[0])] if has_lsn else [])
-                yield pa.RecordBatch.from_arrays(cols, names=["payload", "key"] + (["lsn"] if has_lsn else []))
-
-        names = self.out_schema.names
-        for out in mapper(keyed()):
-            if cfg.mode == DROPMALFORMED:
-                out = out.filter(pc.is_null(out.column("error")))
-            elif cfg.mode == PERMISSIVE:   # rows read again (an open transaction's) gave their errors before
-                out = out.filter(pc.or_(pc.is_null(out.column("error")),
-                                        pc.greater(out.column("seq"), pa.scalar(partition.after, pa.int64()))))
-            yield pa.RecordBatch.from_arrays([out.column(n) for n in names], names=names)
+        columns = [self.config.payload, *self.keep]
+        rows = self._window(partition, columns)
+        if partition.plan is not None:   # errors of rows read again were given before
+            yield from self._changes(partition.plan, rows, after=partition.after)
+        else:
+            yield from self._messages(pa.RecordBatch.from_arrays([p, *[b.column(c) for c in self.keep]], names=columns)
+                                      for p, _, b in rows)
