@@ -698,6 +698,7 @@ def inspect_archive(archive, *, payload="data") -> dict:
     import collections
 
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from .batch import decode_batch_with_state
@@ -721,7 +722,7 @@ def inspect_archive(archive, *, payload="data") -> dict:
             metas.append(part.meta)
         msgs, state = decode_batch_with_state(t.column("data"), in_stream=state)
         types = msgs.field("type")
-        is_commit = pc.fill_null(pc.is_in(types, value_set=__import__("pyarrow").array(["C", "c", "K"])), False)
+        is_commit = pc.fill_null(pc.is_in(types, value_set=pa.array(["C", "c", "K"])), False)
         if pc.any(is_commit).as_py():
             sel = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
             commit_lsns.append(msgs.field("commit_lsn").take(sel).fill_null(0).to_numpy().astype(np.int64))

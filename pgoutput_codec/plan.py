@@ -201,15 +201,15 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
 
 
 def _walk_bounds(t: np.ndarray) -> list:
-    """Where :meth:`ControlPlan.build` cuts its walk of control rows with tags ``t``:
-    runs of plain rows (Begin, Commit, Relation, Type) for the array walk, the rows
-    between them (streams, two-phase, Origins, and plain runs too short to pay) for the
-    Python walk, each cut every ``_WALK_CHUNK`` rows. A streamed transaction in an
-    archive of plain ones then costs its own rows, not its chunk's (any cut gives the
-    same plan: the walk carries its state across)."""
+    """Where :meth:`ControlPlan.build` cuts its walk of control rows with tags ``t``, as
+    (start, end, array walk?): runs of plain rows (Begin, Commit, Relation, Type) for the
+    array walk, the rows between them (streams, two-phase, Origins, and plain runs too
+    short to pay) for the Python walk, each cut every ``_WALK_CHUNK`` rows. A streamed
+    transaction in an archive of plain ones then costs its own rows, not its chunk's
+    (any cut gives the same plan: the walk carries its state across)."""
     n = len(t)
     if not _VECTORIZED_WALK or n == 0:
-        runs = [(0, n)]
+        runs = [(0, n, False)]
     else:
         plain = _PLAIN_TAGS[t]
         cut = np.flatnonzero(plain[1:] != plain[:-1]) + 1
@@ -217,8 +217,9 @@ def _walk_bounds(t: np.ndarray) -> list:
         array = plain[starts] & (ends - starts >= _MIN_ARRAY_RUN)
         # neighbouring runs the same walk takes are one run
         first = np.concatenate([[True], array[1:] != array[:-1]])
-        runs = list(zip(starts[first].tolist(), np.append(starts[first][1:], n).tolist(), strict=True))
-    return [(a, min(a + _WALK_CHUNK, b)) for a0, b in runs for a in range(a0, max(b, a0 + 1), _WALK_CHUNK)]
+        runs = list(zip(starts[first].tolist(), np.append(starts[first][1:], n).tolist(), array[first].tolist(),
+                        strict=True))
+    return [(a, min(a + _WALK_CHUNK, b), arr) for a0, b, arr in runs for a in range(a0, max(b, a0 + 1), _WALK_CHUNK)]
 
 
 @contextmanager
@@ -336,11 +337,11 @@ class ControlPlan:
         # without). A run of plain transactions (Begin … Commit, Relations, Types) is
         # walked with array operations instead (see _plain_walk, _walk_bounds).
         with _cyclic_gc_paused():
-            for a, b in _walk_bounds(tags[ctrl_idx]):
+            for a, b, array in _walk_bounds(tags[ctrl_idx]):
                 # rows before the first control row: changes whose Begin precedes the archive —
                 # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
                 phantom = a == 0 and (cp is None or cp.from_key == _BEFORE_ALL)
-                w = (_plain_walk(dec, msgs, tags, ctrl_idx[a:b], phantom) if _VECTORIZED_WALK else None) \
+                w = (_plain_walk(dec, msgs, tags, ctrl_idx[a:b], phantom) if array else None) \
                     or _python_walk(dec, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
                 end = b + 1 if b == n_ctrl else b     # segment b is the next chunk's first
                 self.seg_slot[a:end] = w.seg_slot[:end - a]
