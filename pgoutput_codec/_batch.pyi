@@ -1,13 +1,12 @@
 # Stub of the compiled module _batch.pyx: the hot path behind batch.decode_batch.
 # envelope: 0 auto, 1 none, 2 xlogdata (batch._ENVELOPES); stream: 0 outside a Stream
-# Start/Stop block, 1 inside, 2 infer from the first S/E row.
-from typing import Literal
+# Start/Stop block, 1 inside, 2 infer (initial_stream_state; undecided: outside).
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-def first_stream_marker(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> Literal["S", "E"] | None: ...
+def initial_stream_state(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> bool | None: ...
 def tags_of(arr: pa.BinaryArray | pa.LargeBinaryArray, envelope: int) -> npt.NDArray[np.uint8]: ...
 def decode_chunk(
     arr: pa.BinaryArray | pa.LargeBinaryArray,

@@ -584,16 +584,59 @@ cdef class _Columns:
         return pa.StructArray.from_arrays([arrays[f.name] for f in MESSAGE_FIELDS], fields=MESSAGE_FIELDS)
 
 
-def first_stream_marker(arr, int envelope):
-    """'S' or 'E', whichever Stream Start/Stop comes first in ``arr``; None if neither.
+def initial_stream_state(arr, int envelope):
+    """Whether ``arr`` begins inside a Stream Start/Stop block, from its first row that
+    decides it: a Stream Start (outside), a Stream Stop (inside), or a R/Y/I/U/D/T/M row
+    that parses exactly with the streaming xid or exactly without it, not both. None if
+    no row decides (no S/E, and every streamable row ambiguous or malformed).
 
-    An 'E' first means the rows begin inside a stream block. Only the tag byte of each
-    row is read (inside XLogData frames too)."""
-    tags = tags_of(arr, envelope)
-    hits = np.flatnonzero((tags == 83) | (tags == 69))
-    if not len(hits):
+    Why not the first S/E alone: a stream block can hold more rows than a batch or a
+    partition (its size is ``logical_decoding_work_mem``), so a batch cut inside one has
+    no S/E at all. Its Inserts, Updates and Deletes decide it: their tuple marker sits 4
+    bytes later with the xid. Relations and Types with a namespace of 4+ characters
+    parse both ways and decide nothing. Rows are parsed only until one decides."""
+    cdef Py_ssize_t n = len(arr)
+    cdef Py_ssize_t off = arr.offset
+    cdef Py_ssize_t i, start, end
+    cdef bint large = pa.types.is_large_binary(arr.type)
+    cdef uint8_t tag
+    cdef Reader r
+    cdef Parsed m
+    cdef Scratch s
+    bufs = arr.buffers()
+    if n == 0 or bufs[2] is None or bufs[2].size == 0:
         return None
-    return "S" if tags[hits[0]] == 83 else "E"
+    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
+    cdef const int32_t* o32 = NULL
+    cdef const int64_t* o64 = NULL
+    cdef const uint8_t* dp = <const uint8_t*><uintptr_t>bufs[2].address
+    if large:
+        o64 = <const int64_t*><uintptr_t>bufs[1].address
+    else:
+        o32 = <const int32_t*><uintptr_t>bufs[1].address
+    scratch_init(&s)
+    try:
+        for i in range(n):
+            if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+                continue
+            start = o64[off + i] if large else o32[off + i]
+            end = o64[off + i + 1] if large else o32[off + i + 1]
+            tag = _tag_at(dp + start, end - start, envelope)
+            if tag == 83:    # 'S'
+                return False
+            if tag == 69:    # 'E'
+                return True
+            if not (tag == 82 or tag == 89 or tag == 73 or tag == 85 or tag == 68 or tag == 84 or tag == 77):
+                continue
+            reader_init(&r, dp + start, end - start)
+            s.ncols = 0
+            # STREAM_UNKNOWN: 0 only when exactly one reading consumes the row; it is
+            # then the reading with the xid or without
+            if parse_payload(&r, &m, &s, STREAM_UNKNOWN, envelope) == 0:
+                return bool(m.has_xid)
+        return None
+    finally:
+        scratch_free(&s)
 
 
 def tags_of(arr, int envelope):
@@ -628,10 +671,10 @@ def tags_of(arr, int envelope):
 def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     """Decode one ``pa.BinaryArray``/``pa.LargeBinaryArray`` (any slice offset).
 
-    ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: 0 no, 1 yes, 2 infer from
-    the first S/E row. ``stream_rows``: optional uint8 array, the stream state of every
-    row given by the caller (rows that are not contiguous in arrival order, as in
-    parallel decoding); S/E rows then do not change it.
+    ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: 0 no, 1 yes, 2 infer it
+    (:func:`initial_stream_state`; no row decides: no). ``stream_rows``: optional uint8
+    array, the stream state of every row given by the caller (rows that are not
+    contiguous in arrival order, as in parallel decoding); S/E rows then do not change it.
     Returns ``(StructArray, stream state after the last row)``.
     """
     cdef const uint8_t[::1] per_row
@@ -672,7 +715,7 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     src_end = dp + data_size
 
     if stream == STREAM_UNKNOWN:
-        stream = STREAM_YES if first_stream_marker(arr, envelope) == "E" else STREAM_NO
+        stream = STREAM_YES if initial_stream_state(arr, envelope) else STREAM_NO
 
     scratch_init(&s)
     try:

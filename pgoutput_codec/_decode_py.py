@@ -471,10 +471,13 @@ def _decode_row(buf, envelope, state):
                               "envelope ('w' or 'k') and envelope='xlogdata'", 0, chr(t))
 
 
+_STREAMABLE = frozenset(b"RYIUDTM")
+
+
 def _infer_initial_state(payloads, envelope):
-    """DESIGN.md: an 'E' before any 'S' means the batch begins inside a stream block;
-    an 'S' first, or neither, means outside. Decided by the tag alone (inside a 'w'
-    frame unless envelope="none"), before any row is decoded."""
+    """DESIGN.md: the first row that decides it (twin of ``_batch.initial_stream_state``):
+    an 'S' (outside), an 'E' (inside), or a R/Y/I/U/D/T/M row that decodes with the
+    streaming xid or without it, not both. No row decides: outside."""
     for raw in payloads:
         if not raw:
             continue
@@ -485,6 +488,17 @@ def _infer_initial_state(payloads, envelope):
             return False
         if t == 0x45:  # 'E'
             return True
+        if t not in _STREAMABLE:
+            continue
+        fits = []
+        for state in (False, True):
+            try:
+                _decode_row(_as_bytes(raw), envelope, state)
+            except PgoutputDecodeError:
+                continue
+            fits.append(state)
+        if len(fits) == 1:
+            return fits[0]
     return False
 
 
@@ -494,7 +508,7 @@ def decode_batch(values, *, envelope="auto", in_stream=None) -> pa.StructArray:
     One row per input row; a row that does not decode keeps only ``error`` (the
     ``PgoutputDecodeError`` text). Stream Start/Stop rows set the streaming state
     used for the following rows (``in_stream`` is the state before the first row;
-    None infers it from the first S/E row of the whole batch).
+    None infers it from the first row of the whole batch that decides it).
     """
     if envelope not in _ENVELOPES:
         raise ValueError(f"envelope must be one of {_ENVELOPES}, not {envelope!r}")

@@ -106,13 +106,13 @@ def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool |
     env = _envelope_code(envelope)
     chunks = _as_binary_chunks(values)
     if in_stream is None:
-        # The first Stream Start/Stop anywhere in the input decides: 'E' first means
-        # the input begins inside a stream block.
+        # The first row anywhere in the input that decides it (a Stream Start/Stop, or
+        # a row that parses only one way: _batch.initial_stream_state); none: outside.
         state = 0
         for chunk in chunks:
-            marker = _batch.first_stream_marker(chunk, env)
-            if marker is not None:
-                state = int(marker == "E")
+            decided = _batch.initial_stream_state(chunk, env)
+            if decided is not None:
+                state = int(decided)
                 break
     else:
         state = int(bool(in_stream))
@@ -135,7 +135,10 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     and its other fields null. ``envelope``: "auto" unwraps 'w'/'k' frames, "none"
     expects bare pgoutput messages, "xlogdata" requires every row to be a 'w'/'k' frame.
     ``in_stream``: whether the first row is inside a Stream Start/Stop block; None
-    infers it from the first S or E row. Stream Start/Stop rows then drive the state.
+    infers it from the first row that decides it: a Stream Start (outside), a Stream
+    Stop (inside), or a R/Y/I/U/D/T/M row that parses only with the streaming xid or
+    only without it (an Insert/Update/Delete does, in practice); outside when none does. Stream
+    Start/Stop rows then drive the state.
     Output columns have 32-bit offsets: a result that would pass 2 GiB in one column
     (LargeBinary input of more than ``MAX_CHUNK_BYTES`` payload bytes) comes back as a
     ``pa.ChunkedArray`` of StructArrays instead.

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._batch import first_stream_marker
+from ._batch import initial_stream_state
 from ._gather import take_table
 from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
 from .checkpoint import Checkpoint
@@ -300,7 +300,7 @@ class ControlPlan:
         values = values.take(pa.array(srt, pa.int64()))
         env = _envelope_code(envelope)
         if in_stream is None:
-            in_stream = len(values) > 0 and first_stream_marker(values, env) == "E"
+            in_stream = bool(initial_stream_state(values, env))
         options.setdefault("errors", "raise")
         dec = ChangeDecoder(resume=cp, **options)
         self = cls()

@@ -197,11 +197,14 @@ def test_stream_state_inside_xlogdata(impl):
     assert got[1]["xid"] == 1234
 
 
-# DESIGN.md: in_stream=None infers the initial state from the first Stream Start/Stop
-# row of the batch ('E' before any 'S': inside; 'S' first or neither: outside).
+# DESIGN.md: in_stream=None infers the initial state from the first row that decides it:
+# a Stream Start (outside), a Stream Stop (inside), or a R/Y/I/U/D/T/M row that decodes
+# only with the streaming xid or only without it; no such row: outside.
 
 
 def initial_state(payloads, envelope="auto"):
+    from pgoutput_codec import decode_message
+
     for raw in payloads:
         if not raw:
             continue
@@ -210,14 +213,58 @@ def initial_state(payloads, envelope="auto"):
             return False
         if t == ord("E"):
             return True
+        if chr(t) not in "RYIUDTM":
+            continue
+        fits = []
+        for state in (False, True):
+            try:
+                decode_message(raw, in_stream=state)
+            except PgoutputDecodeError:
+                continue
+            fits.append(state)
+        if len(fits) == 1:
+            return fits[0]
     return False
 
 
-def test_unknown_state_no_stream_markers_means_outside(impl):
-    rows = [V("insert_streamed"), V("begin"), V("insert_text_null_unchanged")]
+def test_unknown_state_no_row_decides_means_outside(impl):
+    # a Relation whose namespace has 4+ characters parses both ways; a Begin has no xid
+    # to place
+    rows = [V("relation"), V("begin")]
     got = batch_rows(impl.decode_batch(rows))
     assert got == reference_rows(impl, rows, False)
-    assert got[0]["error"] is not None and got[2]["error"] is None
+    assert [r["error"] for r in got] == [None, None] and got[0]["xid"] is None
+
+
+def test_unknown_state_without_markers_is_decided_by_a_data_row_inside_a_block(impl):
+    # A batch cut inside a stream block (bigger than the batch: logical_decoding_work_mem)
+    # has no S/E; its Insert parses only with the xid.
+    rows = [V("relation_streamed"), V("insert_streamed"), V("relation_streamed")]
+    got = batch_rows(impl.decode_batch(rows))
+    assert got == reference_rows(impl, rows, True)
+    assert [r["error"] for r in got] == [None] * 3
+    assert [r["xid"] for r in got] == [1234] * 3
+
+
+def test_unknown_state_without_markers_is_decided_by_a_data_row_outside(impl):
+    rows = [V("relation"), V("insert_text_null_unchanged"), V("relation")]
+    got = batch_rows(impl.decode_batch(rows))
+    assert got == reference_rows(impl, rows, False)
+    assert [r["error"] for r in got] == [None] * 3 and got[0]["namespace"] == "public"
+
+
+def test_unknown_state_skips_a_row_that_fits_neither_reading(impl):
+    rows = [b"I\x00\x00\x40", V("insert_streamed"), V("relation_streamed")]
+    got = batch_rows(impl.decode_batch(rows))
+    assert got == reference_rows(impl, rows, True)
+    assert got[0]["error"] is not None and [r["error"] for r in got[1:]] == [None] * 2
+
+
+def test_unknown_state_decided_in_a_later_chunk(impl):
+    rows = [V("relation_streamed"), V("insert_streamed")]
+    got = batch_rows(impl.decode_batch(pa.chunked_array([pa.array(rows[:1], pa.binary()),
+                                                         pa.array(rows[1:], pa.binary())])))
+    assert [r["error"] for r in got] == [None, None] and [r["xid"] for r in got] == [1234, 1234]
 
 
 def test_unknown_state_stream_start_first_means_outside(impl):

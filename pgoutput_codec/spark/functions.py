@@ -30,7 +30,9 @@ Which Spark mechanism for what (and why):
 Stream state: R/Y/I/U/D/T/M carry a streaming xid only inside a Stream Start/Stop
 block, and a Relation often parses both ways. A column function cannot know the state
 before its first row; with ``in_stream=None`` it infers it like ``decode_batch`` does,
-from the first S/E row of the first Arrow batch of each partition, then carries it
+from the first row that decides it in the first Arrow batch of each partition (a
+Stream Start/Stop, or an Insert/Update/Delete: in practice they parse one way only; so
+a partition cut inside a stream block bigger than itself is read inside), then carries it
 across the partition's batches (so rows must be in stream order within a partition,
 as they are when reading an archive file). ``in_stream=True/False`` sets the state
 before the first row of *every* partition (``False`` is right for slots without

@@ -128,6 +128,36 @@ def test_decode_batch_matches_decode_message(capture, optname):
 
 
 @optsets
+def test_a_batch_cut_inside_a_stream_block_infers_it(capture, optname):
+    """A stream block can outgrow a batch or a Spark partition (its size is
+    ``logical_decoding_work_mem``): a batch that starts anywhere inside one and holds no
+    Stream Start/Stop must still be decoded inside (``in_stream=None``), as a batch that
+    starts outside a block is decoded outside."""
+    from pgoutput_codec import _decode_py, decode_batch
+
+    if OPTS[optname].streaming is None:
+        pytest.skip(f"{optname} does not stream")
+    rows = decoded_rows(capture, optname)
+    cuts = 0
+    for i, r in enumerate(rows):   # a cut before every row but S/E: up to 6 rows, no S/E
+        if r.msg.type in "SE":
+            continue
+        j = i
+        while j < len(rows) and rows[j].msg.type not in "SE":
+            j += 1
+        piece = rows[i:min(j, i + 6)]
+        if not any(p.msg.type in "IUD" for p in piece):
+            continue   # only Relations/Types: nothing decides, outside by default
+        cuts += r.in_stream
+        for impl in (decode_batch, _decode_py.decode_batch):
+            got = impl(pa.array([p.data for p in piece], pa.binary())).to_pylist()
+            assert [g["error"] for g in got] == [None] * len(piece), (r.seq, impl)
+            assert [g["xid"] for g in got] == [p.msg.xid if p.msg.type in "RYIUDTM" else g["xid"]
+                                              for p, g in zip(piece, got, strict=True)], (r.seq, impl)
+    assert cuts, "the capture has no stream block with a data row to cut"
+
+
+@optsets
 def test_message_types_seen(capture, optname):
     opt = OPTS[optname]
     seen = set(checks.tags(decoded_rows(capture, optname)))

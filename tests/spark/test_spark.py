@@ -393,6 +393,36 @@ def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
     assert results[0].equals(results[1])
 
 
+def test_partitions_and_batches_cut_inside_a_stream_block(spark, corpus, tmp_path):
+    """A stream block can hold more rows than a Spark partition or an Arrow batch (its size
+    is logical_decoding_work_mem): partitions and first batches that hold only rows of a
+    block, no Stream Start/Stop, must be decoded inside it (the state is inferred from a
+    row that parses one way only), by every messages function."""
+    tags = [p[0] if p else 0 for p in corpus.column("data").to_pylist()]
+    block = next(i for i, t in enumerate(tags) if t == ord("S") and set(tags[i + 2:i + 50]) == {ord("I")})
+    start, cut = block + 3, 16
+    piece = corpus.slice(start, 32 * cut)
+    want = expected_struct(corpus.column("data").combine_chunks()).slice(start, piece.num_rows)
+    assert want.column("xid").slice(0, 2 * cut).null_count == 0   # the first two cuts are inside
+    path = tmp_path / "piece.parquet"
+    pq.write_table(piece, path, row_group_size=cut)
+    df = spark.read.parquet(str(path)).coalesce(1)
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, str(cut))
+    try:
+        got = collect(df.select("row", from_pgoutput("data").alias("m")).orderBy("row").select("m.*"))
+        same(got, want)
+        same(collect(decode_messages(df, keep=("row",)).orderBy("row")), want)
+    finally:
+        spark.conf.set(conf, before)
+    if HAS_DATASOURCE:
+        register(spark)
+        ds = spark.read.format("pgoutput").option("keep", "row").load(str(path))
+        assert num_partitions(ds) == 32   # one per row group
+        same(collect(ds.orderBy("row")), want)
+
+
 # --------------------------------------------------------------------------- archives
 
 def write_csv(path, corpus, *, sep=",", prefix="\\x"):
