@@ -785,26 +785,18 @@ class ChangeDecoder:
         if self.options["replays"] == "keep" or lsn is None or unchecked:
             commits.append((slot, m))
             return
-        done = self._committed
-        if not done or lsn > done[-1]:
-            done.append(lsn)
+        verdict = judge_commit(self._committed, lsn)
+        if verdict == TAKE:
             commits.append((slot, m))
             return
         key = None if keys is None else int(keys[k])
-        i = bisect.bisect_left(done, lsn)
-        if i < len(done) and done[i] == lsn:
+        if verdict == REPLAY:
             xid = self._txns[slot].xid
             self.replayed.append(dict(xid=m["xid"] if xid is None else xid, commit_lsn=lsn, seq=key))
             self.counts["replayed_transactions"] += 1
             self._drop(slot)
             return
-        where = "" if key is None else f"seq {key}: "
-        raise ArchiveOrderError(
-            f"{where}'{m['type']}' commit at LSN {format_lsn(lsn)} after a commit at {format_lsn(done[-1])}, "
-            "and no commit before it had this LSN (not a replay): the archive is not in arrival order (files "
-            "listed out of order? give order_by=, the archive's arrival-order column) — or it spans a "
-            "timeline switch, whose LSNs restart lower: replays='keep' gives every commit as it comes",
-            message_type=m["type"], seq=key, commit_lsn=lsn, previous_lsn=done[-1])
+        raise order_error(m["type"], lsn, self._committed[-1], key)
 
     def _emit(self, commits, table: pa.Table, row_slot: np.ndarray) -> pa.Table:
         """Rows of the transactions committed in this chunk, in commit order, with their
@@ -1017,6 +1009,33 @@ class ChangeDecoder:
                 os.unlink(p)
         if self._ctx == slot:
             self._ctx = -1
+
+
+TAKE, REPLAY, OUT_OF_ORDER = "take", "replay", "out of order"
+
+
+def judge_commit(taken, lsn: int) -> str:
+    """The ``replays="drop"`` rule for a commit at ``lsn``, one place for pgoutput and
+    openGauss: servers send transactions in commit order, so commit LSNs rise. ``taken``:
+    the commit LSNs taken before, rising (appended to when this one is taken). TAKE: above
+    every one; REPLAY: equal to one (a consumer that reconnected before confirming what
+    it had archived receives it again); else OUT_OF_ORDER (:func:`order_error`)."""
+    if not taken or lsn > taken[-1]:
+        taken.append(lsn)
+        return TAKE
+    i = bisect.bisect_left(taken, lsn)
+    return REPLAY if i < len(taken) and taken[i] == lsn else OUT_OF_ORDER
+
+
+def order_error(message_type: str, lsn: int, previous: int, key=None) -> ArchiveOrderError:
+    """The error for a commit :func:`judge_commit` finds OUT_OF_ORDER (``key``: its order key)."""
+    where = "" if key is None else f"seq {key}: "
+    return ArchiveOrderError(
+        f"{where}'{message_type}' commit at LSN {format_lsn(lsn)} after a commit at {format_lsn(previous)}, "
+        "and no commit before it had this LSN (not a replay): the archive is not in arrival order (files "
+        "listed out of order? give order_by=, the archive's arrival-order column) — or it spans a "
+        "timeline switch, whose LSNs restart lower: replays='keep' gives every commit as it comes",
+        message_type=message_type, seq=key, commit_lsn=lsn, previous_lsn=previous)
 
 
 def decode_changes(input, *, source: str = "pgoutput", **options) -> pa.Table:

@@ -20,15 +20,28 @@ in text form). So the transaction context comes from the enclosing B/C records, 
 Options as for pgoutput: ``tables`` (white-table-list), ``skip_empty_xacts``,
 ``include_xids``/``include_timestamp``/``include_origin``, and ``exclude_users`` (a
 list or comma-separated names; transactions whose Begin carries such a user name are
-dropped, as the server-side option does).
+dropped, as the server-side option does), and ``replays`` as for pgoutput's
+``ChangeDecoder``: a Commit record's ``lsn`` is the transaction's end LSN, and the server
+sends transactions in commit order, so these rise; "drop" (default) gives a transaction
+received again (a Commit at an LSN an earlier one had: a consumer that reconnected before
+confirming what it had archived) once, listed in the ``replayed`` list when one is given (a
+warning on the ``pgoutput_codec`` logger names the count), and refuses a Commit below
+an earlier one at no LSN seen (the archive out of order) with ``ArchiveOrderError``;
+"keep" gives every commit as it comes. Commits without an LSN (text styles without
+``sending-batch``) are not judged.
 """
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..changes import _table_selected, commit_window, in_commit_window, parse_table_list, relation_fingerprint
+from ..changes import (
+    OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, in_commit_window, judge_commit, order_error,
+    parse_table_list, relation_fingerprint,
+)
 from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column
@@ -90,12 +103,18 @@ def _commit_ts(texts: list) -> pa.Array:
 
 def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
                    include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
-                   errors: str = "raise", after_lsn=None, until_lsn=None) -> pa.Table:
+                   errors: str = "raise", after_lsn=None, until_lsn=None, replays: str = "drop",
+                   replayed: list | None = None) -> pa.Table:
     """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames.
     ``after_lsn``/``until_lsn``: only the transactions committed in ``(after_lsn,
-    until_lsn]``, as for pgoutput's ``ChangeDecoder``."""
+    until_lsn]``, as for pgoutput's ``ChangeDecoder``. ``replays``: see the module
+    docstring; ``replayed``: a list that receives one dict (xid, commit_lsn, seq of the
+    Commit record) per transaction received again and dropped."""
     from . import decode_batch
     window = commit_window(after_lsn, until_lsn)
+    if replays not in ("drop", "keep"):
+        raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
+    taken, dropped = [], []
 
     recs = decode_batch(values, style=style, envelope=envelope)
     err = recs.column("error")
@@ -130,9 +149,15 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
         elif typ == "C":
             if txn is None:
                 txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
-            if txn["user"] is None or txn["user"] not in excluded:
+            xid = r["xid"] if r["xid"] is not None else txn["xid"]
+            lsn = r["lsn"]
+            verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
+            if verdict == OUT_OF_ORDER:
+                raise order_error("C", lsn, taken[-1], ordinal)
+            if verdict == REPLAY:
+                dropped.append(dict(xid=xid, commit_lsn=lsn, seq=ordinal))
+            elif txn["user"] is None or txn["user"] not in excluded:
                 ct = r["commit_time"] or txn["commit_time"]
-                xid = r["xid"] if r["xid"] is not None else txn["xid"]
                 if not txn["rows"] and not skip_empty_xacts:
                     txn["rows"].append(dict(op="C"))
                 for row in txn["rows"]:
@@ -148,6 +173,12 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
             if txn is None:
                 txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
             txn["rows"].append(row)
+    if dropped:
+        logging.getLogger("pgoutput_codec").warning(
+            "pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the first at "
+            "seq %s", len(dropped), dropped[0]["seq"])
+    if replayed is not None:
+        replayed.extend(dropped)
     ts = _commit_ts(commit_rows)
     table = pa.Table.from_pylist(out, schema=pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"]))
     table = table.append_column("commit_ts", ts).select(OPENGAUSS_CHANGE_SCHEMA.names)

@@ -723,9 +723,10 @@ def replayed_of(changes: DataFrame) -> list[dict]:
     per replay dropped, its xid, commit LSN and the seq of its second Commit. Known as
     soon as ``decode_changes`` returns (pass 1 is eager)."""
     plan = _attached(changes, "_pgoutput_plan")
-    if plan is None:
+    replayed = _attached(changes, "_pgoutput_replayed") if plan is None else plan.replayed   # openGauss
+    if replayed is None:
         raise ValueError("replayed_of takes the DataFrame decode_changes returned itself")
-    return [dict(r) for r in plan.replayed]
+    return [dict(r) for r in replayed]
 
 
 # --------------------------------------------------------------------------- typed tables

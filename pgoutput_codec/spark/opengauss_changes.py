@@ -60,7 +60,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..changes import _table_selected, commit_window, parse_table_list
+import logging
+
+from ..changes import (
+    OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
+)
 from ..messages import format_lsn
 from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row
 from ..schema import CHANGE_OPTIONAL
@@ -71,6 +75,7 @@ from .shipping import ship
 
 __all__ = ["opengauss_decode_changes", "opengauss_change_type"]
 
+_log = logging.getLogger("pgoutput_codec")
 _PAYLOAD = "__og_payload"
 _KEY = "__og_key"
 _RANK = "__og_commit_rank"
@@ -212,8 +217,9 @@ class _Facts:
             yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
 
 
-def _plan(rows, *, excluded, skip_empty_xacts, mode):
-    """The driver's walk over every frame's facts, in arrival order."""
+def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop"):
+    """The driver's walk over every frame's facts, in arrival order; every Commit judged
+    by ``changes.judge_commit`` (``replays="drop"``)."""
     rows = sorted(rows, key=lambda r: r["key"])
     for a, b in zip(rows, rows[1:], strict=False):
         if a["key"] == b["key"]:
@@ -226,6 +232,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode):
     commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
     table_cols, key_cols = {}, {}
     seq, txn, rank = 0, None, 0
+    taken, replayed = [], []
     for f, r in enumerate(rows):
         frames[r["key"]] = (f, seq, txn[0] if txn else None)
         facts = json.loads(r["facts"])
@@ -241,9 +248,14 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode):
                 if txn is None:
                     txn = [f"{f}:{k}", None, None, None, None, False]
                 tid, bxid, origin, user, bct, had = txn
-                emit = user is None or user not in excluded
-                commits[tid] = [rank, emit, had, ev[2] if ev[2] is not None else bxid, ev[3], origin,
-                                ev[4] or bct, not had and not skip_empty_xacts]
+                xid, lsn = ev[2] if ev[2] is not None else bxid, ev[3]
+                verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
+                if verdict == OUT_OF_ORDER:
+                    raise order_error("C", lsn, taken[-1], r["key"])
+                if verdict == REPLAY:
+                    replayed.append(dict(xid=xid, commit_lsn=lsn, seq=r["key"]))
+                emit = verdict == TAKE and (user is None or user not in excluded)
+                commits[tid] = [rank, emit, had, xid, lsn, origin, ev[4] or bct, not had and not skip_empty_xacts]
                 rank += 1
                 txn = None
         for t, v in facts["tables"].items():
@@ -256,7 +268,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode):
                 key_cols[t] = v["key"]
         seq += r["ngood"]
     return {"frames": frames, "commits": commits, "table_cols": table_cols,
-            "key_cols": {t: set(v) for t, v in key_cols.items()}}
+            "key_cols": {t: set(v) for t, v in key_cols.items()}, "replayed": replayed}
 
 
 def _change_row(r, seq, plan):
@@ -347,14 +359,20 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
                              include_xids: bool = True, include_timestamp: bool = True,
                              include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
                              observation=None, errors: str | None = None, sort: bool = False,
-                             after_lsn=None, until_lsn=None) -> DataFrame:
+                             after_lsn=None, until_lsn=None, replays: str = "drop") -> DataFrame:
     """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
     equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
     ``order_by`` order (see the module docstring; ``mode``, ``observation`` and
     ``errors`` there). ``after_lsn``/``until_lsn``: only the transactions committed in
     ``(after_lsn, until_lsn]`` — a filter on the decoded ``commit_lsn`` here (a frame
-    holds many transactions: no frame is skipped); rows in error are kept."""
+    holds many transactions: no frame is skipped); rows in error are kept. ``replays``:
+    as the single-process decoder (a transaction received again is given once, a frame
+    out of order refused with ``ArchiveOrderError``); the driver judges every Commit in
+    pass 1, and ``replayed_of(changes)`` lists the replays dropped (seq: the order key of
+    the frame holding the second Commit)."""
     from ..opengauss import STYLES
+    if replays not in ("drop", "keep"):
+        raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
     window = commit_window(after_lsn, until_lsn)
@@ -365,7 +383,13 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
     facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
-    plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode)
+    plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode,
+                 replays=replays)
+    replayed = plan.pop("replayed")
+    if replayed:
+        _log.warning("pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the "
+                     "first in the frame of order key %s; replayed_of(changes) lists them",
+                     len(replayed), replayed[0]["seq"])
     plan_bc = ship(df.sparkSession, plan)
     drop = _options(include_xids, include_timestamp, include_origin)
     change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
@@ -389,4 +413,6 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
         out = out.where(inside if mode == FAILFAST else (inside | F.col("error").isNotNull()))
     if mode == DROPMALFORMED:
         out = drop_malformed(out)
-    return out.drop(_RANK)
+    out = out.drop(_RANK)
+    out._pgoutput_replayed = replayed   # replayed_of (the plan itself stays on the driver)
+    return out

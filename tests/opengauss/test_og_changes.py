@@ -88,3 +88,33 @@ def test_top_level_decode_changes_takes_the_opengauss_source():
     assert top(values, source="opengauss").equals(decode_changes(values))
     with pytest.raises(ValueError, match="source"):
         top(values, source="mysql")
+
+
+def test_a_transaction_received_again_is_given_once():
+    """A consumer that reconnected before confirming what it had archived receives
+    transactions again: their Commits carry an end LSN an earlier Commit had."""
+    f = og_frames()
+    values = pa.array(f + [f[1], f[2]], pa.binary())     # xids 8 and 9 sent again
+    once = decode_changes(pa.array(f, pa.binary()))
+    replayed = []
+    got = decode_changes(values, replayed=replayed)
+    assert got.equals(once)
+    assert [(r["xid"], r["commit_lsn"]) for r in replayed] == [(8, 130), (9, 150)]
+    assert [r["seq"] for r in replayed] == [14, 17]    # the second Commits: records 4 and 7 after the first 11
+    kept = decode_changes(values, replays="keep")
+    assert kept.column("xid").to_pylist() == [7, 7, 8, 8, 9, 8, 8, 9]
+    with pytest.raises(ValueError, match="replays"):
+        decode_changes(values, replays="nope")
+
+
+def test_frames_out_of_order_are_refused_not_reordered():
+    from pgoutput_codec.errors import ArchiveOrderError
+
+    f = og_frames()
+    values = pa.array([f[0], f[2], f[1]], pa.binary())   # commit 150 before 130, which no commit had
+    with pytest.raises(ArchiveOrderError, match="commit at LSN 0/82 after a commit at 0/96") as e:
+        decode_changes(values)
+    assert (e.value.commit_lsn, e.value.previous_lsn) == (130, 150)
+    with pytest.raises(ArchiveOrderError):
+        decode_changes(values, errors="drop")
+    assert decode_changes(values, replays="keep").column("commit_lsn").to_pylist() == [110, 110, 150, 130, 130]

@@ -172,6 +172,32 @@ def test_duplicate_order_keys_are_refused(spark):
         opengauss_decode_changes(df, order_by="seq")
 
 
+def test_transactions_received_again_given_once_and_frames_out_of_order_refused(spark):
+    """The frames from the 10th on received a second time (a consumer that reconnected
+    before confirming them): the same rows as the frames once; swapped frames: refused."""
+    from pgoutput_codec.errors import ArchiveOrderError
+    from pgoutput_codec.spark import replayed_of
+
+    frames = _frames(_records(seed=4, n_txns=16), seed=4)
+    again = frames + frames[10:]
+    replayed = []
+    expected = _expected(frames, {})
+    assert _expected(again, {}) == expected
+    decode_changes(pa.array(again, pa.binary()), replayed=replayed)
+    assert len(replayed) >= 3
+    out = opengauss_decode_changes(_df(spark, again, 3), order_by="seq", sort=True)
+    assert _spark_rows(out) == expected
+    assert [(r["xid"], r["commit_lsn"]) for r in replayed_of(out)] == [
+        (r["xid"], r["commit_lsn"]) for r in replayed]
+    kept = opengauss_decode_changes(_df(spark, again, 3), order_by="seq", sort=True, replays="keep")
+    assert _spark_rows(kept) == _expected(again, {"replays": "keep"}) != expected
+    commits = [i for i, f in enumerate(frames) if _expected([f], {"skip_empty_xacts": False})]
+    i, j = commits[2], commits[5]
+    swapped = frames[:i] + [frames[j]] + frames[i + 1:j] + [frames[i]] + frames[j + 1:]
+    with pytest.raises(ArchiveOrderError, match="not in arrival order"):
+        opengauss_decode_changes(_df(spark, swapped, 2), order_by="seq")
+
+
 def _ins(lsn, table=("public", "t2"), v=b"1"):
     return Record("I", lsn, schema=table[0], table=table[1], new_tuple=(Column("id", 20, v), Column("v", 1700, v)))
 
