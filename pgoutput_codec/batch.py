@@ -137,8 +137,8 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     ``in_stream``: whether the first row is inside a Stream Start/Stop block; None
     infers it from the first row that decides it: a Stream Start (outside), a Stream
     Stop (inside), or a R/Y/I/U/D/T/M row that parses only with the streaming xid or
-    only without it (an Insert/Update/Delete does, in practice); outside when none does. Stream
-    Start/Stop rows then drive the state.
+    only without it (an Insert/Update/Delete does, in practice); outside when none
+    does. Stream Start/Stop rows then drive the state.
     Output columns have 32-bit offsets: a result that would pass 2 GiB in one column
     (LargeBinary input of more than ``MAX_CHUNK_BYTES`` payload bytes) comes back as a
     ``pa.ChunkedArray`` of StructArrays instead.

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import logging
 from typing import Iterator
 
 import pyarrow as pa
@@ -59,8 +60,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-
-import logging
 
 from ..changes import (
     OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
@@ -414,5 +413,5 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     if mode == DROPMALFORMED:
         out = drop_malformed(out)
     out = out.drop(_RANK)
-    out._pgoutput_replayed = replayed   # replayed_of (the plan itself stays on the driver)
+    out._pgoutput_replayed = replayed   # for replayed_of
     return out
