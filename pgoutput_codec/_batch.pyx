@@ -417,6 +417,47 @@ cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
     return 0  # 'E' has no fields
 
 
+cdef struct _Rows:
+    # A Binary/LargeBinary array's buffers, read in place at its slice offset.
+    const uint8_t* valid      # NULL: no nulls
+    const int32_t* o32        # offsets: one of the two, NULL for an empty array
+    const int64_t* o64
+    const uint8_t* data       # b"" when the array holds no bytes
+    Py_ssize_t data_size
+    Py_ssize_t off
+
+
+cdef _Rows _rows_of(arr) except *:
+    cdef _Rows v
+    bufs = arr.buffers()
+    v.off = arr.offset
+    v.valid = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
+    v.o32 = NULL
+    v.o64 = NULL
+    if len(arr) and bufs[1] is not None:
+        if pa.types.is_large_binary(arr.type):
+            v.o64 = <const int64_t*><uintptr_t>bufs[1].address
+        else:
+            v.o32 = <const int32_t*><uintptr_t>bufs[1].address
+    v.data_size = bufs[2].size if bufs[2] is not None else 0
+    v.data = <const uint8_t*><uintptr_t>bufs[2].address if v.data_size else <const uint8_t*>b""
+    return v
+
+
+cdef inline bint _row_span(const _Rows* v, Py_ssize_t i, Py_ssize_t* start, Py_ssize_t* end) noexcept nogil:
+    """Row ``i``'s bytes, ``v.data[start:end]``; False for a null row."""
+    cdef Py_ssize_t j = v.off + i
+    if v.valid != NULL and not (v.valid[j >> 3] >> (j & 7)) & 1:
+        return False
+    if v.o64 != NULL:
+        start[0] = v.o64[j]
+        end[0] = v.o64[j + 1]
+    else:
+        start[0] = v.o32[j]
+        end[0] = v.o32[j + 1]
+    return True
+
+
 cdef inline uint8_t _tag_at(const uint8_t* p, Py_ssize_t n, int envelope) noexcept nogil:
     if n == 0:
         return 0
@@ -595,40 +636,25 @@ def initial_stream_state(arr, int envelope):
     no S/E at all. Its Inserts, Updates and Deletes decide it: their tuple marker sits 4
     bytes later with the xid. Relations and Types with a namespace of 4+ characters
     parse both ways and decide nothing. Rows are parsed only until one decides."""
-    cdef Py_ssize_t n = len(arr)
-    cdef Py_ssize_t off = arr.offset
+    cdef _Rows v = _rows_of(arr)
     cdef Py_ssize_t i, start, end
-    cdef bint large = pa.types.is_large_binary(arr.type)
     cdef uint8_t tag
     cdef Reader r
     cdef Parsed m
     cdef Scratch s
-    bufs = arr.buffers()
-    if n == 0 or bufs[2] is None or bufs[2].size == 0:
-        return None
-    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
-    cdef const int32_t* o32 = NULL
-    cdef const int64_t* o64 = NULL
-    cdef const uint8_t* dp = <const uint8_t*><uintptr_t>bufs[2].address
-    if large:
-        o64 = <const int64_t*><uintptr_t>bufs[1].address
-    else:
-        o32 = <const int32_t*><uintptr_t>bufs[1].address
     scratch_init(&s)
     try:
-        for i in range(n):
-            if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+        for i in range(len(arr)):
+            if not _row_span(&v, i, &start, &end):
                 continue
-            start = o64[off + i] if large else o32[off + i]
-            end = o64[off + i + 1] if large else o32[off + i + 1]
-            tag = _tag_at(dp + start, end - start, envelope)
+            tag = _tag_at(v.data + start, end - start, envelope)
             if tag == 83:    # 'S'
                 return False
             if tag == 69:    # 'E'
                 return True
             if not (tag == 82 or tag == 89 or tag == 73 or tag == 85 or tag == 68 or tag == 84 or tag == 77):
                 continue
-            reader_init(&r, dp + start, end - start)
+            reader_init(&r, v.data + start, end - start)
             s.ncols = 0
             # STREAM_UNKNOWN: 0 only when exactly one reading consumes the row; it is
             # then the reading with the xid or without
@@ -642,29 +668,13 @@ def initial_stream_state(arr, int envelope):
 def tags_of(arr, int envelope):
     """The message tag byte of every row (inside XLogData frames too); 0 for a null or
     empty row. Reads one byte per row: the cheap first pass of parallel decoding."""
-    cdef Py_ssize_t n = len(arr)
-    cdef Py_ssize_t off = arr.offset
+    cdef _Rows v = _rows_of(arr)
     cdef Py_ssize_t i, start, end
-    cdef bint large = pa.types.is_large_binary(arr.type)
-    out = np.zeros(n, dtype=np.uint8)
+    out = np.zeros(len(arr), dtype=np.uint8)
     cdef uint8_t[::1] o = out
-    bufs = arr.buffers()
-    if n == 0 or bufs[2] is None or bufs[2].size == 0:
-        return out
-    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
-    cdef const int32_t* o32 = NULL
-    cdef const int64_t* o64 = NULL
-    cdef const uint8_t* dp = <const uint8_t*><uintptr_t>bufs[2].address
-    if large:
-        o64 = <const int64_t*><uintptr_t>bufs[1].address
-    else:
-        o32 = <const int32_t*><uintptr_t>bufs[1].address
-    for i in range(n):
-        if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
-            continue
-        start = o64[off + i] if large else o32[off + i]
-        end = o64[off + i + 1] if large else o32[off + i + 1]
-        o[i] = _tag_at(dp + start, end - start, envelope)
+    for i in range(len(arr)):
+        if _row_span(&v, i, &start, &end):
+            o[i] = _tag_at(v.data + start, end - start, envelope)
     return out
 
 
@@ -684,13 +694,8 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
         if per_row.shape[0] != len(arr):
             raise ValueError("stream_rows must have one entry per row")
     cdef Py_ssize_t n = len(arr)
-    cdef Py_ssize_t off = arr.offset
-    cdef bint large = pa.types.is_large_binary(arr.type)
-    bufs = arr.buffers()
-    cdef const uint8_t* vbits = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
-    cdef const int32_t* o32 = NULL
-    cdef const int64_t* o64 = NULL
-    cdef const uint8_t* dp = <const uint8_t*>b""
+    cdef _Rows v = _rows_of(arr)
+    cdef const uint8_t* dp = v.data
     cdef Py_ssize_t i, start, end, total
     cdef Reader r
     cdef Parsed m
@@ -699,20 +704,12 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     cdef Py_ssize_t k
     cdef int rc
     cdef const uint8_t* src_end
-    if n and bufs[1] is not None:
-        if large:
-            o64 = <const int64_t*><uintptr_t>bufs[1].address
-        else:
-            o32 = <const int32_t*><uintptr_t>bufs[1].address
-    if bufs[2] is not None and bufs[2].size:
-        dp = <const uint8_t*><uintptr_t>bufs[2].address
     if n == 0:
         return _Columns(0, 0).finish(), (stream == STREAM_YES)
-    total = (o64[off + n] - o64[off]) if large else (o32[off + n] - o32[off])
+    total = (v.o64[v.off + n] - v.o64[v.off]) if v.o64 != NULL else (v.o32[v.off + n] - v.o32[v.off])
     cols = _Columns(n, total)
     # The end of readable input memory (over-reads for short copies stop here).
-    cdef Py_ssize_t data_size = bufs[2].size if bufs[2] is not None else 0
-    src_end = dp + data_size
+    src_end = dp + v.data_size
 
     if stream == STREAM_UNKNOWN:
         stream = STREAM_YES if initial_stream_state(arr, envelope) else STREAM_NO
@@ -720,18 +717,12 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     scratch_init(&s)
     try:
         for i in range(n):
-            if vbits != NULL and not (vbits[(off + i) >> 3] >> ((off + i) & 7)) & 1:
+            if not _row_span(&v, i, &start, &end):
                 reader_init(&r, dp, 0)
                 reader_fail(&r, E_NULL_ROW, 0, b"payload", 0, 0)
                 err = error_text(&r, 0).encode()
                 var_append(&cols.c.error, i, err, len(err))
                 continue
-            if large:
-                start = o64[off + i]
-                end = o64[off + i + 1]
-            else:
-                start = o32[off + i]
-                end = o32[off + i + 1]
             if explicit:
                 stream = STREAM_YES if per_row[i] else STREAM_NO
             if envelope != ENV_XLOGDATA and end > start and dp[start] == 73 and stream != STREAM_UNKNOWN:
