@@ -356,6 +356,8 @@ class ControlPlan:
         self.commit_lsn = pa.concat_arrays([w.lsn for w in walked])
         self.commit_ts = pa.concat_arrays([w.ts for w in walked]).cast(CHANGE_SCHEMA.field("commit_ts").type)
         self.commit_origin = pa.concat_arrays([w.origin for w in walked])
+        self.commit_ranks = None   # a plan for_keys: the whole plan's rank of each commit kept
+        self.key_range = None
         self.aborted, done = {}, 0
         for w in walked:
             self.aborted.update((done + j, v) for j, v in w.aborted.items())
@@ -400,6 +402,8 @@ class ControlPlan:
         """Where the next run resumes (:mod:`pgoutput_codec.checkpoint`): after the
         largest commit LSN this plan gives, from the first key of the earliest
         transaction it does not give (still open, or committed after the window)."""
+        if self.key_range is not None:
+            raise ValueError("a plan for_keys has no checkpoint: ask the whole plan")
         lsn = pc.fill_null(self.commit_lsn, 0).to_numpy(zero_copy_only=False).astype(np.uint64)
         given = lsn if self.in_window is None else lsn[self.in_window]
         after = self.window[0] if self.window is not None else None
@@ -531,6 +535,9 @@ class ControlPlan:
             msg_xid = xid_of()
             for k, subxids in self.aborted.items():
                 rank[(rank == k) & np.isin(msg_xid, subxids)] = -1
+        if self.commit_ranks is not None:   # positions here -> the whole plan's ranks
+            given = rank >= 0
+            rank[given] = self.commit_ranks[rank[given]]
         return rank
 
     def _version_selected(self) -> np.ndarray | None:
@@ -555,6 +562,49 @@ class ControlPlan:
         exact = [(_glob_exact(schema), _glob_exact(table))]
         other.patterns = exact if _table_selected(self.patterns, schema, table) else []
         other._vsel_len = -1
+        return other
+
+    def for_keys(self, lo: int, hi: int) -> "ControlPlan":
+        """This plan for the rows with order key ``lo <= key <= hi`` only: what
+        :meth:`changes`, :meth:`change_rows`, :meth:`keep_mask` and :meth:`head_facts`
+        give for those rows is what the whole plan gives (ranks included), for other rows
+        it is undefined. What a partition of a data source carries instead of the whole
+        plan, so P partitions ship the plan about once, not P times: the segments in the
+        range, the commits of their transactions, and the Relation events in force at
+        ``lo`` or sent in the range. The Relation versions themselves stay whole (few;
+        indexes into them are the plan's). Not for the driver's questions:
+        :meth:`checkpoint` refuses, and :meth:`dropped_key_ranges` describes the range only."""
+        lo, hi = int(lo), int(hi)
+        if self.key_range is not None:
+            lo, hi = max(lo, self.key_range[0]), min(hi, self.key_range[1])
+        other = copy.copy(self)
+        other.key_range = (lo, hi)
+        s0, s1 = np.searchsorted(self.ctrl_keys, [lo, hi], side="left")
+        other.ctrl_keys = self.ctrl_keys[s0:s1]
+        other.seg_slot, other.seg_stream = self.seg_slot[s0:s1 + 1], self.seg_stream[s0:s1 + 1]
+        # the commits of the transactions whose rows the range holds, by their position
+        slots = np.unique(other.seg_slot)
+        o = np.argsort(self.commit_slots, kind="stable")
+        pos = np.minimum(np.searchsorted(self.commit_slots[o], slots), max(len(o) - 1, 0))
+        hit = (self.commit_slots[o][pos] == slots) if len(o) else np.zeros(len(slots), bool)
+        local = np.sort(o[pos[hit]])
+        take = pa.array(local, pa.int64())
+        other.commit_slots = self.commit_slots[local]
+        other.commit_xid, other.commit_lsn = self.commit_xid.take(take), self.commit_lsn.take(take)
+        other.commit_ts, other.commit_origin = self.commit_ts.take(take), self.commit_origin.take(take)
+        other.commit_ranks = local if self.commit_ranks is None else self.commit_ranks[local]
+        other.in_window = None if self.in_window is None else self.in_window[local]
+        at = {int(g): i for i, g in enumerate(local)}
+        other.aborted = {at[k]: v for k, v in self.aborted.items() if k in at}
+        # Relation events: the last one of each relid before lo, and those in the range
+        before = self.ev_key < lo
+        same_next = np.r_[self.ev_rel[1:] == self.ev_rel[:-1], False]
+        last_before = before & ~(same_next & np.r_[before[1:], False])
+        ev = last_before | (~before & (self.ev_key <= hi))
+        other.ev_rel, other.ev_key, other.ev_ver = self.ev_rel[ev], self.ev_key[ev], self.ev_ver[ev]
+        # the driver's: what a run leaves open, its errors and replays, its Types
+        other.type_events, other.open_transactions, other.live_slots = [], [], set()
+        other.errors, other.replayed = [], []
         return other
 
     def _chooses_tables(self) -> bool:
@@ -711,9 +761,10 @@ class ControlPlan:
         return spread_rows(t, o[np.searchsorted(keys[o], t.column("seq").to_numpy(zero_copy_only=False))], len(keys))
 
     def _commit_cols(self, rank):
-        r = pa.array(rank, pa.int64())
-        return {"xid": self.commit_xid.take(r), "commit_lsn": self.commit_lsn.take(r),
-                "commit_ts": self.commit_ts.take(r), "origin": self.commit_origin.take(r), "commit_rank": r}
+        at = pa.array(rank if self.commit_ranks is None else np.searchsorted(self.commit_ranks, rank), pa.int64())
+        return {"xid": self.commit_xid.take(at), "commit_lsn": self.commit_lsn.take(at),
+                "commit_ts": self.commit_ts.take(at), "origin": self.commit_origin.take(at),
+                "commit_rank": pa.array(rank, pa.int64())}
 
     def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
         cols = change_columns(msgs, idx, ver, self.version_table, pa.array(keys[idx], pa.int64()), lsn_arr)

@@ -437,6 +437,76 @@ def test_a_streamed_transaction_among_plain_ones_costs_the_python_walk_its_own_r
     assert len(got.changes(values, np.arange(len(values)))) == 603
 
 
+def _plan_for_keys_matches_the_whole_plan(values, keys, pieces, **options):
+    """A plan for_keys(lo, hi) answers for the rows in [lo, hi] what the whole plan
+    answers: changes (with the whole archive's ranks), change_rows, keep_mask and
+    head_facts; and the pieces together pickle to about one plan, not one each."""
+    import numpy as np
+
+    from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
+    mask = control_candidates(values)
+    whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect", **options)
+    o = np.argsort(keys, kind="stable")
+    bounds = np.linspace(0, len(keys), pieces + 1, dtype=int)
+    sizes = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = o[a:b]
+        lo, hi = int(keys[rows].min()), int(keys[rows].max())
+        part = pickle.loads(pickle.dumps(whole.for_keys(lo, hi)))
+        sizes.append(len(pickle.dumps(part)))
+        v, k = values.take(pa.array(rows)), keys[rows]
+        assert part.changes(v, k).equals(whole.changes(v, k))
+        assert part.change_rows(v, k).equals(whole.change_rows(v, k))
+        heads = pc.binary_slice(v, 0, HEAD_BYTES)
+        assert (part.keep_mask(heads, k) == whole.keep_mask(heads, k)).all()
+        for got, want in zip(part.head_facts(heads, k), whole.head_facts(heads, k), strict=True):
+            assert (got == want).all()
+        # narrowed twice (a stream partition of a range): the same
+        assert part.for_keys(lo - 5, hi + 5).changes(v, k).equals(part.changes(v, k))
+    with pytest.raises(ValueError, match="no checkpoint"):
+        whole.for_keys(0, 1).checkpoint()
+    return whole, sizes
+
+
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_a_plan_for_a_key_range_is_the_whole_plan_there(version, option_set):
+    """What a data-source partition carries (its key range's part of the plan) decodes
+    its rows as the whole plan does, with ``tables``, a commit window and in 1-7 pieces."""
+    import numpy as np
+    arch = archive(version, option_set)
+    values = arch.column("data").combine_chunks()
+    keys = arch.column("seq").to_numpy()
+    whole, sizes = _plan_for_keys_matches_the_whole_plan(values, keys, 7)
+    # past what every piece holds (Relation versions, schema, options): about the plan once,
+    # not 7 times
+    fixed = len(pickle.dumps(whole.for_keys(int(keys.max()) + 1, int(keys.max()) + 1)))
+    one = len(pickle.dumps(whole)) - fixed
+    assert sum(sizes) - 7 * fixed < 1.5 * one, (sizes, fixed, one)
+    _plan_for_keys_matches_the_whole_plan(values, keys, 3, tables="public.[a-m]*")
+    lsns = np.unique(decode_changes(arch).column("commit_lsn").to_numpy(zero_copy_only=False))
+    _plan_for_keys_matches_the_whole_plan(values, keys, 4, after_lsn=int(lsns[len(lsns) // 3]))
+    _plan_for_keys_matches_the_whole_plan(values, keys * 7 - 100, 5)   # keys with gaps, below zero
+
+
+def test_a_plan_for_a_key_range_keeps_aborts_and_prepares():
+    import numpy as np
+    msgs = enc([
+        *streamed_with_aborted_subxact(),
+        BeginPrepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"), REL,
+        Insert(relation_id=16400, new_tuple=row(4, "rolled back")),
+        Prepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g2"),
+        RollbackPrepared(prepare_end_lsn=11, rollback_end_lsn=20, prepare_ts=1, rollback_ts=2, xid=8, gid="g2"),
+        Begin(final_lsn=600, commit_ts=0, xid=9),
+        Insert(relation_id=16400, new_tuple=row(5, "kept")),
+        Commit(commit_lsn=600, end_lsn=601, commit_ts=0),
+    ])
+    values = pa.array(msgs, pa.binary())
+    keys = np.arange(len(values)) * 3
+    for pieces in range(1, len(values) + 1):
+        whole, _ = _plan_for_keys_matches_the_whole_plan(values, keys, pieces)
+    assert whole.aborted and len(whole.changes(values, keys)) > 0
+
+
 def _keep_mask_matches_changes(values, keys, **options):
     """keep_mask (heads only) leaves out exactly the I/U/D rows changes() leaves out."""
     import numpy as np

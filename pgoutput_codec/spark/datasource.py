@@ -23,9 +23,10 @@ Options:
   part-file names sort in no useful order). An archive read out of order is refused
   (``ArchiveOrderError``, see ``replays``). The control plan (PROTOCOL's control
   messages, ~1% of rows, found by their tag byte) is built when the reader is created,
-  on the driver, which reads the payload column of every file once for it: for lake-scale
-  archives prefer ``decode_changes`` on the DataFrame, whose first pass runs on the
-  executors. Change options: ``lsn`` (the lsn column, default "lsn" when present),
+  on the driver, which reads the payload column of every file once for it (each
+  partition then carries its own key range's part of it: ``ControlPlan.for_keys``): for
+  lake-scale archives prefer ``decode_changes`` on the DataFrame, whose first pass runs
+  on the executors. Change options: ``lsn`` (the lsn column, default "lsn" when present),
   ``tables``, ``after_lsn``/``until_lsn`` (commit-LSN window, ``X/Y`` or decimal),
   ``replays`` ("drop", default: a transaction received twice is given once and a file
   listed out of order raises ``ArchiveOrderError``; "keep": every commit as it comes),
@@ -112,9 +113,10 @@ def list_files(path: str):
 
 
 class _Partition(InputPartition):
-    def __init__(self, path, row_group=None, base=0):
-        # base: arrival-order key of the partition's first row (file index << 40 | row index)
-        self.path, self.row_group, self.base = path, row_group, base
+    def __init__(self, path, row_group=None, base=0, plan=None):
+        # base: arrival-order key of the partition's first row (file index << 40 | row index);
+        # plan (changes): the control plan for the partition's key range (ControlPlan.for_keys)
+        self.path, self.row_group, self.base, self.plan = path, row_group, base, plan
 
 
 def _opt(options, name, default=None):
@@ -363,11 +365,16 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
         # would have rows the plan never saw
         self.files = list_files(config.path)[1]
         _check_schema(schema, self.out_schema)
-        # Built here, on the driver: Spark pickles the reader for the executors before it
-        # asks for partitions, so the plan travels with it.
+        # Built here, when the reader is made (its errors surface at load()), and kept out
+        # of the pickled reader (__getstate__): Spark pickles the reader for every task,
+        # so each partition carries its own key range's part of the plan instead.
+        self._ranges = {}   # (path, row group) -> (lowest, highest) order key, from pass 1
         self.plan = self._build_plan() if config.output == "changes" else None
 
-    def partitions(self):
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("plan", "_ranges")}
+
+    def _parts(self):
         filesystem, files = _fs(self.config.path)[0], self.files
         if self.config.format == "csv":
             return [_Partition(f, None, i << _FILE_BITS) for i, f in enumerate(files)]
@@ -381,13 +388,34 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
                 start += meta.row_group(rg).num_rows
         return parts or [_Partition(files[0], None, 0)]
 
+    def partitions(self):
+        parts = self._parts()
+        if self.config.output == "changes":
+            plan = getattr(self, "plan", None) or self._build_plan()   # a reader unpickled: plan again
+            for p in parts:
+                lo, hi = self._ranges.get((p.path, p.row_group), (0, -1))
+                p.plan = plan.for_keys(lo, hi)
+        return parts
+
     def _build_plan(self):
-        """Pass 1 on the driver: the control candidates of every partition, in order."""
+        """Pass 1 on the driver: the control candidates of every partition, in order; and
+        the order-key range each partition holds."""
         payload = [self.config.payload]
-        return self._control_plan(r for part in self.partitions() for r in self._keyed(part, payload))
+
+        def rows():
+            for part in self._parts():
+                lo = hi = None
+                for p, key, b in self._keyed(part, payload):
+                    if len(key):
+                        lo = int(key.min()) if lo is None else min(lo, int(key.min()))
+                        hi = int(key.max()) if hi is None else max(hi, int(key.max()))
+                    yield p, key, b
+                self._ranges[(part.path, part.row_group)] = (0, -1) if lo is None else (lo, hi)
+
+        return self._control_plan(rows())
 
     def read(self, partition):
-        if self.plan is not None:
-            yield from self._changes(self.plan, self._keyed(partition, [self.config.payload, *self.keep]))
+        if self.config.output == "changes":
+            yield from self._changes(partition.plan, self._keyed(partition, [self.config.payload, *self.keep]))
         else:
             yield from self._messages(self._batches(partition))

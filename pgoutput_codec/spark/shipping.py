@@ -9,8 +9,10 @@ server's message limit (``spark.connect.grpc.maxInboundMessageSize``, 128 MiB): 
 adds as an artifact (``addArtifacts(file=True)``, streamed in chunks, no size limit),
 and each worker process loads it once, by name, when first read (:class:`Shipped`).
 The Python data sources build their plan in the process that plans the read and carry
-it in the reader or the partitions (:class:`Held`). Either way the workers read
-``.value``.
+it in the partitions (:class:`Held`), each only its own key range's part
+(``ControlPlan.for_keys``): Spark pickles the reader into every task and each partition
+into its own, so a plan in the reader, or whole in every partition, would be shipped and
+unpickled once per task. Either way the workers read ``.value``.
 """
 
 from __future__ import annotations

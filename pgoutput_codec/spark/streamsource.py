@@ -40,8 +40,11 @@ The driver side (``latestOffset``) reads the ``order_by`` column of the row grou
 may hold new rows (their Parquet statistics say which; footers are cached) and, for
 changes, builds the micro-batch's control plan from the control rows between the
 checkpoint's ``from_key`` and the new offset, as ``decode_changes(resume=)`` does. The
-plan travels to the executors inside each partition (Spark creates a new reader for
-them, without this one's state): keep micro-batches to what a driver plans in seconds.
+plan travels to the executors inside the partitions (Spark creates a new reader for
+them, without this one's state), each carrying its row group's key range's part of it
+(``ControlPlan.for_keys``), so a micro-batch ships about one plan whatever its number of
+partitions. The driver still plans each micro-batch in one process: keep micro-batches
+to what it plans in seconds.
 """
 
 from __future__ import annotations
@@ -217,7 +220,8 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
         """The partitions of a micro-batch from offset ``start`` to key ``end``: the row
         groups holding keys from :meth:`_low` to ``end``."""
         lo = self._low(start)
-        return [_StreamPartition(g.path, g.row_group, lo, end, start["key"], plan)
+        return [_StreamPartition(g.path, g.row_group, lo, end, start["key"],
+                                 None if plan is None else plan.for_keys(max(lo, g.lo), min(end, g.hi)))
                 for g in groups if g.hi >= lo and g.lo <= end]
 
     def _plan(self, start, end, groups):

@@ -12,6 +12,7 @@ from collections import Counter
 import decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -586,6 +587,68 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     drop = collect(spark.read.format("pgoutput").options(output="changes", mode="DROPMALFORMED").load(str(d2))
                    .orderBy("commit_rank", "seq"))
     assert "error" not in drop.column_names and len(drop) == len(got)
+
+
+def _plain_archive(n_txns: int) -> pa.Table:
+    """``n_txns`` one-row transactions of one table (a Relation before the first)."""
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn
+    rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+    msgs = [rel]
+    for i in range(n_txns):
+        lsn = 1000 + 100 * i
+        msgs += [Begin(final_lsn=lsn, commit_ts=i, xid=500 + i),
+                 Insert(relation_id=16400, new_tuple=(TC("t", str(i).encode()), TC("t", b"x" * 20))),
+                 Commit(commit_lsn=lsn, end_lsn=lsn + 8, commit_ts=i)]
+    return pa.table({"seq": pa.array(range(len(msgs)), pa.int64()),
+                     "data": pa.array([encode_message(m) for m in msgs], pa.binary())})
+
+
+@pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0")
+def test_data_source_partitions_carry_their_part_of_the_plan(tmp_path):
+    """Spark pickles the reader for every task and each partition for its own: the
+    plan rides in the partitions, each holding its key range's part (ControlPlan.for_keys),
+    so a read of P partitions ships about one plan, not P (the reader: none). Batch
+    reader, with and without order_by, and a stream's micro-batch."""
+    import pickle
+
+    from pgoutput_codec.plan import ControlPlan
+    from pgoutput_codec.spark.datasource import PgoutputDataSource
+    arc = _plain_archive(3000)
+    d = tmp_path / "arc"
+    d.mkdir()
+    pq.write_table(arc.slice(0, 4500), d / "part-0.parquet", row_group_size=1500)
+    pq.write_table(arc.slice(4500), d / "part-1.parquet", row_group_size=1500)
+
+    def shipped(parts, whole):
+        sizes = [len(pickle.dumps(p.plan)) for p in parts]
+        assert all(isinstance(p.plan, ControlPlan) and p.plan.key_range is not None for p in parts)
+        hi = int(whole.ctrl_keys.max()) + 1
+        fixed = len(pickle.dumps(whole.for_keys(hi, hi)))   # what every part holds
+        one = len(pickle.dumps(whole)) - fixed
+        assert len(parts) >= 6 and sum(sizes) - len(parts) * fixed < 1.3 * one, (sizes, fixed, one)
+        return sizes
+
+    for options in ({}, {"order_by": "seq"}):
+        source = PgoutputDataSource({"path": str(d), "output": "changes", **options})
+        reader = source.reader(source.schema())
+        whole = reader.plan
+        assert len(whole.commit_slots) == 3000
+        assert b"ControlPlan" not in pickle.dumps(reader)
+        parts = reader.partitions()
+        shipped(parts, whole)
+        # each part decodes its rows as the whole plan does
+        for p in parts[:3]:
+            rows = list(reader._keyed(p, ["data"]))
+            v = pa.concat_arrays([r[0] for r in rows])
+            k = np.concatenate([r[1] for r in rows])
+            assert p.plan.changes(v, k).equals(whole.changes(v, k)) and len(p.plan.changes(v, k)) >= 400
+    if hasattr(source, "streamReader"):   # a stream's first micro-batch, planned at once
+        stream = source.streamReader(source.schema())
+        start = stream.initialOffset()
+        end = stream.latestOffset(start, None)
+        parts = stream.partitions(start, end)
+        shipped(parts, stream._plan(start, end["key"], stream._groups()))
 
 
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0")
