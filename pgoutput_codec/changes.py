@@ -300,8 +300,10 @@ def _row_versions(msgs, tags, r_versions: list, relmap_start: dict):
     and the Relation events Truncates look up (positions, relation ids, versions, start map)."""
     relids = _to_numpy_u(msgs.field("relation_id"), np.uint32)
     r_ver = np.asarray(r_versions, dtype=np.int64)
+    # (relation_versions turns the map it is given into the map after the chunk: a copy,
+    # so Truncates look up the map as it was before the chunk)
     versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids), r_ver,
-                                          relmap_start)
+                                          dict(relmap_start))
     r_pos = np.flatnonzero(tags == ord("R"))
     return versions, (r_pos, relids[r_pos], r_ver, relmap_start)
 

@@ -1,0 +1,233 @@
+"""Random archives shaped as a pgoutput server sends them, with the changes they must give.
+
+Each archive is what one replication session with ``streaming`` and ``two_phase`` on
+could send (PROTOCOL.md §2, and what the conformance corpus shows real servers do):
+
+- plain transactions (Begin … Commit), some with an Origin, transactional Logical
+  Messages and Truncates, never interleaved with each other;
+- streamed transactions, up to three open at once, their Stream Start/Stop blocks
+  interleaved with plain transactions and with each other's blocks; changes of
+  subtransactions carry the subtransaction's xid, and a subtransaction may be aborted
+  between blocks (Stream Abort with its subxid); the transaction then ends in a Stream
+  Commit, a Stream Abort of its own xid, or a Stream Prepare;
+- two-phase transactions (Begin Prepare … Prepare, or a Stream Prepare) whose Commit
+  Prepared or Rollback Prepared comes later, after other transactions;
+- Relations sent before a relation's first change in the session and again when it is
+  redefined (another column count), inside the transaction (inside a stream block with
+  its xid); non-transactional Logical Messages between transactions.
+
+Commit LSNs rise (PostgreSQL sends commits in commit order). The oracle is the model:
+``expected`` lists ``(seq, op)`` of every change a committed transaction made, outside
+aborted subtransactions, in commit order and then arrival order (a Truncate: one entry
+per relation). It does not come from any decoder.
+"""
+
+from __future__ import annotations
+
+import random
+
+from pgoutput_codec import encode_message
+from pgoutput_codec.messages import (
+    Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin, Prepare,
+    Relation, RelationColumn, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
+    StreamStop, Truncate, TupleColumn, Update,
+)
+
+RELIDS = (16400, 16401, 16402)
+
+
+class _Txn:
+    def __init__(self, xid):
+        self.xid = xid
+        self.changes = []          # (seq, op, xid the change carries)
+        self.subs = []             # subtransaction xids in use
+        self.aborted = set()
+
+    def given(self):
+        return [(s, op) for s, op, x in self.changes if x not in self.aborted]
+
+
+class Session:
+    """One replication session; ``build()`` returns (payloads, expected)."""
+
+    def __init__(self, seed: int, *, events: int = 40):
+        self.r = random.Random(seed)
+        self.events = events
+        self.msgs = []
+        self.expected = []
+        self.lsn = 1000
+        self.xid = 700
+        self.ncols = {rid: 2 for rid in RELIDS}
+        self.sent = set()           # relation ids whose current definition the session sent
+        self.streams = {}           # top xid -> _Txn
+        self.prepared = {}          # gid -> _Txn
+        self.gids = 0
+
+    # ---- helpers ---------------------------------------------------------------
+    def _next_lsn(self):
+        self.lsn += self.r.randint(8, 400)
+        return self.lsn
+
+    def _next_xid(self):
+        self.xid += self.r.randint(1, 5)
+        return self.xid
+
+    def _put(self, m):
+        self.msgs.append(m)
+        return len(self.msgs) - 1
+
+    def _relation(self, rid, xid=None):
+        cols = tuple(RelationColumn(1 if i == 0 else 0, f"c{i}", 23 if i == 0 else 25, -1)
+                     for i in range(self.ncols[rid]))
+        self._put(Relation(xid=xid, relation_id=rid, namespace="public", relation_name=f"t{rid}",
+                           replica_identity="d", columns=cols))
+        self.sent.add(rid)
+
+    def _row(self, rid):
+        return tuple(TupleColumn("t", str(self.r.randint(0, 10**6) if i == 0 else "v" * self.r.randint(0, 9)).encode())
+                     for i in range(self.ncols[rid]))
+
+    def _changes(self, txn, xid=None, n=None):
+        """Up to a few changes into ``txn``; ``xid``: the xid they carry (stream blocks)."""
+        top = None if xid is None else txn.xid   # a Relation in a stream block: the top xid
+        for _ in range(self.r.randint(1, 4) if n is None else n):
+            rid = self.r.choice(RELIDS)
+            if self.r.random() < 0.08:   # redefined: the next change sends it again
+                self.ncols[rid] = self.r.randint(1, 4)
+                self.sent.discard(rid)
+            if rid not in self.sent:
+                self._relation(rid, top)
+            kind = self.r.random()
+            if kind < 0.5:
+                m = Insert(xid=xid, relation_id=rid, new_tuple=self._row(rid))
+                op = "I"
+            elif kind < 0.75:
+                old = self.r.random() < 0.3
+                m = Update(xid=xid, relation_id=rid, old_kind="K" if old else None,
+                           old_tuple=self._row(rid) if old else None, new_tuple=self._row(rid))
+                op = "U"
+            elif kind < 0.93:
+                m = Delete(xid=xid, relation_id=rid, old_kind="K", old_tuple=self._row(rid))
+                op = "D"
+            elif kind < 0.97:
+                rids = tuple(self.r.sample(RELIDS, self.r.randint(1, 2)))
+                for t in rids:
+                    if t not in self.sent:
+                        self._relation(t, top)
+                seq = self._put(Truncate(xid=xid, options=0, relation_ids=rids))
+                txn.changes.extend((seq, "T", xid) for _ in rids)
+                continue
+            else:
+                self._put(LogicalMessage(xid=xid, flags=1, lsn=self._next_lsn(), prefix="app", content=b"m"))
+                continue
+            txn.changes.append((self._put(m), op, xid))
+
+    # ---- events ----------------------------------------------------------------
+    def _plain(self):
+        txn = _Txn(self._next_xid())
+        lsn = self._next_lsn()
+        self._put(Begin(final_lsn=lsn, commit_ts=lsn, xid=txn.xid))
+        if self.r.random() < 0.15:
+            self._put(Origin(origin_lsn=lsn - 1, origin_name="upstream"))
+        self._changes(txn)
+        self._put(Commit(flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn))
+        self.lsn += 4
+        self.expected += txn.given()
+
+    def _stream_block(self):
+        if len(self.streams) < 3 and (not self.streams or self.r.random() < 0.4):
+            txn = _Txn(self._next_xid())
+            self.streams[txn.xid] = txn
+            first = True
+        else:
+            txn = self.r.choice(list(self.streams.values()))
+            first = False
+        self._put(StreamStart(xid=txn.xid, first_segment=first))
+        # a stream block sends a relation's definition again in it (pgoutput resends
+        # in each block the relations the streamed transaction has not yet sent)
+        self.sent.clear()
+        for _ in range(self.r.randint(1, 3)):
+            if self.r.random() < 0.3:
+                sub = self._next_xid()
+                txn.subs.append(sub)
+            live = [x for x in txn.subs if x not in txn.aborted]
+            x = self.r.choice(live) if live and self.r.random() < 0.5 else txn.xid
+            self._changes(txn, xid=x, n=1)
+        self._put(StreamStop())
+        self.sent.clear()
+
+    def _stream_end(self):
+        txn = self.streams[self.r.choice(list(self.streams))]
+        live = [x for x in txn.subs if x not in txn.aborted]
+        roll = self.r.random()
+        if live and roll < 0.25:   # a subtransaction aborted; the transaction goes on
+            sub = self.r.choice(live)
+            txn.aborted.add(sub)
+            self._put(StreamAbort(xid=txn.xid, subxid=sub))
+            return
+        del self.streams[txn.xid]
+        lsn = self._next_lsn()
+        if roll < 0.65:
+            self._put(StreamCommit(xid=txn.xid, flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn))
+            self.lsn += 4
+            self.expected += txn.given()
+        elif roll < 0.8:
+            self._put(StreamAbort(xid=txn.xid, subxid=txn.xid))
+        else:
+            gid = self._gid()
+            self._put(StreamPrepare(flags=0, prepare_lsn=lsn, end_lsn=lsn + 4, prepare_ts=lsn, xid=txn.xid,
+                                    gid=gid))
+            self.lsn += 4
+            self.prepared[gid] = txn
+
+    def _gid(self):
+        self.gids += 1
+        return f"g{self.gids}"
+
+    def _two_phase(self):
+        txn = _Txn(self._next_xid())
+        lsn = self._next_lsn()
+        gid = self._gid()
+        self._put(BeginPrepare(prepare_lsn=lsn, end_lsn=lsn + 4, prepare_ts=lsn, xid=txn.xid, gid=gid))
+        self._changes(txn)
+        self._put(Prepare(flags=0, prepare_lsn=lsn, end_lsn=lsn + 4, prepare_ts=lsn, xid=txn.xid, gid=gid))
+        self.lsn += 4
+        self.prepared[gid] = txn
+
+    def _finish_prepared(self):
+        gid = self.r.choice(list(self.prepared))
+        txn = self.prepared.pop(gid)
+        lsn = self._next_lsn()
+        if self.r.random() < 0.7:
+            self._put(CommitPrepared(flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn, xid=txn.xid, gid=gid))
+            self.expected += txn.given()
+        else:
+            self._put(RollbackPrepared(flags=0, prepare_end_lsn=lsn - 4, rollback_end_lsn=lsn + 4, prepare_ts=lsn,
+                                       rollback_ts=lsn, xid=txn.xid, gid=gid))
+        self.lsn += 4
+
+    def build(self, *, finish: bool = True):
+        """(payloads, expected). ``finish``: end every open transaction (else the archive
+        ends with some still open, as a lake cut at any moment does)."""
+        for _ in range(self.events):
+            roll = self.r.random()
+            if roll < 0.35:
+                self._plain()
+            elif roll < 0.6:
+                self._stream_block()
+            elif roll < 0.72 and self.streams:
+                self._stream_end()
+            elif roll < 0.8:
+                self._two_phase()
+            elif roll < 0.9 and self.prepared:
+                self._finish_prepared()
+            elif roll < 0.95:
+                self._put(LogicalMessage(xid=None, flags=0, lsn=self._next_lsn(), prefix="nt", content=b""))
+            else:
+                self._plain()
+        while finish and (self.streams or self.prepared):
+            if self.streams:
+                self._stream_end()
+            else:
+                self._finish_prepared()
+        return [encode_message(m) for m in self.msgs], self.expected
