@@ -7,9 +7,10 @@ could send (PROTOCOL.md §2, and what the conformance corpus shows real servers 
   Messages and Truncates, never interleaved with each other;
 - streamed transactions, up to three open at once, their Stream Start/Stop blocks
   interleaved with plain transactions and with each other's blocks; changes of
-  subtransactions carry the subtransaction's xid, and a subtransaction may be aborted
-  between blocks (Stream Abort with its subxid); the transaction then ends in a Stream
-  Commit, a Stream Abort of its own xid, or a Stream Prepare;
+  subtransactions (savepoints, one open at a time, released or rolled back) carry the
+  subtransaction's xid, and the open one may be rolled back between blocks (Stream
+  Abort with its subxid); the transaction then ends in a Stream Commit, a Stream Abort
+  of its own xid, or a Stream Prepare;
 - two-phase transactions (Begin Prepare … Prepare, or a Stream Prepare) whose Commit
   Prepared or Rollback Prepared comes later, after other transactions;
 - Relations sent before a relation's first change in the session and again when it is
@@ -40,7 +41,7 @@ class _Txn:
     def __init__(self, xid):
         self.xid = xid
         self.changes = []          # (seq, op, xid the change carries)
-        self.subs = []             # subtransaction xids in use
+        self.current = None        # the open subtransaction (SAVEPOINT) changes go to; None: top
         self.aborted = set()
 
     def given(self):
@@ -122,6 +123,12 @@ class Session:
                 continue
             txn.changes.append((self._put(m), op, xid))
 
+    def _on_commit(self, txn, lsn):
+        self.expected += txn.given()
+
+    def _on_end(self, txn):
+        """A transaction ended without committing."""
+
     # ---- events ----------------------------------------------------------------
     def _plain(self):
         txn = _Txn(self._next_xid())
@@ -132,7 +139,7 @@ class Session:
         self._changes(txn)
         self._put(Commit(flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn))
         self.lsn += 4
-        self.expected += txn.given()
+        self._on_commit(txn, lsn)
 
     def _stream_block(self):
         if len(self.streams) < 3 and (not self.streams or self.r.random() < 0.4):
@@ -147,32 +154,32 @@ class Session:
         # in each block the relations the streamed transaction has not yet sent)
         self.sent.clear()
         for _ in range(self.r.randint(1, 3)):
-            if self.r.random() < 0.3:
-                sub = self._next_xid()
-                txn.subs.append(sub)
-            live = [x for x in txn.subs if x not in txn.aborted]
-            x = self.r.choice(live) if live and self.r.random() < 0.5 else txn.xid
-            self._changes(txn, xid=x, n=1)
+            roll = self.r.random()
+            if roll < 0.3:      # SAVEPOINT (the open one RELEASEd: its changes stay with the top)
+                txn.current = self._next_xid()
+            elif roll < 0.4:    # RELEASE SAVEPOINT
+                txn.current = None
+            self._changes(txn, xid=txn.xid if txn.current is None else txn.current, n=1)
         self._put(StreamStop())
         self.sent.clear()
 
     def _stream_end(self):
         txn = self.streams[self.r.choice(list(self.streams))]
-        live = [x for x in txn.subs if x not in txn.aborted]
         roll = self.r.random()
-        if live and roll < 0.25:   # a subtransaction aborted; the transaction goes on
-            sub = self.r.choice(live)
-            txn.aborted.add(sub)
-            self._put(StreamAbort(xid=txn.xid, subxid=sub))
+        if txn.current is not None and roll < 0.25:   # ROLLBACK TO SAVEPOINT; the transaction goes on
+            txn.aborted.add(txn.current)
+            self._put(StreamAbort(xid=txn.xid, subxid=txn.current))
+            txn.current = None
             return
         del self.streams[txn.xid]
         lsn = self._next_lsn()
         if roll < 0.65:
             self._put(StreamCommit(xid=txn.xid, flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn))
             self.lsn += 4
-            self.expected += txn.given()
+            self._on_commit(txn, lsn)
         elif roll < 0.8:
             self._put(StreamAbort(xid=txn.xid, subxid=txn.xid))
+            self._on_end(txn)
         else:
             gid = self._gid()
             self._put(StreamPrepare(flags=0, prepare_lsn=lsn, end_lsn=lsn + 4, prepare_ts=lsn, xid=txn.xid,
@@ -200,10 +207,11 @@ class Session:
         lsn = self._next_lsn()
         if self.r.random() < 0.7:
             self._put(CommitPrepared(flags=0, commit_lsn=lsn, end_lsn=lsn + 4, commit_ts=lsn, xid=txn.xid, gid=gid))
-            self.expected += txn.given()
+            self._on_commit(txn, lsn)
         else:
             self._put(RollbackPrepared(flags=0, prepare_end_lsn=lsn - 4, rollback_end_lsn=lsn + 4, prepare_ts=lsn,
                                        rollback_ts=lsn, xid=txn.xid, gid=gid))
+            self._on_end(txn)
         self.lsn += 4
 
     def build(self, *, finish: bool = True):
@@ -231,3 +239,146 @@ class Session:
             else:
                 self._finish_prepared()
         return [encode_message(m) for m in self.msgs], self.expected
+
+
+class TableSession(Session):
+    """A session whose changes keep two tables consistent, for the typed-table oracle:
+    ``public.a`` (REPLICA IDENTITY DEFAULT: key ``id``) and ``public.b`` (FULL: the old
+    row with every Update and Delete). Columns ``id`` int4, ``v`` text, ``n`` int8.
+
+    Changes act on what their transaction sees (the committed rows plus its own changes
+    outside aborted subtransactions) and take row locks as PostgreSQL does, so no two
+    open transactions touch one row and a TRUNCATE waits for no one (it runs only on a
+    table no other open transaction touched, and locks it). Updates change the key now
+    and then and send an unchanged ``v`` as unchanged TOAST ('u'). ``states``: (commit
+    LSN, the tables after that commit), one per commit."""
+
+    TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
+
+    def __init__(self, seed: int, *, events: int = 40):
+        super().__init__(seed, events=events)
+        self.ncols = {rid: 3 for rid in self.TABLES}
+        self.committed = {rid: {} for rid in self.TABLES}
+        self.states = []
+        self.locks = {}          # (rid, id) or (rid, None) for a whole table -> top xid
+        self.next_id = 1
+        self.ops = {}            # top xid -> [(carried xid, rid, op, args)]
+
+    def _relation(self, rid, xid=None):
+        name, ident = self.TABLES[rid]
+        full = ident == "f"
+        cols = (RelationColumn(1, "id", 23, -1), RelationColumn(int(full), "v", 25, -1),
+                RelationColumn(int(full), "n", 20, -1))
+        self._put(Relation(xid=xid, relation_id=rid, namespace="public", relation_name=name,
+                           replica_identity=ident, columns=cols))
+        self.sent.add(rid)
+
+    @staticmethod
+    def _apply(tables, rid, op, args):
+        t = tables[rid]
+        if op == "I":
+            t[args[0]] = args[1]
+        elif op == "U":
+            old_id, new_id, (v, n) = args
+            row = t.pop(old_id)
+            t[new_id] = (row[0] if v is _UNCHANGED else v, n)
+        elif op == "D":
+            del t[args]
+        else:
+            t.clear()
+
+    def _view(self, txn):
+        tables = {rid: dict(rows) for rid, rows in self.committed.items()}
+        for x, rid, op, args in self.ops.get(txn.xid, ()):
+            if x not in txn.aborted:
+                self._apply(tables, rid, op, args)
+        return tables
+
+    def _free(self, rid, key, txn):
+        return self.locks.get((rid, key), txn.xid) == txn.xid and self.locks.get((rid, None), txn.xid) == txn.xid
+
+    @staticmethod
+    def _val(v):
+        return TupleColumn("n", None) if v is None else TupleColumn("t", str(v).encode())
+
+    def _changes(self, txn, xid=None, n=None):
+        top = None if xid is None else txn.xid
+        carried = txn.xid if xid is None else xid
+        for _ in range(self.r.randint(1, 4) if n is None else n):
+            rid = self.r.choice(list(self.TABLES))
+            full = self.TABLES[rid][1] == "f"
+            if not self._free(rid, None, txn):
+                continue
+            if rid not in self.sent:
+                self._relation(rid, top)
+            view = self._view(txn)[rid]
+            mine = [k for k in view if self._free(rid, k, txn)]
+            roll = self.r.random()
+            if roll < 0.45 or not mine:
+                key, row = self.next_id, (self._text(), self._int())
+                self.next_id += 1
+                m = Insert(xid=xid, relation_id=rid, new_tuple=(self._val(key), self._val(row[0]), self._val(row[1])))
+                op, args, locked = "I", (key, row), [key]
+            elif roll < 0.75:
+                old = self.r.choice(mine)
+                v0, n0 = view[old]
+                new = old
+                if self.r.random() < 0.25:
+                    new = self.next_id
+                    self.next_id += 1
+                v = _UNCHANGED if v0 is not None and self.r.random() < 0.4 else self._text()
+                n1 = self._int()
+                vcol = TupleColumn("u", None) if v is _UNCHANGED else self._val(v)
+                old_tuple = None
+                if full:
+                    old_tuple = (self._val(old), self._val(v0), self._val(n0))
+                elif new != old:
+                    old_tuple = (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
+                m = Update(xid=xid, relation_id=rid, old_kind=None if old_tuple is None else ("O" if full else "K"),
+                           old_tuple=old_tuple, new_tuple=(self._val(new), vcol, self._val(n1)))
+                op, args, locked = "U", (old, new, (v, n1)), [old, new]
+            elif roll < 0.95:
+                old = self.r.choice(mine)
+                v0, n0 = view[old]
+                old_tuple = (self._val(old), self._val(v0), self._val(n0)) if full else \
+                    (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
+                m = Delete(xid=xid, relation_id=rid, old_kind="O" if full else "K", old_tuple=old_tuple)
+                op, args, locked = "D", old, [old]
+            else:
+                if any(h != txn.xid for (r, _), h in self.locks.items() if r == rid):
+                    continue   # TRUNCATE would wait for the other transaction
+                m = Truncate(xid=xid, options=0, relation_ids=(rid,))
+                op, args, locked = "T", None, [None]
+            seq = self._put(m)
+            txn.changes.append((seq, op, carried))
+            self.ops.setdefault(txn.xid, []).append((carried, rid, op, args))
+            for k in locked:
+                self.locks[(rid, k)] = txn.xid
+
+    def _text(self):
+        return None if self.r.random() < 0.1 else "v" * self.r.randint(0, 6) + str(self.r.randint(0, 99))
+
+    def _int(self):
+        return None if self.r.random() < 0.15 else self.r.randint(-(2**40), 2**40)
+
+    def _release(self, txn):
+        self.locks = {k: h for k, h in self.locks.items() if h != txn.xid}
+
+    def _on_commit(self, txn, lsn):
+        super()._on_commit(txn, lsn)
+        self.committed = self._view(txn)
+        self.ops.pop(txn.xid, None)
+        self._release(txn)
+        self.states.append((lsn, {rid: dict(rows) for rid, rows in self.committed.items()}))
+
+    def _on_end(self, txn):
+        self.ops.pop(txn.xid, None)
+        self._release(txn)
+
+    def rows(self, tables, rid):
+        """The rows of table ``rid`` in ``tables`` as snapshot gives them (dicts)."""
+        return [dict(id=k, v=v, n=n) for k, (v, n) in tables[rid].items()]
+
+
+#: an Update's 'u' column: the value stays as it was (unchanged TOAST)
+_UNCHANGED = object()

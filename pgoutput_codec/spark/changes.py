@@ -1194,7 +1194,9 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
                                    F.lit(lsn).cast(ST.LSN_TYPE).alias("lsn"), F.lit(at).alias("at"))
                           for r, s, lsn, at in ts])
         after_start = F.filter(lit_t, lambda x: F.struct(x["r"].alias("r"), x["s"].alias("s")) > F.col("__pos"))
-        first_t = F.element_at(after_start, 1)
+        # get, not element_at: under ANSI (Spark 4's default) element_at raises on the empty
+        # array a version has when no Truncate follows it
+        first_t = F.get(after_start, F.lit(0))
         before_next = first_t.isNotNull() & (F.col("__next").isNull()
                                              | (F.struct(first_t["r"].alias("r"), first_t["s"].alias("s"))
                                                 < F.col("__next.__pos")))

@@ -23,7 +23,7 @@ from pyspark.sql import Observation  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
-                            Update, encode_message)
+                            Truncate, Update, encode_message)
 from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
@@ -784,3 +784,59 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
     assert history(nothing, "public.rid_full").count() == 0
     net = net_changes(nothing, "public.rid_full")
     assert net.count() == 0 and "__OP" in net.columns
+
+
+@pytest.mark.same_code_on_connect
+@pytest.mark.parametrize("seed", [3, 8])
+def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
+    """A random session (tests/archive_model.py: interleaved streamed transactions,
+    savepoints rolled back, stream-prepared and two-phase transactions, key changes,
+    unchanged TOAST, REPLICA IDENTITY FULL, Truncates), its files cut anywhere: Spark's
+    changes equal the single-process ones (both pass-2 paths), and snapshot (now and as
+    of a commit) and history give the model's tables, an oracle no decoder computed."""
+    import sys
+    sys.path.insert(0, str(TESTS))
+    import archive_model
+    model = archive_model.TableSession(seed, events=60)
+    payloads, _ = model.build(finish=False)
+    t = pa.table({"seq": pa.array(range(len(payloads)), pa.int64()), "data": pa.array(payloads, pa.binary())})
+    df = spark.read.parquet(*write_files(t, tmp_path / "model", 4)).repartition(5)
+    single = decode_changes_1(t)
+    assert len(single) > 40
+    for impl in CHANGE_IMPLS:
+        got = collect(decode_changes(df, order_by="seq", lsn=None, impl=impl))
+        assert got.drop_columns(["commit_rank"]).equals(as_spark(single)), impl
+    ch = decode_changes(df, order_by="seq", lsn=None)
+    lsn, then = model.states[len(model.states) // 2]
+    for rid, (tname, _) in model.TABLES.items():
+        name = f"public.{tname}"
+        assert TC._norm(collect(snapshot(ch, name)).to_pylist()) == TC._norm(model.rows(model.committed, rid))
+        assert TC._norm(collect(snapshot(ch, name, as_of_lsn=lsn)).to_pylist()) == TC._norm(model.rows(then, rid))
+        alive = [{k: h[k] for k in ("id", "v", "n")} for h in collect(history(ch, name)).to_pylist()
+                 if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+        assert TC._norm(alive) == TC._norm(model.rows(then, rid))
+
+
+@pytest.mark.same_code_on_connect
+def test_history_of_rows_written_after_a_truncate(spark, tmp_path):
+    """A version with no Truncate after it (rows written after the table's last
+    Truncate) ends at its key's next change or stays current — under ANSI, Spark 4's
+    default, looking up "the first Truncate after it" in an empty list raised."""
+    rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+
+    def row(k, v):
+        return (TupleColumn("t", str(k).encode()), TupleColumn("t", v.encode()))
+    msgs = [Begin(final_lsn=10, commit_ts=0, xid=1), rel, Insert(relation_id=16400, new_tuple=row(1, "a")),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
+            Begin(final_lsn=20, commit_ts=1, xid=2), Truncate(options=0, relation_ids=(16400,)),
+            Insert(relation_id=16400, new_tuple=row(2, "b")), Commit(commit_lsn=20, end_lsn=21, commit_ts=1),
+            Begin(final_lsn=30, commit_ts=2, xid=3), Update(relation_id=16400, new_tuple=row(2, "c")),
+            Commit(commit_lsn=30, end_lsn=31, commit_ts=2)]
+    data = [encode_message(m) for m in msgs]
+    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+    ch = decode_changes(spark.read.parquet(*write_files(t, tmp_path / "tr", 1)), order_by="seq", lsn=None)
+    got = sorted((r["id"], r["v"], r["__START_LSN"], r["__END_LSN"]) for r in collect(history(ch, "public.t")).to_pylist())
+    assert got == [(1, "a", 10, 20), (2, "b", 20, 30), (2, "c", 30, None)]
+    single = history_1(decode_changes_1(t), "public.t").to_pylist()
+    assert sorted((r["id"], r["v"], r["__START_LSN"], r["__END_LSN"]) for r in single) == got
