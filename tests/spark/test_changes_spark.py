@@ -25,10 +25,11 @@ from pyspark.sql import functions as F  # noqa: E402
 from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
                             Truncate, Update, encode_message)
 from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
-from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, snapshot, table_changes  # noqa: E402
+from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.changes import _conform, change_type, convert_values, physical_plan, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
+from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
@@ -607,7 +608,6 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
     as PostgreSQL 15/16/18 do: tests/conformance/test_toast_identity.py): an archive that
     starts after the Insert still gives the value in table_changes, snapshot and
     net_changes, on both implementations, as the single-process functions do."""
-    from pgoutput_codec.spark import net_changes
     from pgoutput_codec.tables import net_changes as net_1
     rel = Relation(relation_id=16401, namespace="public", relation_name="f", replica_identity="f",
                    columns=(RelationColumn(1, "id", 23, -1), RelationColumn(1, "note", 25, -1),
@@ -658,7 +658,6 @@ def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark
     read from the payload heads by the versions job): with in-place updates alone,
     building them runs the versions job and nothing more, and the unchanged TOAST value
     is still carried along the key."""
-    from pgoutput_codec.spark import net_changes
     from pgoutput_codec.spark.changes import _table_info
     rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
                    columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
@@ -710,7 +709,6 @@ def test_net_changes_equal_single_process(spark, files, tmp_path):
     corpus tables with key changes (default, index, FULL identity), unchanged TOAST and
     truncates, and rows moved by key changes with their TOAST value unchanged."""
     from pgoutput_codec.tables import net_changes as net_1
-    from pgoutput_codec.spark import net_changes
     reg = TC.registry_for(VERSION)
     ch = decode_changes(spark.read.parquet(*files["v1_text"]), order_by="seq").cache()
     single = decode_changes_1(archive(VERSION, "v1_text"), registry=reg)
@@ -777,7 +775,6 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
     """A table with no row change in the DataFrame (an incremental run where it did not
     change): empty snapshot, history and net changes, also on PySpark 3.5 (which refuses
     an empty struct column)."""
-    from pgoutput_codec.spark import net_changes
     ch = decode_changes(spark.read.parquet(*files["v1_text"]), order_by="seq")
     nothing = ch.where(F.col("commit_lsn") < 0)
     assert snapshot(nothing, "public.rid_full").count() == 0
@@ -786,14 +783,19 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
     assert net.count() == 0 and "__OP" in net.columns
 
 
+_MODEL_SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())])
+
+
 @pytest.mark.same_code_on_connect
-@pytest.mark.parametrize("seed", [3, 8])
+@pytest.mark.parametrize("seed", [17, 18])   # (a Truncate, a moved row with unchanged TOAST after the cut)
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
     savepoints rolled back, stream-prepared and two-phase transactions, key changes,
     unchanged TOAST, REPLICA IDENTITY FULL, Truncates), its files cut anywhere: Spark's
     changes equal the single-process ones (both pass-2 paths), and snapshot (now and as
-    of a commit) and history give the model's tables, an oracle no decoder computed."""
+    of a commit) and history give the model's tables, an oracle no decoder computed;
+    net_changes after the commit, merged into the model's table then, give the final
+    table; typed table_changes and the data source's changes equal single-process."""
     import sys
     sys.path.insert(0, str(TESTS))
     import archive_model
@@ -808,13 +810,35 @@ def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
         assert got.drop_columns(["commit_rank"]).equals(as_spark(single)), impl
     ch = decode_changes(df, order_by="seq", lsn=None)
     lsn, then = model.states[len(model.states) // 2]
-    for rid, (tname, _) in model.TABLES.items():
+    for rid, (tname, ident) in model.TABLES.items():
         name = f"public.{tname}"
         assert TC._norm(collect(snapshot(ch, name)).to_pylist()) == TC._norm(model.rows(model.committed, rid))
         assert TC._norm(collect(snapshot(ch, name, as_of_lsn=lsn)).to_pylist()) == TC._norm(model.rows(then, rid))
         alive = [{k: h[k] for k in ("id", "v", "n")} for h in collect(history(ch, name)).to_pylist()
                  if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
         assert TC._norm(alive) == TC._norm(model.rows(then, rid))
+        # net_changes after the commit, merged into the model's table then: the final table
+        if len(TC.table_changes(single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(lsn, pa.uint64()))),
+                                name)):
+            keycols = ["id"] if ident == "d" else ["id", "v", "n"]
+            net = collect(net_changes(ch.where(F.col("commit_lsn") > F.lit(lsn)), name))
+            merged = TC._apply_net(pa.Table.from_pylist(model.rows(then, rid), schema=_MODEL_SCHEMA), net, keycols)
+            assert merged == TC._norm(model.rows(model.committed, rid)), name
+        # typed table changes: the single-process ones, typed as Spark types them
+        if tname in single.column("table").to_pylist():
+            want = TC.table_changes(single, name)
+            want = want.sort_by([("commit_lsn", "ascending"), ("seq", "ascending")])   # (commit order)
+            got = collect(table_changes(ch, name)).sort_by([("commit_lsn", "ascending"), ("seq", "ascending")])
+            cols = ["op", "seq", "xid", "commit_lsn", "before", "after", "unchanged"]
+            assert got.num_rows and got.select(cols).to_pylist() == want.select(cols).to_pylist(), name
+    # the data source's changes (file order, no order column) are decode_changes' rows
+    if HAS_DATASOURCE:
+        from pgoutput_codec.spark import register
+        register(spark)
+        d = tmp_path / "model"
+        ds = spark.read.format("pgoutput").options(output="changes").load(str(d))
+        got = collect(ds.orderBy("commit_rank", "seq")).drop_columns(["commit_rank", "seq"])
+        assert got.equals(as_spark(single).drop_columns(["seq"]).select(got.column_names))
 
 
 @pytest.mark.same_code_on_connect
