@@ -251,7 +251,8 @@ class TableSession(Session):
     open transactions touch one row and a TRUNCATE waits for no one (it runs only on a
     table no other open transaction touched, and locks it). Updates change the key now
     and then and send an unchanged ``v`` as unchanged TOAST ('u'). ``states``: (commit
-    LSN, the tables after that commit), one per commit."""
+    LSN, the tables after that commit), one per commit; ``landed``: for each, the number
+    of payloads up to and including its commit."""
 
     TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
 
@@ -260,6 +261,7 @@ class TableSession(Session):
         self.ncols = {rid: 3 for rid in self.TABLES}
         self.committed = {rid: {} for rid in self.TABLES}
         self.states = []
+        self.landed = []         # per state: how many payloads the archive holds at its commit
         self.locks = {}          # (rid, id) or (rid, None) for a whole table -> top xid
         self.next_id = 1
         self.ops = {}            # top xid -> [(carried xid, rid, op, args)]
@@ -370,6 +372,7 @@ class TableSession(Session):
         self.ops.pop(txn.xid, None)
         self._release(txn)
         self.states.append((lsn, {rid: dict(rows) for rid, rows in self.committed.items()}))
+        self.landed.append(len(self.msgs))
 
     def _on_end(self, txn):
         self.ops.pop(txn.xid, None)
