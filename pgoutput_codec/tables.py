@@ -370,6 +370,15 @@ def _empty_changes(options) -> pa.Table:
     return ChangeDecoder(**options).output_schema.empty_table()
 
 
+def unknown_key_error(name: str, commit_lsn) -> str:
+    """The refusal of an Update that names no old key on a table with no key column: its
+    row cannot be found (PostgreSQL never sends one; an openGauss archive may, when its
+    records never name the table's key). Shared with the Spark path."""
+    return (f"{name}: an Update committed at {commit_lsn} carries no old key and no column of the table is a "
+            "key, so the row it changed cannot be found; openGauss records name a key only in old tuples "
+            f"(key changes, Deletes): declare it, decode_changes(..., keys={{'{name}': [...]}})")
+
+
 def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: dict | None = None):
     """Replay one table's changes on raw (kind, data) values, keyed by replica identity.
     ``net`` (a dict, filled): per key its last commit (lsn, ts) (``stamp``), the keys
@@ -415,6 +424,8 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
         elif op == "U":
             # the old image ('K' key or 'O' whole row under FULL identity) names the row;
             # without one the key did not change
+            if before is None and not any(c["flags"] & 1 for c in cols):
+                raise ValueError(unknown_key_error(name, lsn))
             src = before if before is not None else after
             old_key = tuple(src.get(k) for k in keycols)
             old = store.pop(old_key, None)

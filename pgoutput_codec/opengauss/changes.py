@@ -17,6 +17,14 @@ in text form). So the transaction context comes from the enclosing B/C records, 
   ``origin`` is the origin id as text; ``commit_ts`` parses the commit time text
   (``timestamptz`` output) through the type catalog.
 
+The key is learned only from old tuples: openGauss, like PostgreSQL, sends an Update's
+old key only when the key changed (or under REPLICA IDENTITY FULL), and a Delete's. An
+archive whose records of a table are Inserts and Updates that kept their key never names
+it, and those Updates cannot be matched to their rows: ``keys`` declares tables' keys
+(``{"schema.table": ["col", ...]}`` or the text ``"schema.table(col, col), other.t(col)"``;
+a declared key wins over a learned one), and :func:`..tables.snapshot` and friends refuse
+an Update without an old key on a table with no key column rather than keep both rows.
+
 Options as for pgoutput: ``tables`` (white-table-list), ``skip_empty_xacts``,
 ``include_xids``/``include_timestamp``/``include_origin``, and ``exclude_users`` (a
 list or comma-separated names; transactions whose Begin carries such a user name are
@@ -34,6 +42,7 @@ an earlier one at no LSN seen (the archive out of order) with ``ArchiveOrderErro
 from __future__ import annotations
 
 import logging
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,7 +55,7 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column
 
-__all__ = ["decode_changes", "change_row", "OPENGAUSS_CHANGE_SCHEMA"]
+__all__ = ["decode_changes", "change_row", "parse_keys", "declare_keys", "OPENGAUSS_CHANGE_SCHEMA"]
 
 OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
 
@@ -72,6 +81,49 @@ def _align(tup, names):
         else:
             vals.append({"kind": "t", "data": c["value"]})
     return vals
+
+
+def parse_keys(keys) -> dict:
+    """Declared table keys as {(schema, table): set of column names}, from a dict
+    ``{"schema.table": [columns]}`` or the text ``"schema.table(col, col), other.t(col)"``
+    (a data source option). Names as the records give them, without quotes."""
+    if not keys:
+        return {}
+    if isinstance(keys, str):
+        text, keys = keys, {}
+        pos = 0
+        for m in re.finditer(r"\s*([^(),]+?)\s*\(([^()]*)\)\s*(,|$)", text):
+            if m.start() != pos:
+                break
+            keys[m.group(1)] = [c.strip() for c in m.group(2).split(",") if c.strip()]
+            pos = m.end()
+        if pos != len(text) or not keys:
+            raise ValueError(f"keys: expected 'schema.table(col, ...), ...', got {text!r}")
+    out = {}
+    for name, cols in keys.items():
+        schema, dot, table = name.partition(".")
+        if not dot or not schema or not table:
+            raise ValueError(f"keys: a table is named 'schema.table', got {name!r}")
+        cols = [cols] if isinstance(cols, str) else list(cols)
+        if not cols:
+            raise ValueError(f"keys: no key column given for {name!r}")
+        out[(_unquote(schema), _unquote(table))] = set(cols)
+    return out
+
+
+def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
+    """Put the declared keys (:func:`parse_keys`) in ``key_cols`` for the tables the input
+    holds, checking that the table has those columns. Shared with the Spark path."""
+    for t, cols in table_cols.items():
+        want = declared.get((_unquote(t[0] or ""), _unquote(t[1] or "")))
+        if want is None:
+            continue
+        names = [n for n, _ in cols]
+        missing = sorted(want - set(names))
+        if missing:
+            raise ValueError(f"keys: {t[0]}.{t[1]} has no column {', '.join(map(repr, missing))} "
+                             f"(its records name {', '.join(names)})")
+        key_cols[t] = set(want)
 
 
 def change_row(r: dict, seq: int, table_cols: dict, key_cols: dict) -> dict:
@@ -104,13 +156,15 @@ def _commit_ts(texts: list) -> pa.Array:
 def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
                    include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
                    errors: str = "raise", after_lsn=None, until_lsn=None, replays: str = "drop",
-                   replayed: list | None = None) -> pa.Table:
+                   replayed: list | None = None, keys=None) -> pa.Table:
     """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames.
     ``after_lsn``/``until_lsn``: only the transactions committed in ``(after_lsn,
     until_lsn]``, as for pgoutput's ``ChangeDecoder``. ``replays``: see the module
     docstring; ``replayed``: a list that receives one dict (xid, commit_lsn, seq of the
-    Commit record) per transaction received again and dropped."""
+    Commit record) per transaction received again and dropped. ``keys``: tables' keys the
+    records may never name (module docstring)."""
     from . import decode_batch
+    declared = parse_keys(keys)
     window = commit_window(after_lsn, until_lsn)
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
@@ -138,6 +192,7 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
             table_cols[t] = [(_unquote(c["name"]), c["type_oid"]) for c in r["old_tuple"]]
         if r["old_tuple"]:
             key_cols[t] = {_unquote(c["name"]) for c in r["old_tuple"]}
+    declare_keys(table_cols, key_cols, declared)
 
     out, txn = [], None
     commit_rows = []

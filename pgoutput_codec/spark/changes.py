@@ -120,6 +120,7 @@ from ..checkpoint import Checkpoint
 from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
+from ..tables import unknown_key_error
 from . import types as ST
 from .batchcache import once_per_batch
 from .functions import HAS_ARROW_UDF
@@ -1015,6 +1016,12 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
 
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
+    if not any(c["flags"] & 1 for c in newest):
+        # no key column: an Update naming no old key cannot be matched to its row
+        # (tables.unknown_key_error); refused where it is met, at no extra job
+        head, tail = unknown_key_error(name, "\0").split("\0")
+        new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
+            F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
     tc = tc.withColumn("__pos", pos)
     iud = tc.where(F.col("op").isin("I", "U", "D"))
     sets = iud.where(F.col("op").isin("I", "U")).select(

@@ -65,7 +65,8 @@ from ..changes import (
     OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
 )
 from ..messages import format_lsn
-from ..opengauss.changes import OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row
+from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row, declare_keys,
+                                 parse_keys)
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -216,7 +217,7 @@ class _Facts:
             yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
 
 
-def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop"):
+def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=None):
     """The driver's walk over every frame's facts, in arrival order; every Commit judged
     by ``changes.judge_commit`` (``replays="drop"``)."""
     rows = sorted(rows, key=lambda r: r["key"])
@@ -266,6 +267,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop"):
             if "key" in v:
                 key_cols[t] = v["key"]
         seq += r["ngood"]
+    declare_keys(table_cols, key_cols, declared or {})
     return {"frames": frames, "commits": commits, "table_cols": table_cols,
             "key_cols": {t: set(v) for t, v in key_cols.items()}, "replayed": replayed}
 
@@ -358,7 +360,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
                              include_xids: bool = True, include_timestamp: bool = True,
                              include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
                              observation=None, errors: str | None = None, sort: bool = False,
-                             after_lsn=None, until_lsn=None, replays: str = "drop") -> DataFrame:
+                             after_lsn=None, until_lsn=None, replays: str = "drop", keys=None) -> DataFrame:
     """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
     equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
     ``order_by`` order (see the module docstring; ``mode``, ``observation`` and
@@ -368,13 +370,16 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     as the single-process decoder (a transaction received again is given once, a frame
     out of order refused with ``ArchiveOrderError``); the driver judges every Commit in
     pass 1, and ``replayed_of(changes)`` lists the replays dropped (seq: the order key of
-    the frame holding the second Commit)."""
+    the frame holding the second Commit). ``keys``: tables' keys the records may never
+    name, as the single-process decoder (``{"schema.table": [columns]}`` or the text
+    ``"schema.table(col, ...), ..."``)."""
     from ..opengauss import STYLES
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
     window = commit_window(after_lsn, until_lsn)
+    declared = parse_keys(keys)
     mode = check_mode(mode)
     if errors is not None:
         mode = FAILFAST if errors == "raise" else DROPMALFORMED
@@ -383,7 +388,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
     facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
     plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode,
-                 replays=replays)
+                 replays=replays, declared=declared)
     replayed = plan.pop("replayed")
     if replayed:
         _log.warning("pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the "

@@ -118,3 +118,53 @@ def test_frames_out_of_order_are_refused_not_reordered():
     with pytest.raises(ArchiveOrderError):
         decode_changes(values, errors="drop")
     assert decode_changes(values, replays="keep").column("commit_lsn").to_pylist() == [110, 110, 150, 130, 130]
+
+
+def _kept_key_frames():
+    """Inserts and Updates that keep their key: openGauss, like PostgreSQL, sends an old
+    key only when the key changes (or under FULL identity), so these never name it."""
+    def cols(i, v):
+        return (Column("id", 23, str(i).encode()), Column("v", 25, v.encode()))
+    return pa.array([
+        encode_frame([Record("B", lsn=100, csn=1, first_lsn=100, xid=7),
+                      Record("I", lsn=101, schema="public", table="t", new_tuple=cols(1, "a")),
+                      Record("I", lsn=102, schema="public", table="t", new_tuple=cols(2, "b")),
+                      Record("C", lsn=110, xid=7)]),
+        encode_frame([Record("B", lsn=120, csn=2, first_lsn=120, xid=8),
+                      Record("U", lsn=121, schema="public", table="t", new_tuple=cols(1, "a2")),
+                      Record("C", lsn=130, xid=8)])], pa.binary())
+
+
+def test_an_update_on_a_table_whose_key_was_never_named_is_refused_not_doubled():
+    """Before: snapshot kept both the old and the new image of the updated row (every
+    column taken as the key). Now snapshot, history and net_changes refuse it, naming
+    the table, the commit and the fix; a declared key (dict or text) rebuilds the table."""
+    from pgoutput_codec.tables import net_changes
+    values = _kept_key_frames()
+    ch = decode_changes(values)
+    for fn in (snapshot, history, net_changes):
+        with pytest.raises(ValueError, match=r"public\.t: an Update committed at 130 carries no old key.*keys="):
+            fn(ch, "public.t")
+    for keys in ({"public.t": ["id"]}, "public.t(id)", ' "public"."t" ( id ) , other.u(a, b)', {"public.t": "id"}):
+        got = decode_changes(values, keys=keys)
+        assert [c["flags"] for c in got.column("columns")[0].as_py()] == [1, 0], keys
+        assert sorted(snapshot(got, "public.t").to_pylist(), key=str) == [{"id": 1, "v": "a2"}, {"id": 2, "v": "b"}]
+        assert sorted((h["id"], h["v"], h["__END_LSN"] or 0) for h in history(got, "public.t").to_pylist()) == [
+            (1, "a", 130), (1, "a2", 0), (2, "b", 0)]
+    # a declared key wins over the one the records name (a Delete's old key here)
+    more = pa.concat_arrays([values, pa.array([encode_frame([
+        Record("B", lsn=140, csn=3, first_lsn=140, xid=9),
+        Record("D", lsn=141, schema="public", table="t", old_tuple=(Column("id", 23, b"2"), Column("v", 25, b"b"))),
+        Record("C", lsn=150, xid=9)])], pa.binary())])
+    assert [c["flags"] for c in decode_changes(more).column("columns")[0].as_py()] == [1, 1]
+    assert [c["flags"] for c in decode_changes(more, keys="public.t(id)").column("columns")[0].as_py()] == [1, 0]
+    assert snapshot(decode_changes(more, keys="public.t(id)"), "public.t").to_pylist() == [{"id": 1, "v": "a2"}]
+
+
+@pytest.mark.parametrize("keys,match", [
+    ("public.t(nope)", "public.t has no column 'nope'"), ("public.t", "expected 'schema.table"),
+    ("t(id)", "named 'schema.table'"), ({"public.t": []}, "no key column"), ("public.t(id) junk", "expected"),
+])
+def test_declared_keys_are_checked(keys, match):
+    with pytest.raises(ValueError, match=match):
+        decode_changes(_kept_key_frames(), keys=keys)
