@@ -40,6 +40,7 @@ from .errors import PgoutputCodecError
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",
     "Special", "Physical", "SPECIAL_NAMES", "arrow_type", "convert_column", "convert_value", "numeric_typmod",
+    "type_of_name",
 ]
 
 _NO_EXT = bool(os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS"))
@@ -144,6 +145,40 @@ ARRAY_ELEM = {t.array_oid: t.oid for t in TYPES if t.array_oid}
 _ARRAY_NAME = {t.array_oid: "_" + t.name for t in TYPES if t.array_oid}
 BY_NAME = {t.name: t for t in TYPES}
 _ARRAY_BY_NAME = {"_" + t.name: t.oid for t in TYPES if t.array_oid}
+#: format_type's SQL spellings (PostgreSQL's and openGauss's format_type.c) -> catalog name
+_SQL_NAMES = {"boolean": "bool", "smallint": "int2", "integer": "int4", "bigint": "int8", "real": "float4",
+              "double precision": "float8", "character": "bpchar", "character varying": "varchar",
+              "bit varying": "varbit", "timestamp without time zone": "timestamp",
+              "timestamp with time zone": "timestamptz", "time without time zone": "time",
+              "time with time zone": "timetz", '"char"': "char"}
+
+
+def type_of_name(text: str) -> tuple[int, int]:
+    """(OID, typmod) of a type named as ``format_type`` prints it — ``integer``,
+    ``numeric(10,2)``, ``character varying(20)``, ``timestamp(3) with time zone``,
+    ``integer[]`` — which is how openGauss's text and json decoding styles name a column's
+    type (they send no OID). (0, -1) for a type the catalog does not hold (openGauss's own
+    ``tinyint``, ``smalldatetime``…, user types): its values stay text, as an unknown OID's do."""
+    s = " ".join(text.split())
+    dims = 0
+    while s.endswith("[]"):
+        s, dims = s[:-2].rstrip(), dims + 1
+    m = re.search(r"\(([0-9, ]*)\)", s)
+    mods = [int(x) for x in m.group(1).split(",") if x.strip()] if m else []
+    if m:
+        s = " ".join((s[:m.start()] + " " + s[m.end():]).split())
+    info = BY_NAME.get(_SQL_NAMES.get(s, s))
+    if info is None or (dims and not info.array_oid):
+        return 0, -1
+    typmod = -1
+    if mods:
+        if info.name == "numeric":
+            typmod = ((mods[0] << 16) | (mods[1] if len(mods) > 1 else 0)) + 4
+        elif info.name in ("bpchar", "varchar"):
+            typmod = mods[0] + 4
+        elif info.name in ("bit", "varbit", "time", "timetz", "timestamp", "timestamptz", "interval"):
+            typmod = mods[0]
+    return (info.array_oid if dims else info.oid), typmod
 
 
 def numeric_typmod(type_modifier: int) -> tuple[int, int] | None:

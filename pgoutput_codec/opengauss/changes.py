@@ -6,8 +6,9 @@ in text form). So the transaction context comes from the enclosing B/C records, 
 "Relation" of a row is derived from the records themselves:
 
 - ``columns``: the table's columns as the records name them (the newest new tuple seen
-  for the table in this input, else the old tuple), type OIDs as sent, typmod -1 (not
-  sent), key flag on the columns an Update/Delete's old tuple carries (``old-key``), when
+  for the table in this input, else the old tuple), type OIDs as sent ('b'; typmod -1,
+  not sent) or from the type names the text styles send (``numeric(10,2)``: OID and
+  typmod; a name the catalog does not hold: OID 0, values as text), key flag on the columns an Update/Delete's old tuple carries (``old-key``), when
   the old tuple is narrower than the row; with a full old tuple (REPLICA IDENTITY FULL)
   every column is flagged, as pgoutput does;
 - ``before``/``after``: values aligned to ``columns``; kind 't' (text), 'n' (NULL or a
@@ -53,7 +54,7 @@ from ..changes import (
 )
 from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
-from ..typecatalog import ConversionError, convert_column
+from ..typecatalog import ConversionError, convert_column, type_of_name
 
 __all__ = ["decode_changes", "change_row", "parse_keys", "declare_keys", "OPENGAUSS_CHANGE_SCHEMA"]
 
@@ -81,6 +82,19 @@ def _align(tup, names):
         else:
             vals.append({"kind": "t", "data": c["value"]})
     return vals
+
+
+def column_types(tup) -> list:
+    """A record tuple's columns as (name, type OID, typmod): the 'b' style sends the OID
+    (no typmod); the text styles send ``format_type`` names, which give both
+    (:func:`..typecatalog.type_of_name`: ``numeric(10,2)``, ``integer[]``…)."""
+    out = []
+    for c in tup:
+        oid, typmod = c["type_oid"], -1
+        if oid is None and c.get("type_name"):
+            oid, typmod = type_of_name(c["type_name"])
+        out.append((_unquote(c["name"]), oid, typmod))
+    return out
 
 
 def parse_keys(keys) -> dict:
@@ -118,7 +132,7 @@ def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
         want = declared.get((_unquote(t[0] or ""), _unquote(t[1] or "")))
         if want is None:
             continue
-        names = [n for n, _ in cols]
+        names = [c[0] for c in cols]
         missing = sorted(want - set(names))
         if missing:
             raise ValueError(f"keys: {t[0]}.{t[1]} has no column {', '.join(map(repr, missing))} "
@@ -133,10 +147,10 @@ def change_row(r: dict, seq: int, table_cols: dict, key_cols: dict) -> dict:
     t = (r["schema"], r["table"])
     cols = table_cols.get(t, [])
     keys = key_cols.get(t, set())
-    names = [n for n, _ in cols]
+    names = [c[0] for c in cols]
     full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
     columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
-                    name=n, type_oid=o or 0, type_modifier=-1) for n, o in cols]
+                    name=n, type_oid=o or 0, type_modifier=m) for n, o, m in cols]
     rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="", columns=columns)
     return dict(op=r["type"], seq=seq, lsn=r["lsn"], schema=r["schema"], table=r["table"], relation_id=None,
                 columns=columns, relation_version=relation_fingerprint(rel),
@@ -187,9 +201,9 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
             continue
         t = (r["schema"], r["table"])
         if r["new_tuple"]:
-            table_cols[t] = [(_unquote(c["name"]), c["type_oid"]) for c in r["new_tuple"]]
+            table_cols[t] = column_types(r["new_tuple"])
         elif t not in table_cols and r["old_tuple"]:
-            table_cols[t] = [(_unquote(c["name"]), c["type_oid"]) for c in r["old_tuple"]]
+            table_cols[t] = column_types(r["old_tuple"])
         if r["old_tuple"]:
             key_cols[t] = {_unquote(c["name"]) for c in r["old_tuple"]}
     declare_keys(table_cols, key_cols, declared)

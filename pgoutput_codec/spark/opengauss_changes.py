@@ -65,8 +65,8 @@ from ..changes import (
     OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
 )
 from ..messages import format_lsn
-from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row, declare_keys,
-                                 parse_keys)
+from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row, column_types,
+                                 declare_keys, parse_keys)
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -124,10 +124,6 @@ def _frames(recs: pa.Table):
             out.append((cur_row, cur))
         cur.append(r)
     return out
-
-
-def _cols(tup):
-    return [(_unquote(c["name"]), c["type_oid"]) for c in tup]
 
 
 class _Facts:
@@ -205,11 +201,11 @@ class _Facts:
                 for t, f in tfacts.items():
                     v = tj[json.dumps(list(t))] = {}
                     if "new" in f:
-                        v["new"] = _cols(tup_at[f["new"]]["new_tuple"])
+                        v["new"] = column_types(tup_at[f["new"]]["new_tuple"])
                     if "old" in f:
-                        v["old"] = _cols(tup_at[f["old"]]["old_tuple"])
+                        v["old"] = column_types(tup_at[f["old"]]["old_tuple"])
                     if "key" in f:
-                        v["key"] = [n for n, _ in _cols(tup_at[f["key"]]["old_tuple"])]
+                        v["key"] = [_unquote(c["name"]) for c in tup_at[f["key"]]["old_tuple"]]
                 out["key"].append(key)
                 out["ngood"].append(ngood)
                 out["error"].append(first_err.get(i))

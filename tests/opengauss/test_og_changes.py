@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+
 import pyarrow as pa
 import pytest
 
@@ -168,3 +170,35 @@ def test_an_update_on_a_table_whose_key_was_never_named_is_refused_not_doubled()
 def test_declared_keys_are_checked(keys, match):
     with pytest.raises(ValueError, match=match):
         decode_changes(_kept_key_frames(), keys=keys)
+
+
+_TYPED = [("id", 23, "integer", b"1"), ("v", 25, "text", b"it's"), ("n", 1700, "numeric(10,2)", b"-1.50"),
+          ("ts", 1184, "timestamp(3) with time zone", b"2024-02-05 14:46:35.203+08"),
+          ("a", 1007, "integer[]", b"{1,NULL,3}"), ("b", 16, "boolean", b"t"),
+          ("s", 1043, "character varying(5)", b"abc"), ("x", 5545, "tinyint", b"7")]
+
+
+@pytest.mark.parametrize("style", ["t", "j"])
+def test_text_styles_type_columns_by_the_names_they_send(style):
+    """The text styles send no type OID, only format_type's name: the columns get the
+    OID and typmod it names (numeric(10,2) a decimal(10,2)), so tables are typed as from
+    the 'b' style — before, every column of a 't'/'j' archive came out as text. A name the
+    catalog does not hold (openGauss's tinyint) stays text, as its unknown OID does."""
+    from pgoutput_codec.opengauss.encode import encode_text_frame
+
+    def recs(text):
+        cols = tuple(Column(n, None if text else o, v, t if text else None) for n, o, t, v in _TYPED)
+        return [Record("B", lsn=100, csn=1, first_lsn=100, xid=7), Record("I", lsn=101, schema="public", table="t",
+                new_tuple=cols), Record("C", lsn=110, xid=7)]
+    text = decode_changes(pa.array([encode_text_frame(recs(True), style=style)], pa.binary()), style=style)
+    binary = decode_changes(pa.array([encode_frame(recs(False))], pa.binary()))
+    cols = text.column("columns")[0].as_py()
+    assert [(c["type_oid"], c["type_modifier"]) for c in cols] == [
+        (23, -1), (25, -1), (1700, (10 << 16 | 2) + 4), (1184, 3), (1007, -1), (16, -1), (1043, 9), (0, -1)]
+    t, b = snapshot(text, "public.t"), snapshot(binary, "public.t")
+    assert t.schema.field("n").type == pa.decimal128(10, 2) and t.schema.field("x").type == pa.string()
+    assert t.schema.field("id").type == pa.int32() and t.schema.field("a").type == pa.list_(pa.int32())
+    want = b.to_pylist()[0]
+    assert want["n"] == "-1.50"    # 'b' sends no typmod: numeric unconstrained, kept as text
+    want["n"] = decimal.Decimal("-1.50")
+    assert t.to_pylist() == [want]

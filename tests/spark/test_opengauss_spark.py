@@ -243,6 +243,10 @@ def test_text_styles(spark, style):
     assert expected.num_rows == 2
     got = _spark_rows(opengauss_decode_changes(_df(spark, frames, 2), order_by="seq", style=style, sort=True))
     assert got == _expected(frames, {"style": style})
+    # typed by the type names the text styles send (they send no OID)
+    from pgoutput_codec.spark import snapshot
+    snap = snapshot(opengauss_decode_changes(_df(spark, frames, 2), order_by="seq", style=style), "public.t1")
+    assert snap.schema["a"].dataType.typeName() == "integer" and _spark_rows(snap) == [{"a": 2}]
 
 
 # --------------------------------------------------------------------------- modes
