@@ -255,6 +255,7 @@ class TableSession(Session):
     of payloads up to and including its commit."""
 
     TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
+    TRUNCATES = True
 
     def __init__(self, seed: int, *, events: int = 40):
         super().__init__(seed, events=events)
@@ -265,6 +266,7 @@ class TableSession(Session):
         self.locks = {}          # (rid, id) or (rid, None) for a whole table -> top xid
         self.next_id = 1
         self.ops = {}            # top xid -> [(carried xid, rid, op, args)]
+        self.fixed_keys = set()  # tables whose rows are never deleted nor change key
 
     def _relation(self, rid, xid=None):
         name, ident = self.TABLES[rid]
@@ -325,7 +327,7 @@ class TableSession(Session):
                 old = self.r.choice(mine)
                 v0, n0 = view[old]
                 new = old
-                if self.r.random() < 0.25:
+                if self.r.random() < 0.25 and rid not in self.fixed_keys:
                     new = self.next_id
                     self.next_id += 1
                 v = _UNCHANGED if v0 is not None and self.r.random() < 0.4 else self._text()
@@ -339,7 +341,9 @@ class TableSession(Session):
                 m = Update(xid=xid, relation_id=rid, old_kind=None if old_tuple is None else ("O" if full else "K"),
                            old_tuple=old_tuple, new_tuple=(self._val(new), vcol, self._val(n1)))
                 op, args, locked = "U", (old, new, (v, n1)), [old, new]
-            elif roll < 0.95:
+            elif roll < 0.95 or not self.TRUNCATES:
+                if rid in self.fixed_keys:
+                    continue
                 old = self.r.choice(mine)
                 v0, n0 = view[old]
                 old_tuple = (self._val(old), self._val(v0), self._val(n0)) if full else \
@@ -385,3 +389,84 @@ class TableSession(Session):
 
 #: an Update's 'u' column: the value stays as it was (unchanged TOAST)
 _UNCHANGED = object()
+
+
+class OpenGaussSession(TableSession):
+    """A :class:`TableSession` as openGauss parallel decoding sends it: each committed
+    transaction whole, in commit order (Begin, its changes outside rolled-back
+    subtransactions, Commit at its end LSN), in frames of 1-6 records cut anywhere.
+    Tuples as ``parallel_decode.cpp`` prints them: a new tuple with every column; an old
+    tuple with the replica identity's columns (``public.b`` FULL: the whole row; ``public.a``:
+    the key), sent with a Delete and with an Update that changed the key or under FULL
+    identity, as PostgreSQL's WAL holds it. Unchanged TOAST ('u') only in the 't' style
+    (json and 'b' detoast or carry the value). No Truncate (not decoded by openGauss)."""
+
+    TRUNCATES = False
+    TYPES = (("id", 23, "integer"), ("v", 25, "text"), ("n", 20, "bigint"))
+
+    def __init__(self, seed: int, *, events: int = 40):
+        super().__init__(seed, events=events)
+        self.commits = []        # (commit LSN, xid, tables before, [(rid, op, args)])
+
+    def _on_commit(self, txn, lsn):
+        before = {rid: dict(rows) for rid, rows in self.committed.items()}
+        ops = [(rid, op, args) for x, rid, op, args in self.ops.get(txn.xid, ()) if x not in txn.aborted]
+        super()._on_commit(txn, lsn)
+        self.commits.append((lsn, txn.xid, before, ops))
+
+    def _cols(self, style, values, unchanged=()):
+        from pgoutput_codec.opengauss.records import Column
+        out = []
+        for (name, oid, tname), v in zip(self.TYPES, values, strict=True):
+            data = None if v is None else str(v).encode()
+            if style == "b":
+                out.append(Column(name, oid, data))
+            else:
+                out.append(Column(name, None, data, tname, name in unchanged))
+        return tuple(out)
+
+    def records(self, style: str) -> list:
+        """Every committed transaction's records (``opengauss.records.Record``)."""
+        from pgoutput_codec.opengauss.records import Record
+        out = []
+        for csn, (lsn, xid, before, ops) in enumerate(self.commits, 1):
+            tables = {rid: dict(rows) for rid, rows in before.items()}
+            first = lsn - 300
+            at = f"2024-02-05 14:46:{csn % 60:02d}.{lsn % 1000000:06d}+08"
+            out.append(Record("B", lsn=first, csn=csn, first_lsn=first, xid=xid, commit_time=at))
+            for i, (rid, op, args) in enumerate(ops):
+                name, ident = self.TABLES[rid]
+                full = ident == "f"
+                t = tables[rid]
+                rec = dict(lsn=first + 1 + i, schema="public", table=name)
+                if op == "I":
+                    rec.update(new_tuple=self._cols(style, (args[0], *args[1])))
+                elif op == "U":
+                    old, new, (v, n) = args
+                    v0, n0 = t[old]
+                    unchanged = ("v",) if v is _UNCHANGED and style == "t" else ()
+                    rec.update(new_tuple=self._cols(style, (new, v0 if v is _UNCHANGED else v, n), unchanged))
+                    if full:
+                        rec.update(old_tuple=self._cols(style, (old, v0, n0)))
+                    elif old != new:
+                        rec.update(old_tuple=self._cols(style, (old, None, None))[:1])
+                else:
+                    v0, n0 = t[args]
+                    rec.update(old_tuple=self._cols(style, (args, v0, n0)) if full else
+                               self._cols(style, (args, None, None))[:1])
+                out.append(Record(op, **rec))
+                self._apply(tables, rid, op, args)
+            out.append(Record("C", lsn=lsn + 4, xid=xid, commit_time=at))
+        return out
+
+    def frames(self, style: str) -> list:
+        """The records as frames (batches) of 1-6 records, cut anywhere."""
+        from pgoutput_codec.opengauss.encode import encode_frame, encode_text_frame
+        recs = self.records(style)
+        out, i = [], 0
+        while i < len(recs):
+            k = self.r.randint(1, 6)
+            part = recs[i:i + k]
+            out.append(encode_frame(part) if style == "b" else encode_text_frame(part, style=style))
+            i += k
+        return out

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import decimal
+import sys
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pgoutput_codec import (
     Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update, encode_message,
@@ -16,6 +21,10 @@ from pgoutput_codec.opengauss.changes import decode_changes
 from pgoutput_codec.opengauss.encode import encode_frame
 from pgoutput_codec.opengauss.records import Column, Record
 from pgoutput_codec.tables import history, snapshot, table_changes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import archive_model  # noqa: E402  (tests/: the model sessions)
+import test_changes as TC  # noqa: E402  (its table comparison helpers)
 
 
 def og_cols(*vals, key_only=False):
@@ -202,3 +211,59 @@ def test_text_styles_type_columns_by_the_names_they_send(style):
     assert want["n"] == "-1.50"    # 'b' sends no typmod: numeric unconstrained, kept as text
     want["n"] = decimal.Decimal("-1.50")
     assert t.to_pylist() == [want]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["b", "t", "j"]))
+def test_random_sessions_rebuild_the_model_tables(seed, style):
+    """Random sessions (tests/archive_model.py OpenGaussSession: two tables kept
+    consistent, key changes, unchanged TOAST in the 't' style, REPLICA IDENTITY FULL,
+    transactions with rolled-back savepoints) sent as openGauss does — whole committed
+    transactions in frames cut anywhere, in every style: snapshot is the model's table,
+    as of any commit too; history's versions alive at a commit are the table then;
+    net_changes after a commit merged into the table then give the final one; the frames
+    from any one on received again change nothing. Half the sessions never delete a row of
+    public.a nor change its key, so its records never name the key: without a declared
+    key its tables are refused exactly when an Update needed it."""
+    import numpy as np
+    from pgoutput_codec.tables import net_changes
+    model = archive_model.OpenGaussSession(seed, events=50)
+    if seed % 4 < 2:      # public.a's key never named: no Delete, no key change
+        model.fixed_keys = {16400}
+    model.build(finish=seed % 3 == 0)
+    frames = model.frames(style)
+    values = pa.array(frames, pa.binary())
+    declare = seed % 2 == 0
+    changes = decode_changes(values, style=style, keys="public.a(id)" if declare else None)
+    r = np.random.default_rng(seed)
+    again = int(r.integers(0, len(frames)))
+    assert decode_changes(pa.array(frames + frames[again:], pa.binary()), style=style,
+                          keys="public.a(id)" if declare else None).equals(changes)
+    cuts = [(lsn + 4, tables) for lsn, tables in
+            (model.states[int(i)] for i in r.choice(len(model.states), size=min(3, len(model.states)), replace=False))]
+    for rid, (tname, ident) in model.TABLES.items():
+        name = f"public.{tname}"
+        final = TC._norm(model.rows(model.committed, rid))
+        if tname not in changes.column("table").to_pylist():
+            assert final == []
+            continue
+        mine = changes.filter(pc.equal(changes.column("table"), tname))
+        named = any(c["flags"] & 1 for c in mine.column("columns")[0].as_py())
+        needs = len(mine.filter(pc.and_(pc.equal(mine.column("op"), "U"), pc.is_null(mine.column("before")))))
+        if not named and needs:
+            assert tname == "a" and not declare
+            with pytest.raises(ValueError, match="carries no old key"):
+                snapshot(changes, name)
+            continue
+        keycols = ["id"] if ident == "d" else ["id", "v", "n"]
+        assert TC._norm(TC._rows(snapshot(changes, name))) == final
+        hist = TC._rows(history(changes, name))
+        for lsn, tables in cuts:
+            then = snapshot(changes, name, as_of_lsn=lsn)
+            assert TC._norm(TC._rows(then)) == TC._norm(model.rows(tables, rid)), lsn
+            alive = [{k: h[k] for k in ("id", "v", "n")} for h in hist
+                     if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+            assert TC._norm(alive) == TC._norm(model.rows(tables, rid)), lsn
+            later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(lsn, pa.uint64())))
+            if len(later.filter(pc.equal(later.column("table"), tname))):
+                assert TC._apply_net(then, net_changes(later, name), keycols) == final, lsn

@@ -359,3 +359,41 @@ def test_a_table_whose_key_the_records_never_name(spark):
             {"id": 1, "v": "a2"}, {"id": 2, "v": "b"}]
     with pytest.raises(ValueError, match="public.t has no column 'x'"):
         opengauss_decode_changes(df, order_by="seq", keys="public.t(x)")
+
+
+@pytest.mark.parametrize("style,seed", [("b", 4), ("t", 1)])
+def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
+    """A random session sent as openGauss does (tests/archive_model.py OpenGaussSession:
+    key changes, unchanged TOAST in 't', FULL identity, frames cut anywhere), its frames
+    in 3 partitions out of order: Spark's changes equal single-process, and snapshot (now
+    and as of a commit), history and net_changes give the model's tables (seed 1: public.a's
+    key never named, declared)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import archive_model
+    import test_changes as TC
+    from pyspark.sql import functions as F
+    from pgoutput_codec.spark import history, net_changes, snapshot
+    model = archive_model.OpenGaussSession(seed, events=50)
+    if seed % 4 < 2:
+        model.fixed_keys = {16400}
+    model.build(finish=False)
+    frames = model.frames(style)
+    keys = "public.a(id)" if seed % 4 < 2 else None
+    ch = opengauss_decode_changes(_df(spark, frames, 3, seed=seed), order_by="seq", style=style, keys=keys)
+    assert _spark_rows(ch.orderBy("commit_lsn", "seq")) == _expected(frames, {"style": style, "keys": keys})
+    lsn, then = model.states[len(model.states) // 2]
+    lsn += 4      # (the Commit record's LSN is the transaction's end)
+    for rid, (tname, ident) in model.TABLES.items():
+        name = f"public.{tname}"
+        assert TC._norm(_spark_rows(snapshot(ch, name))) == TC._norm(model.rows(model.committed, rid)), name
+        assert TC._norm(_spark_rows(snapshot(ch, name, as_of_lsn=lsn))) == TC._norm(model.rows(then, rid)), name
+        alive = [{k: h[k] for k in ("id", "v", "n")} for h in _spark_rows(history(ch, name))
+                 if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+        assert TC._norm(alive) == TC._norm(model.rows(then, rid)), name
+        keycols = ["id"] if ident == "d" else ["id", "v", "n"]
+        net = pa.Table.from_pylist(_spark_rows(net_changes(ch.where(F.col("commit_lsn") > F.lit(lsn)), name)))
+        table_then = pa.Table.from_pylist(model.rows(then, rid), schema=pa.schema(
+            [("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())]))
+        assert TC._apply_net(table_then, net, keycols) == TC._norm(model.rows(model.committed, rid)), name

@@ -182,16 +182,20 @@ def test_a_random_session_landed_by_days_merges_into_the_model_tables(spark, tmp
     rows — inside stream blocks, between a Prepare and its end: after each day's run,
     its micro-batches' net_changes MERGEd into copies of the tables give the model's
     tables as of the last commit landed, an oracle no decoder computed."""
+    _landed_by_days_merges_into_the_model(spark, tmp_path, seed=18, cut_seed=5)
+
+
+def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
     import random
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import archive_model
     from pgoutput_codec.spark import net_changes
     register(spark)
-    model = archive_model.TableSession(18, events=60)
+    model = archive_model.TableSession(seed, events=60)
     payloads, _ = model.build(finish=False)
     t = pa.table({"seq": pa.array(range(len(payloads)), pa.int64()), "data": pa.array(payloads, pa.binary())})
-    cuts = sorted(random.Random(5).sample(range(1, len(t)), 3))
+    cuts = sorted(random.Random(cut_seed).sample(range(1, len(t)), 3))
     names = {rid: f"public.{name}" for rid, (name, _) in model.TABLES.items()}
     keys = {rid: ["id"] if ident == "d" else ["id", "v", "n"] for rid, (_, ident) in model.TABLES.items()}
     outputs = {names[rid]: (lambda b, n=names[rid]: net_changes(b, n)) for rid in names}
