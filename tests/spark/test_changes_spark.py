@@ -787,7 +787,7 @@ _MODEL_SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.string()), ("n", pa.int6
 
 
 @pytest.mark.same_code_on_connect
-@pytest.mark.parametrize("seed", [17, 18])   # (a Truncate, a moved row with unchanged TOAST after the cut)
+@pytest.mark.parametrize("seed", [99])   # (a Truncate and a moved row with unchanged TOAST after the cut)
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
     savepoints rolled back, stream-prepared and two-phase transactions, key changes,
