@@ -402,7 +402,8 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
         op = r["op"]
         cols = r["columns"] or []
         names = [c["name"] for c in cols]
-        keycols = [c["name"] for c in cols if c["flags"] & 1] or names
+        flagged = [c["name"] for c in cols if c["flags"] & 1]
+        keycols = flagged or names
         lsn, ts = r["commit_lsn"], r["commit_ts"]
         if op == "T":
             for key in list(store):
@@ -424,7 +425,7 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
         elif op == "U":
             # the old image ('K' key or 'O' whole row under FULL identity) names the row;
             # without one the key did not change
-            if before is None and not any(c["flags"] & 1 for c in cols):
+            if before is None and not flagged:
                 raise ValueError(unknown_key_error(name, lsn))
             src = before if before is not None else after
             old_key = tuple(src.get(k) for k in keycols)

@@ -386,6 +386,23 @@ class TableSession(Session):
         """The rows of table ``rid`` in ``tables`` as snapshot gives them (dicts)."""
         return [dict(id=k, v=v, n=n) for k, (v, n) in tables[rid].items()]
 
+    def table(self, tables, rid):
+        """:meth:`rows` as an Arrow table of the decoded column types."""
+        import pyarrow as pa
+        return pa.Table.from_pylist(self.rows(tables, rid), schema=pa.schema(
+            [("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())]))
+
+    def key_columns(self, rid):
+        """The columns a decoder keys table ``rid`` by: ``id``, every column under FULL."""
+        return ["id"] if self.TABLES[rid][1] == "d" else ["id", "v", "n"]
+
+    @staticmethod
+    def alive(history_rows, lsn):
+        """The row versions of ``history`` rows (dicts) alive at commit LSN ``lsn``: the
+        table as of that commit."""
+        return [{k: h[k] for k in ("id", "v", "n")} for h in history_rows
+                if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+
 
 #: an Update's 'u' column: the value stays as it was (unchanged TOAST)
 _UNCHANGED = object()

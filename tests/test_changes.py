@@ -1116,9 +1116,9 @@ def test_random_archives_rebuild_the_model_tables(seed):
     changes = decode_changes(values)
     r = np.random.default_rng(seed)
     cuts = [model.states[int(i)] for i in r.choice(len(model.states), size=min(3, len(model.states)), replace=False)]
-    for rid, (tname, ident) in model.TABLES.items():
+    for rid, (tname, _) in model.TABLES.items():
         name = f"public.{tname}"
-        keycols = ["id"] if ident == "d" else ["id", "v", "n"]
+        keycols = model.key_columns(rid)
         final = _norm(model.rows(model.committed, rid))
         if not (changes.column("table").to_pylist().count(tname)):
             assert final == []
@@ -1129,8 +1129,7 @@ def test_random_archives_rebuild_the_model_tables(seed):
         for lsn, tables in cuts:
             then = snapshot(changes, name, as_of_lsn=lsn)
             assert _norm(_rows(then)) == _norm(model.rows(tables, rid)), lsn
-            alive = [{k: h[k] for k in ("id", "v", "n")} for h in hist
-                     if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+            alive = model.alive(hist, lsn)
             assert _norm(alive) == _norm(model.rows(tables, rid)), lsn
             later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(lsn, pa.uint64())))
             if len(later.filter(pc.equal(later.column("table"), tname))):

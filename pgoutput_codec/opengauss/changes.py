@@ -8,8 +8,9 @@ in text form). So the transaction context comes from the enclosing B/C records, 
 - ``columns``: the table's columns as the records name them (the newest new tuple seen
   for the table in this input, else the old tuple), type OIDs as sent ('b'; typmod -1,
   not sent) or from the type names the text styles send (``numeric(10,2)``: OID and
-  typmod; a name the catalog does not hold: OID 0, values as text), key flag on the columns an Update/Delete's old tuple carries (``old-key``), when
-  the old tuple is narrower than the row; with a full old tuple (REPLICA IDENTITY FULL)
+  typmod; a name the catalog does not hold: OID 0, values as text), key flag on the
+  columns an Update/Delete's old tuple carries (``old-key``), when the old tuple is
+  narrower than the row; with a full old tuple (REPLICA IDENTITY FULL)
   every column is flagged, as pgoutput does;
 - ``before``/``after``: values aligned to ``columns``; kind 't' (text), 'n' (NULL or a
   column the record did not carry), 'u' (``unchanged-toast-datum``, 't' style);

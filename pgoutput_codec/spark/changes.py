@@ -1007,7 +1007,8 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     cols = tc.schema["after"].dataType
     names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
     newest = versions[-1] if versions else []
-    keycols = [c["name"] for c in newest if c["flags"] & 1] or [c["name"] for c in newest]
+    flagged = [c["name"] for c in newest if c["flags"] & 1]
+    keycols = flagged or [c["name"] for c in newest]
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
 
@@ -1016,7 +1017,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
 
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
-    if not any(c["flags"] & 1 for c in newest):
+    if not flagged:
         # no key column: an Update naming no old key cannot be matched to its row
         # (tables.unknown_key_error); refused where it is met, at no extra job
         head, tail = unknown_key_error(name, "\0").split("\0")

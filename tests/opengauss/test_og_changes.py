@@ -241,7 +241,7 @@ def test_random_sessions_rebuild_the_model_tables(seed, style):
                           keys="public.a(id)" if declare else None).equals(changes)
     cuts = [(lsn + 4, tables) for lsn, tables in
             (model.states[int(i)] for i in r.choice(len(model.states), size=min(3, len(model.states)), replace=False))]
-    for rid, (tname, ident) in model.TABLES.items():
+    for rid, (tname, _) in model.TABLES.items():
         name = f"public.{tname}"
         final = TC._norm(model.rows(model.committed, rid))
         if tname not in changes.column("table").to_pylist():
@@ -255,14 +255,13 @@ def test_random_sessions_rebuild_the_model_tables(seed, style):
             with pytest.raises(ValueError, match="carries no old key"):
                 snapshot(changes, name)
             continue
-        keycols = ["id"] if ident == "d" else ["id", "v", "n"]
+        keycols = model.key_columns(rid)
         assert TC._norm(TC._rows(snapshot(changes, name))) == final
         hist = TC._rows(history(changes, name))
         for lsn, tables in cuts:
             then = snapshot(changes, name, as_of_lsn=lsn)
             assert TC._norm(TC._rows(then)) == TC._norm(model.rows(tables, rid)), lsn
-            alive = [{k: h[k] for k in ("id", "v", "n")} for h in hist
-                     if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+            alive = model.alive(hist, lsn)
             assert TC._norm(alive) == TC._norm(model.rows(tables, rid)), lsn
             later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(lsn, pa.uint64())))
             if len(later.filter(pc.equal(later.column("table"), tname))):

@@ -783,9 +783,6 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
     assert net.count() == 0 and "__OP" in net.columns
 
 
-_MODEL_SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())])
-
-
 @pytest.mark.same_code_on_connect
 @pytest.mark.parametrize("seed", [99])   # (a Truncate and a moved row with unchanged TOAST after the cut)
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
@@ -810,19 +807,17 @@ def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
         assert got.drop_columns(["commit_rank"]).equals(as_spark(single)), impl
     ch = decode_changes(df, order_by="seq", lsn=None)
     lsn, then = model.states[len(model.states) // 2]
-    for rid, (tname, ident) in model.TABLES.items():
+    for rid, (tname, _) in model.TABLES.items():
         name = f"public.{tname}"
         assert TC._norm(collect(snapshot(ch, name)).to_pylist()) == TC._norm(model.rows(model.committed, rid))
         assert TC._norm(collect(snapshot(ch, name, as_of_lsn=lsn)).to_pylist()) == TC._norm(model.rows(then, rid))
-        alive = [{k: h[k] for k in ("id", "v", "n")} for h in collect(history(ch, name)).to_pylist()
-                 if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+        alive = model.alive(collect(history(ch, name)).to_pylist(), lsn)
         assert TC._norm(alive) == TC._norm(model.rows(then, rid))
         # net_changes after the commit, merged into the model's table then: the final table
         if len(TC.table_changes(single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(lsn, pa.uint64()))),
                                 name)):
-            keycols = ["id"] if ident == "d" else ["id", "v", "n"]
             net = collect(net_changes(ch.where(F.col("commit_lsn") > F.lit(lsn)), name))
-            merged = TC._apply_net(pa.Table.from_pylist(model.rows(then, rid), schema=_MODEL_SCHEMA), net, keycols)
+            merged = TC._apply_net(model.table(then, rid), net, model.key_columns(rid))
             assert merged == TC._norm(model.rows(model.committed, rid)), name
         # typed table changes: the single-process ones, typed as Spark types them
         if tname in single.column("table").to_pylist():

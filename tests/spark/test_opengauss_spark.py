@@ -384,15 +384,11 @@ def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
     assert _spark_rows(ch.orderBy("commit_lsn", "seq")) == _expected(frames, {"style": style, "keys": keys})
     lsn, then = model.states[len(model.states) // 2]
     lsn += 4      # (the Commit record's LSN is the transaction's end)
-    for rid, (tname, ident) in model.TABLES.items():
+    for rid, (tname, _) in model.TABLES.items():
         name = f"public.{tname}"
         assert TC._norm(_spark_rows(snapshot(ch, name))) == TC._norm(model.rows(model.committed, rid)), name
         assert TC._norm(_spark_rows(snapshot(ch, name, as_of_lsn=lsn))) == TC._norm(model.rows(then, rid)), name
-        alive = [{k: h[k] for k in ("id", "v", "n")} for h in _spark_rows(history(ch, name))
-                 if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+        alive = model.alive(_spark_rows(history(ch, name)), lsn)
         assert TC._norm(alive) == TC._norm(model.rows(then, rid)), name
-        keycols = ["id"] if ident == "d" else ["id", "v", "n"]
         net = pa.Table.from_pylist(_spark_rows(net_changes(ch.where(F.col("commit_lsn") > F.lit(lsn)), name)))
-        table_then = pa.Table.from_pylist(model.rows(then, rid), schema=pa.schema(
-            [("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())]))
-        assert TC._apply_net(table_then, net, keycols) == TC._norm(model.rows(model.committed, rid)), name
+        assert TC._apply_net(model.table(then, rid), net, model.key_columns(rid)) == TC._norm(model.rows(model.committed, rid)), name

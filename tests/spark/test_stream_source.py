@@ -197,7 +197,7 @@ def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
     t = pa.table({"seq": pa.array(range(len(payloads)), pa.int64()), "data": pa.array(payloads, pa.binary())})
     cuts = sorted(random.Random(cut_seed).sample(range(1, len(t)), 3))
     names = {rid: f"public.{name}" for rid, (name, _) in model.TABLES.items()}
-    keys = {rid: ["id"] if ident == "d" else ["id", "v", "n"] for rid, (_, ident) in model.TABLES.items()}
+    keys = {rid: model.key_columns(rid) for rid in model.TABLES}
     outputs = {names[rid]: (lambda b, n=names[rid]: net_changes(b, n)) for rid in names}
     targets = {rid: {} for rid in names}
     root, chk = tmp_path / "lake", tmp_path / "chk"
