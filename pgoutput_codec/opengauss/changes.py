@@ -57,7 +57,7 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column, type_of_name
 
-__all__ = ["decode_changes", "change_row", "parse_keys", "declare_keys", "OPENGAUSS_CHANGE_SCHEMA"]
+__all__ = ["decode_changes", "change_row", "parse_keys", "TableShapes", "OPENGAUSS_CHANGE_SCHEMA"]
 
 OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
 
@@ -98,6 +98,11 @@ def column_types(tup) -> list:
     return out
 
 
+def key_names(tup) -> list:
+    """The column names an old tuple carries: the key it names."""
+    return [_unquote(c["name"]) for c in tup]
+
+
 def parse_keys(keys) -> dict:
     """Declared table keys as {(schema, table): set of column names}, from a dict
     ``{"schema.table": [columns]}`` or the text ``"schema.table(col, col), other.t(col)"``
@@ -124,6 +129,41 @@ def parse_keys(keys) -> dict:
             raise ValueError(f"keys: no key column given for {name!r}")
         out[(_unquote(schema), _unquote(table))] = set(cols)
     return out
+
+
+class TableShapes:
+    """Each table's columns and key, learned from its DML records in arrival order by the
+    rules of the module docstring: the newest new tuple names the columns (an old tuple
+    does until then); the newest old tuple names the key; a declared key wins
+    (:meth:`declare`). The one walk of both paths: the single-process decoder learns
+    record by record; the Spark path learns each frame's records into a shape of its own
+    (of record indices, the tuples fetched later) and the driver learns those shapes in
+    frame order, as if each were one record (its columns as ``new`` when a new tuple named
+    them, else as ``old``), which gives what one walk over every record would."""
+
+    def __init__(self):
+        self.columns = {}    # table -> (columns, whether a new tuple named them)
+        self.keys = {}       # table -> key
+
+    def learn(self, t, new=None, old=None, key=None) -> None:
+        """One record's facts: ``new``/``old`` its tuples' columns, ``key`` its old
+        tuple's names (None: the record has no such tuple)."""
+        if new is not None:
+            self.columns[t] = (new, True)
+        elif old is not None and t not in self.columns:
+            self.columns[t] = (old, False)
+        if key is not None:
+            self.keys[t] = key
+
+    def declare(self, declared: dict) -> None:
+        """Declared keys (:func:`parse_keys`) over the learned ones."""
+        declare_keys(self.table_cols(), self.keys, declared)
+
+    def table_cols(self) -> dict:
+        return {t: cols for t, (cols, _) in self.columns.items()}
+
+    def key_cols(self) -> dict:
+        return {t: set(k) for t, k in self.keys.items()}
 
 
 def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
@@ -194,20 +234,14 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     rows = recs.filter(pc.is_null(err)).to_pylist()
 
-    # the table's column list and key columns, learned from every record of the table
-    table_cols: dict = {}
-    key_cols: dict = {}
+    shapes = TableShapes()
     for r in rows:
-        if r["type"] not in ("I", "U", "D"):
-            continue
-        t = (r["schema"], r["table"])
-        if r["new_tuple"]:
-            table_cols[t] = column_types(r["new_tuple"])
-        elif t not in table_cols and r["old_tuple"]:
-            table_cols[t] = column_types(r["old_tuple"])
-        if r["old_tuple"]:
-            key_cols[t] = {_unquote(c["name"]) for c in r["old_tuple"]}
-    declare_keys(table_cols, key_cols, declared)
+        if r["type"] in ("I", "U", "D"):
+            new, old = r["new_tuple"], r["old_tuple"]
+            shapes.learn((r["schema"], r["table"]), new=column_types(new) if new else None,
+                         old=column_types(old) if old else None, key=key_names(old) if old else None)
+    shapes.declare(declared)
+    table_cols, key_cols = shapes.table_cols(), shapes.key_cols()
 
     out, txn = [], None
     commit_rows = []
@@ -236,7 +270,6 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
                     commit_rows.append(ct)
             txn = None
         elif typ in ("I", "U", "D"):
-            t = (r["schema"], r["table"])
             if not _table_selected(patterns, r["schema"] or "", r["table"] or ""):
                 continue
             row = change_row(r, ordinal, table_cols, key_cols)

@@ -65,8 +65,8 @@ from ..changes import (
     OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
 )
 from ..messages import format_lsn
-from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, _commit_ts, _unquote, change_row, column_types,
-                                 declare_keys, parse_keys)
+from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, change_row, column_types,
+                                 key_names, parse_keys)
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -156,13 +156,13 @@ class _Facts:
             ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
             ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(pa.array(ctl, pa.int64())).to_pylist()
             ctl_at = dict(zip(ctl, ctl_vals, strict=True))
-            per_row = {}      # input row -> [ngood, events, {table: {new/old/key: record index}}]
+            per_row = {}      # input row -> [ngood, events, TableShapes of record indices]
             selected = {}
             start = after_ctl = None
             for j, row in enumerate(rows):
                 st = per_row.get(row)
                 if st is None:
-                    st = per_row[row] = [0, [], {}]
+                    st = per_row[row] = [0, [], TableShapes()]
                     start, after_ctl = j, True
                 k = j - start
                 st[0] += 1
@@ -177,13 +177,8 @@ class _Facts:
                     after_ctl = True
                 elif typ in ("I", "U", "D"):
                     t = (schemas[j], tables[j])
-                    facts = st[2].setdefault(t, {})
-                    if nnew[j]:
-                        facts["new"] = j
-                    elif "new" not in facts and "old" not in facts and nold[j]:
-                        facts["old"] = j
-                    if nold[j]:
-                        facts["key"] = j
+                    st[2].learn(t, new=j if nnew[j] else None, old=j if nold[j] else None,
+                                key=j if nold[j] else None)
                     if after_ctl:
                         sel = selected.get(t)
                         if sel is None:
@@ -191,21 +186,22 @@ class _Facts:
                         if sel:
                             st[1].append([k, "D"])
                             after_ctl = False
-            want = sorted({j for st in per_row.values() for f in st[2].values() for j in f.values()})
+            want = sorted({j for st in per_row.values() for j, _ in st[2].columns.values()}
+                          | {j for st in per_row.values() for j in st[2].keys.values()})
             tup = good.select(["new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
             tup_at = dict(zip(want, tup, strict=True))
             out = {"key": [], "ngood": [], "error": [], "facts": []}
             for i, key in enumerate(keys):
-                ngood, events, tfacts = per_row.get(i, (0, [], {}))
+                ngood, events, shapes = per_row.get(i, (0, [], TableShapes()))
                 tj = {}
-                for t, f in tfacts.items():
+                for t in shapes.columns.keys() | shapes.keys.keys():
                     v = tj[json.dumps(list(t))] = {}
-                    if "new" in f:
-                        v["new"] = column_types(tup_at[f["new"]]["new_tuple"])
-                    if "old" in f:
-                        v["old"] = column_types(tup_at[f["old"]]["old_tuple"])
-                    if "key" in f:
-                        v["key"] = [_unquote(c["name"]) for c in tup_at[f["key"]]["old_tuple"]]
+                    if t in shapes.columns:
+                        j, is_new = shapes.columns[t]
+                        side = "new" if is_new else "old"
+                        v[side] = column_types(tup_at[j][side + "_tuple"])
+                    if t in shapes.keys:
+                        v["key"] = key_names(tup_at[shapes.keys[t]]["old_tuple"])
                 out["key"].append(key)
                 out["ngood"].append(ngood)
                 out["error"].append(first_err.get(i))
@@ -226,7 +222,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
                 raise failfast_error(r["error"])
     frames = {}      # key -> (frame index, seq base, transaction open at the frame's start)
     commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
-    table_cols, key_cols = {}, {}
+    shapes = TableShapes()
     seq, txn, rank = 0, None, 0
     taken, replayed = [], []
     for f, r in enumerate(rows):
@@ -255,17 +251,11 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
                 rank += 1
                 txn = None
         for t, v in facts["tables"].items():
-            t = tuple(json.loads(t))
-            if "new" in v:
-                table_cols[t] = v["new"]
-            elif t not in table_cols and "old" in v:
-                table_cols[t] = v["old"]
-            if "key" in v:
-                key_cols[t] = v["key"]
+            shapes.learn(tuple(json.loads(t)), new=v.get("new"), old=v.get("old"), key=v.get("key"))
         seq += r["ngood"]
-    declare_keys(table_cols, key_cols, declared or {})
-    return {"frames": frames, "commits": commits, "table_cols": table_cols,
-            "key_cols": {t: set(v) for t, v in key_cols.items()}, "replayed": replayed}
+    shapes.declare(declared or {})
+    return {"frames": frames, "commits": commits, "table_cols": shapes.table_cols(),
+            "key_cols": shapes.key_cols(), "replayed": replayed}
 
 
 def _change_row(r, seq, plan):
