@@ -34,16 +34,17 @@ test: build system $(SPARK35)/.installed
 
 test-lane-core:   # the lanes assume make test's prerequisites
 	$(PY) -m pytest -q --ignore=tests/spark
-	$(PYTEST_SPARK35)
+	$(PYTEST_CONNECT)
 
 test-lane-spark:
 	$(PY) -m pytest -q tests/spark
-	$(PYTEST_CONNECT)
+	$(PYTEST_SPARK35)
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
 
-# tests/spark again on PySpark 3.5 (no arrow_udf, no Python data sources): its own venv,
+# tests/spark again on PySpark 3.5 (no arrow_udf, no Python data sources), but for the long tests
+# marked same_code_on_spark35 (other tests of the lane run their 3.5 code paths): its own venv,
 # pgoutput_codec (with the extensions built in place) from PYTHONPATH; pandas 2, the
 # pandas PySpark 3.5 was released for.
 $(SPARK35)/.installed:
@@ -51,7 +52,7 @@ $(SPARK35)/.installed:
 	$(SPARK35)/bin/pip install -q "pyspark>=3.5,<3.6" pyarrow numpy "pandas>=2,<3" pytest hypothesis
 	touch $@
 
-PYTEST_SPARK35 = PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q tests/spark
+PYTEST_SPARK35 = PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q -m "not same_code_on_spark35" tests/spark
 test-spark35: build $(SPARK35)/.installed
 	$(PYTEST_SPARK35)
 

@@ -22,6 +22,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (skipped by `make test-fast`)")
     config.addinivalue_line("markers", "same_code_on_connect: a long Spark test whose code paths a Spark "
                             "Connect session shares with the classic one (`make test-connect` leaves it out)")
+    config.addinivalue_line("markers", "same_code_on_spark35: a long Spark test whose PySpark 3.5 code paths "
+                            "(mapInArrow and pandas_udf for arrow_udf, the 3.5 SQL of snapshot and history) "
+                            "other tests of that lane run too (`make test-spark35` leaves it out)")
 
 
 def _compiled():

@@ -3,7 +3,9 @@
 The wheel is built from a copy of the working tree (so the shared ``build/`` is left
 alone and a stale object file cannot stand in for a module), with
 ``pip wheel --no-deps --no-build-isolation``: no network, the build requirements are the
-ones installed. Expected contents follow the source tree: one extension module per
+ones installed. It compiles at -O0 (``PGOUTPUT_CODEC_QUICK``; 17 s against 70 s at -O3 on
+these machines): what it checks, the contents and that the modules load, does not depend
+on the optimisation level. Expected contents follow the source tree: one extension module per
 ``.pyx``, every ``.pxd`` (for projects that cimport ours), every ``.pyi``, ``py.typed``.
 """
 
@@ -54,7 +56,7 @@ def wheel(tmp_path_factory) -> Path:
     _copy_tree(src)
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
-        capture_output=True, text=True, timeout=900, check=False,
+        capture_output=True, text=True, timeout=900, check=False, env=dict(os.environ, PGOUTPUT_CODEC_QUICK="1"),
         preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,  # shared build machines
     )
     assert r.returncode == 0, f"pip wheel failed:\n{r.stdout}\n{r.stderr}"
@@ -62,7 +64,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
-@pytest.mark.slow  # compiles every extension from C: ~30-60 s on 2 shared cores
+@pytest.mark.slow  # compiles every extension from C (at -O0): ~20 s
 def test_wheel_contents(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(_expected() - names)

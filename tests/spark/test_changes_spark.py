@@ -476,7 +476,8 @@ def _same_table(got: pa.Table, want: pa.Table, t, option_set, key):
 
 
 @pytest.mark.same_code_on_connect
-@pytest.mark.parametrize("option_set", ["v1_text", "v3_2pc_binary_streaming"])
+@pytest.mark.parametrize("option_set", [pytest.param("v1_text", marks=pytest.mark.same_code_on_spark35),
+                                        "v3_2pc_binary_streaming"])
 def test_snapshot_equals_server_tables(spark, files, option_set):
     reg = TC.registry_for(VERSION)
     ch = decode_changes(spark.read.parquet(*files[option_set]).repartition(4), order_by="seq").cache()
@@ -531,6 +532,7 @@ def _hand_built():
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_key_change_toast_and_history(spark, tmp_path):
     t = _hand_built()
     df = spark.read.parquet(*write_files(t, tmp_path / "hb", 3)).repartition(3)
@@ -582,6 +584,7 @@ def _toast_chains():
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
     """The snapshot and history carry an unchanged TOAST value along the row, through
     one and two key changes and a later in-place update, as the single-process replay
@@ -603,6 +606,7 @@ def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
     """REPLICA IDENTITY FULL sends the old row with its TOAST values inline ('O' tuple,
     as PostgreSQL 15/16/18 do: tests/conformance/test_toast_identity.py): an archive that
@@ -652,6 +656,7 @@ def _jobs(spark, build) -> int:
     return len(sc.statusTracker().getJobIdsForGroup(group))
 
 
+@pytest.mark.same_code_on_spark35
 def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark, tmp_path):
     """Following rows across key changes costs snapshot/history/net_changes a Spark job
     of its own. It runs only when an Update of the table sent its old key or row ('K'/'O',
@@ -704,6 +709,7 @@ def _same_net(got: pa.Table, want1: pa.Table, cols, reg, label):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_net_changes_equal_single_process(spark, files, tmp_path):
     """net_changes over the changes after a cut, Spark against single-process: the
     corpus tables with key changes (default, index, FULL identity), unchanged TOAST and
@@ -746,6 +752,7 @@ def test_default_order_without_row_index_metadata(spark, files):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_history_equals_single_process_on_corpus(spark, files):
     """SCD2 rows on the corpus tables with key-changing updates (default, index and FULL
     identity), unchanged TOAST and truncates."""

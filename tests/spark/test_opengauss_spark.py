@@ -360,6 +360,8 @@ def test_a_table_whose_key_the_records_never_name(spark):
         opengauss_decode_changes(df, order_by="seq", keys="public.t(x)")
 
 
+@pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 @pytest.mark.parametrize("style,seed", [("t", 1)])   # (the text path: types by name, unchanged TOAST)
 def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
     """A random session sent as openGauss does (tests/archive_model.py OpenGaussSession:
