@@ -528,10 +528,10 @@ class _FieldChanges:
         facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long, old boolean")
         rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
         f = rows.select(facts(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)).alias("f"),
-                        F.col(_KEY).alias("s"))
+                        F.col(_KEY).alias("s"), _tag_in(F.col(_PAYLOAD), self.envelope, b"D").alias("d"))
         used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
                 .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
-                     F.max("f.old").alias("old")).collect())
+                     F.max("f.old").alias("old"), F.max("d").alias("dels")).collect())
         # one entry per definition (the same definition sent again is one version)
         fingerprint = plan.version_table.column("relation_version").to_pylist()
         last = {}
@@ -545,7 +545,7 @@ class _FieldChanges:
         truncs = [] if trunc is None else sorted(
             (r["commit_rank"], r["seq"], None if r["commit_lsn"] is None else decimal.Decimal(r["commit_lsn"]),
              r.get("commit_ts")) for r in trunc.to_pylist())
-        return _TableInfo(versions, truncs, any(r["old"] for r in used))
+        return _TableInfo(versions, truncs, any(r["old"] for r in used), any(r["dels"] for r in used))
 
     def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         """``table_changes``' rows, typed in the same Python step that decodes them."""
@@ -807,6 +807,7 @@ class _TableInfo(NamedTuple):
     versions: list       # the Relation versions in use: column lists, ordered by their last change
     truncates: list      # (rank, seq, commit_lsn, commit_ts), in order
     sends_old: bool      # some Update sends its old key or row ('K'/'O'): it may move a row to a new key
+    deletes: bool        # some Delete is given: with sends_old, whether any row leaves its key
 
 
 def _table_info(changes: DataFrame, name: str) -> _TableInfo:
@@ -824,13 +825,14 @@ def _table_info(changes: DataFrame, name: str) -> _TableInfo:
             .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
-                 F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"))
+                 F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"),
+                 F.max(F.col("op") == "D").alias("dels"))
             .collect())
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
     versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    return _TableInfo(versions, truncs, any(r["old"] for r in rows))
+    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows))
 
 
 def _merge_columns(versions: list) -> list:
@@ -997,7 +999,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     whether an Update may have changed a key (``_TableInfo.sends_old``).
     ``ev`` is None when the table has no row change here (no columns to build a key from:
     Spark 3.5 refuses an empty struct column)."""
-    versions, truncs, sends_old = _table_info(changes, name)
+    versions, truncs, sends_old, deletes = _table_info(changes, name)
     if not versions:
         return None, truncs, [], T.StructType([]), False
     tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
@@ -1023,17 +1025,28 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         head, tail = unknown_key_error(name, "\0").split("\0")
         new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
             F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
-    tc = tc.withColumn("__pos", pos)
-    iud = tc.where(F.col("op").isin("I", "U", "D"))
-    sets = iud.where(F.col("op").isin("I", "U")).select(
-        new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op", "__pos",
-        "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
-    dels = iud.where((F.col("op") == "D") | ((F.col("op") == "U") & (old_key != new_key))).select(
-        old_key.alias("__key"), F.lit(0).alias("__sub"), F.lit("del").alias("__ev"), "op", "__pos",
-        "commit_lsn", "commit_ts", F.lit(None).cast(cols).alias("after"),
-        F.lit(None).cast("array<string>").alias("unchanged"),
-        F.lit(None).cast(sets.schema["__from"].dataType).alias("__from"))
-    ev = sets.unionByName(dels)
+    iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D"))
+    if not (deletes or sends_old):
+        # no Delete and no key change (known from the heads): every change sets its row
+        ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
+                        "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
+        return ev, truncs, names, cols, sends_old
+    # else each change gives its one or two events in one pass over the table's changes
+    # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot of
+    # 1 M rows 12.6 s against 18.9 s): an array of the events' small parts, exploded;
+    # the row image stays a column of the change
+    set_ev = F.when(F.col("op").isin("I", "U"), F.struct(
+        new_key.alias("k"), F.lit(1).alias("sub"), F.lit("set").alias("ev"), old_key.alias("from")))
+    del_ev = F.when((F.col("op") == "D") | ((F.col("op") == "U") & (old_key != new_key)), F.struct(
+        old_key.alias("k"), F.lit(0).alias("sub"), F.lit("del").alias("ev"), old_key.alias("from")))
+    is_set = F.col("__e.ev") == "set"
+    ev = (iud.select("op", "__pos", "commit_lsn", "commit_ts", "after", "unchanged",
+                     F.explode(F.array(set_ev, del_ev)).alias("__e"))
+          .where(F.col("__e").isNotNull())
+          .select(F.col("__e.k").alias("__key"), F.col("__e.sub").alias("__sub"), F.col("__e.ev").alias("__ev"),
+                  "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
+                  F.when(is_set, F.col("unchanged")).alias("unchanged"),
+                  F.when(is_set, F.col("__e.from")).alias("__from")))
     return ev, truncs, names, cols, sends_old
 
 

@@ -243,10 +243,13 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     mapped = decode_changes(df, order_by="seq", impl="map")
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
+    deleted = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "D")).to_pylist()}
+    assert deleted and (truncated | {name}) - deleted
     for t in sorted(truncated | {name}):
-        versions, truncs, sends_old = _table_info(ch, t)
-        want_versions, want_truncs, want_sends_old = _table_info(mapped, t)
+        versions, truncs, sends_old, deletes = _table_info(ch, t)
+        want_versions, want_truncs, want_sends_old, want_deletes = _table_info(mapped, t)
         assert versions == want_versions and versions and sends_old == want_sends_old, t
+        assert deletes == want_deletes == (t in deleted), t
         assert [x[:3] for x in truncs] == [x[:3] for x in want_truncs], t
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
 
