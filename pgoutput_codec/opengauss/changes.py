@@ -139,15 +139,22 @@ class TableShapes:
     record by record; the Spark path learns each frame's records into a shape of its own
     (of record indices, the tuples fetched later) and the driver learns those shapes in
     frame order, as if each were one record (its columns as ``new`` when a new tuple named
-    them, else as ``old``), which gives what one walk over every record would."""
+    them, else as ``old``), which gives what one walk over every record would.
 
-    def __init__(self):
-        self.columns = {}    # table -> (columns, whether a new tuple named them)
-        self.keys = {}       # table -> key
+    What is learned is kept as given; ``columns_of``/``key_of`` turn the tuples that win
+    into (name, type OID, typmod) columns and key names when asked, once per table, not
+    once per record."""
+
+    def __init__(self, columns_of=None, key_of=None):
+        self.columns = {}    # table -> (what names its columns, whether a new tuple named them)
+        self.keys = {}       # table -> what names its key (a table's key implies its columns)
+        self._columns_of = columns_of or (lambda v: v)
+        self._key_of = key_of or (lambda v: v)
+        self._declared = {}
 
     def learn(self, t, new=None, old=None, key=None) -> None:
-        """One record's facts: ``new``/``old`` its tuples' columns, ``key`` its old
-        tuple's names (None: the record has no such tuple)."""
+        """One record's facts: ``new``/``old`` its tuples, ``key`` its old tuple (None:
+        the record has no such tuple)."""
         if new is not None:
             self.columns[t] = (new, True)
         elif old is not None and t not in self.columns:
@@ -157,13 +164,13 @@ class TableShapes:
 
     def declare(self, declared: dict) -> None:
         """Declared keys (:func:`parse_keys`) over the learned ones."""
-        declare_keys(self.table_cols(), self.keys, declared)
+        declare_keys(self.table_cols(), self._declared, declared)
 
     def table_cols(self) -> dict:
-        return {t: cols for t, (cols, _) in self.columns.items()}
+        return {t: self._columns_of(v) for t, (v, _) in self.columns.items()}
 
     def key_cols(self) -> dict:
-        return {t: set(k) for t, k in self.keys.items()}
+        return {t: set(self._key_of(k)) for t, k in self.keys.items()} | self._declared
 
 
 def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
@@ -234,12 +241,11 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     rows = recs.filter(pc.is_null(err)).to_pylist()
 
-    shapes = TableShapes()
+    shapes = TableShapes(column_types, key_names)
     for r in rows:
         if r["type"] in ("I", "U", "D"):
-            new, old = r["new_tuple"], r["old_tuple"]
-            shapes.learn((r["schema"], r["table"]), new=column_types(new) if new else None,
-                         old=column_types(old) if old else None, key=key_names(old) if old else None)
+            old = r["old_tuple"] or None
+            shapes.learn((r["schema"], r["table"]), new=r["new_tuple"] or None, old=old, key=old)
     shapes.declare(declared)
     table_cols, key_cols = shapes.table_cols(), shapes.key_cols()
 

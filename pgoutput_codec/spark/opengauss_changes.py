@@ -194,12 +194,10 @@ class _Facts:
             for i, key in enumerate(keys):
                 ngood, events, shapes = per_row.get(i, (0, [], TableShapes()))
                 tj = {}
-                for t in shapes.columns.keys() | shapes.keys.keys():
+                for t, (j, is_new) in shapes.columns.items():
                     v = tj[json.dumps(list(t))] = {}
-                    if t in shapes.columns:
-                        j, is_new = shapes.columns[t]
-                        side = "new" if is_new else "old"
-                        v[side] = column_types(tup_at[j][side + "_tuple"])
+                    side = "new" if is_new else "old"
+                    v[side] = column_types(tup_at[j][side + "_tuple"])
                     if t in shapes.keys:
                         v["key"] = key_names(tup_at[shapes.keys[t]]["old_tuple"])
                 out["key"].append(key)
