@@ -663,7 +663,7 @@ class ControlPlan:
         """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be
         judged (``rows``), their transaction's commit rank (-1: not given; see
         :meth:`_rank`), the segment's slot, a function giving their relation ids and one
-        telling the Updates that send their old key or row."""
+        telling the Updates that send their old key or row, and their tag bytes."""
         heads = _one_binary(heads)
         n = len(heads)
         if pa.types.is_large_binary(heads.type):
@@ -693,7 +693,7 @@ class ControlPlan:
         def sends_old():   # an Update's 'K'/'O' byte right after the relation id
             return (tag[rows] == ord("U")) & np.isin(head[rows, rel_at[rows] + 4], [ord("K"), ord("O")])
 
-        return rows, rank, slot, lambda: be32(rel_at[rows]), sends_old
+        return rows, rank, slot, lambda: be32(rel_at[rows]), sends_old, tag[rows]
 
     def keep_mask(self, heads, order) -> np.ndarray:
         """False for the rows :meth:`changes` would leave out as I/U/D changes of a
@@ -707,7 +707,7 @@ class ControlPlan:
         keep = np.ones(len(heads), dtype=bool)
         if len(heads) == 0 or not self.drops_changes():
             return keep
-        rows, rank, slot, relids, _ = self._judge_heads(heads, keys)
+        rows, rank, slot, relids, _, _ = self._judge_heads(heads, keys)
         if not len(rows):
             return keep
         drop = (slot >= 0) & (rank < 0)
@@ -722,19 +722,20 @@ class ControlPlan:
         """Per row, from the payload heads and order keys alone: the Relation version
         index (into ``versions``) and commit rank :meth:`changes` would give it — both
         -1 for a row it would not give as an I/U/D change (another tag, not given, a
-        table ``tables`` leaves out) or that cannot be judged — and whether it is a
+        table ``tables`` leaves out) or that cannot be judged —, whether it is a
         given Update that sends its old key or row ('K'/'O': the only Updates that can
-        change the key). For jobs that need only these (``table_changes``' list of
-        Relation versions; whether ``snapshot`` must follow rows across keys) without
-        decoding."""
+        change the key) and whether it is a given Delete. For jobs that need only these
+        (``table_changes``' list of Relation versions; whether ``snapshot`` must follow
+        rows across keys or drop rows) without decoding."""
         keys = _keys(order)
         n = len(heads)
         version = np.full(n, -1, dtype=np.int64)
         rank_out = np.full(n, -1, dtype=np.int64)
         old = np.zeros(n, dtype=bool)
+        delete = np.zeros(n, dtype=bool)
         if n == 0:
-            return version, rank_out, old
-        rows, rank, _, relids, sends_old = self._judge_heads(heads, keys)
+            return version, rank_out, old, delete
+        rows, rank, _, relids, sends_old, tag = self._judge_heads(heads, keys)
         ver = self._versions_at(relids(), keys[rows])
         given = (rank >= 0) & (ver >= 0)
         chosen = self._version_selected()
@@ -743,7 +744,8 @@ class ControlPlan:
         version[rows[given]] = ver[given]
         rank_out[rows[given]] = rank[given]
         old[rows[given & sends_old()]] = True
-        return version, rank_out, old
+        delete[rows[given & (tag == ord("D"))]] = True
+        return version, rank_out, old, delete
 
     def change_rows(self, values, order, lsn=None) -> pa.Table:
         """:meth:`changes` (``errors="raise"``) aligned with the input: one row per input

@@ -551,16 +551,18 @@ def _keep_mask_matches_changes(values, keys, **options):
     assert (rows.column("seq").to_numpy(zero_copy_only=False)[at] == keys[at]).all()   # row i is row i
     assert sorted(rows.filter(pc.is_valid(rows.column("op"))).column("seq").to_pylist()) == \
         sorted(keys[iud & keep].tolist())
-    # head_facts: the Relation version, commit rank and "sends its old key/row" of every
-    # row changes() gives
-    version, rank, old = plan.head_facts(heads, keys)
+    # head_facts: the Relation version, commit rank, "sends its old key/row" and "is a
+    # Delete" of every row changes() gives
+    version, rank, old, delete = plan.head_facts(heads, keys)
     given = rank >= 0
-    assert ((version >= 0) == given).all() and not given[~iud].any() and not old[~given].any()
+    assert ((version >= 0) == given).all() and not given[~iud].any()
+    assert not old[~given].any() and not delete[~given].any()
     assert sorted(keys[given].tolist()) == sorted(out.column("seq").to_pylist())
     fingerprint = plan.version_table.column("relation_version").to_pylist()
-    facts = {k: (fingerprint[v], r, o) for k, v, r, o in zip(keys[given].tolist(), version[given].tolist(),
-                                                               rank[given].tolist(), old[given].tolist(), strict=True)}
-    assert facts == {k: (v, r, op == "U" and bk in ("K", "O")) for k, v, r, op, bk in zip(
+    facts = {k: (fingerprint[v], r, o, d) for k, v, r, o, d in zip(
+        keys[given].tolist(), version[given].tolist(), rank[given].tolist(), old[given].tolist(),
+        delete[given].tolist(), strict=True)}
+    assert facts == {k: (v, r, op == "U" and bk in ("K", "O"), op == "D") for k, v, r, op, bk in zip(
         out.column("seq").to_pylist(), out.column("relation_version").to_pylist(),
         out.column("commit_rank").to_pylist(), out.column("op").to_pylist(), out.column("before_kind").to_pylist(),
         strict=True)}

@@ -403,15 +403,15 @@ class _ChangeField:
 
 class _HeadFacts:
     """Picklable scalar Arrow UDF body: ``ControlPlan.head_facts`` of a batch of heads,
-    as a struct of (``version`` index, ``rank``, ``old``), -1, -1, false for rows not given."""
+    as a struct of (``version`` index, ``rank``, ``old``, ``del``), -1, -1, false, false for
+    rows not given."""
 
     def __init__(self, plan_bc):
         self.plan_bc = plan_bc
 
     def __call__(self, key, head):
-        version, rank, old = self.plan_bc.value.head_facts(head, key)
-        return pa.StructArray.from_arrays([pa.array(version), pa.array(rank), pa.array(old)],
-                                          names=["version", "rank", "old"])
+        return pa.StructArray.from_arrays([pa.array(a) for a in self.plan_bc.value.head_facts(head, key)],
+                                          names=["version", "rank", "old", "del"])
 
 
 class _KeepRows:
@@ -525,13 +525,16 @@ class _FieldChanges:
         from its 35-byte head (one small job, one Python node), the column lists from
         the plan, the truncates from pass 1's rows on the driver."""
         plan, bc = self._narrowed(schema, table)
-        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long, old boolean")
+        # the Delete fact from the UDF too, which reads the tag byte anyway: Spark's own
+        # test of the payload above the UDF keeps every whole payload in the Python node's
+        # queue of input rows (1 M rows, alternating in one session: 2.13 s against 2.25 s)
+        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long, old boolean, del boolean")
         rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
         f = rows.select(facts(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)).alias("f"),
-                        F.col(_KEY).alias("s"), _tag_in(F.col(_PAYLOAD), self.envelope, b"D").alias("d"))
+                        F.col(_KEY).alias("s"))
         used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
                 .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
-                     F.max("f.old").alias("old"), F.max("d").alias("dels")).collect())
+                     F.max("f.old").alias("old"), F.max("f.del").alias("dels")).collect())
         # one entry per definition (the same definition sent again is one version)
         fingerprint = plan.version_table.column("relation_version").to_pylist()
         last = {}
