@@ -42,6 +42,9 @@ How (two passes over the archive, no per-partition state threaded through one ta
    ``table_changes``/``snapshot``/``history`` over a ``decode_changes`` DataFrame of
    ``impl="fields"`` choose the table the same way, before decoding (a filter on the
    decoded ``table`` would be pushed below the field UDFs and decode every payload twice).
+   Over one of ``impl="map"`` in FAILFAST without ``observation`` they type the table's
+   rows in the ``mapInArrow`` that decodes them (``_MapChanges``), not in a second one
+   over the change rows.
 
 Ordering contract (what "arrival order" means here; never the ``lsn`` column — a
 change's LSN is its own WAL position and goes backwards when transactions interleave):
@@ -435,16 +438,79 @@ def _outside(rows: DataFrame, ranges) -> DataFrame:
     return rows.where(~reduce(lambda a, b: a | b, inside))
 
 
-class _FieldChanges:
+class _Pass2:
+    """What ``decode_changes`` keeps of its pass 2 for the table functions: the archive
+    (``src``: payload, order key, lsn), the plan and its shipped copy, and the plan
+    narrowed to each table asked for."""
+
+    def __init__(self, src, plan, plan_bc, has_lsn: bool, envelope: str, sort: bool):
+        self.src, self.plan, self.plan_bc = src, plan, plan_bc
+        self.has_lsn, self.envelope, self.sort = has_lsn, envelope, sort
+        self.spark = src.sparkSession
+        self._tables = {}
+
+    def _narrowed(self, schema: str, table: str, until_lsn=None):
+        """The plan (and its broadcast) narrowed to one table and, for ``snapshot``'s
+        ``as_of_lsn``, to the transactions committed up to ``until_lsn``."""
+        key = (schema, table, until_lsn)
+        if key not in self._tables:
+            p = self.plan.for_table(schema, table)
+            if until_lsn is not None:
+                p = p.between(until_lsn=until_lsn)
+            self._tables[key] = (p, ship(self.spark, p))
+        return self._tables[key]
+
+    def _sorted(self, out: DataFrame) -> DataFrame:
+        """``out`` ordered like ``decode_changes``' rows when they are, without ``__sub``."""
+        if self.sort:
+            out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
+        return out.drop(_SUB)
+
+
+class _MapChanges(_Pass2):
+    """``decode_changes`` with ``impl="map"`` (FAILFAST, no observation): ``table_changes``
+    types one table's rows in the ``mapInArrow`` that decodes them. Over the change rows
+    it took two: theirs, turned into Spark rows, sorted, then back into Arrow for the
+    typing (1 M rows, ``table_changes`` written out whole: 14.5 s against 30.9 s)."""
+
+    def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
+        plan, bc = self._narrowed(schema, table, until_lsn)
+        out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
+        payload = F.col(_PAYLOAD)
+        rows = self.src.where(_may_be_row_change(payload, self.envelope) | _tag_in(payload, self.envelope, b"T"))
+        if plan.drops_changes() and plan.dropped_key_ranges() is not None:
+            rows = _outside(rows, plan.dropped_key_ranges())
+        return self._sorted(rows.mapInArrow(_TypedMapper(bc, mapper, self.has_lsn, out_type), out_type))
+
+
+class _TypedMapper:
+    """Picklable ``mapInArrow`` body: one table's typed rows (``_TableMapper``) of each
+    batch of payloads, with their ``__sub``."""
+
+    def __init__(self, plan_bc, mapper, has_lsn, out_type):
+        self.plan_bc, self.mapper, self.has_lsn, self.out_type = plan_bc, mapper, has_lsn, out_type
+
+    def __call__(self, batches):
+        plan = self.plan_bc.value
+        target = ST.arrow_schema_for(self.out_type)
+        for b in batches:
+            with failfast_errors():
+                t = plan.changes(_binary(b.column(0)), b.column(1), b.column(2) if self.has_lsn else None,
+                                 errors="raise")
+            typed = _typed(self.mapper, t)
+            yield pa.RecordBatch.from_arrays(
+                [ST.one_array(typed.column(f.name)) for f in target if f.name != _SUB]
+                + [pa.array(_sub_order(t.column("seq")), pa.int64())], schema=target)
+
+
+class _FieldChanges(_Pass2):
     """``decode_changes`` with ``impl="fields"``: the archive (``src``), pass 1's rows and
     its plan; builds the change rows, one table's change rows, and one table's typed rows."""
 
     def __init__(self, src, plan, plan_bc, pass1: pa.Table, has_lsn: bool, options: dict, envelope: str,
                  sort: bool):
-        self.src, self.plan, self.plan_bc, self.pass1 = src, plan, plan_bc, pass1
-        self.has_lsn, self.options, self.envelope, self.sort = has_lsn, options, envelope, sort
-        self.spark = src.sparkSession
-        self._tables = {}
+        super().__init__(src, plan, plan_bc, has_lsn, envelope, sort)
+        self.pass1, self.options = pass1, options
 
     def _rows(self, plan, plan_bc) -> DataFrame:
         """The archive rows that make one change row each, chosen without decoding."""
@@ -494,9 +560,7 @@ class _FieldChanges:
                       else pa.array(_sub_order(truncates.column("seq")), pa.int64()) for f in target]
             local = self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=target), schema=out_type)
             out = out.unionByName(local)
-        if self.sort:
-            out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
-        return out.drop(_SUB)
+        return self._sorted(out)
 
     def changes(self, plan=None, plan_bc=None) -> DataFrame:
         plan, plan_bc = (self.plan, self.plan_bc) if plan is None else (plan, plan_bc)
@@ -504,17 +568,6 @@ class _FieldChanges:
                           self._truncates(plan))
         out._pgoutput_fields = self   # for table_changes: see _of_table
         return out
-
-    def _narrowed(self, schema: str, table: str, until_lsn=None):
-        """The plan (and its broadcast) narrowed to one table and, for ``snapshot``'s
-        ``as_of_lsn``, to the transactions committed up to ``until_lsn``."""
-        key = (schema, table, until_lsn)
-        if key not in self._tables:
-            p = self.plan.for_table(schema, table)
-            if until_lsn is not None:
-                p = p.between(until_lsn=until_lsn)
-            self._tables[key] = (p, ship(self.spark, p))
-        return self._tables[key]
 
     def of_table(self, schema: str, table: str) -> DataFrame:
         """The change rows of one table, chosen before decoding."""
@@ -699,6 +752,8 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         out = drop_malformed(out)
     out = out.drop(_SUB)
     out._pgoutput_plan = plan
+    if mode == FAILFAST and not count_rows:   # no error rows, no counts: table_changes may decode again
+        out._pgoutput_map = _MapChanges(src, plan, plan_bc, has_lsn, envelope, sort)
     return out
 
 
@@ -800,8 +855,15 @@ def _of_table(changes: DataFrame, name: str) -> DataFrame:
 def _fields_of(changes: DataFrame):
     """The ``_FieldChanges`` a DataFrame comes straight from (None: another DataFrame, or
     cached: then its rows are read as they are)."""
-    fields = _attached(changes, "_pgoutput_fields")
-    return None if fields is None or getattr(changes, "is_cached", False) else fields
+    return _pass2_of(changes, "_pgoutput_fields")
+
+
+def _pass2_of(changes: DataFrame, name: str):
+    """The :class:`_Pass2` attached as ``name`` to a DataFrame straight from
+    ``decode_changes`` (None: another DataFrame, or cached: then its rows are read as
+    they are)."""
+    pass2 = _attached(changes, name)
+    return None if pass2 is None or getattr(changes, "is_cached", False) else pass2
 
 
 class _TableInfo(NamedTuple):
@@ -987,9 +1049,9 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
                    T.StructField("unchanged", T.ArrayType(T.StringType()))]
     out_schema = T.StructType(out_fields)
     mapper = _TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry)
-    fields = _fields_of(changes)
-    if fields is not None:   # typed where the rows are decoded: no change rows in between
-        return fields.typed(schema, table, mapper, _until_lsn)
+    pass2 = _fields_of(changes) or _pass2_of(changes, "_pgoutput_map")
+    if pass2 is not None:   # typed where the rows are decoded: no change rows in between
+        return pass2.typed(schema, table, mapper, _until_lsn)
     return _of_table(changes, name).select(*need).mapInArrow(mapper, out_schema)
 
 

@@ -254,6 +254,45 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
 
 
+def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
+    """Over decode_changes' mapInArrow (impl "map": PySpark 3.5, and 4.x when asked),
+    table_changes types one table's rows in the mapInArrow that decodes them: one
+    Python node, not the decode's then the typing's, and the rows, in the order, of the
+    two steps (over a DataFrame derived from the change rows); so for sort=False and for
+    snapshot's as_of_lsn. A malformed row still fails with its order key."""
+    from pgoutput_codec.spark.changes import _table_info
+    df = spark.read.parquet(*files["v1_text"])
+    want = decode_changes_1(archive(VERSION, "v1_text"))
+    names = pc.binary_join_element_wise(want.column("schema"), want.column("table"), ".")
+    ops = {}
+    for n, op in zip(names.to_pylist(), want.column("op").to_pylist(), strict=True):
+        ops.setdefault(n, set()).add(op)
+    truncated = sorted(n for n, o in ops.items() if "T" in o)
+    deleted = sorted(n for n, o in ops.items() if "D" in o and "T" not in o)
+    assert truncated and deleted
+    ch = decode_changes(df, order_by="seq", impl="map")
+    for name in (truncated[0], deleted[0]):
+        tc = table_changes(ch, name)
+        assert len(_python_nodes(tc)) == 1, (name, _python_nodes(tc))
+        got, ref = collect(tc), collect(table_changes(ch.select("*"), name))
+        assert len(got) == pc.sum(pc.equal(names, name)).as_py() and got.equals(ref), name
+    name = deleted[0]
+    unsorted = decode_changes(df, order_by="seq", impl="map", sort=False)
+    assert collect(table_changes(unsorted, name)).sort_by("seq").equals(got.sort_by("seq"))
+    lsns = sorted(want.filter(pc.equal(names, name)).column("commit_lsn").to_pylist())   # the table's commits
+    key = [(c["name"], "ascending") for c in table_columns(want, name) if c["flags"] & 1]
+    assert key
+    at_mid, ref = (collect(snapshot(c, name, as_of_lsn=lsns[len(lsns) // 2])).sort_by(key)
+                   for c in (ch, ch.select("*")))
+    assert at_mid.equals(ref) and 0 < len(at_mid)
+    bad = df.unionByName(spark.createDataFrame([(b"I\x00\x00", 10 ** 9)], "data binary, seq long")
+                         .select(*[F.col(c) if c in ("data", "seq") else F.lit(None).cast(df.schema[c].dataType)
+                                   .alias(c) for c in df.columns]))
+    versions = _table_info(ch, name).versions   # (the versions job over the bad rows would fail first)
+    with pytest.raises(Exception, match=str(10 ** 9)):
+        collect(table_changes(decode_changes(bad, order_by="seq", impl="map"), name, _versions=versions))
+
+
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
 def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
     """Rows no filter may pass over silently: a null payload, an XLogData frame too short
