@@ -404,6 +404,12 @@ class _ChangeField:
         return ST.to_spark_arrow(ST.one_array(t.column(self.name)), self.target)
 
 
+#: what ``_HeadFacts`` gives per row; ``_HeadFactsMap`` the same as ``f``, with the key as ``s``
+HEAD_FACTS = T.StructType([T.StructField("version", T.LongType()), T.StructField("rank", T.LongType()),
+                           T.StructField("old", T.BooleanType()), T.StructField("del", T.BooleanType())])
+HEAD_FACTS_MAP = T.StructType([T.StructField("f", HEAD_FACTS), T.StructField("s", T.LongType())])
+
+
 class _HeadFacts:
     """Picklable scalar Arrow UDF body: ``ControlPlan.head_facts`` of a batch of heads,
     as a struct of (``version`` index, ``rank``, ``old``, ``del``), -1, -1, false, false for
@@ -414,7 +420,17 @@ class _HeadFacts:
 
     def __call__(self, key, head):
         return pa.StructArray.from_arrays([pa.array(a) for a in self.plan_bc.value.head_facts(head, key)],
-                                          names=["version", "rank", "old", "del"])
+                                          names=HEAD_FACTS.names)
+
+
+class _HeadFactsMap(_HeadFacts):
+    """The same as a ``mapInArrow`` body over (key, head) batches (PySpark 3.5/4.0 have
+    no ``arrow_udf``)."""
+
+    def __call__(self, batches):
+        for b in batches:
+            key = b.column(0)
+            yield pa.RecordBatch.from_arrays([super().__call__(key, b.column(1)), key], names=["f", "s"])
 
 
 class _KeepRows:
@@ -440,11 +456,11 @@ def _outside(rows: DataFrame, ranges) -> DataFrame:
 
 class _Pass2:
     """What ``decode_changes`` keeps of its pass 2 for the table functions: the archive
-    (``src``: payload, order key, lsn), the plan and its shipped copy, and the plan
-    narrowed to each table asked for."""
+    (``src``: payload, order key, lsn), the plan and its shipped copy, pass 1's rows
+    (with the Truncates) and the plan narrowed to each table asked for."""
 
-    def __init__(self, src, plan, plan_bc, has_lsn: bool, envelope: str, sort: bool):
-        self.src, self.plan, self.plan_bc = src, plan, plan_bc
+    def __init__(self, src, plan, plan_bc, pass1: pa.Table, has_lsn: bool, envelope: str, sort: bool):
+        self.src, self.plan, self.plan_bc, self.pass1 = src, plan, plan_bc, pass1
         self.has_lsn, self.envelope, self.sort = has_lsn, envelope, sort
         self.spark = src.sparkSession
         self._tables = {}
@@ -460,6 +476,44 @@ class _Pass2:
             self._tables[key] = (p, ship(self.spark, p))
         return self._tables[key]
 
+    def table_info(self, schema: str, table: str):
+        """``_table_info`` without decoding: each row's Relation version and commit rank
+        from its 35-byte head (one small job, one Python node: :meth:`_head_facts`), the
+        column lists from the plan, the truncates from pass 1's rows on the driver."""
+        plan, bc = self._narrowed(schema, table)
+        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
+        f = self._head_facts(rows.select(_KEY, F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES).alias("h")), bc)
+        used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
+                .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
+                     F.max("f.old").alias("old"), F.max("f.del").alias("dels")).collect())
+        # one entry per definition (the same definition sent again is one version)
+        fingerprint = plan.version_table.column("relation_version").to_pylist()
+        last = {}
+        for r in used:
+            fp, pos = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"])
+            last[fp] = max(last.get(fp, pos), pos)
+        by_version = plan.columns_by_version()
+        versions = [by_version[fp] for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
+        trunc = self._truncates(plan)
+        # commit_lsn as Spark gives it back (decimal(20,0)): history puts it in literals
+        truncs = [] if trunc is None else sorted(
+            (r["commit_rank"], r["seq"], None if r["commit_lsn"] is None else decimal.Decimal(r["commit_lsn"]),
+             r.get("commit_ts")) for r in trunc.to_pylist())
+        return _TableInfo(versions, truncs, any(r["old"] for r in used), any(r["dels"] for r in used))
+
+    def _truncates(self, plan) -> pa.Table | None:
+        """The change rows of the Truncates among pass 1's rows, in order (None: none)."""
+        payload = _binary(self.pass1.column(_PAYLOAD))
+        is_t = message_tags(payload, envelope=plan.envelope) == ord("T")
+        if not is_t.any():
+            return None
+        sel = pa.array(is_t)
+        lsn = self.pass1.column(_LSN).combine_chunks().filter(sel) if self.has_lsn else None
+        with failfast_errors():
+            t = plan.changes(payload.filter(sel), self.pass1.column(_KEY).combine_chunks().filter(sel), lsn,
+                             errors="raise")
+        return t.sort_by([("seq", "ascending")]) if len(t) else None
+
     def _sorted(self, out: DataFrame) -> DataFrame:
         """``out`` ordered like ``decode_changes``' rows when they are, without ``__sub``."""
         if self.sort:
@@ -471,7 +525,11 @@ class _MapChanges(_Pass2):
     """``decode_changes`` with ``impl="map"`` (FAILFAST, no observation): ``table_changes``
     types one table's rows in the ``mapInArrow`` that decodes them. Over the change rows
     it took two: theirs, turned into Spark rows, sorted, then back into Arrow for the
-    typing (1 M rows, ``table_changes`` written out whole: 14.5 s against 30.9 s)."""
+    typing (1 M rows, ``table_changes`` written out whole: 14.5 s against 30.9 s). The
+    versions job reads the payload heads, through a ``mapInArrow`` of its own."""
+
+    def _head_facts(self, heads: DataFrame, bc) -> DataFrame:
+        return heads.mapInArrow(_HeadFactsMap(bc), HEAD_FACTS_MAP)
 
     def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         plan, bc = self._narrowed(schema, table, until_lsn)
@@ -509,8 +567,8 @@ class _FieldChanges(_Pass2):
 
     def __init__(self, src, plan, plan_bc, pass1: pa.Table, has_lsn: bool, options: dict, envelope: str,
                  sort: bool):
-        super().__init__(src, plan, plan_bc, has_lsn, envelope, sort)
-        self.pass1, self.options = pass1, options
+        super().__init__(src, plan, plan_bc, pass1, has_lsn, envelope, sort)
+        self.options = options
 
     def _rows(self, plan, plan_bc) -> DataFrame:
         """The archive rows that make one change row each, chosen without decoding."""
@@ -523,19 +581,6 @@ class _FieldChanges(_Pass2):
             else:                  # whole transactions not given: Spark drops their key ranges
                 rows = _outside(rows, ranges)
         return rows
-
-    def _truncates(self, plan) -> pa.Table | None:
-        """The change rows of the Truncates among pass 1's rows, in order (None: none)."""
-        payload = _binary(self.pass1.column(_PAYLOAD))
-        is_t = message_tags(payload, envelope=plan.envelope) == ord("T")
-        if not is_t.any():
-            return None
-        sel = pa.array(is_t)
-        lsn = self.pass1.column(_LSN).combine_chunks().filter(sel) if self.has_lsn else None
-        with failfast_errors():
-            t = plan.changes(payload.filter(sel), self.pass1.column(_KEY).combine_chunks().filter(sel), lsn,
-                             errors="raise")
-        return t.sort_by([("seq", "ascending")]) if len(t) else None
 
     def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None,
                deterministic: bool = True) -> DataFrame:
@@ -573,35 +618,12 @@ class _FieldChanges(_Pass2):
         """The change rows of one table, chosen before decoding."""
         return self.changes(*self._narrowed(schema, table))
 
-    def table_info(self, schema: str, table: str):
-        """``_table_info`` without decoding: each row's Relation version and commit rank
-        from its 35-byte head (one small job, one Python node), the column lists from
-        the plan, the truncates from pass 1's rows on the driver."""
-        plan, bc = self._narrowed(schema, table)
+    def _head_facts(self, heads: DataFrame, bc) -> DataFrame:
         # the Delete fact from the UDF too, which reads the tag byte anyway: Spark's own
         # test of the payload above the UDF keeps every whole payload in the Python node's
         # queue of input rows (1 M rows, alternating in one session: 2.13 s against 2.25 s)
-        facts = F.arrow_udf(_HeadFacts(bc), "version long, rank long, old boolean, del boolean")
-        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
-        f = rows.select(facts(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)).alias("f"),
-                        F.col(_KEY).alias("s"))
-        used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
-                .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
-                     F.max("f.old").alias("old"), F.max("f.del").alias("dels")).collect())
-        # one entry per definition (the same definition sent again is one version)
-        fingerprint = plan.version_table.column("relation_version").to_pylist()
-        last = {}
-        for r in used:
-            fp, pos = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"])
-            last[fp] = max(last.get(fp, pos), pos)
-        by_version = plan.columns_by_version()
-        versions = [by_version[fp] for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
-        trunc = self._truncates(plan)
-        # commit_lsn as Spark gives it back (decimal(20,0)): history puts it in literals
-        truncs = [] if trunc is None else sorted(
-            (r["commit_rank"], r["seq"], None if r["commit_lsn"] is None else decimal.Decimal(r["commit_lsn"]),
-             r.get("commit_ts")) for r in trunc.to_pylist())
-        return _TableInfo(versions, truncs, any(r["old"] for r in used), any(r["dels"] for r in used))
+        facts = F.arrow_udf(_HeadFacts(bc), HEAD_FACTS)
+        return heads.select(facts(F.col(_KEY), F.col("h")).alias("f"), F.col(_KEY).alias("s"))
 
     def typed(self, schema: str, table: str, mapper: "_TableMapper", until_lsn=None) -> DataFrame:
         """``table_changes``' rows, typed in the same Python step that decodes them."""
@@ -718,8 +740,10 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         raise ValueError("impl='fields' needs pyspark.sql.functions.arrow_udf (PySpark >= 4.1), mode FAILFAST "
                          "and no observation")
 
-    # pass 1: control candidates to the driver (with the Truncates, for impl="fields")
-    tags = CONTROL_TAGS + (b"T" if impl == "fields" else b"")
+    # pass 1: control candidates to the driver, with the Truncates where the table
+    # functions will read them from here (_Pass2: FAILFAST, no observation)
+    keeps_pass2 = mode == FAILFAST and observation is None
+    tags = CONTROL_TAGS + (b"T" if keeps_pass2 else b"")
     rows = _collect_arrow(src.where(_is_control(F.col(_PAYLOAD), envelope, tags))
                           .select(_PAYLOAD, _KEY, *([_LSN] if has_lsn else [])))
     with failfast_errors():
@@ -752,8 +776,8 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         out = drop_malformed(out)
     out = out.drop(_SUB)
     out._pgoutput_plan = plan
-    if mode == FAILFAST and not count_rows:   # no error rows, no counts: table_changes may decode again
-        out._pgoutput_map = _MapChanges(src, plan, plan_bc, has_lsn, envelope, sort)
+    if keeps_pass2:   # no error rows, no counts: the table functions may decode again
+        out._pgoutput_map = _MapChanges(src, plan, plan_bc, rows, has_lsn, envelope, sort)
     return out
 
 
@@ -877,13 +901,15 @@ class _TableInfo(NamedTuple):
 
 def _table_info(changes: DataFrame, name: str) -> _TableInfo:
     """One small job: the table's Relation versions in use, its truncates, and whether
-    an Update may have changed a key (:class:`_TableInfo`). Over ``decode_changes``' field UDFs nothing is decoded
-    (``_FieldChanges.table_info``; 1 M rows, warm, alternating in one session: 2.8–2.9 s
+    an Update may have changed a key (:class:`_TableInfo`). Over a DataFrame straight from
+    ``decode_changes`` (FAILFAST, no observation) nothing is decoded: ``_Pass2.table_info``
+    reads the payload heads (1 M rows, warm, alternating in one session: 2.8–2.9 s
     against 3.1–3.4 s reading the decoded ``relation_version``, 3.6 s reading the column
-    lists: handing each row to Python costs Spark more than decoding it)."""
-    fields = _fields_of(changes)
-    if fields is not None:
-        return fields.table_info(*_split_name(name))
+    lists: handing each row to Python costs Spark more than decoding it). Over any other
+    DataFrame, its decoded rows."""
+    pass2 = _fields_of(changes) or _pass2_of(changes, "_pgoutput_map")
+    if pass2 is not None:
+        return pass2.table_info(*_split_name(name))
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
     rows = (_of_table(changes, name).groupBy("relation_version")

@@ -240,7 +240,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     assert table_changes(decode_changes(df, order_by="seq", tables="nosuch.*"), name).count() == 0
     # the versions job reads the payload heads only, and finds what the decoded rows say
     from pgoutput_codec.spark.changes import _table_info
-    mapped = decode_changes(df, order_by="seq", impl="map")
+    mapped = decode_changes(df, order_by="seq", impl="map").select("*")   # its decoded rows
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
     deleted = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "D")).to_pylist()}
@@ -259,7 +259,8 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     table_changes types one table's rows in the mapInArrow that decodes them: one
     Python node, not the decode's then the typing's, and the rows, in the order, of the
     two steps (over a DataFrame derived from the change rows); so for sort=False and for
-    snapshot's as_of_lsn. A malformed row still fails with its order key."""
+    snapshot's as_of_lsn. Its versions job reads the payload heads. A malformed row
+    still fails with its order key."""
     from pgoutput_codec.spark.changes import _table_info
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
@@ -272,6 +273,12 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     assert truncated and deleted
     ch = decode_changes(df, order_by="seq", impl="map")
     for name in (truncated[0], deleted[0]):
+        # the versions job reads the heads and finds what the decoded rows say
+        info, want_info = _table_info(ch, name), _table_info(ch.select("*"), name)
+        assert info[0] == want_info[0] and info[0] and info[2:] == want_info[2:], name
+        assert [x[:3] for x in info[1]] == [x[:3] for x in want_info[1]], name
+        assert [x[3].timestamp() for x in info[1]] == [x[3].timestamp() for x in want_info[1]], name
+        assert info.deletes == (name in deleted) and bool(info.truncates) == (name in truncated), name
         tc = table_changes(ch, name)
         assert len(_python_nodes(tc)) == 1, (name, _python_nodes(tc))
         got, ref = collect(tc), collect(table_changes(ch.select("*"), name))
