@@ -870,10 +870,12 @@ def _fields_of(changes: DataFrame):
     return _pass2_of(changes, "_pgoutput_fields")
 
 
-def _pass2_of(changes: DataFrame, name: str):
-    """The :class:`_Pass2` attached as ``name`` to a DataFrame straight from
-    ``decode_changes`` (None: another DataFrame, or cached: then its rows are read as
-    they are)."""
+def _pass2_of(changes: DataFrame, name: str | None = None):
+    """The :class:`_Pass2` attached as ``name`` (default: either form's) to a DataFrame
+    straight from ``decode_changes`` (None: another DataFrame, or cached: then its rows
+    are read as they are)."""
+    if name is None:
+        return _pass2_of(changes, "_pgoutput_fields") or _pass2_of(changes, "_pgoutput_map")
     pass2 = _attached(changes, name)
     return None if pass2 is None or getattr(changes, "is_cached", False) else pass2
 
@@ -895,7 +897,7 @@ def _table_info(changes: DataFrame, name: str) -> _TableInfo:
     against 3.1–3.4 s reading the decoded ``relation_version``, 3.6 s reading the column
     lists: handing each row to Python costs Spark more than decoding it). Over any other
     DataFrame, its decoded rows."""
-    pass2 = _fields_of(changes) or _pass2_of(changes, "_pgoutput_map")
+    pass2 = _pass2_of(changes)
     if pass2 is not None:
         return pass2.table_info(*_split_name(name))
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
@@ -1063,7 +1065,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
                    T.StructField("unchanged", T.ArrayType(T.StringType()))]
     out_schema = T.StructType(out_fields)
     mapper = _TableMapper(f"{schema}.{table}", need, out_schema, colplan, registry)
-    pass2 = _fields_of(changes) or _pass2_of(changes, "_pgoutput_map")
+    pass2 = _pass2_of(changes)
     if pass2 is not None:   # typed where the rows are decoded: no change rows in between
         return pass2.typed(schema, table, mapper, _until_lsn)
     return _of_table(changes, name).select(*need).mapInArrow(mapper, out_schema)
