@@ -421,12 +421,13 @@ class _HeadFacts:
         self.plan_bc = plan_bc
 
     def __call__(self, batches):
+        plan, schema = self.plan_bc.value, ST.arrow_schema_for(HEAD_FACTS_ROW)
         for b in batches:
             key = b.column(0)
-            facts = self.plan_bc.value.head_facts(b.column(1), key)
+            facts = plan.head_facts(b.column(1), key)
             yield pa.RecordBatch.from_arrays(
                 [pa.StructArray.from_arrays([pa.array(a) for a in facts], names=HEAD_FACTS.names), key],
-                schema=ST.arrow_schema_for(HEAD_FACTS_ROW))
+                schema=schema)
 
 
 class _KeepRows:
@@ -531,7 +532,8 @@ class _MapChanges(_Pass2):
         out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
         payload = F.col(_PAYLOAD)
         rows = self.src.where(_may_be_row_change(payload, self.envelope) | _tag_in(payload, self.envelope, b"T"))
-        if plan.drops_changes() and plan.dropped_key_ranges() is not None:
+        if plan.drops_changes():   # e.g. the transactions after as_of_lsn: Spark drops their
+            # key ranges when whole transactions describe them (else the decoder leaves them out)
             rows = _outside(rows, plan.dropped_key_ranges())
         return self._sorted(rows.mapInArrow(_TypedMapper(bc, mapper, self.has_lsn, out_type), out_type))
 
