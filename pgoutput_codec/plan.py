@@ -27,6 +27,7 @@ import copy
 import gc
 import re
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -79,6 +80,23 @@ _VECTORIZED_WALK = True
 #: it: the array walk costs about 120 µs a chunk whatever its size, the Python walk about
 #: 2.2 µs a row (measured on one-row transactions; tests make it 1).
 _MIN_ARRAY_RUN = 64
+
+
+class RowDrops(NamedTuple):
+    """What :meth:`ControlPlan.keep_mask` leaves out, as data a query engine can test
+    without Python (:meth:`ControlPlan.row_drops`): an I/U/D row whose payload is long
+    enough to hold its relation id is left out when its order key lies in one of
+    ``segments``, when its relation id has a key range in ``relids`` that holds its key,
+    or when it is read inside a stream block (its key lies in one of ``stream``: the
+    relation id then comes 4 bytes later, after the xid) and one of ``aborted``, a pair
+    (key ranges, xids), has a range holding its key and its xid. All offsets are 25
+    bytes later in an XLogData 'w' frame unless ``envelope`` is "none". Ranges are
+    ``(lo, hi)`` order keys, bounds exclusive, None for an open end."""
+    envelope: str
+    segments: list
+    stream: list
+    relids: dict
+    aborted: list
 
 
 class _Walked:
@@ -629,35 +647,81 @@ class ControlPlan:
         not given: no aborted subtransaction, no ``tables``): the order-key ranges
         ``(lo, hi)`` holding them, bounds exclusive, None for an open end — merged, at
         most ``limit``. None when that does not describe them (then ask
-        :meth:`keep_mask`). Typical: the rows before the archive's first control row
-        (a transaction whose Begin came before the archive and whose Commit never
-        came), a transaction still open at its end, or the archive before ``after_lsn``.
-
-        Segments between two control rows with consecutive keys hold no row, so runs
-        merge across them: the thousands of transactions committed before
-        ``after_lsn`` make one range, not one each. A range may then hold control
-        rows: its callers filter change rows (I/U/D) only."""
+        :meth:`keep_mask` or :meth:`row_drops`). Typical: the rows before the archive's
+        first control row (a transaction whose Begin came before the archive and whose
+        Commit never came), a transaction still open at its end, or the archive before
+        ``after_lsn``. A range may hold control rows: its callers filter change rows
+        (I/U/D) only."""
         if self._chooses_tables() or self.aborted:
             return None
-        drop = self._dropped_segments()
-        if not drop.any():
+        return self._segment_ranges(self._dropped_segments(), limit)
+
+    def _segment_ranges(self, flags: np.ndarray, limit: int):
+        """The order-key ranges of the segments ``flags`` marks, merged, at most
+        ``limit`` (else None). Segments between two control rows with consecutive keys
+        hold no row, so runs merge across them: the thousands of transactions committed
+        before ``after_lsn`` make one range, not one each."""
+        if not flags.any():
             return []
         bound = self.ctrl_keys
-        empty = np.zeros(len(drop), dtype=bool)
+        empty = np.zeros(len(flags), dtype=bool)
         empty[1:-1] = np.diff(bound) == 1
-        # a run: dropped segments, joined by empty ones, from a dropped one to a dropped one
-        joinable = drop | empty
+        # a run: marked segments, joined by empty ones, from a marked one to a marked one
+        joinable = flags | empty
         starts = np.flatnonzero(joinable & ~np.r_[False, joinable[:-1]])
         ends = np.flatnonzero(joinable & ~np.r_[joinable[1:], False])
         runs = []
         for a, b in zip(starts, ends, strict=True):
-            d = np.flatnonzero(drop[a:b + 1])
+            d = np.flatnonzero(flags[a:b + 1])
             if len(d):
                 runs.append((a + d[0], a + d[-1]))
         if len(runs) > limit:
             return None
         return [(int(bound[a - 1]) if a > 0 else None, int(bound[b]) if b < len(bound) else None)
                 for a, b in runs]
+
+    def _relid_ranges(self) -> dict:
+        """{relation id: the key ranges where the Relation version in force belongs to a
+        table ``tables`` leaves out} (empty when it chooses none out). A row's version is
+        that of the newest Relation with its id before its key, so each range runs from
+        such a Relation's key to the next one's that is chosen (exclusive: those keys
+        are Relation rows, never I/U/D); a row before its id's first Relation has no
+        version and is not in any range (kept: the decoder reports it)."""
+        if not self._chooses_tables():
+            return {}
+        rel, key = self.ev_rel, self.ev_key
+        d = ~self._version_selected()[self.ev_ver]
+        first = np.r_[True, rel[1:] != rel[:-1]]          # the events sort by (relid, key)
+        last = np.r_[first[1:], True]
+        starts = np.flatnonzero(d & (first | ~np.r_[False, d[:-1]]))
+        ends = np.flatnonzero(d & (last | ~np.r_[d[1:], False]))
+        out = {}
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            lo = None if key[a] == _BEFORE_ALL else int(key[a])
+            out.setdefault(int(rel[a]), []).append((lo, None if last[b] else int(key[b + 1])))
+        return out
+
+    def row_drops(self, limit: int = 64) -> RowDrops | None:
+        """:meth:`keep_mask` as data (:class:`RowDrops`), so that Spark can leave the rows
+        out by itself, before any of them crosses into Python. None when the plan drops
+        nothing, or when more than ``limit`` ranges of one kind (``4 * limit`` relation
+        ranges) would describe it: then ask :meth:`keep_mask`."""
+        if not self.drops_changes():
+            return None
+        segments = self._segment_ranges(self._dropped_segments(), limit)
+        relids = self._relid_ranges()
+        if segments is None or sum(map(len, relids.values())) > 4 * limit:
+            return None
+        aborted = []   # a subtransaction's rows: its transaction's segments, its xids
+        for k, subxids in sorted(self.aborted.items()):
+            ranges = self._segment_ranges(self.seg_slot == self.commit_slots[k], limit)
+            if ranges is None or len(aborted) >= limit:
+                return None
+            aborted.append((ranges, sorted(int(x) for x in subxids)))
+        stream = self._segment_ranges(self.seg_stream.astype(bool), limit) if relids or aborted else []
+        if stream is None:
+            return None
+        return RowDrops(self.envelope, segments, stream, relids, aborted)
 
     def _judge_heads(self, heads, keys):
         """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be

@@ -530,6 +530,37 @@ def test_a_plan_for_a_key_range_keeps_aborts_and_prepares():
     assert whole.aborted and len(whole.changes(values, keys)) > 0
 
 
+def _kept_by_row_drops(drops, values, keys) -> list:
+    """ControlPlan.row_drops read row by row in plain Python, as its docstring says
+    (the Spark filter, ``spark.changes._dropped``, is tested against the same plans)."""
+    def inside(k, ranges):
+        return any((lo is None or k > lo) and (hi is None or k < hi) for lo, hi in ranges)
+
+    kept = []
+    for v, k in zip(values.to_pylist(), keys.tolist(), strict=True):
+        at = 25 if drops.envelope != "none" and v is not None and v[:1] == b"w" else 0
+        streamed = inside(k, drops.stream)
+        rel_at = at + 1 + 4 * streamed
+        judged = v is not None and v[at:at + 1] in (b"I", b"U", b"D") and len(v) >= rel_at + 4
+        xid = int.from_bytes(v[at + 1:at + 5], "big") if judged and streamed else None
+        kept.append(not (judged and (
+            inside(k, drops.segments)
+            or inside(k, drops.relids.get(int.from_bytes(v[rel_at:rel_at + 4], "big"), []))
+            or any(inside(k, ranges) and xid in xids for ranges, xids in drops.aborted))))
+    return kept
+
+
+def _row_drops_match_keep_mask(plan, values, keys, keep):
+    """row_drops describes keep_mask's rows exactly wherever the plan drops changes and
+    no subtransaction aborted (these small archives never reach its limits)."""
+    drops = plan.row_drops()
+    if not plan.drops_changes():
+        assert drops is None
+        return
+    assert drops is not None and _kept_by_row_drops(drops, values, keys) == keep.tolist()
+    assert bool(drops.aborted) == bool(plan.aborted)
+
+
 def _keep_mask_matches_changes(values, keys, **options):
     """keep_mask (heads only) leaves out exactly the I/U/D rows changes() leaves out."""
     import numpy as np
@@ -543,6 +574,7 @@ def _keep_mask_matches_changes(values, keys, **options):
     heads = pc.binary_slice(values, 0, HEAD_BYTES)
     keep = plan.keep_mask(heads, keys)
     assert keep[~iud].all()                       # only I/U/D rows are judged
+    _row_drops_match_keep_mask(plan, values, keys, keep)
     out = plan.changes(values.filter(pa.array(iud)), keys[iud])
     assert sorted(keys[iud & keep].tolist()) == sorted(out.column("seq").to_pylist())
     rows = plan.change_rows(values, keys)   # aligned: a null row for every row left out
@@ -599,6 +631,8 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
     want = want.filter(pc.and_(pc.equal(want.column("schema"), v["schema"]), pc.equal(want.column("table"), v["table"])))
     keep = one.keep_mask(pc.binary_slice(values, 0, HEAD_BYTES), keys)
     assert 0 < len(want) and sorted(keys[iud & keep]) == sorted(want.column("seq").to_pylist())
+    _row_drops_match_keep_mask(one, values, keys, keep)
+    assert one.row_drops().relids          # the other tables, by relation id
     assert plan.for_table(v["schema"], v["table"] + "*").keep_mask(values, keys)[iud].sum() == 0
     wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 2 else d
                         for i, d in enumerate(values.to_pylist())], pa.binary())
@@ -681,6 +715,50 @@ def test_keep_mask_on_aborts_rollbacks_and_cut_archives():
     # (before the first row, the prepared transaction up to its Prepare) and (the open one on)
     assert dropped == 2 and plan.dropped_key_ranges() == [(None, keys[3]), (keys[5], None)]
     assert plan.dropped_key_ranges(limit=1) is None
+
+
+def renamed_archive():
+    """An archive where relation 16400 is renamed out of and back into ``public.t`` and
+    16401 is another table; it opens with a transaction touching both before any
+    Relation for them. (values, order keys, the key of each row)."""
+    import dataclasses
+
+    import numpy as np
+    renamed = dataclasses.replace(REL, relation_name="t_old")
+
+    def txn(xid, *msgs):
+        return [Begin(final_lsn=xid, commit_ts=0, xid=xid), *msgs, Commit(commit_lsn=xid, end_lsn=xid + 1, commit_ts=0)]
+    values = pa.array(enc([
+        *txn(1, Insert(relation_id=16400, new_tuple=row(0, "?")), Insert(relation_id=16401, new_tuple=row(7))),
+        *txn(2, renamed, Insert(relation_id=16400, new_tuple=row(1, "a")), REL2, Insert(relation_id=16401,
+                                                                                      new_tuple=row(9))),
+        *txn(3, REL, Insert(relation_id=16400, new_tuple=row(2, "b"))),
+        *txn(4, renamed, Insert(relation_id=16400, new_tuple=row(3, "c")), Insert(relation_id=16401,
+                                                                                new_tuple=row(8)))]), pa.binary())
+    keys = np.arange(len(values)) * 2 + 5
+    return values, keys
+
+
+def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
+    """A relation id's rows are left out only while the Relation in force names a table
+    not chosen: ``ALTER TABLE … RENAME`` keeps the id and sends a new Relation. A row
+    before its id's first Relation is kept (the decoder reports it)."""
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    values, keys = renamed_archive()
+    at = keys.tolist()   # rows 5, 11 and 15 are 16400's Relations, row 7 16401's
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables="public.t")
+    keep = plan.keep_mask(values, keys)
+    assert keep[[1, 2]].all()                     # before any Relation: kept, for the decoder to report
+    assert not keep[[6, 8, 16, 17]].any() and keep[12]
+    drops = plan.row_drops()
+    assert drops.relids == {16400: [(at[5], at[11]), (at[15], None)], 16401: [(at[7], None)]}
+    assert drops.segments == [(None, at[0])] and drops.stream == [] and drops.aborted == []
+    assert _kept_by_row_drops(drops, values, keys) == keep.tolist()
+    # without the first transaction: what changes() leaves out, read from the heads
+    rest, rest_keys = values.slice(4), keys[4:]
+    plan, dropped = _keep_mask_matches_changes(rest, rest_keys, tables="public.t")
+    assert dropped == 4 and plan.row_drops().relids == drops.relids
 
 
 def test_plan_counts_errors_and_orphans():

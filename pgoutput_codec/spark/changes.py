@@ -21,9 +21,11 @@ How (two passes over the archive, no per-partition state threaded through one ta
      Arrow batch, so Spark evaluates only the fields a query reads. The rows are chosen
      before any decoding: Spark's filter on the tag byte drops control rows, Truncates,
      logical messages and keepalives; whole transactions not given (uncommitted, or
-     outside ``after_lsn``/``until_lsn``) are dropped by order-key range, and aborted
-     subtransactions and ``tables`` are judged on the first
-     35 payload bytes (``ControlPlan.keep_mask``). Truncates (one row per relation) come
+     outside ``after_lsn``/``until_lsn``) are dropped by order-key range, the tables
+     ``tables`` leaves out by relation id (and key range), aborted subtransactions by
+     key range and xid (``ControlPlan.row_drops``): Spark filters on payload bytes, no
+     Python. Only a plan too long to say so (``ROW_DROP_LIMIT``) is judged on the first
+     35 payload bytes in Python (``ControlPlan.keep_mask``). Truncates (one row per relation) come
      with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
      Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
      on a malformed change payload only when it reads a decoded field (a malformed row
@@ -35,7 +37,7 @@ How (two passes over the archive, no per-partition state threaded through one ta
    - ``impl="map"``: ``mapInArrow`` (PERMISSIVE, DROPMALFORMED, ``observation``, and
      PySpark 3.5/4.0): every field of every change row is turned into Spark rows,
      whatever the query reads. In FAILFAST without ``observation`` it too drops the
-     whole transactions not given by order-key range before the payloads cross into
+     rows the plan leaves out by those Spark filters before the payloads cross into
      Python (their malformed rows are then not reported); the other modes and
      ``observation`` see every row, so that rows in = rows decoded + rows in error.
 
@@ -120,7 +122,7 @@ from pyspark.sql import types as T
 
 from ..batch import message_tags
 from ..checkpoint import Checkpoint
-from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, spread_rows
+from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, RowDrops, spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from ..tables import unknown_key_error
@@ -352,8 +354,9 @@ class _ChangeMapper:
 # says the rest), so each field can be its own UDF, like ``from_pgoutput``: Spark keeps
 # only the calls a query reads, in one Python node (the payload crosses once), and a
 # count needs none. The rows themselves are chosen before any decoding: Spark's filter
-# on the tag byte, and ``ControlPlan.keep_mask`` on 35 payload bytes when the plan can
-# drop changes (uncommitted transactions, aborted subtransactions, ``tables``).
+# on the tag byte, and when the plan can drop changes (uncommitted transactions,
+# aborted subtransactions, ``tables``) on the order key, relation id and xid bytes
+# (``ControlPlan.row_drops``; ``keep_mask`` on 35 payload bytes in Python past its limit).
 # Truncates (one row per relation: not one row per payload) are rare and come with
 # pass 1's rows, so the driver decodes them and they join as a small local DataFrame.
 
@@ -440,15 +443,92 @@ class _KeepRows:
         return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
 
 
-def _outside(rows: DataFrame, ranges) -> DataFrame:
-    """``rows`` without those whose order key lies in one of ``ranges``
-    (``ControlPlan.dropped_key_ranges``)."""
-    if not ranges:
-        return rows
+def _in_ranges(ranges) -> Column:
+    """The order key lies in one of ``ranges`` (``(lo, hi)``, bounds exclusive, None: open)."""
     key = F.col(_KEY)
     inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
               & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
-    return rows.where(~reduce(lambda a, b: a | b, inside))
+    return reduce(lambda a, b: a | b, inside, F.lit(False))
+
+
+def _outside(rows: DataFrame, ranges) -> DataFrame:
+    """``rows`` without those whose order key lies in one of ``ranges``
+    (``ControlPlan.dropped_key_ranges``)."""
+    return rows.where(~_in_ranges(ranges)) if ranges else rows
+
+
+def _be32(n: int) -> Column:
+    """A relation id or xid as the 4 payload bytes that carry it."""
+    return F.lit(bytearray(n.to_bytes(4, "big")))
+
+
+def _dropped(d: RowDrops) -> Column:
+    """Spark's own test of the rows ``ControlPlan.keep_mask`` leaves out (its data:
+    ``ControlPlan.row_drops``), never null. One table of many: the other tables' rows
+    never cross into Python (10 tables, 1 M rows: see ``bench/spark_tables_bench.py``)."""
+    p, key = F.col(_PAYLOAD), F.col(_KEY)
+    # most relation ids of other tables hold one range, from their first Relation on:
+    # one set lookup for every row past the last of those first Relations, a chain of
+    # tests only for the rows before it
+    open_ended = {r: rs[0][0] for r, rs in d.relids.items() if len(rs) == 1 and rs[0][1] is None}
+    rest = {r: rs for r, rs in d.relids.items() if r not in open_ended}
+    starts = [lo for lo in open_ended.values() if lo is not None]
+    last_start = max(starts) if starts else None
+
+    def of_table(relid: Column) -> Column:
+        out = F.lit(False)
+        if open_ended:
+            early = [(relid == _be32(r)) & (key > F.lit(lo)) if lo is not None else relid == _be32(r)
+                     for r, lo in open_ended.items()]
+            late = key > F.lit(last_start) if last_start is not None else F.lit(True)
+            out = relid.isin(*[_be32(r) for r in open_ended]) & (late | reduce(lambda a, b: a | b, early))
+        for r, rs in rest.items():
+            out = out | ((relid == _be32(r)) & _in_ranges(rs))
+        return out
+
+    def at(tag: int) -> Column:   # the tag's byte offset
+        iud = F.substring(p, tag + 1, 1).isin(*[F.lit(bytearray([t])) for t in b"IUD"])
+        streamed = _in_ranges(d.stream)
+        rel_at = F.lit(tag + 1) if not d.stream else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
+        drop = _in_ranges(d.segments)
+        if d.relids:
+            drop = drop | of_table(p.substr(rel_at + 1, F.lit(4)))
+        if d.aborted:   # a streamed row's xid, right after the tag
+            xid = F.substring(p, tag + 2, 4)
+            drop = drop | (streamed & reduce(lambda a, b: a | b, [
+                _in_ranges(ranges) & xid.isin(*[_be32(x) for x in xids]) for ranges, xids in d.aborted]))
+        return iud & (F.length(p) >= rel_at + 4) & drop
+
+    if d.envelope == "none":
+        out = at(0)
+    else:
+        out = F.when(F.substring(p, 1, 1) == F.lit(bytearray(b"w")), at(25)).otherwise(at(0))
+    return F.coalesce(out, F.lit(False))
+
+
+#: ``ControlPlan.row_drops``' limit: a plan that needs more key ranges of one kind to say
+#: which rows it leaves out is judged by ``keep_mask`` over the payload heads instead
+ROW_DROP_LIMIT = 64
+
+
+def _kept(rows: DataFrame, plan: ControlPlan, plan_bc=None) -> DataFrame:
+    """``rows`` (I/U/D candidates) without those ``plan`` leaves out, judged by Spark
+    (whole transactions by key range; the tables not chosen by relation id and key) or,
+    where that cannot say (an aborted subtransaction, too many ranges), by
+    ``ControlPlan.keep_mask`` over the heads in Python when ``plan_bc`` is given (else
+    they stay for the decoder to leave out)."""
+    if not plan.drops_changes():
+        return rows
+    ranges = plan.dropped_key_ranges()
+    if ranges is not None:                     # whole transactions not given
+        return _outside(rows, ranges)
+    drops = plan.row_drops(ROW_DROP_LIMIT)
+    if drops is not None:         # tables not chosen, aborted subtransactions too
+        return rows.where(~_dropped(drops))
+    if plan_bc is None:
+        return rows
+    keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
+    return rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
 
 
 class _Pass2:
@@ -478,7 +558,7 @@ class _Pass2:
         from its 35-byte head (one small job, one Python node: :class:`_HeadFacts`), the
         column lists from the plan, the truncates from pass 1's rows on the driver."""
         plan, bc = self._narrowed(schema, table)
-        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
+        rows = _kept(self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope)), plan)
         # the Delete fact from the heads too, where the tag byte is read anyway: only the
         # heads cross into Python, and no whole payload is kept beside them
         f = (rows.select(_KEY, F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES).alias("h"))
@@ -532,9 +612,9 @@ class _MapChanges(_Pass2):
         out_type = T.StructType(list(mapper.out_schema.fields) + [T.StructField(_SUB, T.LongType())])
         payload = F.col(_PAYLOAD)
         rows = self.src.where(_may_be_row_change(payload, self.envelope) | _tag_in(payload, self.envelope, b"T"))
-        if plan.drops_changes():   # e.g. the transactions after as_of_lsn: Spark drops their
-            # key ranges when whole transactions describe them (else the decoder leaves them out)
-            rows = _outside(rows, plan.dropped_key_ranges())
+        # the other tables' rows and the transactions after as_of_lsn: Spark drops them
+        # where it can tell them (else the decoder leaves them out)
+        rows = _kept(rows, plan)
         return self._sorted(rows.mapInArrow(_TypedMapper(bc, mapper, self.has_lsn, out_type), out_type))
 
 
@@ -569,15 +649,7 @@ class _FieldChanges(_Pass2):
 
     def _rows(self, plan, plan_bc) -> DataFrame:
         """The archive rows that make one change row each, chosen without decoding."""
-        rows = self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope))
-        if plan.drops_changes():
-            ranges = plan.dropped_key_ranges()
-            if ranges is None:     # judged row by row, from the first bytes of the payload
-                keep = F.arrow_udf(_KeepRows(plan_bc), T.BooleanType())
-                rows = rows.where(keep(F.col(_KEY), F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES)))
-            else:                  # whole transactions not given: Spark drops their key ranges
-                rows = _outside(rows, ranges)
-        return rows
+        return _kept(self.src.where(_may_be_row_change(F.col(_PAYLOAD), self.envelope)), plan, plan_bc)
 
     def _frame(self, plan, plan_bc, rows_of, out_type: T.StructType, truncates: pa.Table | None,
                deterministic: bool = True) -> DataFrame:
@@ -753,10 +825,11 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         return out
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
-    if mode == FAILFAST and not count_rows and plan.drops_changes():
-        # whole transactions not given (a commit window, ones that never committed): their
-        # rows need not cross into Python. Not when rows are counted or kept in error.
-        src = _outside(src, plan.dropped_key_ranges())
+    if mode == FAILFAST and not count_rows:
+        # whole transactions not given (a commit window, ones that never committed) and
+        # tables ``tables`` leaves out: their rows need not cross into Python. Not when
+        # rows are counted or kept in error.
+        src = _kept(src, plan)
     out = src.mapInArrow(_ChangeMapper(plan_bc, inner, mode, has_lsn, count_rows), inner)
     if sort:   # before observe(): the sort's sampling job would run the metrics a second time
         out = out.orderBy(F.col("commit_rank").asc_nulls_first(), "seq", _SUB)
@@ -857,8 +930,8 @@ def _of_table(changes: DataFrame, name: str) -> DataFrame:
     below the field UDFs of ``decode_changes`` (impl "fields"), into a Python node of
     its own: every payload sent and decoded twice. So for a DataFrame straight from
     ``decode_changes`` (and not cached) the table is chosen before decoding instead
-    (``ControlPlan.for_table``: 35 payload bytes per row cross, the other tables' rows
-    are never decoded)."""
+    (``ControlPlan.for_table``: Spark drops the other tables' rows by their relation id
+    bytes, so they never cross into Python)."""
     schema, table = _split_name(name)
     fields = _fields_of(changes)
     if fields is not None:

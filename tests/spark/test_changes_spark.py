@@ -27,6 +27,7 @@ from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationCol
 from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
+from pgoutput_codec.spark import changes as SC  # noqa: E402
 from pgoutput_codec.spark.changes import _conform, change_type, convert_values, physical_plan, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
@@ -171,11 +172,12 @@ def _python_nodes(df) -> list[str]:
 
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
-def test_change_rows_cost_only_what_a_query_reads(spark, files):
+def test_change_rows_cost_only_what_a_query_reads(spark, files, monkeypatch):
     """One UDF per field: a count decodes nothing (Spark filters by tag byte and, for
-    whole uncommitted transactions, by order key), ``op`` is one UDF call, and where
-    the plan must judge rows one by one (aborted subtransactions) only 35 payload bytes
-    cross for it. The counts and values stay those of the single-process decoder."""
+    whole uncommitted transactions, by order key; for aborted subtransactions by key
+    and xid), ``op`` is one UDF call, and where the plan is too long to say as a Spark
+    filter only 35 payload bytes cross for it. The counts and values stay those of the
+    single-process decoder."""
     plain = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
     ch = decode_changes(plain, order_by="seq", sort=False)
@@ -188,19 +190,28 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files):
 
     streamed = spark.read.parquet(*files["v2_streaming"])
     want = decode_changes_1(archive(VERSION, "v2_streaming"))
-    ch = decode_changes(streamed, order_by="seq", sort=False)
-    nodes = _python_nodes(ch.groupBy().count())
-    assert len(nodes) == 1 and "_KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
-    assert ch.count() == len(want)
-    got = collect(ch.select("seq", "xid", "after").orderBy("seq"))
-    assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
+    for limit in (SC.ROW_DROP_LIMIT, 0):
+        monkeypatch.setattr(SC, "ROW_DROP_LIMIT", limit)
+        ch = decode_changes(streamed, order_by="seq", sort=False)
+        nodes = _python_nodes(ch.groupBy().count())
+        if limit:
+            assert nodes == [], nodes
+        else:
+            assert len(nodes) == 1 and "_KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
+        assert ch.count() == len(want)
+        got = collect(ch.select("seq", "xid", "after").orderBy("seq"))
+        assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
 
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
-def test_a_query_filtering_on_decoded_fields(spark, files):
+@pytest.mark.parametrize("limit", [None, 0])
+def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
     """Spark evaluates a query's filter on a decoded field next to the row filters, on
-    every row before them (control rows, Truncates, changes of aborted subtransactions):
-    the field UDFs give those rows nulls, and the counts are the single-process ones."""
+    every row before them (control rows, Truncates, changes of aborted subtransactions;
+    with ``limit`` 0 in the same Python node as ``keep_mask``): the field UDFs give those
+    rows nulls, and the counts are the single-process ones."""
+    if limit is not None:
+        monkeypatch.setattr(SC, "ROW_DROP_LIMIT", limit)
     df = spark.read.parquet(*files["v3_2pc_binary_streaming"])
     want = decode_changes_1(archive(VERSION, "v3_2pc_binary_streaming"))
     ch = decode_changes(df, order_by="seq", sort=False)
@@ -210,7 +221,8 @@ def test_a_query_filtering_on_decoded_fields(spark, files):
                     (F.col("xid").isNotNull() & (F.col("op") != "T"), pc.sum(pc.not_equal(want.column("op"), "T"))
                      .as_py())]:
         q = ch.where(cond)
-        assert any("_KeepRows" in n_ and "_ChangeField" in n_ for n_ in _python_nodes(q)), _python_nodes(q)
+        nodes = _python_nodes(q)
+        assert any("_ChangeField" in n_ and ("_KeepRows" in n_) == (limit == 0) for n_ in nodes), nodes
         assert q.count() == n > 0
 
 
@@ -229,7 +241,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     tc = table_changes(ch, name)
     nodes = _python_nodes(tc)
     decoding = [n for n in nodes if "_ChangeField" in n]
-    assert len(decoding) == 1 and sum("_KeepRows" in n for n in nodes) == 1, nodes
+    assert len(decoding) == 1 == len(nodes), nodes   # the other tables' rows: a Spark filter
     got = collect(tc)
     ref = collect(table_changes(decode_changes(df, order_by="seq", impl="map"), name))
     assert len(got) > 10 and got.equals(ref)
@@ -252,6 +264,55 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
         assert deletes == want_deletes == (t in deleted), t
         assert [x[:3] for x in truncs] == [x[:3] for x in want_truncs], t
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
+
+
+def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
+    """``ControlPlan.row_drops`` as a Spark filter (``_dropped``): on every archive of the
+    corpus (streamed rows, aborted subtransactions, two-phase), with ``tables`` choosing,
+    narrowed to one table, to one table up to a commit, and in XLogData frames, Spark
+    leaves out exactly the rows the heads-only ``keep_mask`` does (the other tables' rows
+    never reach Python)."""
+    import numpy as np
+
+    from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
+    from pgoutput_codec.spark.changes import _KEY, _PAYLOAD, _dropped
+    streamed = aborted = 0
+    for option_set in OPTION_SETS:
+        arch = archive(VERSION, option_set)
+        plain = arch.column("data").combine_chunks()
+        keys = arch.column("seq").to_numpy()
+        wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 3 else d
+                            for i, d in enumerate(plain.to_pylist())], pa.binary())
+        for values in (plain, wrapped):
+            mask = control_candidates(values)
+            whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+            v = whole.versions[-1]
+            commits = np.unique(whole.commit_lsn.to_numpy(zero_copy_only=False))
+            one = whole.for_table(v["schema"], v["table"])
+            plans = [ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables="public.[a-m]*"), one,
+                     one.between(until_lsn=int(commits[len(commits) // 2]))]
+            plans += [whole] if whole.aborted else []   # the aborted subtransactions' rows of every table
+            drops = [p.row_drops() for p in plans]
+            assert None not in drops, option_set
+            streamed += any(d.stream for d in drops)
+            aborted += bool(whole.aborted and drops[-1].aborted)
+            df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
+            got = collect(df.select(_KEY, *[_dropped(d).alias(f"d{i}") for i, d in enumerate(drops)]).orderBy(_KEY))
+            assert got.column(_KEY).to_numpy().tolist() == sorted(keys.tolist())
+            order = np.argsort(keys)
+            heads = pc.binary_slice(values, 0, HEAD_BYTES)
+            for i, p in enumerate(plans):
+                want = ~p.keep_mask(heads, keys)[order]
+                assert want.any() and got.column(f"d{i}").to_numpy(zero_copy_only=False).tolist() == want.tolist(), \
+                    (option_set, i)
+    assert streamed and aborted   # the corpus has both: the xid and the later relation id read
+    # a table renamed out of the choice and back, rows before any Relation for their id
+    values, keys = TC.renamed_archive()
+    mask = control_candidates(values)
+    p = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables="public.t")
+    df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
+    got = collect(df.select(_dropped(p.row_drops()).alias("d"), _KEY).orderBy(_KEY)).column("d").to_pylist()
+    assert got == (~p.keep_mask(values, keys)).tolist() and sum(got) == 4
 
 
 def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
