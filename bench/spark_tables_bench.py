@@ -16,7 +16,11 @@ archive (run that first: it builds and caches the archive in ``bench/data/``), l
   an incremental job saves: pass 2 decodes only the window's rows), the same rows from
   a run resumed from the checkpoint of a run up to that tenth (``resume=``: pass 1 too
   reads only the rows from the checkpoint on), and ``snapshot(as_of_lsn=)`` at the
-  middle commit + count.
+  middle commit + count;
+- ten tables (``--tables``, default 10): the same rows with each transaction's Inserts
+  moved to one of ten relation ids (ten Relations first), and ``table_changes`` + count,
+  the same + ``count`` of three value columns, and ``snapshot`` + count of one of them:
+  the nine other tables' rows are what Spark leaves out (``ControlPlan.row_drops``).
 
 Each the best of ``--repeat`` runs, after one warm-up run of each implementation.
 Prints a table and the map/fields ratios; writes ``bench/results/spark_tables.json``.
@@ -38,10 +42,49 @@ RESULTS = ROOT / "bench" / "results"
 TABLE = "public.bench"
 
 
+def ten_tables(rows: int, tables: int) -> Path:
+    """The first ``rows`` messages of ``ARCHIVE`` with transaction k's Inserts moved to
+    relation id 16384 + k % ``tables`` (``public.bench``, ``public.bench1``, …), whose
+    Relations come first (cached in ``bench/data``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import spark_bench
+    from pgoutput_codec import Relation, RelationColumn, encode_message
+    out = ROOT / "bench" / "data" / f"tables{tables}_{rows}"
+    if (out / "_DONE").exists():
+        return out
+    t = pq.read_table(ARCHIVE, filters=[("seq", "<", rows)]).sort_by("seq")
+    data = t.column("data").combine_chunks()
+    offsets = np.frombuffer(data.buffers()[1], np.int32, count=len(data) + 1)
+    buf = np.frombuffer(data.buffers()[2], np.uint8).copy()
+    ins = np.flatnonzero(buf[offsets[:-1]] == ord("I"))
+    relid = (spark_bench.RELID + t.column("xid").to_numpy()[ins] % tables).astype(">u4").view(np.uint8)
+    for k in range(4):
+        buf[offsets[ins] + 1 + k] = relid.reshape(-1, 4)[:, k]
+    data = pa.Array.from_buffers(pa.binary(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    cols = tuple(RelationColumn(1 if i == 0 else 0, f"c{i}", oid, -1) for i, oid in enumerate(spark_bench.OIDS))
+    rels = [encode_message(Relation(relation_id=spark_bench.RELID + k, namespace="public",
+                                    relation_name="bench" + (str(k) if k else ""), replica_identity="d",
+                                    columns=cols)) for k in range(tables)]
+    head = pa.table({"seq": np.arange(-tables, 0, dtype=np.int64), "lsn": np.zeros(tables, np.int64),
+                     "xid": np.zeros(tables, np.int64), "data": pa.array(rels, pa.binary())})
+    t = pa.concat_tables([head, t.select(["seq", "lsn", "xid"]).append_column("data", data).cast(head.schema)])
+    out.mkdir(parents=True, exist_ok=True)
+    bounds = np.linspace(0, len(t), 5, dtype=np.int64)
+    for i in range(4):
+        pq.write_table(t.slice(bounds[i], bounds[i + 1] - bounds[i]), out / f"part-{i}.parquet",
+                       row_group_size=131072)
+    (out / "_DONE").write_text("")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--tables", type=int, default=10)
     args = ap.parse_args()
     if not (ARCHIVE / "_DONE").exists():
         sys.exit(f"no archive at {ARCHIVE}: run bench/spark_bench.py first (it builds it)")
@@ -117,6 +160,27 @@ def main():
         res[impl]["window"] = best
         print(f"{impl:7s} window: " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
                                                   for k, v in best.items()), flush=True)
+    many = spark.read.parquet(str(ten_tables(args.rows, args.tables)))
+    one = f"public.bench{args.tables // 2}"
+    values = [f"after.c{i}" for i in (1, 5, 9)]
+    for impl in impls:
+        best = {}
+        for run in range(args.repeat + 1):
+            ch = decode_changes(many, order_by="seq", sort=False, impl=impl)
+            t0 = time.perf_counter()
+            n = table_changes(ch, one).count()
+            t1 = time.perf_counter()
+            table_changes(ch, one).agg(*[F.count(c) for c in values]).first()
+            t2 = time.perf_counter()
+            m = snapshot(ch, one).count()
+            t3 = time.perf_counter()
+            if run:
+                for k, v in (("table_changes", t1 - t0), ("table_changes_3_values", t2 - t1), ("snapshot", t3 - t2)):
+                    best[k] = min(best.get(k, v), v)
+            best.update(rows=n, snapshot_rows=m)
+        res[impl][f"one_of_{args.tables}_tables"] = best
+        print(f"{impl:7s} one of {args.tables} tables: " + "  ".join(
+            f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}" for k, v in best.items()), flush=True)
     if len(impls) == 2:
         res["map_over_fields"] = {k: res["map"][k] / res["fields"][k]
                                   for k in ("pass1", "versions", "table_changes", "snapshot")}
