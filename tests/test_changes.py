@@ -739,10 +739,30 @@ def renamed_archive():
     return values, keys
 
 
+def staggered_archive(tables: int = 30):
+    """``tables`` tables t0, t1, … whose first Relations come one transaction apart, each
+    transaction also touching the next three tables before their Relation: rows before
+    their id's first Relation all through the archive. (values, order keys)"""
+    import dataclasses
+
+    import numpy as np
+    msgs = []
+    for k in range(tables):
+        msgs += [Begin(final_lsn=k + 1, commit_ts=0, xid=k + 1),
+                 *[Insert(relation_id=16400 + j, new_tuple=row(j, "early")) for j in range(k + 1, min(k + 4, tables))],
+                 dataclasses.replace(REL, relation_id=16400 + k, relation_name=f"t{k}"),
+                 *[Insert(relation_id=16400 + j, new_tuple=row(k, "x")) for j in range(k + 1)],
+                 Commit(commit_lsn=k + 1, end_lsn=k + 2, commit_ts=0)]
+    values = pa.array(enc(msgs), pa.binary())
+    return values, np.arange(len(values)) * 2 + 5
+
+
 def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     """A relation id's rows are left out only while the Relation in force names a table
     not chosen: ``ALTER TABLE … RENAME`` keeps the id and sends a new Relation. A row
     before its id's first Relation is kept (the decoder reports it)."""
+    import numpy as np
+
     from pgoutput_codec.plan import ControlPlan, control_candidates
     values, keys = renamed_archive()
     at = keys.tolist()   # rows 5, 11 and 15 are 16400's Relations, row 7 16401's
@@ -759,6 +779,14 @@ def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     rest, rest_keys = values.slice(4), keys[4:]
     plan, dropped = _keep_mask_matches_changes(rest, rest_keys, tables="public.t")
     assert dropped == 4 and plan.row_drops().relids == drops.relids
+    # tables first described all through the archive, rows before their first Relation
+    values, keys = staggered_archive()
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables="public.t7")
+    keep = plan.keep_mask(values, keys)
+    assert len(plan.row_drops().relids) == 29 and _kept_by_row_drops(plan.row_drops(), values, keys) == keep.tolist()
+    early = np.array([v is not None and b"early" in v for v in values.to_pylist()])
+    assert keep[early].all() and (~keep).sum() > 300
 
 
 def test_plan_counts_errors_and_orphans():

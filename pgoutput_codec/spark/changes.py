@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import decimal
 import logging
+import math
 import uuid
 from functools import reduce
 from typing import NamedTuple
@@ -462,26 +463,44 @@ def _be32(n: int) -> Column:
     return F.lit(bytearray(n.to_bytes(4, "big")))
 
 
+def _past_first(relid: Column, firsts: dict) -> Column:
+    """``relid`` (4 payload bytes) is one of ``firsts``' relation ids and the order key
+    lies past that id's first Relation (``firsts[id]``; None: before the archive). Rows
+    past every first Relation (most of an archive) cost one set lookup; a row before
+    some costs one more key test per √n ids (the ids go in about √n groups of √n, by
+    the key of their first Relation), not one per id."""
+    key = F.col(_KEY)
+
+    def among(ids):
+        return relid.isin(*[_be32(r) for r in ids]) if ids else F.lit(False)
+
+    always = [r for r, lo in firsts.items() if lo is None]
+    later = sorted((lo, r) for r, lo in firsts.items() if lo is not None)
+    if not later:
+        return among(always)
+    size = max(1, math.isqrt(len(later)))
+    groups = [later[i:i + size] for i in range(0, len(later), size)]
+    out = F.when(key > F.lit(groups[-1][-1][0]), among(list(firsts)))
+    for g in reversed(range(len(groups))):
+        # key past group g - 1's first Relations, not past all of group g's
+        some = among([r for _, r in groups[g]]) & reduce(
+            lambda a, b: a | b, [(key > F.lit(lo)) & (relid == _be32(r)) for lo, r in groups[g]])
+        col = among(always + [r for grp in groups[:g] for _, r in grp]) | some
+        out = out.when(key > F.lit(groups[g - 1][-1][0]), col) if g else out.otherwise(col)
+    return out
+
+
 def _dropped(d: RowDrops) -> Column:
     """Spark's own test of the rows ``ControlPlan.keep_mask`` leaves out (its data:
     ``ControlPlan.row_drops``), never null. One table of many: the other tables' rows
-    never cross into Python (10 tables, 1 M rows: see ``bench/spark_tables_bench.py``)."""
-    p, key = F.col(_PAYLOAD), F.col(_KEY)
-    # most relation ids of other tables hold one range, from their first Relation on:
-    # one set lookup for every row past the last of those first Relations, a chain of
-    # tests only for the rows before it
-    open_ended = {r: rs[0][0] for r, rs in d.relids.items() if len(rs) == 1 and rs[0][1] is None}
-    rest = {r: rs for r, rs in d.relids.items() if r not in open_ended}
-    starts = [lo for lo in open_ended.values() if lo is not None]
-    last_start = max(starts) if starts else None
+    never cross into Python (one table of ten, 1 M rows: see ``bench/spark_tables_bench.py``)."""
+    p = F.col(_PAYLOAD)
+    # most relation ids of other tables hold one range, from their first Relation on
+    firsts = {r: rs[0][0] for r, rs in d.relids.items() if len(rs) == 1 and rs[0][1] is None}
+    rest = {r: rs for r, rs in d.relids.items() if r not in firsts}
 
     def of_table(relid: Column) -> Column:
-        out = F.lit(False)
-        if open_ended:
-            early = [(relid == _be32(r)) & (key > F.lit(lo)) if lo is not None else relid == _be32(r)
-                     for r, lo in open_ended.items()]
-            late = key > F.lit(last_start) if last_start is not None else F.lit(True)
-            out = relid.isin(*[_be32(r) for r in open_ended]) & (late | reduce(lambda a, b: a | b, early))
+        out = _past_first(relid, firsts) if firsts else F.lit(False)
         for r, rs in rest.items():
             out = out | ((relid == _be32(r)) & _in_ranges(rs))
         return out
