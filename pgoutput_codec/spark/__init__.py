@@ -36,9 +36,9 @@ Which Spark mechanism, and why (details in :mod:`.functions`):
 - ``decode_changes`` on PySpark >= 4.1 (FAILFAST): one scalar ``arrow_udf`` per change
   field, like ``from_pgoutput``, with the rows chosen before decoding by Spark filters on
   the tag byte, order key, relation id and xid bytes (a 35-byte head UDF only where the
-  plan is too long to say as a filter): a count decodes nothing. Elsewhere (PERMISSIVE, DROPMALFORMED, observation,
-  3.5/4.0) ``mapInArrow``, whose result crosses into Spark rows whole
-  (see :mod:`.changes`).
+  plan is too long to say as a filter): a count decodes nothing. Elsewhere
+  (PERMISSIVE, DROPMALFORMED, observation, 3.5/4.0) ``mapInArrow``, whose result
+  crosses into Spark rows whole (see :mod:`.changes`).
 - grouped ``applyInArrow`` and Arrow UDTFs are not used: nothing here needs a shuffle
   to one group, and a UDTF adds a lateral join where ``mapInArrow`` streams batches.
 

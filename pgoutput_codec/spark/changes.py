@@ -25,8 +25,8 @@ How (two passes over the archive, no per-partition state threaded through one ta
      ``tables`` leaves out by relation id (and key range), aborted subtransactions by
      key range and xid (``ControlPlan.row_drops``): Spark filters on payload bytes, no
      Python. Only a plan too long to say so (``ROW_DROP_LIMIT``) is judged on the first
-     35 payload bytes in Python (``ControlPlan.keep_mask``). Truncates (one row per relation) come
-     with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
+     35 payload bytes in Python (``ControlPlan.keep_mask``). Truncates (one row per
+     relation) come with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
      Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
      on a malformed change payload only when it reads a decoded field (a malformed row
      the filters keep is counted). ``observation`` counts every row after decoding it.
@@ -531,9 +531,9 @@ ROW_DROP_LIMIT = 64
 
 
 def _kept(rows: DataFrame, plan: ControlPlan, plan_bc=None) -> DataFrame:
-    """``rows`` (I/U/D candidates) without those ``plan`` leaves out, judged by Spark
-    (whole transactions by key range; the tables not chosen by relation id and key) or,
-    where that cannot say (an aborted subtransaction, too many ranges), by
+    """``rows`` without the I/U/D rows ``plan`` leaves out, judged by Spark (whole
+    transactions by key range; the tables not chosen by relation id and key; aborted
+    subtransactions by key and xid) or, past ``ROW_DROP_LIMIT``, by
     ``ControlPlan.keep_mask`` over the heads in Python when ``plan_bc`` is given (else
     they stay for the decoder to leave out)."""
     if not plan.drops_changes():
