@@ -15,7 +15,7 @@ all: build
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "setuptools>=68" wheel "cython>=3.1,<4"
+	$(PIP) install -q "setuptools>=77" wheel "cython>=3.1,<4"
 	$(PIP) install -q --no-build-isolation -e ".[test,spark,connect,bench,cli,demo]"
 	touch $(STAMP)
 
