@@ -111,7 +111,6 @@ import decimal
 import logging
 import math
 import uuid
-from functools import reduce
 from typing import NamedTuple
 
 import numpy as np
@@ -444,12 +443,24 @@ class _KeepRows:
         return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
 
 
+def _any(cols) -> Column:
+    """``cols[0] | cols[1] | …`` as a balanced tree (False for none): hundreds of terms
+    nest log₂ deep, not hundreds deep. Spark Connect's protobuf parser refuses deep
+    expressions: the 256-id filter of the limits test, chained left-deep, failed with
+    "Exceeded upb_DecodeOptions_MaxDepth"."""
+    cols = list(cols)
+    if not cols:
+        return F.lit(False)
+    while len(cols) > 1:
+        cols = [cols[i] | cols[i + 1] if i + 1 < len(cols) else cols[i] for i in range(0, len(cols), 2)]
+    return cols[0]
+
+
 def _in_ranges(ranges) -> Column:
     """The order key lies in one of ``ranges`` (``(lo, hi)``, bounds exclusive, None: open)."""
     key = F.col(_KEY)
-    inside = [(key > F.lit(lo) if lo is not None else F.lit(True))
-              & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges]
-    return reduce(lambda a, b: a | b, inside, F.lit(False))
+    return _any((key > F.lit(lo) if lo is not None else F.lit(True))
+                & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges)
 
 
 def _outside(rows: DataFrame, ranges) -> DataFrame:
@@ -483,8 +494,8 @@ def _past_first(relid: Column, firsts: dict) -> Column:
     out = F.when(key > F.lit(groups[-1][-1][0]), among(list(firsts)))
     for g in reversed(range(len(groups))):
         # key past group g - 1's first Relations, not past all of group g's
-        some = among([r for _, r in groups[g]]) & reduce(
-            lambda a, b: a | b, [(key > F.lit(lo)) & (relid == _be32(r)) for lo, r in groups[g]])
+        some = among([r for _, r in groups[g]]) & _any((key > F.lit(lo)) & (relid == _be32(r))
+                                                        for lo, r in groups[g])
         col = among(always + [r for grp in groups[:g] for _, r in grp]) | some
         out = out.when(key > F.lit(groups[g - 1][-1][0]), col) if g else out.otherwise(col)
     return out
@@ -500,10 +511,8 @@ def _dropped(d: RowDrops) -> Column:
     rest = {r: rs for r, rs in d.relids.items() if r not in firsts}
 
     def of_table(relid: Column) -> Column:
-        out = _past_first(relid, firsts) if firsts else F.lit(False)
-        for r, rs in rest.items():
-            out = out | ((relid == _be32(r)) & _in_ranges(rs))
-        return out
+        return _any(([_past_first(relid, firsts)] if firsts else [])
+                    + [(relid == _be32(r)) & _in_ranges(rs) for r, rs in rest.items()])
 
     def at(tag: int) -> Column:   # the tag's byte offset
         iud = F.substring(p, tag + 1, 1).isin(*[F.lit(bytearray([t])) for t in b"IUD"])
@@ -514,8 +523,8 @@ def _dropped(d: RowDrops) -> Column:
             drop = drop | of_table(p.substr(rel_at + 1, F.lit(4)))
         if d.aborted:   # a streamed row's xid, right after the tag
             xid = F.substring(p, tag + 2, 4)
-            drop = drop | (streamed & reduce(lambda a, b: a | b, [
-                _in_ranges(ranges) & xid.isin(*[_be32(x) for x in xids]) for ranges, xids in d.aborted]))
+            drop = drop | (streamed & _any(_in_ranges(ranges) & xid.isin(*[_be32(x) for x in xids])
+                                           for ranges, xids in d.aborted))
         return iud & (F.length(p) >= rel_at + 4) & drop
 
     if d.envelope == "none":

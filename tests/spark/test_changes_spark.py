@@ -283,7 +283,8 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
         keys = arch.column("seq").to_numpy()
         wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 3 else d
                             for i, d in enumerate(plain.to_pylist())], pa.binary())
-        for values in (plain, wrapped):
+        # in XLogData frames: the archive with streams, aborts and two-phase (one job each)
+        for values in (plain, wrapped) if option_set == "v3_2pc_binary_streaming" else (plain,):
             mask = control_candidates(values)
             whole = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
             v = whole.versions[-1]
@@ -315,6 +316,51 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
         df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
         got = collect(df.select(_dropped(p.row_drops()).alias("d"), _KEY).orderBy(_KEY)).column("d").to_pylist()
         assert got == (~p.keep_mask(values, keys)).tolist() and sum(got) == dropped, name
+
+
+@pytest.mark.parametrize("envelope", ["none", "auto"])
+def test_a_row_drops_filter_at_its_limits(spark, envelope):
+    """``_dropped`` of a ``RowDrops`` as long as ``ROW_DROP_LIMIT`` lets one be (64 key
+    ranges of each kind, 256 relation ranges, 64 aborted subtransactions) against the
+    same description read row by row in Python, on random payloads: short ones, other
+    tags, ids inside and outside the ranges, streamed and framed rows. Spark Connect
+    takes it too (its terms nest in balanced trees, not 256 deep)."""
+    import random
+
+    from pgoutput_codec.plan import RowDrops
+    from pgoutput_codec.spark.changes import _KEY, _PAYLOAD, _dropped
+    rnd = random.Random(5)
+    limit = SC.ROW_DROP_LIMIT
+    cuts = sorted(rnd.sample(range(1, 100_000), 4 * limit))
+    ranges = [(cuts[2 * i], cuts[2 * i + 1]) for i in range(2 * limit)]
+    segments, stream = ranges[:limit:2] + [(None, 50)], ranges[1:limit:2] + [(99_000, None)]
+    # half of the aborted transactions' ranges inside stream blocks, half outside
+    ranges = ranges[1:limit:2] + ranges[limit::2]
+    relids = {16384 + i: [(rnd.randrange(-10, 60_000), None)] for i in range(4 * limit - 65)}
+    relids.update({20_000 + i: [(rnd.randrange(0, 30_000), rnd.randrange(30_000, 60_000)),
+                                (rnd.randrange(60_000, 90_000), None)] for i in range(32)})
+    relids[30_000] = [(None, 40_000)]
+    aborted = [([ranges[i]], [700 + i, 900 + i]) for i in range(limit)]
+    drops = RowDrops(envelope, segments, stream, relids, aborted)
+    ids = list(relids) + [1, 2, 3]
+    values, keys = [], rnd.sample(range(-20, 100_100), 4000)
+    for k in keys:
+        body = rnd.choice(b"IUDIUDIUDBCR").to_bytes(1, "big")
+        if rnd.random() < 0.5:   # an xid: often the aborted one of the range the key is in
+            near = [i for i, (lo, hi) in enumerate(ranges) if lo < k < hi] or [rnd.randrange(limit)]
+            body += rnd.choice([700 + near[0], 900 + near[0], 5]).to_bytes(4, "big")
+        body += rnd.choice(ids).to_bytes(4, "big") + rnd.choice([b"", b"N", b"K\x00\x01"])
+        if rnd.random() < 0.05:
+            body = body[:rnd.randrange(len(body))]
+        framed = envelope != "none" and rnd.random() < 0.3
+        values.append(None if rnd.random() < 0.01 else (b"w" + bytes(24) + body if framed else body))
+    table = pa.table({_PAYLOAD: pa.array(values, pa.binary()), _KEY: pa.array(keys, pa.int64())})
+    want = TC._kept_by_row_drops(drops, table.column(_PAYLOAD), table.column(_KEY).to_numpy())
+    assert 300 < want.count(False) < 3700
+    df = spark.createDataFrame(table.to_pandas())   # 3.5: no Arrow tables
+    got = collect(df.select(_KEY, _dropped(drops).alias("d"))).sort_by(_KEY)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    assert got.column("d").to_pylist() == [not want[i] for i in order]
 
 
 def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
