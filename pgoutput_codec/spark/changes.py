@@ -26,10 +26,11 @@ How (two passes over the archive, no per-partition state threaded through one ta
      key range and xid (``ControlPlan.row_drops``): Spark filters on payload bytes, no
      Python. Only a plan too long to say so (``ROW_DROP_LIMIT``) is judged on the first
      35 payload bytes in Python (``ControlPlan.keep_mask``). Truncates (one row per
-     relation) come with pass 1 and are decoded on the driver. A count therefore decodes nothing — like
-     Spark's own ``from_avro`` or CSV reader with column pruning, a FAILFAST query raises
-     on a malformed change payload only when it reads a decoded field (a malformed row
-     the filters keep is counted). ``observation`` counts every row after decoding it.
+     relation) come with pass 1 and are decoded on the driver. A count therefore
+     decodes nothing — like Spark's own ``from_avro`` or CSV reader with column
+     pruning, a FAILFAST query raises on a malformed change payload only when it reads
+     a decoded field (a malformed row the filters keep is counted). ``observation``
+     counts every row after decoding it.
      A query's own filter on a decoded field (``where(op == 'I')``) is evaluated by Spark
      next to the row filters, in a Python node of its own, on rows they would drop (the
      field UDFs give those null rows): the payloads cross twice. For one table use
@@ -514,11 +515,12 @@ def _dropped(d: RowDrops) -> Column:
         return _any(([_past_first(relid, firsts)] if firsts else [])
                     + [(relid == _be32(r)) & _in_ranges(rs) for r, rs in rest.items()])
 
+    streamed, segments = _in_ranges(d.stream), _in_ranges(d.segments)   # by order key alone
+
     def at(tag: int) -> Column:   # the tag's byte offset
         iud = F.substring(p, tag + 1, 1).isin(*[F.lit(bytearray([t])) for t in b"IUD"])
-        streamed = _in_ranges(d.stream)
         rel_at = F.lit(tag + 1) if not d.stream else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
-        drop = _in_ranges(d.segments)
+        drop = segments
         if d.relids:
             drop = drop | of_table(p.substr(rel_at + 1, F.lit(4)))
         if d.aborted:   # a streamed row's xid, right after the tag
@@ -547,7 +549,7 @@ def _kept(rows: DataFrame, plan: ControlPlan, plan_bc=None) -> DataFrame:
     they stay for the decoder to leave out)."""
     if not plan.drops_changes():
         return rows
-    ranges = plan.dropped_key_ranges()
+    ranges = plan.dropped_key_ranges(ROW_DROP_LIMIT)
     if ranges is not None:                     # whole transactions not given
         return _outside(rows, ranges)
     drops = plan.row_drops(ROW_DROP_LIMIT)
