@@ -92,9 +92,9 @@ FILES = 8
 RELID = 16384
 
 
-def _relation():
+def _relation(relid: int = RELID, name: str = "bench"):
     cols = tuple(RelationColumn(1 if i == 0 else 0, f"c{i}", OIDS[i], -1) for i in range(len(WIDTHS)))
-    return encode_message(Relation(relation_id=RELID, namespace="public", relation_name="bench",
+    return encode_message(Relation(relation_id=relid, namespace="public", relation_name=name,
                                    replica_identity="d", columns=cols))
 
 

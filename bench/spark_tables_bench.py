@@ -51,7 +51,6 @@ def ten_tables(rows: int, tables: int) -> Path:
     import pyarrow.parquet as pq
 
     import spark_bench
-    from pgoutput_codec import Relation, RelationColumn, encode_message
     out = ROOT / "bench" / "data" / f"tables{tables}_{rows}"
     if (out / "_DONE").exists():
         return out
@@ -64,10 +63,7 @@ def ten_tables(rows: int, tables: int) -> Path:
     for k in range(4):
         buf[offsets[ins] + 1 + k] = relid.reshape(-1, 4)[:, k]
     data = pa.Array.from_buffers(pa.binary(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
-    cols = tuple(RelationColumn(1 if i == 0 else 0, f"c{i}", oid, -1) for i, oid in enumerate(spark_bench.OIDS))
-    rels = [encode_message(Relation(relation_id=spark_bench.RELID + k, namespace="public",
-                                    relation_name="bench" + (str(k) if k else ""), replica_identity="d",
-                                    columns=cols)) for k in range(tables)]
+    rels = [spark_bench._relation(spark_bench.RELID + k, "bench" + (str(k) if k else "")) for k in range(tables)]
     head = pa.table({"seq": np.arange(-tables, 0, dtype=np.int64), "lsn": np.zeros(tables, np.int64),
                      "xid": np.zeros(tables, np.int64), "data": pa.array(rels, pa.binary())})
     t = pa.concat_tables([head, t.select(["seq", "lsn", "xid"]).append_column("data", data).cast(head.schema)])
