@@ -530,6 +530,14 @@ def test_a_plan_for_a_key_range_keeps_aborts_and_prepares():
     assert whole.aborted and len(whole.changes(values, keys)) > 0
 
 
+def in_xlogdata(values, framed=lambda i: True) -> pa.Array:
+    """The payloads (an Arrow array or a list), those ``framed(i)`` chooses inside
+    XLogData ('w') frames: start and end LSN 1000 + i, send time 7."""
+    values = values.to_pylist() if isinstance(values, pa.Array) else values
+    return pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if framed(i) else d
+                     for i, d in enumerate(values)], pa.binary())
+
+
 def _kept_by_row_drops(drops, values, keys) -> list:
     """ControlPlan.row_drops read row by row in plain Python, as its docstring says
     (the Spark filter, ``spark.changes._dropped``, is tested against the same plans)."""
@@ -634,8 +642,7 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
     _row_drops_match_keep_mask(one, values, keys, keep)
     assert one.row_drops().relids          # the other tables, by relation id
     assert plan.for_table(v["schema"], v["table"] + "*").keep_mask(values, keys)[iud].sum() == 0
-    wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 2 else d
-                        for i, d in enumerate(values.to_pylist())], pa.binary())
+    wrapped = in_xlogdata(values, lambda i: i % 2)
     assert _keep_mask_matches_changes(wrapped, keys, tables="public.[a-m]*")[1] == dropped_t
     if not plan.drops_changes():   # nothing to judge: every row kept without reading
         assert plan.keep_mask(values, np.asarray(keys)).all()

@@ -281,8 +281,7 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
         arch = archive(VERSION, option_set)
         plain = arch.column("data").combine_chunks()
         keys = arch.column("seq").to_numpy()
-        wrapped = pa.array([b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % 3 else d
-                            for i, d in enumerate(plain.to_pylist())], pa.binary())
+        wrapped = TC.in_xlogdata(plain, lambda i: i % 3)
         # in XLogData frames: the archive with streams, aborts and two-phase (one job each)
         for values in (plain, wrapped) if option_set == "v3_2pc_binary_streaming" else (plain,):
             mask = control_candidates(values)
@@ -475,11 +474,9 @@ def test_xlogdata_wrapped_archives(spark, tmp_path, envelope):
     inside the frame (pass 1 reads it in Spark), with every row or every other row
     wrapped."""
     t = archive(VERSION, "v2_streaming")
-    data = t.column("data").to_pylist()
     every = 1 if envelope == "xlogdata" else 2
-    wrapped = [b"w" + (1000 + i).to_bytes(8, "big") * 2 + (7).to_bytes(8, "big") + d if i % every == 0 else d
-               for i, d in enumerate(data)]
-    t = t.set_column(t.column_names.index("data"), "data", pa.array(wrapped, pa.binary()))
+    t = t.set_column(t.column_names.index("data"), "data",
+                     TC.in_xlogdata(t.column("data").combine_chunks(), lambda i: i % every == 0))
     paths = write_files(t, tmp_path / "w", 3)
     got = collect(decode_changes(spark.read.parquet(*paths).repartition(3), order_by="seq", envelope=envelope))
     want = as_spark(decode_changes_1(archive(VERSION, "v2_streaming")))
