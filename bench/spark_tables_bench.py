@@ -92,7 +92,8 @@ def main():
     from pyspark.sql import functions as F
 
     from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, snapshot, table_changes
-    from pgoutput_codec.spark.changes import _table_info, checkpoint_of
+    from pgoutput_codec.spark.changes import checkpoint_of
+    from pgoutput_codec.spark.tables import _table_info
     spark = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-tables-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "4")

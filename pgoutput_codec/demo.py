@@ -201,7 +201,7 @@ def decode_with_spark(spark, archive_dir, tables):
     """(changes as an Arrow table, {table: snapshot as a list of dicts}) through Spark."""
     import pyarrow as pa
 
-    from pgoutput_codec.spark import changes as sc
+    import pgoutput_codec.spark as sc
 
     def arrow(df):   # through Arrow: timestamps stay UTC-aware (Row objects hold naive local times)
         if hasattr(df, "toArrow"):

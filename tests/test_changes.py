@@ -540,7 +540,7 @@ def in_xlogdata(values, framed=lambda i: True) -> pa.Array:
 
 def _kept_by_row_drops(drops, values, keys) -> list:
     """ControlPlan.row_drops read row by row in plain Python, as its docstring says
-    (the Spark filter, ``spark.changes._dropped``, is tested against the same plans)."""
+    (the Spark filter, ``spark.rowfilter.dropped``, is tested against the same plans)."""
     def inside(k, ranges):
         return any((lo is None or k > lo) and (hi is None or k < hi) for lo, hi in ranges)
 

@@ -86,6 +86,6 @@ __all__ = [
     "MESSAGE_TYPE", "message_type", "spark_type", "CORRUPT_RECORD", "LSN_TYPE",
     "DEFAULT_KEEP", "HAS_ARROW_UDF",
 ]
-from .changes import (checkpoint_of, decode_changes, history, net_changes, replayed_of,  # noqa: E402,F401
-                      snapshot, table_changes)
+from .changes import checkpoint_of, decode_changes, replayed_of  # noqa: E402,F401
+from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402,F401

@@ -27,8 +27,9 @@ from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationCol
 from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark import changes as SC  # noqa: E402
-from pgoutput_codec.spark.changes import _conform, change_type, convert_values, physical_plan, table_schema  # noqa: E402
+from pgoutput_codec.spark import rowfilter as RF  # noqa: E402
+from pgoutput_codec.spark.changes import change_type, physical_plan  # noqa: E402
+from pgoutput_codec.spark.tables import _conform, convert_values, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
@@ -190,14 +191,14 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files, monkeypatch):
 
     streamed = spark.read.parquet(*files["v2_streaming"])
     want = decode_changes_1(archive(VERSION, "v2_streaming"))
-    for limit in (SC.ROW_DROP_LIMIT, 0):
-        monkeypatch.setattr(SC, "ROW_DROP_LIMIT", limit)
+    for limit in (RF.ROW_DROP_LIMIT, 0):
+        monkeypatch.setattr(RF, "ROW_DROP_LIMIT", limit)
         ch = decode_changes(streamed, order_by="seq", sort=False)
         nodes = _python_nodes(ch.groupBy().count())
         if limit:
             assert nodes == [], nodes
         else:
-            assert len(nodes) == 1 and "_KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
+            assert len(nodes) == 1 and "KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
         assert ch.count() == len(want)
         got = collect(ch.select("seq", "xid", "after").orderBy("seq"))
         assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
@@ -211,7 +212,7 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
     with ``limit`` 0 in the same Python node as ``keep_mask``): the field UDFs give those
     rows nulls, and the counts are the single-process ones."""
     if limit is not None:
-        monkeypatch.setattr(SC, "ROW_DROP_LIMIT", limit)
+        monkeypatch.setattr(RF, "ROW_DROP_LIMIT", limit)
     df = spark.read.parquet(*files["v3_2pc_binary_streaming"])
     want = decode_changes_1(archive(VERSION, "v3_2pc_binary_streaming"))
     ch = decode_changes(df, order_by="seq", sort=False)
@@ -222,7 +223,7 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
                      .as_py())]:
         q = ch.where(cond)
         nodes = _python_nodes(q)
-        assert any("_ChangeField" in n_ and ("_KeepRows" in n_) == (limit == 0) for n_ in nodes), nodes
+        assert any("_ChangeField" in n_ and ("KeepRows" in n_) == (limit == 0) for n_ in nodes), nodes
         assert q.count() == n > 0
 
 
@@ -251,7 +252,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     # tables= leaving the table out leaves no rows
     assert table_changes(decode_changes(df, order_by="seq", tables="nosuch.*"), name).count() == 0
     # the versions job reads the payload heads only, and finds what the decoded rows say
-    from pgoutput_codec.spark.changes import _table_info
+    from pgoutput_codec.spark.tables import _table_info
     mapped = decode_changes(df, order_by="seq", impl="map").select("*")   # its decoded rows
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
@@ -267,7 +268,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
 
 
 def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
-    """``ControlPlan.row_drops`` as a Spark filter (``_dropped``): on every archive of the
+    """``ControlPlan.row_drops`` as a Spark filter (``rowfilter.dropped``): on every archive of the
     corpus (streamed rows, aborted subtransactions, two-phase), with ``tables`` choosing,
     narrowed to one table, to one table up to a commit, and in XLogData frames, Spark
     leaves out exactly the rows the heads-only ``keep_mask`` does (the other tables' rows
@@ -275,7 +276,8 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
     import numpy as np
 
     from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
-    from pgoutput_codec.spark.changes import _KEY, _PAYLOAD, _dropped
+    from pgoutput_codec.spark.rowfilter import KEY as _KEY
+    from pgoutput_codec.spark.rowfilter import PAYLOAD as _PAYLOAD
     streamed = aborted = 0
     for option_set in OPTION_SETS:
         arch = archive(VERSION, option_set)
@@ -297,7 +299,7 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
             streamed += any(d.stream for d in drops)
             aborted += bool(whole.aborted and drops[-1].aborted)
             df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
-            got = collect(df.select(_KEY, *[_dropped(d).alias(f"d{i}") for i, d in enumerate(drops)]).orderBy(_KEY))
+            got = collect(df.select(_KEY, *[RF.dropped(d).alias(f"d{i}") for i, d in enumerate(drops)]).orderBy(_KEY))
             assert got.column(_KEY).to_numpy().tolist() == sorted(keys.tolist())
             order = np.argsort(keys)
             heads = pc.binary_slice(values, 0, HEAD_BYTES)
@@ -313,13 +315,13 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
         mask = control_candidates(values)
         p = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables=name)
         df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
-        got = collect(df.select(_dropped(p.row_drops()).alias("d"), _KEY).orderBy(_KEY)).column("d").to_pylist()
+        got = collect(df.select(RF.dropped(p.row_drops()).alias("d"), _KEY).orderBy(_KEY)).column("d").to_pylist()
         assert got == (~p.keep_mask(values, keys)).tolist() and sum(got) == dropped, name
 
 
 @pytest.mark.parametrize("envelope", ["none", "auto"])
 def test_a_row_drops_filter_at_its_limits(spark, envelope):
-    """``_dropped`` of a ``RowDrops`` as long as ``ROW_DROP_LIMIT`` lets one be (64 key
+    """``rowfilter.dropped`` of a ``RowDrops`` as long as ``ROW_DROP_LIMIT`` lets one be (64 key
     ranges of each kind, 256 relation ranges, 64 aborted subtransactions) against the
     same description read row by row in Python, on random payloads: short ones, other
     tags, ids inside and outside the ranges, streamed and framed rows. Spark Connect
@@ -327,9 +329,10 @@ def test_a_row_drops_filter_at_its_limits(spark, envelope):
     import random
 
     from pgoutput_codec.plan import RowDrops
-    from pgoutput_codec.spark.changes import _KEY, _PAYLOAD, _dropped
+    from pgoutput_codec.spark.rowfilter import KEY as _KEY
+    from pgoutput_codec.spark.rowfilter import PAYLOAD as _PAYLOAD
     rnd = random.Random(5)
-    limit = SC.ROW_DROP_LIMIT
+    limit = RF.ROW_DROP_LIMIT
     cuts = sorted(rnd.sample(range(1, 100_000), 4 * limit))
     ranges = [(cuts[2 * i], cuts[2 * i + 1]) for i in range(2 * limit)]
     segments, stream = ranges[:limit:2] + [(None, 50)], ranges[1:limit:2] + [(99_000, None)]
@@ -357,7 +360,7 @@ def test_a_row_drops_filter_at_its_limits(spark, envelope):
     want = TC._kept_by_row_drops(drops, table.column(_PAYLOAD), table.column(_KEY).to_numpy())
     assert 300 < want.count(False) < 3700
     df = spark.createDataFrame(table.to_pandas())   # 3.5: no Arrow tables
-    got = collect(df.select(_KEY, _dropped(drops).alias("d"))).sort_by(_KEY)
+    got = collect(df.select(_KEY, RF.dropped(drops).alias("d"))).sort_by(_KEY)
     order = sorted(range(len(keys)), key=keys.__getitem__)
     assert got.column("d").to_pylist() == [not want[i] for i in order]
 
@@ -369,7 +372,7 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     two steps (over a DataFrame derived from the change rows); so for sort=False and for
     snapshot's as_of_lsn. Its versions job reads the payload heads. A malformed row
     still fails with its order key."""
-    from pgoutput_codec.spark.changes import _table_info
+    from pgoutput_codec.spark.tables import _table_info
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
     names = pc.binary_join_element_wise(want.column("schema"), want.column("table"), ".")
@@ -818,7 +821,7 @@ def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark
     read from the payload heads by the versions job): with in-place updates alone,
     building them runs the versions job and nothing more, and the unchanged TOAST value
     is still carried along the key."""
-    from pgoutput_codec.spark.changes import _table_info
+    from pgoutput_codec.spark.tables import _table_info
     rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
                    columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
     msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), rel,

@@ -1,0 +1,188 @@
+"""Spark's own tests on payload bytes: which archive rows go on, chosen before any Python.
+
+A binary column costs Spark per row to hand to a Python worker, whatever the row holds,
+so every row left out here is a row never sent: ``decode_changes``' pass 1 keeps the
+control candidates by their tag byte (≈1% of an archive); pass 2 and the table functions
+keep the rows that can make change rows, and drop the rows a ``ControlPlan`` leaves out —
+whole transactions by order-key range, the tables not chosen by relation id, aborted
+subtransactions by key and xid (``ControlPlan.row_drops``) — as Column expressions on
+the payload's first bytes and the order key. Past ``ROW_DROP_LIMIT`` a plan is judged
+by ``ControlPlan.keep_mask`` over the payload heads in Python (:class:`KeepRows`).
+
+Every OR here is a balanced tree (:func:`any_of`): Spark Connect refuses deep expressions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, RowDrops
+
+#: the column names pass 2 gives the payload and the order key (``decode_changes``)
+PAYLOAD, KEY = "__payload", "__order"
+
+
+
+def tag_in(payload: Column, envelope: str, tags: bytes, bare: bytes | None = None) -> Column:
+    """Spark's own test, without decoding, that the tag byte ``message_tags`` reads is one
+    of ``tags``: the 26th byte of an XLogData 'w' frame (unless ``envelope="none"``); for
+    any other row its first byte, tested against ``bare`` (default: ``tags``)."""
+    def among(col, tag_bytes):
+        return col.isin(*[F.lit(bytearray([t])) for t in tag_bytes])
+
+    first = F.substring(payload, 1, 1)
+    if envelope == "none":
+        return among(first, tags)
+    return F.when(first == F.lit(bytearray(b"w")), among(F.substring(payload, 26, 1), tags)) \
+        .otherwise(among(first, tags if bare is None else bare))
+
+
+def is_control(payload: Column, envelope: str, tags: bytes = CONTROL_TAGS) -> Column:
+    """The control candidates, chosen by Spark itself by their tag byte. No Python worker
+    sees the other ≈99% of the archive (a mapInArrow doing this moved every payload
+    through Python: 2.9 s of 13 for 5 M messages)."""
+    return tag_in(payload, envelope, tags)
+
+
+def may_be_row_change(payload: Column, envelope: str) -> Column:
+    """The rows the field UDFs decode: all but the control candidates and Truncates
+    (decoded on the driver from pass 1), logical decoding messages and, in an envelope,
+    keepalives (inert: no change rows; not decoded at all here). A null, empty or unknown
+    row stays, to fail in the decoder; so does a bare 'M' where every row must be a frame."""
+    skip = CONTROL_TAGS + b"T" + INERT_TAGS
+    bare = {"none": skip, "auto": skip + ENVELOPE_INERT_TAGS,
+            "xlogdata": CONTROL_TAGS + b"T" + ENVELOPE_INERT_TAGS}[envelope]
+    return ~F.coalesce(tag_in(payload, envelope, skip, bare), F.lit(False))
+
+
+class KeepRows:
+    """Picklable scalar Arrow UDF body: ``ControlPlan.keep_mask`` of a batch of heads."""
+
+    def __init__(self, plan_bc):
+        self.plan_bc = plan_bc
+
+    def __call__(self, key, head):
+        return pa.array(self.plan_bc.value.keep_mask(head, key), pa.bool_())
+
+
+def any_of(cols) -> Column:
+    """``cols[0] | cols[1] | …`` as a balanced tree (False for none): hundreds of terms
+    nest log₂ deep, not hundreds deep. Spark Connect's protobuf parser refuses deep
+    expressions: the 256-id filter of the limits test, chained left-deep, failed with
+    "Exceeded upb_DecodeOptions_MaxDepth"."""
+    cols = list(cols)
+    if not cols:
+        return F.lit(False)
+    while len(cols) > 1:
+        cols = [cols[i] | cols[i + 1] if i + 1 < len(cols) else cols[i] for i in range(0, len(cols), 2)]
+    return cols[0]
+
+
+def in_ranges(ranges) -> Column:
+    """The order key lies in one of ``ranges`` (``(lo, hi)``, bounds exclusive, None: open)."""
+    key = F.col(KEY)
+    return any_of((key > F.lit(lo) if lo is not None else F.lit(True))
+                & (key < F.lit(hi) if hi is not None else F.lit(True)) for lo, hi in ranges)
+
+
+def outside(rows: DataFrame, ranges) -> DataFrame:
+    """``rows`` without those whose order key lies in one of ``ranges``
+    (``ControlPlan.dropped_key_ranges``)."""
+    return rows.where(~in_ranges(ranges)) if ranges else rows
+
+
+def be32(n: int) -> Column:
+    """A relation id or xid as the 4 payload bytes that carry it."""
+    return F.lit(bytearray(n.to_bytes(4, "big")))
+
+
+def past_first(relid: Column, firsts: dict) -> Column:
+    """``relid`` (4 payload bytes) is one of ``firsts``' relation ids and the order key
+    lies past that id's first Relation (``firsts[id]``; None: before the archive). Rows
+    past every first Relation (most of an archive) cost one set lookup; a row before
+    some costs one more key test per √n ids (the ids go in about √n groups of √n, by
+    the key of their first Relation), not one per id."""
+    key = F.col(KEY)
+
+    def among(ids):
+        return relid.isin(*[be32(r) for r in ids]) if ids else F.lit(False)
+
+    always = [r for r, lo in firsts.items() if lo is None]
+    later = sorted((lo, r) for r, lo in firsts.items() if lo is not None)
+    if not later:
+        return among(always)
+    size = max(1, math.isqrt(len(later)))
+    groups = [later[i:i + size] for i in range(0, len(later), size)]
+    out = F.when(key > F.lit(groups[-1][-1][0]), among(list(firsts)))
+    for g in reversed(range(len(groups))):
+        # key past group g - 1's first Relations, not past all of group g's
+        some = among([r for _, r in groups[g]]) & any_of((key > F.lit(lo)) & (relid == be32(r))
+                                                        for lo, r in groups[g])
+        col = among(always + [r for grp in groups[:g] for _, r in grp]) | some
+        out = out.when(key > F.lit(groups[g - 1][-1][0]), col) if g else out.otherwise(col)
+    return out
+
+
+def dropped(d: RowDrops) -> Column:
+    """Spark's own test of the rows ``ControlPlan.keep_mask`` leaves out (its data:
+    ``ControlPlan.row_drops``), never null. One table of many: the other tables' rows
+    never cross into Python (one table of ten, 1 M rows: see ``bench/spark_tables_bench.py``)."""
+    p = F.col(PAYLOAD)
+    # most relation ids of other tables hold one range, from their first Relation on
+    firsts = {r: rs[0][0] for r, rs in d.relids.items() if len(rs) == 1 and rs[0][1] is None}
+    rest = {r: rs for r, rs in d.relids.items() if r not in firsts}
+
+    def of_table(relid: Column) -> Column:
+        return any_of(([past_first(relid, firsts)] if firsts else [])
+                    + [(relid == be32(r)) & in_ranges(rs) for r, rs in rest.items()])
+
+    streamed, segments = in_ranges(d.stream), in_ranges(d.segments)   # by order key alone
+
+    def at(tag: int) -> Column:   # the tag's byte offset
+        iud = F.substring(p, tag + 1, 1).isin(*[F.lit(bytearray([t])) for t in b"IUD"])
+        rel_at = F.lit(tag + 1) if not d.stream else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
+        drop = segments
+        if d.relids:
+            drop = drop | of_table(p.substr(rel_at + 1, F.lit(4)))
+        if d.aborted:   # a streamed row's xid, right after the tag
+            xid = F.substring(p, tag + 2, 4)
+            drop = drop | (streamed & any_of(in_ranges(ranges) & xid.isin(*[be32(x) for x in xids])
+                                           for ranges, xids in d.aborted))
+        return iud & (F.length(p) >= rel_at + 4) & drop
+
+    if d.envelope == "none":
+        out = at(0)
+    else:
+        out = F.when(F.substring(p, 1, 1) == F.lit(bytearray(b"w")), at(25)).otherwise(at(0))
+    return F.coalesce(out, F.lit(False))
+
+
+#: ``ControlPlan.row_drops``' limit: a plan that needs more key ranges of one kind to say
+#: which rows it leaves out is judged by ``keep_mask`` over the payload heads instead
+ROW_DROP_LIMIT = 64
+
+
+def kept(rows: DataFrame, plan: ControlPlan, plan_bc=None) -> DataFrame:
+    """``rows`` without the I/U/D rows ``plan`` leaves out, judged by Spark (whole
+    transactions by key range; the tables not chosen by relation id and key; aborted
+    subtransactions by key and xid) or, past ``ROW_DROP_LIMIT``, by
+    ``ControlPlan.keep_mask`` over the heads in Python when ``plan_bc`` is given (else
+    they stay for the decoder to leave out)."""
+    if not plan.drops_changes():
+        return rows
+    ranges = plan.dropped_key_ranges(ROW_DROP_LIMIT)
+    if ranges is not None:                     # whole transactions not given
+        return outside(rows, ranges)
+    drops = plan.row_drops(ROW_DROP_LIMIT)
+    if drops is not None:         # tables not chosen, aborted subtransactions too
+        return rows.where(~dropped(drops))
+    if plan_bc is None:
+        return rows
+    keep = F.arrow_udf(KeepRows(plan_bc), T.BooleanType())
+    return rows.where(keep(F.col(KEY), F.substring(F.col(PAYLOAD), 1, HEAD_BYTES)))
+
