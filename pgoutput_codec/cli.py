@@ -693,7 +693,7 @@ def _tag_names():
     return _TAG_NAMES
 
 
-def inspect_archive(archive, *, payload="data") -> dict:
+def inspect_archive(archive, *, payload="data", envelope="auto") -> dict:
     """Counts and ranges of an archive (what ``inspect`` prints)."""
     import collections
 
@@ -720,7 +720,7 @@ def inspect_archive(archive, *, payload="data") -> dict:
     for part, t in iter_archive(parts, payload):
         if part.meta:
             metas.append(part.meta)
-        msgs, state = decode_batch_with_state(t.column("data"), in_stream=state)
+        msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
         types = msgs.field("type")
         is_commit = pc.fill_null(pc.is_in(types, value_set=pa.array(["C", "c", "K"])), False)
         if pc.any(is_commit).as_py():
@@ -826,8 +826,13 @@ def _commit_order(lsns: list, keys: list) -> dict:
 
 
 def _format_inspect(r) -> str:
-    names = _tag_names()
-    lines = [f"archive   {r['archive']}  ({r['files']} file{'s' * (r['files'] != 1)}, {r['messages']} messages)"]
+    names = r.get("type_names") or _tag_names()
+    files = f"{r['files']} file{'s' * (r['files'] != 1)}"
+    if r.get("source") == "opengauss":
+        lines = [f"archive   {r['archive']}  ({files}, {r['frames']} openGauss '{r['style']}' frames, "
+                 f"{r['messages']} records, {r['heartbeats']} heartbeats skipped)"]
+    else:
+        lines = [f"archive   {r['archive']}  ({files}, {r['messages']} messages)"]
     if r["seq"][0] is not None:
         lines.append(f"seq       {r['seq'][0]} .. {r['seq'][1]}")
     if r["lsn"][0] is not None:
@@ -842,7 +847,8 @@ def _format_inspect(r) -> str:
                      f"{m.get('server_version')}, options " + (" ".join(
                          f"{k}={v}" for k, v in zip(m.get("options", [])[0::2], m.get("options", [])[1::2], strict=False)
                          if k != "publication_names") or "-"))
-    lines += ["", f"{'message type':28} {'count':>9}", f"{'-' * 28} {'-' * 9}"]
+    kind = "record type" if r.get("source") == "opengauss" else "message type"
+    lines += ["", f"{kind:28} {'count':>9}", f"{'-' * 28} {'-' * 9}"]
     for tag, c in sorted(r["by_type"].items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"{tag} {names.get(tag, '?'):26} {c:9}")
     lines += ["", f"{'table':32} {'insert':>8} {'update':>8} {'delete':>8} {'truncate':>8}",
@@ -972,7 +978,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("decode", help="decode an archive to Parquet (local, no Spark)",
                        description="Decode a Parquet archive (file or directory, in seq order) or a CSV/COPY "
                                    "export of pg_logical_slot_get_binary_changes to Parquet: one row per "
-                                   "message (default) or one row per committed row change (--changes).")
+                                   "message (default) or one row per committed row change (--changes). "
+                                   "--source opengauss: openGauss/GaussDB frames, one row per record.")
     d.add_argument("archive", nargs="?", metavar="ARCHIVE", help="archive file or directory")
     d.add_argument("out", metavar="OUT", help="output Parquet file (or an existing directory)")
     d.add_argument("--sample", action="store_true", help="use the sample archive shipped with the package as ARCHIVE")
@@ -995,6 +1002,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--envelope", default="auto", choices=ENVELOPES,
                    help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
     d.add_argument("--payload", default="data", help="payload column name (default data)")
+    _source_arguments(d)
+    d.add_argument("--keys", metavar="LIST",
+                   help="--source opengauss with --changes: keys of tables whose records never name them, "
+                        "e.g. 'public.t(id), sales.orders(region, id)'")
 
     i = sub.add_parser("inspect", help="what an archive holds, as a table",
                        description="Counts by message type and by table, LSN/xid/commit-time ranges, "
@@ -1003,6 +1014,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--sample", action="store_true", help="inspect the sample archive shipped with the package")
     i.add_argument("--payload", default="data", help="payload column name (default data)")
     i.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    _source_arguments(i)
+    i.add_argument("--envelope", default="auto", choices=ENVELOPES,
+                   help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
 
     b = sub.add_parser("bench", help="run the benchmarks of bench/ and print their tables",
                        description="Runs bench/decode_bench.py and the other bench/*_bench.py scripts "
@@ -1012,10 +1026,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _source_arguments(p):
+    p.add_argument("--source", default="pgoutput", choices=("pgoutput", "opengauss"),
+                   help="what the payloads are: pgoutput messages (default) or openGauss/GaussDB "
+                        "parallel-decoding frames")
+    p.add_argument("--style", default="b", choices=("b", "t", "j"),
+                   help="--source opengauss: the decoding-style of the frames (binary, text, json; default b)")
+
+
 def _resolve_archive(args):
     if args.sample:
         if args.archive is not None:
             raise CliError("give either ARCHIVE or --sample, not both")
+        if args.source != "pgoutput":
+            raise CliError("the sample archive holds pgoutput payloads: --sample takes no --source opengauss")
         path = sample_archive_path()
         if not os.path.exists(path):
             raise CliError(f"sample archive missing from the installation ({path})")
@@ -1043,15 +1067,28 @@ def _run(args) -> int:
                 raise CliError(f"--{flag.replace('_', '-')} needs --changes")
         if args.replays != "drop" and not args.changes:
             raise CliError("--replays needs --changes")
+        if args.source == "opengauss":
+            if args.checkpoint:
+                raise CliError("--checkpoint is for pgoutput archives (an openGauss run passes --after-lsn)")
+            if args.keys and not args.changes:
+                raise CliError("--keys needs --changes")
+        elif args.keys or args.style != "b":
+            raise CliError(f"--{'keys' if args.keys else 'style'} needs --source opengauss")
         from .changes import commit_window
         try:
             commit_window(args.after_lsn, args.until_lsn)
         except ValueError as e:
             raise CliError(f"--after-lsn/--until-lsn: {e}") from None
-        c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
-                           envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
-                           until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays)
-        what = "change rows" if args.changes else "message rows"
+        if args.source == "opengauss":
+            from .opengauss.cli import decode_archive as og_decode
+            c = og_decode(archive, args.out, style=args.style, changes=args.changes, tables=args.tables,
+                          keys=args.keys, mode=args.mode, envelope=args.envelope, payload=args.payload,
+                          after_lsn=args.after_lsn, until_lsn=args.until_lsn, replays=args.replays)
+        else:
+            c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
+                               envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
+                               until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays)
+        what = "change rows" if args.changes else "message rows" if args.source == "pgoutput" else "record rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
         if c.get("open_transactions"):
@@ -1059,6 +1096,8 @@ def _run(args) -> int:
         if c.get("replayed_transactions"):
             print(f"{c['replayed_transactions']} transaction(s) received again (a reconnect replayed them): "
                   "given once")
+        if c.get("heartbeats"):
+            print(f"{c['heartbeats']} heartbeat record(s) skipped")
         if c.get("errors_file"):
             print(f"error rows listed in {c['errors_file']}")
         if c.get("checkpoint"):
@@ -1068,7 +1107,14 @@ def _run(args) -> int:
                      else ""))
         return 0
     if args.command == "inspect":
-        r = inspect_archive(_resolve_archive(args), payload=args.payload)
+        archive = _resolve_archive(args)
+        if args.source == "opengauss":
+            from .opengauss.cli import inspect_archive as og_inspect
+            r = og_inspect(archive, style=args.style, envelope=args.envelope, payload=args.payload)
+        elif args.style != "b":
+            raise CliError("--style needs --source opengauss")
+        else:
+            r = inspect_archive(archive, payload=args.payload, envelope=args.envelope)
         print(json.dumps(r, default=str, indent=1) if args.json else _format_inspect(r))
         return 0
     if args.command == "bench":
