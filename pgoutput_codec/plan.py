@@ -46,7 +46,7 @@ from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
 
 __all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
-           "HEAD_BYTES", "spread_rows"]
+           "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
 CONTROL_TAGS = b"BCORYSEcAbPKrp"
@@ -97,6 +97,21 @@ class RowDrops(NamedTuple):
     stream: list
     relids: dict
     aborted: list
+
+
+class GivenHeads(NamedTuple):
+    """Which of the rows :meth:`ControlPlan.row_drops` keeps :meth:`ControlPlan.changes`
+    gives as I/U/D changes, as data (:meth:`ControlPlan.given_heads`): an I/U/D row whose
+    payload holds its relation id (offsets as in :class:`RowDrops`, with ``envelope``
+    and ``stream``), whose key lies in none of ``orphans`` (the ranges outside any
+    transaction) and whose relation id is in ``firsts`` with its key past that id's first
+    Relation (None: before the archive). ``fingerprints``: the distinct
+    ``relation_version`` fingerprints of the chosen Relation versions."""
+    envelope: str
+    stream: list
+    orphans: list
+    firsts: dict
+    fingerprints: list
 
 
 class _Walked:
@@ -722,6 +737,34 @@ class ControlPlan:
         if stream is None:
             return None
         return RowDrops(self.envelope, segments, stream, relids, aborted)
+
+    def given_heads(self, limit: int = 64) -> GivenHeads | None:
+        """:meth:`head_facts`' "given" as data (:class:`GivenHeads`), valid on the rows
+        that :meth:`dropped_key_ranges` or :meth:`row_drops` keep (all rows when the plan
+        drops none): there the transaction is given and the version in force chosen
+        wherever the row's relation id has a chosen version past its first Relation. None
+        when those two do not describe the rows left out, or ``limit`` ranges do not hold
+        the stream blocks or the rows outside any transaction."""
+        if self.drops_changes() and self.dropped_key_ranges(limit) is None and self.row_drops(limit) is None:
+            return None
+        stream = self._segment_ranges(self.seg_stream.astype(bool), limit)
+        # between a Commit and the next Begin: listed where a row can lie (keys apart),
+        # else an archive of n transactions would need n ranges
+        holds = np.ones(len(self.seg_slot), dtype=bool)
+        holds[1:-1] = np.diff(self.ctrl_keys) > 1
+        orphans = self._segment_ranges((self.seg_slot < 0) & holds, limit)
+        if stream is None or orphans is None:
+            return None
+        chosen = self._version_selected()
+        pick = np.ones(len(self.ev_ver), dtype=bool) if chosen is None else chosen[self.ev_ver]
+        rel, key = self.ev_rel, self.ev_key
+        first = np.r_[True, rel[1:] != rel[:-1]] if len(rel) else np.zeros(0, dtype=bool)   # by (relid, key)
+        start = np.maximum.accumulate(np.where(first, np.arange(len(rel)), 0)) if len(rel) else first
+        firsts = {int(rel[i]): None if key[start[i]] == _BEFORE_ALL else int(key[start[i]])
+                  for i in np.flatnonzero(pick)}
+        fp = self.version_table.column("relation_version").to_pylist()
+        versions = range(len(fp)) if chosen is None else np.flatnonzero(chosen).tolist()
+        return GivenHeads(self.envelope, stream, orphans, firsts, sorted({fp[v] for v in versions}))
 
     def _judge_heads(self, heads, keys):
         """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be

@@ -558,6 +558,37 @@ def _kept_by_row_drops(drops, values, keys) -> list:
     return kept
 
 
+def _given_by_heads(heads, values, keys) -> list:
+    """ControlPlan.given_heads read row by row in plain Python, as its docstring says:
+    per row (given, a given Update sending its old key/row, a given Delete) — the Spark
+    columns (``spark.rowfilter.given``) are tested against the same plans."""
+    def inside(k, ranges):
+        return any((lo is None or k > lo) and (hi is None or k < hi) for lo, hi in ranges)
+
+    out = []
+    for v, k in zip(values.to_pylist(), keys.tolist(), strict=True):
+        at = 25 if heads.envelope != "none" and v is not None and v[:1] == b"w" else 0
+        rel_at = at + 1 + 4 * inside(k, heads.stream)
+        tag = v[at:at + 1] if v is not None else b""
+        relid = int.from_bytes(v[rel_at:rel_at + 4], "big") if v is not None else None
+        ok = (tag in (b"I", b"U", b"D") and len(v) >= rel_at + 4 and not inside(k, heads.orphans)
+              and relid in heads.firsts and (heads.firsts[relid] is None or k > heads.firsts[relid]))
+        out.append((ok, ok and tag == b"U" and v[rel_at + 4:rel_at + 5] in (b"K", b"O"), ok and tag == b"D"))
+    return out
+
+
+def _given_heads_match_head_facts(plan, values, keys, keep, given, old, delete):
+    """given_heads says what head_facts says, on the rows keep_mask keeps."""
+    heads = plan.given_heads()
+    assert heads is not None     # these small archives never reach its limits
+    got = _given_by_heads(heads, values, keys)
+    assert [g for g, k in zip(got, keep.tolist(), strict=True) if k] == \
+        [(bool(a), bool(b), bool(c)) for a, b, c, k in zip(given, old, delete, keep, strict=True) if k]
+    chosen = plan._version_selected()
+    fp = plan.version_table.column("relation_version").to_pylist()
+    assert heads.fingerprints == sorted({f for i, f in enumerate(fp) if chosen is None or chosen[i]})
+
+
 def _row_drops_match_keep_mask(plan, values, keys, keep):
     """row_drops describes keep_mask's rows exactly wherever the plan drops changes and
     no subtransaction aborted (these small archives never reach its limits)."""
@@ -595,6 +626,7 @@ def _keep_mask_matches_changes(values, keys, **options):
     # Delete" of every row changes() gives
     version, rank, old, delete = plan.head_facts(heads, keys)
     given = rank >= 0
+    _given_heads_match_head_facts(plan, values, keys, keep, given, old, delete)
     assert ((version >= 0) == given).all() and not given[~iud].any()
     assert not old[~given].any() and not delete[~given].any()
     assert sorted(keys[given].tolist()) == sorted(out.column("seq").to_pylist())
@@ -786,6 +818,7 @@ def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     rest, rest_keys = values.slice(4), keys[4:]
     plan, dropped = _keep_mask_matches_changes(rest, rest_keys, tables="public.t")
     assert dropped == 4 and plan.row_drops().relids == drops.relids
+    assert plan.for_table("public", "t").given_heads().firsts == {16400: at[5]}
     # tables first described all through the archive, rows before their first Relation
     values, keys = staggered_archive()
     mask = control_candidates(values)
@@ -794,6 +827,48 @@ def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     assert len(plan.row_drops().relids) == 29 and _kept_by_row_drops(plan.row_drops(), values, keys) == keep.tolist()
     early = np.array([v is not None and b"early" in v for v in values.to_pylist()])
     assert keep[early].all() and (~keep).sum() > 300
+
+
+def orphan_archive():
+    """A Delete between a Commit and the next Begin (no transaction's), then the same
+    Delete in a transaction. (values, order keys)"""
+    import numpy as np
+    values = pa.array(enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, Insert(relation_id=16400, new_tuple=row(1, "a")),
+                           Commit(commit_lsn=1, end_lsn=2, commit_ts=0),
+                           Delete(relation_id=16400, old_kind="K", old_tuple=row(1, None)),      # orphan
+                           Begin(final_lsn=3, commit_ts=0, xid=2), Delete(relation_id=16400, old_kind="K",
+                                                                          old_tuple=row(1, None)),
+                           Commit(commit_lsn=3, end_lsn=4, commit_ts=0)]), pa.binary())
+    return values, np.arange(len(values)) * 2
+
+
+def test_given_heads_leave_out_changes_outside_any_transaction():
+    """A change between a Commit and the next Begin is no transaction's: head_facts does
+    not give it, and neither does given_heads (its key lies in ``orphans``); the
+    change decoder reports it."""
+    import numpy as np
+
+    from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
+    values, keys = orphan_archive()
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect")
+    heads = plan.given_heads()
+    assert heads.orphans == [(keys[3], keys[5]), (keys[7], None)]   # and after the last Commit
+    given = [g[0] for g in _given_by_heads(heads, values, keys)]
+    assert given == [False, False, True, False, False, False, True, False]
+    _, rank, _, delete = plan.head_facts(pc.binary_slice(values, 0, HEAD_BYTES), keys)
+    assert given == (rank >= 0).tolist() and delete.tolist() == [g and i == 6 for i, g in enumerate(given)]
+    assert plan.changes(values, keys).num_rows == 2 and plan.last_counts["orphans"] == 1
+    # between a Commit and a Begin with consecutive keys no row can lie: not listed, so
+    # that 100 transactions back to back need no 100 ranges
+    many = pa.array(enc([m for x in range(100) for m in (
+        Begin(final_lsn=x + 1, commit_ts=0, xid=x + 1), REL, Insert(relation_id=16400, new_tuple=row(x, "a")),
+        Commit(commit_lsn=x + 1, end_lsn=x + 2, commit_ts=0))]), pa.binary())
+    dense = np.arange(len(many))
+    mask = control_candidates(many)
+    heads = ControlPlan.build(many.filter(pa.array(mask)), dense[mask]).given_heads()
+    assert heads is not None and heads.orphans == [(int(dense[-1]), None)]
+    assert all(g[0] == (i % 4 == 2) for i, g in enumerate(_given_by_heads(heads, many, dense)))
 
 
 def test_plan_counts_errors_and_orphans():

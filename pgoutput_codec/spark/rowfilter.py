@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, RowDrops
+from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, GivenHeads, RowDrops
 
 #: the column names pass 2 gives the payload and the order key (``decode_changes``)
 PAYLOAD, KEY = "__payload", "__order"
@@ -128,6 +128,26 @@ def past_first(relid: Column, firsts: dict) -> Column:
     return out
 
 
+def _change_head(tag: int, streamed: Column | None):
+    """A payload read as an I/U/D message whose tag byte is at offset ``tag``: (its tag
+    byte, the 0-based offset of its relation id — 4 bytes later inside a stream block,
+    after the xid —, whether it is an I/U/D row long enough to hold that id)."""
+    p = F.col(PAYLOAD)
+    tag_byte = F.substring(p, tag + 1, 1)
+    rel_at = F.lit(tag + 1) if streamed is None else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
+    return tag_byte, rel_at, tag_byte.isin(*[F.lit(bytearray([t])) for t in b"IUD"]) & (F.length(p) >= rel_at + 4)
+
+
+def _by_tag_offset(envelope: str, test) -> Column:
+    """``test(tag)`` where the tag byte lies: offset 0, or 25 in an XLogData 'w' frame
+    unless ``envelope`` is "none"; never null."""
+    if envelope == "none":
+        out = test(0)
+    else:
+        out = F.when(F.substring(F.col(PAYLOAD), 1, 1) == F.lit(bytearray(b"w")), test(25)).otherwise(test(0))
+    return F.coalesce(out, F.lit(False))
+
+
 def dropped(d: RowDrops) -> Column:
     """Spark's own test of the rows ``ControlPlan.keep_mask`` leaves out (its data:
     ``ControlPlan.row_drops``), never null. One table of many: the other tables' rows
@@ -144,8 +164,7 @@ def dropped(d: RowDrops) -> Column:
     streamed, segments = in_ranges(d.stream), in_ranges(d.segments)   # by order key alone
 
     def at(tag: int) -> Column:   # the tag's byte offset
-        iud = F.substring(p, tag + 1, 1).isin(*[F.lit(bytearray([t])) for t in b"IUD"])
-        rel_at = F.lit(tag + 1) if not d.stream else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
+        _, rel_at, judged = _change_head(tag, streamed if d.stream else None)
         drop = segments
         if d.relids:
             drop = drop | of_table(p.substr(rel_at + 1, F.lit(4)))
@@ -153,18 +172,39 @@ def dropped(d: RowDrops) -> Column:
             xid = F.substring(p, tag + 2, 4)
             drop = drop | (streamed & any_of(in_ranges(ranges) & xid.isin(*[be32(x) for x in xids])
                                            for ranges, xids in d.aborted))
-        return iud & (F.length(p) >= rel_at + 4) & drop
+        return judged & drop
 
-    if d.envelope == "none":
-        out = at(0)
-    else:
-        out = F.when(F.substring(p, 1, 1) == F.lit(bytearray(b"w")), at(25)).otherwise(at(0))
-    return F.coalesce(out, F.lit(False))
+    return _by_tag_offset(d.envelope, at)
+
+
+def given(h: GivenHeads) -> tuple[Column, Column, Column]:
+    """Spark's own reading of ``ControlPlan.head_facts`` on the rows :func:`kept` leaves
+    (its data: ``ControlPlan.given_heads``): per row, whether it is an I/U/D change the
+    plan gives, a given Update that sends its old key or row ('K'/'O', the byte after
+    the relation id) and a given Delete; never null. What the versions job of one table
+    with one column list needs, with no Python (``_Pass2.table_info``)."""
+    p = F.col(PAYLOAD)
+    streamed = in_ranges(h.stream) if h.stream else None
+    outside = ~in_ranges(h.orphans) if h.orphans else F.lit(True)
+
+    def facts(tag: int):
+        tag_byte, rel_at, judged = _change_head(tag, streamed)
+        ok = judged & outside & past_first(p.substr(rel_at + 1, F.lit(4)), h.firsts)
+        sends_old = (tag_byte == F.lit(bytearray(b"U"))) & p.substr(rel_at + 5, F.lit(1)).isin(
+            F.lit(bytearray(b"K")), F.lit(bytearray(b"O")))
+        return ok, ok & sends_old, ok & (tag_byte == F.lit(bytearray(b"D")))
+
+    return tuple(_by_tag_offset(h.envelope, lambda tag, i=i: facts(tag)[i]) for i in range(3))
 
 
 #: ``ControlPlan.row_drops``' limit: a plan that needs more key ranges of one kind to say
 #: which rows it leaves out is judged by ``keep_mask`` over the payload heads instead
 ROW_DROP_LIMIT = 64
+
+
+def given_heads(plan: ControlPlan) -> GivenHeads | None:
+    """``plan.given_heads`` at the limit :func:`kept` judges by (None: not in Spark)."""
+    return plan.given_heads(ROW_DROP_LIMIT)
 
 
 def kept(rows: DataFrame, plan: ControlPlan, plan_bc=None) -> DataFrame:

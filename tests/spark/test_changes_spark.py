@@ -228,11 +228,13 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
 
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
-def test_table_changes_choose_the_table_before_decoding(spark, files):
+def test_table_changes_choose_the_table_before_decoding(spark, files, monkeypatch):
     """Over decode_changes' field UDFs, a filter on ``table`` would be pushed below them
     into a Python node of its own (every payload sent and decoded twice): table_changes
     chooses the table on the payload heads instead, and gets the same rows as over the
-    mapInArrow path; a cached DataFrame is filtered as it is."""
+    mapInArrow path; a cached DataFrame is filtered as it is. The versions job finds
+    what the decoded rows say; it sends the heads through Python (``_HeadFacts``) only
+    for a table whose column lists differ over the archive (``ALTER TABLE``)."""
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
     name = max(set(zip(want.column("schema").to_pylist(), want.column("table").to_pylist(), strict=True)),
@@ -258,11 +260,22 @@ def test_table_changes_choose_the_table_before_decoding(spark, files):
     assert truncated
     deleted = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "D")).to_pylist()}
     assert deleted and (truncated | {name}) - deleted
-    for t in sorted(truncated | {name}):
+    from pgoutput_codec.spark import changes as SC
+    through_python = []
+
+    class Recorded(SC._HeadFacts):
+        def __init__(self, plan_bc):
+            through_python.append(plan_bc)
+            super().__init__(plan_bc)
+    monkeypatch.setattr(SC, "_HeadFacts", Recorded)
+    for t in sorted(truncated | {name, "public.schema_change"}):
+        through_python.clear()
         versions, truncs, sends_old, deletes = _table_info(ch, t)
+        assert bool(through_python) == (t == "public.schema_change"), t   # three column lists
         want_versions, want_truncs, want_sends_old, want_deletes = _table_info(mapped, t)
         assert versions == want_versions and versions and sends_old == want_sends_old, t
         assert deletes == want_deletes == (t in deleted), t
+        assert len(versions) == (3 if t == "public.schema_change" else 1), t
         assert [x[:3] for x in truncs] == [x[:3] for x in want_truncs], t
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
 
@@ -272,7 +285,8 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
     corpus (streamed rows, aborted subtransactions, two-phase), with ``tables`` choosing,
     narrowed to one table, to one table up to a commit, and in XLogData frames, Spark
     leaves out exactly the rows the heads-only ``keep_mask`` does (the other tables' rows
-    never reach Python)."""
+    never reach Python). On the same plans Spark's ``rowfilter.given`` reads the rows as
+    ``ControlPlan.given_heads`` says (checked against ``head_facts`` in ``test_changes``)."""
     import numpy as np
 
     from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
@@ -296,10 +310,14 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
             plans += [whole] if whole.aborted else []   # the aborted subtransactions' rows of every table
             drops = [p.row_drops() for p in plans]
             assert None not in drops, option_set
+            given = [p.given_heads() for p in plans]
+            assert None not in given, option_set
             streamed += any(d.stream for d in drops)
             aborted += bool(whole.aborted and drops[-1].aborted)
             df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
-            got = collect(df.select(_KEY, *[RF.dropped(d).alias(f"d{i}") for i, d in enumerate(drops)]).orderBy(_KEY))
+            facts = [c.alias(f"g{i}_{j}") for i, g in enumerate(given) for j, c in enumerate(RF.given(g))]
+            got = collect(df.select(_KEY, *[RF.dropped(d).alias(f"d{i}") for i, d in enumerate(drops)], *facts)
+                          .orderBy(_KEY))
             assert got.column(_KEY).to_numpy().tolist() == sorted(keys.tolist())
             order = np.argsort(keys)
             heads = pc.binary_slice(values, 0, HEAD_BYTES)
@@ -307,6 +325,10 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
                 want = ~p.keep_mask(heads, keys)[order]
                 assert want.any() and got.column(f"d{i}").to_numpy(zero_copy_only=False).tolist() == want.tolist(), \
                     (option_set, i)
+                read = TC._given_by_heads(given[i], values.take(pa.array(order)), keys[order])
+                for j in range(3):
+                    assert got.column(f"g{i}_{j}").to_pylist() == [r[j] for r in read], (option_set, i, j)
+                assert any(r[0] for r in read), (option_set, i)
     assert streamed and aborted   # the corpus has both: the xid and the later relation id read
     # a table renamed out of the choice and back, rows before any Relation for their id;
     # then 30 tables first described all through the archive (the ids' groups by key)
@@ -317,6 +339,14 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
         df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
         got = collect(df.select(RF.dropped(p.row_drops()).alias("d"), _KEY).orderBy(_KEY)).column("d").to_pylist()
         assert got == (~p.keep_mask(values, keys)).tolist() and sum(got) == dropped, name
+    # given: a change outside any transaction (keys rise with the rows in these archives)
+    for values, keys in (TC.orphan_archive(), TC.renamed_archive()):
+        mask = control_candidates(values)
+        g = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], tables="public.t", errors="collect").given_heads()
+        df = spark.createDataFrame(pa.table({_PAYLOAD: values, _KEY: keys}).to_pandas())   # 3.5: no Arrow tables
+        got = collect(df.select(_KEY, *[c.alias(f"g{j}") for j, c in enumerate(RF.given(g))]).orderBy(_KEY))
+        want = TC._given_by_heads(g, values, keys)
+        assert [tuple(r[f"g{j}"] for j in range(3)) for r in got.to_pylist()] == want and any(w[0] for w in want)
 
 
 @pytest.mark.parametrize("envelope", ["none", "auto"])
