@@ -571,6 +571,51 @@ def _progress(total, desc):
     return tqdm(total=total, unit="msg", desc=desc, disable=None, file=sys.stderr, leave=False)
 
 
+class ParquetOut:
+    """``decode``'s output file, written whole or not at all: into a hidden temporary file
+    beside it, renamed over it by :meth:`finish`; left behind by nothing (a failed run
+    removes the temporary file). ``out``: a file, or an existing directory to write
+    ``default_name`` in."""
+
+    def __init__(self, out: str, default_name: str):
+        if os.path.isdir(out):
+            out = os.path.join(out, default_name)
+        out_dir = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(out_dir):
+            raise CliError(f"{out}: directory {out_dir} does not exist")
+        self.path, self.tmp, self.writer = out, os.path.join(out_dir, f".{os.path.basename(out)}.tmp"), None
+
+    def write(self, rows, schema=None):
+        """Append ``rows`` (cast to ``schema`` when given); the first call fixes the file's schema."""
+        import pyarrow.parquet as pq
+
+        schema = rows.schema if schema is None else schema
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        self.writer.write_table(rows.cast(schema) if rows.schema != schema else rows)
+
+    def finish(self, empty_schema) -> str:
+        """Close the file (of ``empty_schema`` when nothing was written) and put it in place."""
+        import pyarrow.parquet as pq
+
+        if self.writer is None:    # an archive with no rows
+            self.writer = pq.ParquetWriter(self.tmp, empty_schema)
+        self.writer.close()
+        self.writer = None
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.writer is not None:
+            self.writer.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        return False
+
+
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
                    payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop") -> dict:
     """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
@@ -597,59 +642,41 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                 skipped.append(part)
                 return True
             return False
-    if os.path.isdir(out):
-        out = os.path.join(out, "changes.parquet" if changes else "messages.parquet")
-    out_dir = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(out_dir):
-        raise CliError(f"{out}: directory {out_dir} does not exist")
-    tmp = os.path.join(out_dir, f".{os.path.basename(out)}.tmp")
+    dest = ParquetOut(out, "changes.parquet" if changes else "messages.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
-    writer = None
     dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
                         until_lsn=until_lsn, resume=resume, replays=replays) if changes else None
     if changes and envelope != "auto":
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
-    try:
-        with _progress(total, "decode") as bar:
-            for part, t in iter_archive(parts, payload, skip=skip):
-                if checkpoint:
-                    if "seq" not in t.column_names:
-                        raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
-                    if resume is not None:
-                        t = t.filter(pc.greater_equal(t.column("seq"), resume.from_key))
-                    ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
-                if changes:
-                    try:
-                        rows = dec.feed(t)
-                    except PgoutputDecodeError as e:
-                        raise CliError(f"{_first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
-                    schema = dec.output_schema
-                else:
-                    msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
-                    errors = msgs.field("error")
-                    counts["rows_in"] += len(msgs)
-                    counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
-                    if mode == "FAILFAST" and errors.null_count != len(msgs):
-                        _fail_first_error(t, errors)
-                    rows = _message_table(t, msgs, mode)
-                    schema = rows.schema
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, schema, compression="zstd")
-                writer.write_table(rows.cast(schema) if rows.schema != schema else rows)
-                counts["rows_out"] += len(rows)
-                bar.update(len(t))
-        if writer is None:    # an archive with no rows
-            writer = pq.ParquetWriter(tmp, dec.output_schema if changes else pa.schema([]))
-        writer.close()
-        writer = None
-        os.replace(tmp, out)
-    finally:
-        if writer is not None:
-            writer.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with dest, _progress(total, "decode") as bar:
+        for part, t in iter_archive(parts, payload, skip=skip):
+            if checkpoint:
+                if "seq" not in t.column_names:
+                    raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
+                if resume is not None:
+                    t = t.filter(pc.greater_equal(t.column("seq"), resume.from_key))
+                ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
+            if changes:
+                try:
+                    rows = dec.feed(t)
+                except PgoutputDecodeError as e:
+                    raise CliError(f"{_first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
+                schema = dec.output_schema
+            else:
+                msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
+                errors = msgs.field("error")
+                counts["rows_in"] += len(msgs)
+                counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
+                if mode == "FAILFAST" and errors.null_count != len(msgs):
+                    _fail_first_error(t, errors)
+                rows = _message_table(t, msgs, mode)
+                schema = rows.schema
+            dest.write(rows, schema)
+            counts["rows_out"] += len(rows)
+            bar.update(len(t))
+        out = dest.finish(dec.output_schema if changes else pa.schema([]))
     if checkpoint:
         # the next run's start: a plan over the control rows this run fed its decoder
         c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),

@@ -16,13 +16,12 @@ archive must fit in memory; Spark's ``decode_changes(source="opengauss")`` does 
 from __future__ import annotations
 
 import collections
-import os
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cli import CliError, _commit_order, _progress, iter_archive, read_archive_parts
+from ..cli import CliError, ParquetOut, _commit_order, _progress, iter_archive, read_archive_parts
 from . import RECORD_SCHEMA, decode_batch, heartbeats
 from .schema import RECORD_TYPES
 
@@ -79,16 +78,11 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
     from .changes import decode_changes as og_changes
 
     parts = read_archive_parts(archive)
-    if os.path.isdir(out):
-        out = os.path.join(out, "changes.parquet" if changes else "messages.parquet")
-    out_dir = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(out_dir):
-        raise CliError(f"{out}: directory {out_dir} does not exist")
-    tmp = os.path.join(out_dir, f".{os.path.basename(out)}.tmp")
+    dest = ParquetOut(out, "changes.parquet" if changes else "records.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0, "heartbeats": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
-    writer, frames, bad_frames = None, [], []
-    try:
+    frames, bad_frames = [], []
+    with dest:
         with _progress(total, "decode") as bar:
             for _, t in iter_archive(parts, payload):
                 recs, rows, bad = _records(t, style, envelope)
@@ -105,9 +99,7 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
                     rows_out = _message_table(t, recs, rows)
                     if mode == "DROPMALFORMED":
                         rows_out = rows_out.filter(pc.is_null(rows_out.column("error")))
-                    if writer is None:
-                        writer = pq.ParquetWriter(tmp, rows_out.schema, compression="zstd")
-                    writer.write_table(rows_out)
+                    dest.write(rows_out)
                     counts["rows_out"] += len(rows_out)
                 bar.update(len(t))
         if changes:
@@ -117,22 +109,11 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
             rows_out = og_changes(values, style=style, envelope=envelope, tables=tables, keys=keys,
                                   errors="raise" if mode == "FAILFAST" else "drop", after_lsn=after_lsn,
                                   until_lsn=until_lsn, replays=replays, replayed=replayed)
-            writer = pq.ParquetWriter(tmp, rows_out.schema, compression="zstd")
-            writer.write_table(rows_out)
+            dest.write(rows_out)
             counts["rows_out"] = len(rows_out)
             counts["replayed_transactions"] = len(replayed)
-        if writer is None:    # an archive with no rows
-            empty = OPENGAUSS_CHANGE_SCHEMA if changes else _message_table(
-                pa.table({"data": pa.array([], pa.binary())}), RECORD_SCHEMA.empty_table(), np.zeros(0, np.int64)).schema
-            writer = pq.ParquetWriter(tmp, empty)
-        writer.close()
-        writer = None
-        os.replace(tmp, out)
-    finally:
-        if writer is not None:
-            writer.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        out = dest.finish(OPENGAUSS_CHANGE_SCHEMA if changes else _message_table(
+            pa.table({"data": pa.array([], pa.binary())}), RECORD_SCHEMA.empty_table(), np.zeros(0, np.int64)).schema)
     counts["rows_decoded"] = counts["rows_in"] - counts["rows_in_error"]
     if bad_frames:
         epath = out + ".errors.parquet"
