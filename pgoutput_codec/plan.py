@@ -106,12 +106,19 @@ class GivenHeads(NamedTuple):
     and ``stream``), whose key lies in none of ``orphans`` (the ranges outside any
     transaction) and whose relation id is in ``firsts`` with its key past that id's first
     Relation (None: before the archive). ``fingerprints``: the distinct
-    ``relation_version`` fingerprints of the chosen Relation versions."""
+    ``relation_version`` fingerprints of the chosen Relation versions; ``versions``: per
+    relation id of ``firsts``, ``(key, i)`` pairs, keys rising: from each key on (the
+    first: from the id's first Relation on) the version in force has
+    ``fingerprints[i]``. ``serial``: the given transactions' rows and their commits come
+    in the same order (no streamed or prepared transaction committed after a later
+    one's rows), so that a given row's commit rank rises with its order key."""
     envelope: str
     stream: list
     orphans: list
     firsts: dict
     fingerprints: list
+    versions: dict
+    serial: bool
 
 
 class _Walked:
@@ -763,8 +770,18 @@ class ControlPlan:
         firsts = {int(rel[i]): None if key[start[i]] == _BEFORE_ALL else int(key[start[i]])
                   for i in np.flatnonzero(pick)}
         fp = self.version_table.column("relation_version").to_pylist()
-        versions = range(len(fp)) if chosen is None else np.flatnonzero(chosen).tolist()
-        return GivenHeads(self.envelope, stream, orphans, firsts, sorted({fp[v] for v in versions}))
+        fingerprints = sorted({fp[v] for v in (range(len(fp)) if chosen is None else np.flatnonzero(chosen).tolist())})
+        index = {f: i for i, f in enumerate(fingerprints)}
+        versions = {}
+        for r, k, v, p in zip(rel.tolist(), key.tolist(), self.ev_ver.tolist(), pick.tolist(), strict=True):
+            if r in firsts:   # the same definition sent again starts nothing; another table's: dropped rows
+                at = versions.setdefault(r, [])
+                if p and (not at or at[-1][1] != index[fp[v]]):
+                    at.append((None if k == _BEFORE_ALL else k, index[fp[v]]))
+        rank = self._rank(self.seg_slot, lambda: np.zeros(len(self.seg_slot), np.int64))
+        given = rank[rank >= 0]
+        serial = bool((np.diff(given) >= 0).all())
+        return GivenHeads(self.envelope, stream, orphans, firsts, fingerprints, versions, serial)
 
     def _judge_heads(self, heads, keys):
         """Parse the first :data:`HEAD_BYTES` of each payload: the I/U/D rows that can be

@@ -573,20 +573,34 @@ def _given_by_heads(heads, values, keys) -> list:
         relid = int.from_bytes(v[rel_at:rel_at + 4], "big") if v is not None else None
         ok = (tag in (b"I", b"U", b"D") and len(v) >= rel_at + 4 and not inside(k, heads.orphans)
               and relid in heads.firsts and (heads.firsts[relid] is None or k > heads.firsts[relid]))
-        out.append((ok, ok and tag == b"U" and v[rel_at + 4:rel_at + 5] in (b"K", b"O"), ok and tag == b"D"))
+        in_force = [i for lo, i in heads.versions.get(relid, []) if lo is None or k > lo] if ok else []
+        out.append((ok, ok and tag == b"U" and v[rel_at + 4:rel_at + 5] in (b"K", b"O"), ok and tag == b"D",
+                    in_force[-1] if in_force else None))
     return out
 
 
 def _given_heads_match_head_facts(plan, values, keys, keep, given, old, delete):
     """given_heads says what head_facts says, on the rows keep_mask keeps."""
+    import numpy as np
+
+    from pgoutput_codec.plan import HEAD_BYTES
     heads = plan.given_heads()
     assert heads is not None     # these small archives never reach its limits
     got = _given_by_heads(heads, values, keys)
-    assert [g for g, k in zip(got, keep.tolist(), strict=True) if k] == \
+    assert [g[:3] for g, k in zip(got, keep.tolist(), strict=True) if k] == \
         [(bool(a), bool(b), bool(c)) for a, b, c, k in zip(given, old, delete, keep, strict=True) if k]
     chosen = plan._version_selected()
     fp = plan.version_table.column("relation_version").to_pylist()
     assert heads.fingerprints == sorted({f for i, f in enumerate(fp) if chosen is None or chosen[i]})
+    # the version in force, read by key from the merged (key, fingerprint) pairs
+    version, rank = plan.head_facts(pc.binary_slice(values, 0, HEAD_BYTES), keys)[:2]
+    assert [heads.fingerprints[g[3]] for g, k in zip(got, keep.tolist(), strict=True) if k and g[0]] == \
+        [fp[v] for v in version[version >= 0]]
+    # serial: the given rows' commit ranks rise with their keys
+    o = np.argsort(keys[rank >= 0], kind="stable")
+    if heads.serial:
+        assert (np.diff(rank[rank >= 0][o]) >= 0).all()
+    return heads.serial
 
 
 def _row_drops_match_keep_mask(plan, values, keys, keep):

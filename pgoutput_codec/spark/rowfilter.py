@@ -202,6 +202,30 @@ def given(h: GivenHeads) -> tuple[Column, Column, Column]:
 ROW_DROP_LIMIT = 64
 
 
+def version_of(h: GivenHeads) -> Column:
+    """On a row :func:`given` gives: the index into ``h.fingerprints`` of the Relation
+    version in force (``GivenHeads.versions``), from its relation id and order key."""
+    key, p = F.col(KEY), F.col(PAYLOAD)
+
+    def in_force(pairs) -> Column:
+        out = F.lit(pairs[0][1])
+        for k, i in pairs[1:]:
+            out = F.when(key > F.lit(k), F.lit(i)).otherwise(out)
+        return out
+
+    def at(tag: int) -> Column:
+        _, rel_at, _ = _change_head(tag, in_ranges(h.stream) if h.stream else None)
+        relid = p.substr(rel_at + 1, F.lit(4))
+        out = None
+        for r, pairs in h.versions.items():
+            out = (F.when if out is None else out.when)(relid == be32(r), in_force(pairs))
+        return F.lit(None) if out is None else out
+
+    if h.envelope == "none":
+        return at(0)
+    return F.when(F.substring(p, 1, 1) == F.lit(bytearray(b"w")), at(25)).otherwise(at(0))
+
+
 def given_heads(plan: ControlPlan) -> GivenHeads | None:
     """``plan.given_heads`` at the limit :func:`kept` judges by (None: not in Spark)."""
     return plan.given_heads(ROW_DROP_LIMIT)
