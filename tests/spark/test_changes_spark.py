@@ -227,8 +227,23 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
         assert q.count() == n > 0
 
 
+@pytest.fixture()
+def heads_through_python(monkeypatch) -> list:
+    """A list that gets one entry each time a versions job sends the payload heads
+    through Python (a ``_HeadFacts`` built on the driver); clear it before each job."""
+    from pgoutput_codec.spark import changes as SC
+    built = []
+
+    class Recorded(SC._HeadFacts):
+        def __init__(self, plan_bc):
+            built.append(plan_bc)
+            super().__init__(plan_bc)
+    monkeypatch.setattr(SC, "_HeadFacts", Recorded)
+    return built
+
+
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
-def test_table_changes_choose_the_table_before_decoding(spark, files, monkeypatch):
+def test_table_changes_choose_the_table_before_decoding(spark, files, heads_through_python):
     """Over decode_changes' field UDFs, a filter on ``table`` would be pushed below them
     into a Python node of its own (every payload sent and decoded twice): table_changes
     chooses the table on the payload heads instead, and gets the same rows as over the
@@ -260,14 +275,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, monkeypatc
     assert truncated
     deleted = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "D")).to_pylist()}
     assert deleted and (truncated | {name}) - deleted
-    from pgoutput_codec.spark import changes as SC
-    through_python = []
-
-    class Recorded(SC._HeadFacts):
-        def __init__(self, plan_bc):
-            through_python.append(plan_bc)
-            super().__init__(plan_bc)
-    monkeypatch.setattr(SC, "_HeadFacts", Recorded)
+    through_python = heads_through_python
     for t in sorted(truncated | {name, "public.schema_change"}):
         through_python.clear()
         versions, truncs, sends_old, deletes = _table_info(ch, t)
@@ -280,14 +288,13 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, monkeypatc
         assert [x[3].timestamp() for x in truncs] == [x[3].timestamp() for x in want_truncs], t
 
 
-def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, monkeypatch):
+def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, heads_through_python):
     """A table altered twice, its second column list used only by a streamed
     transaction that commits after a later plain transaction: ordered by their last
     change, the versions are v1, v3, v2, not the order of their rows. Where commits
     follow the rows' order (``GivenHeads.serial``) Spark finds that order by key alone;
     here the versions job must send the heads through Python for the commit ranks."""
     from pgoutput_codec import StreamCommit, StreamStart, StreamStop
-    from pgoutput_codec.spark import changes as SC
     from pgoutput_codec.spark.tables import _table_info
 
     def rel(*names, xid=None):
@@ -311,13 +318,7 @@ def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, monkeypat
     data = [encode_message(m) for m in serial]
     t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
     serial_df = spark.read.parquet(*write_files(t, tmp_path / "serial", 2))
-    through_python = []
-
-    class Recorded(SC._HeadFacts):
-        def __init__(self, plan_bc):
-            through_python.append(plan_bc)
-            super().__init__(plan_bc)
-    monkeypatch.setattr(SC, "_HeadFacts", Recorded)
+    through_python = heads_through_python
     for impl in CHANGE_IMPLS:
         ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
         through_python.clear()
