@@ -551,16 +551,18 @@ def _message_table(part_table, msgs, mode):
     return t
 
 
+def archive_row(table, i: int) -> str:
+    """The archive row ``i`` of ``table`` as a user finds it: its seq and lsn, else its index."""
+    where = [f"{c} {table.column(c)[i].as_py()}" for c in ("seq", "lsn") if c in table.column_names]
+    return ", ".join(where) or f"row {i}"
+
+
 def _fail_first_error(table, errors):
     import numpy as np
 
     i = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
-    where = []
-    for c in ("seq", "lsn"):
-        if c in table.column_names:
-            where.append(f"{c} {table.column(c)[i].as_py()}")
-    raise CliError(f"malformed payload at archive row {', '.join(where) or i}: {errors[i].as_py()} "
-                   "(--mode PERMISSIVE keeps error rows, DROPMALFORMED drops them)")
+    raise CliError(f"malformed payload at archive {archive_row(table, i)}: {errors[i].as_py()}"
+                   " (--mode PERMISSIVE keeps error rows, DROPMALFORMED drops them)")
 
 
 def _progress(total, desc):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import PgoutputDecodeError
@@ -23,7 +24,7 @@ from .records import Column, Frame, Record
 from .schema import HEARTBEATS_KEY, RECORD_SCHEMA
 
 __all__ = ["decode_batch", "decode_frame", "decode_record", "Column", "Record", "Frame",
-           "RECORD_SCHEMA", "HEARTBEATS_KEY", "heartbeats", "STYLES"]
+           "RECORD_SCHEMA", "HEARTBEATS_KEY", "heartbeats", "record_positions", "STYLES"]
 
 STYLES = ("b", "t", "j")
 USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
@@ -40,6 +41,14 @@ def _chunks(values):
 def heartbeats(table: pa.Table) -> int:
     """The number of 'H' records ``decode_batch`` skipped."""
     return int((table.schema.metadata or {}).get(HEARTBEATS_KEY, b"0"))
+
+
+def record_positions(rows) -> pa.Array:
+    """Each record's position in its frame (int32), from ``decode_batch``'s ``row`` values:
+    a frame's records are together and rows rise, so a record's first sibling is where
+    its row value first occurs."""
+    rows = np.asarray(rows)
+    return pa.array(np.arange(len(rows), dtype=np.int32) - np.searchsorted(rows, rows, side="left").astype(np.int32))
 
 
 def _rows_to_batch(rows):

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cli import CliError, ParquetOut, _commit_order, _progress, iter_archive, read_archive_parts
-from . import RECORD_SCHEMA, decode_batch, heartbeats
+from ..cli import CliError, ParquetOut, archive_row, _commit_order, _progress, iter_archive, read_archive_parts
+from . import RECORD_SCHEMA, decode_batch, heartbeats, record_positions
 from .schema import RECORD_TYPES
 
 __all__ = ["decode_archive", "inspect_archive"]
@@ -41,26 +41,19 @@ def _records(t: pa.Table, style: str, envelope: str):
     return recs, rows, bad
 
 
-def _where(t: pa.Table, i: int) -> str:
-    """The archive row ``i`` of ``t`` as a user finds it: its seq and lsn, else its index."""
-    where = [f"{c} {t.column(c)[i].as_py()}" for c in ("seq", "lsn") if c in t.column_names]
-    return ", ".join(where) or f"row {i}"
-
-
 def _first_error(t: pa.Table, recs: pa.Table, rows: np.ndarray) -> str:
     i = int(np.flatnonzero(recs.column("error").is_valid().to_numpy(zero_copy_only=False))[0])
-    return f"malformed openGauss frame at archive {_where(t, int(rows[i]))}: {recs.column('error')[i].as_py()}"
+    return f"malformed openGauss frame at archive {archive_row(t, int(rows[i]))}: {recs.column('error')[i].as_py()}"
 
 
 def _message_table(t: pa.Table, recs: pa.Table, rows: np.ndarray) -> pa.Table:
     take = pa.array(rows, pa.int64())
-    first = np.searchsorted(rows, rows, side="left")   # rows rise: a frame's records are together
     cols, names = [], []
     for src, dst in _KEEP:
         if src in t.column_names:
             cols.append(t.column(src).take(take))
             names.append(dst)
-    cols.append(pa.array(np.arange(len(rows), dtype=np.int32) - first.astype(np.int32)))
+    cols.append(record_positions(rows))
     names.append("record")
     for name in recs.column_names:
         if name != "row":
@@ -172,7 +165,7 @@ def inspect_archive(archive, *, style="b", envelope="auto", payload="data") -> d
             for i in np.flatnonzero(err.is_valid().to_numpy(zero_copy_only=False)):
                 if len(first_errors) >= 5:
                     break
-                first_errors.append(f"{_where(t, int(rows[i]))}: {err[int(i)].as_py()}")
+                first_errors.append(f"{archive_row(t, int(rows[i]))}: {err[int(i)].as_py()}")
         iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
         if pc.any(iud).as_py():
             sub = recs.filter(iud)

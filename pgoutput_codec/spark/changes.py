@@ -382,9 +382,10 @@ class _HeadFacts:
     rows not given. For a table whose column lists differ over an archive where some
     transaction committed after a later one's rows (streamed, prepared: the versions
     are ordered by their last change, which then needs each row's commit rank) or a plan
-    Spark cannot judge by itself; else ``rowfilter.given`` answers without Python. A ``mapInArrow``, not a scalar ``arrow_udf``, on every PySpark: 1 M
-    rows, alternating in one session, 1.34 s against 1.88 s (a scalar UDF's node keeps
-    its input rows to join them with its results)."""
+    Spark cannot judge by itself; else ``rowfilter.given`` answers without Python. A
+    ``mapInArrow``, not a scalar ``arrow_udf``, on every PySpark: 1 M rows, alternating
+    in one session, 1.34 s against 1.88 s (a scalar UDF's node keeps its input rows to
+    join them with its results)."""
 
     def __init__(self, plan_bc):
         self.plan_bc = plan_bc

@@ -498,14 +498,14 @@ class _OpenGaussMapper:
         self.out_schema, self.keep_names, self.style, self.mode = out_schema, keep_names, style, mode
 
     def __call__(self, batches):
+        from ..opengauss import record_positions
         target = ST.arrow_schema_for(self.out_schema)
         nkeep = len(self.keep_names)
         for b in batches:
             keys = dict(zip(self.keep_names, b.columns[1:], strict=True))
             table, rows = _og_decode(b.column(0), self.style, self.mode, keys)
             take = pa.array(rows, pa.int64())
-            first = np.searchsorted(rows, rows, side="left")
-            record = pa.array(np.arange(len(rows), dtype=np.int32) - first.astype(np.int32))
+            record = record_positions(rows)
             error = ST.one_array(table.column("error"))
             cols = [c.take(take) for c in b.columns[1:]] + [record]
             cols += [ST.one_array(c) for c in table.columns]

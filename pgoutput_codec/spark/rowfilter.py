@@ -138,14 +138,14 @@ def _change_head(tag: int, streamed: Column | None):
     return tag_byte, rel_at, tag_byte.isin(*[F.lit(bytearray([t])) for t in b"IUD"]) & (F.length(p) >= rel_at + 4)
 
 
-def _by_tag_offset(envelope: str, test) -> Column:
+def _by_tag_offset(envelope: str, test, null: bool | None = False) -> Column:
     """``test(tag)`` where the tag byte lies: offset 0, or 25 in an XLogData 'w' frame
-    unless ``envelope`` is "none"; never null."""
+    unless ``envelope`` is "none"; ``null`` where that is null (None: null stays)."""
     if envelope == "none":
         out = test(0)
     else:
         out = F.when(F.substring(F.col(PAYLOAD), 1, 1) == F.lit(bytearray(b"w")), test(25)).otherwise(test(0))
-    return F.coalesce(out, F.lit(False))
+    return out if null is None else F.coalesce(out, F.lit(null))
 
 
 def dropped(d: RowDrops) -> Column:
@@ -221,9 +221,7 @@ def version_of(h: GivenHeads) -> Column:
             out = (F.when if out is None else out.when)(relid == be32(r), in_force(pairs))
         return F.lit(None) if out is None else out
 
-    if h.envelope == "none":
-        return at(0)
-    return F.when(F.substring(p, 1, 1) == F.lit(bytearray(b"w")), at(25)).otherwise(at(0))
+    return _by_tag_offset(h.envelope, at, null=None)
 
 
 def given_heads(plan: ControlPlan) -> GivenHeads | None:
