@@ -5,13 +5,17 @@ Commit), each DML record self-describing (schema, table, column names, type OIDs
 in text form). So the transaction context comes from the enclosing B/C records, and the
 "Relation" of a row is derived from the records themselves:
 
-- ``columns``: the table's columns as the records name them (the newest new tuple seen
-  for the table in this input, else the old tuple), type OIDs as sent ('b'; typmod -1,
-  not sent) or from the type names the text styles send (``numeric(10,2)``: OID and
-  typmod; a name the catalog does not hold: OID 0, values as text), key flag on the
-  columns an Update/Delete's old tuple carries (``old-key``), when the old tuple is
-  narrower than the row; with a full old tuple (REPLICA IDENTITY FULL)
-  every column is flagged, as pgoutput does;
+- ``columns``: the row's columns as the records name them, versioned like pgoutput's
+  Relations (``relation_version``), so that an archive spanning an ``ALTER TABLE`` keeps
+  every value: an Insert/Update's are its new tuple's; a record without one (a Delete)
+  takes the version in force (:func:`record_columns`: the table's latest earlier new
+  tuple in arrival order, else its first later one); and a column its old tuple names
+  that these lack is appended. Type OIDs as sent ('b'; typmod -1, not sent) or from the
+  type names the text styles send (``numeric(10,2)``: OID and typmod; a name the
+  catalog does not hold: OID 0, values as text); key flag on the columns an
+  Update/Delete's old tuple carries (``old-key``), when the old tuple is narrower than
+  the row; with a full old tuple (REPLICA IDENTITY FULL) every column is flagged, as
+  pgoutput does;
 - ``before``/``after``: values aligned to ``columns``; kind 't' (text), 'n' (NULL or a
   column the record did not carry), 'u' (``unchanged-toast-datum``, 't' style);
 - ``xid`` is the 64-bit openGauss TransactionId (``uint64``, the only column whose type
@@ -43,6 +47,7 @@ an earlier one at no LSN seen (the archive out of order) with ``ArchiveOrderErro
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
@@ -57,7 +62,7 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column, type_of_name
 
-__all__ = ["decode_changes", "change_row", "parse_keys", "TableShapes", "OPENGAUSS_CHANGE_SCHEMA"]
+__all__ = ["decode_changes", "change_row", "record_columns", "parse_keys", "TableShapes", "OPENGAUSS_CHANGE_SCHEMA"]
 
 OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
 
@@ -85,7 +90,7 @@ def _align(tup, names):
     return vals
 
 
-def column_types(tup) -> list:
+def column_types(tup) -> tuple:
     """A record tuple's columns as (name, type OID, typmod): the 'b' style sends the OID
     (no typmod); the text styles send ``format_type`` names, which give both
     (:func:`..typecatalog.type_of_name`: ``numeric(10,2)``, ``integer[]``…)."""
@@ -95,7 +100,7 @@ def column_types(tup) -> list:
         if oid is None and c.get("type_name"):
             oid, typmod = type_of_name(c["type_name"])
         out.append((_unquote(c["name"]), oid, typmod))
-    return out
+    return tuple(out)
 
 
 def key_names(tup) -> list:
@@ -188,20 +193,38 @@ def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
         key_cols[t] = set(want)
 
 
-def change_row(r: dict, seq: int, table_cols: dict, key_cols: dict) -> dict:
+def record_columns(base, old_tuple) -> tuple:
+    """A DML record's columns (name, type OID, typmod): ``base`` — its new tuple's
+    :func:`column_types`, or for a record without one the version in force (module
+    docstring; None: the table has no new tuple anywhere) — then the columns its old
+    tuple names that ``base`` lacks, so that no value the record carries is dropped."""
+    cols = tuple(base or ())
+    if old_tuple:
+        have = {c[0] for c in cols}
+        cols += tuple(c for c in column_types(old_tuple) if c[0] not in have)
+    return cols
+
+
+@functools.lru_cache(maxsize=4096)
+def _relation(schema, table, cols: tuple, keys: frozenset):
+    """The change rows' ``columns`` and ``relation_version`` of one column list: a few per
+    table, so built once rather than once per record (the fingerprint hashes them all)."""
+    columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(cols))) else 0,
+                    name=n, type_oid=o or 0, type_modifier=m) for n, o, m in cols]
+    rel = dict(schema=schema, table=table, relation_id=None, replica_identity="", columns=columns)
+    return columns, relation_fingerprint(rel)
+
+
+def change_row(r: dict, seq: int, cols: tuple, keys) -> dict:
     """The change row of one DML record (without its transaction's commit facts), given
-    the table's columns and key columns learned from the records (see module docstring).
-    Shared by this module and the Spark path (``spark.opengauss_changes``)."""
-    t = (r["schema"], r["table"])
-    cols = table_cols.get(t, [])
-    keys = key_cols.get(t, set())
+    its columns (:func:`record_columns`) and the table's key columns learned from the
+    records (see module docstring). Shared by this module and the Spark path
+    (``spark.opengauss_changes``)."""
     names = [c[0] for c in cols]
     full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
-    columns = [dict(flags=1 if (n in keys or (keys and len(keys) >= len(names))) else 0,
-                    name=n, type_oid=o or 0, type_modifier=m) for n, o, m in cols]
-    rel = dict(schema=r["schema"], table=r["table"], relation_id=None, replica_identity="", columns=columns)
+    columns, version = _relation(r["schema"], r["table"], cols, frozenset(keys or ()))
     return dict(op=r["type"], seq=seq, lsn=r["lsn"], schema=r["schema"], table=r["table"], relation_id=None,
-                columns=columns, relation_version=relation_fingerprint(rel),
+                columns=columns, relation_version=version,
                 before_kind=None if r["old_tuple"] is None else ("O" if full_old else "K"),
                 before=_align(r["old_tuple"], names), after=_align(r["new_tuple"], names), truncate_options=None)
 
@@ -242,12 +265,16 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     rows = recs.filter(pc.is_null(err)).to_pylist()
 
     shapes = TableShapes(column_types, key_names)
+    in_force = {}      # table -> its columns as its first new tuple names them, then its latest
     for r in rows:
         if r["type"] in ("I", "U", "D"):
             old = r["old_tuple"] or None
-            shapes.learn((r["schema"], r["table"]), new=r["new_tuple"] or None, old=old, key=old)
+            t = (r["schema"], r["table"])
+            shapes.learn(t, new=r["new_tuple"] or None, old=old, key=old)
+            if r["new_tuple"] and t not in in_force:
+                in_force[t] = column_types(r["new_tuple"])
     shapes.declare(declared)
-    table_cols, key_cols = shapes.table_cols(), shapes.key_cols()
+    key_cols = shapes.key_cols()
 
     out, txn = [], None
     commit_rows = []
@@ -278,7 +305,10 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
         elif typ in ("I", "U", "D"):
             if not _table_selected(patterns, r["schema"] or "", r["table"] or ""):
                 continue
-            row = change_row(r, ordinal, table_cols, key_cols)
+            t = (r["schema"], r["table"])
+            if r["new_tuple"]:
+                in_force[t] = column_types(r["new_tuple"])
+            row = change_row(r, ordinal, record_columns(in_force.get(t), r["old_tuple"]), key_cols.get(t))
             if txn is None:
                 txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
             txn["rows"].append(row)

@@ -5,8 +5,9 @@ The same rows as the single-process :func:`pgoutput_codec.opengauss.changes.deco
 whole committed transactions (B … C), but one transaction may span frames, and so
 partitions; and the single-process decoder derives three things from the whole input:
 the transaction a record belongs to, its ``seq`` (the record's ordinal among the decoded
-records of the input) and each table's column list and key columns (the newest new tuple
-of the table, else its first old tuple; the key from its last old tuple).
+records of the input), each record's column list (its new tuple's, else the version in
+force: the table's latest earlier new tuple in arrival order, which may sit in any earlier
+frame) and each table's key columns (from its last old tuple).
 
 How (two passes, nothing threaded from one task to the next):
 
@@ -14,12 +15,14 @@ How (two passes, nothing threaded from one task to the next):
    of decoded records, the first error, and a few *facts*: its Begin/Commit records (with
    their ordinal in the frame), the first selected DML record after each of them (a DML
    record outside a transaction opens one, as in the single-process decoder), and per
-   table the records that decide the column list and key. These are collected to the
-   driver, which walks the frames in arrival order: transaction boundaries (each
-   transaction is named by the frame and ordinal of its first record), what each commit
-   emits (xid, commit LSN, origin, commit time, or nothing for an excluded user), each
-   frame's ``seq`` base and the transaction open at its start, and every table's
-   columns. That plan is broadcast.
+   table its first and last new tuple's columns and its last old tuple's (the key).
+   These are collected to the driver, which walks the frames in arrival order:
+   transaction boundaries (each transaction is named by the frame and ordinal of its
+   first record), what each commit emits (xid, commit LSN, origin, commit time, or
+   nothing for an excluded user), each frame's ``seq`` base and the transaction open at
+   its start, every table's column lists with the frame from whose end each is in force
+   (one per ``ALTER TABLE`` the archive spans, not one per frame) and its key. That plan
+   is broadcast.
 2. ``mapInArrow`` over every partition decodes its frames again and emits the change
    rows of their records, placed by the plan alone: any partitioning and any row order
    gives the same rows. Rows of a transaction whose Commit is in another frame get their
@@ -50,6 +53,7 @@ Meant as the ``source="opengauss"`` branch of :func:`.changes.decode_changes`:
 
 from __future__ import annotations
 
+import bisect
 import decimal
 import json
 import logging
@@ -66,7 +70,7 @@ from ..changes import (
 )
 from ..messages import format_lsn
 from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, change_row, column_types,
-                                 key_names, parse_keys)
+                                 key_names, parse_keys, record_columns)
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -156,13 +160,13 @@ class _Facts:
             ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
             ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(pa.array(ctl, pa.int64())).to_pylist()
             ctl_at = dict(zip(ctl, ctl_vals, strict=True))
-            per_row = {}      # input row -> [ngood, events, TableShapes of record indices]
+            per_row = {}      # input row -> [ngood, events, TableShapes of record indices, first new]
             selected = {}
             start = after_ctl = None
             for j, row in enumerate(rows):
                 st = per_row.get(row)
                 if st is None:
-                    st = per_row[row] = [0, [], TableShapes()]
+                    st = per_row[row] = [0, [], TableShapes(), {}]
                     start, after_ctl = j, True
                 k = j - start
                 st[0] += 1
@@ -179,6 +183,8 @@ class _Facts:
                     t = (schemas[j], tables[j])
                     st[2].learn(t, new=j if nnew[j] else None, old=j if nold[j] else None,
                                 key=j if nold[j] else None)
+                    if nnew[j]:
+                        st[3].setdefault(t, j)
                     if after_ctl:
                         sel = selected.get(t)
                         if sel is None:
@@ -187,17 +193,22 @@ class _Facts:
                             st[1].append([k, "D"])
                             after_ctl = False
             want = sorted({j for st in per_row.values() for j, _ in st[2].columns.values()}
-                          | {j for st in per_row.values() for j in st[2].keys.values()})
+                          | {j for st in per_row.values() for j in st[2].keys.values()}
+                          | {j for st in per_row.values() for j in st[3].values()})
             tup = good.select(["new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
             tup_at = dict(zip(want, tup, strict=True))
             out = {"key": [], "ngood": [], "error": [], "facts": []}
             for i, key in enumerate(keys):
-                ngood, events, shapes = per_row.get(i, (0, [], TableShapes()))
+                ngood, events, shapes, first_new = per_row.get(i, (0, [], TableShapes(), {}))
                 tj = {}
                 for t, (j, is_new) in shapes.columns.items():
                     v = tj[json.dumps(list(t))] = {}
                     side = "new" if is_new else "old"
                     v[side] = column_types(tup_at[j][side + "_tuple"])
+                    if is_new and first_new[t] != j:
+                        first = column_types(tup_at[first_new[t]]["new_tuple"])
+                        if first != v["new"]:
+                            v["first"] = first
                     if t in shapes.keys:
                         v["key"] = key_names(tup_at[shapes.keys[t]]["old_tuple"])
                 out["key"].append(key)
@@ -221,6 +232,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
     frames = {}      # key -> (frame index, seq base, transaction open at the frame's start)
     commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
     shapes = TableShapes()
+    first, versions = {}, {}    # table -> its first new tuple's columns; [(frame, columns in force after it)]
     seq, txn, rank = 0, None, 0
     taken, replayed = [], []
     for f, r in enumerate(rows):
@@ -249,16 +261,27 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
                 rank += 1
                 txn = None
         for t, v in facts["tables"].items():
-            shapes.learn(tuple(json.loads(t)), new=v.get("new"), old=v.get("old"), key=v.get("key"))
+            t = tuple(json.loads(t))
+            shapes.learn(t, new=v.get("new"), old=v.get("old"), key=v.get("key"))
+            if "new" in v:
+                new = tuple(map(tuple, v["new"]))
+                first.setdefault(t, tuple(map(tuple, v["first"])) if "first" in v else new)
+                if t not in versions or versions[t][-1][1] != new:
+                    versions.setdefault(t, []).append((f, new))
         seq += r["ngood"]
     shapes.declare(declared or {})
-    return {"frames": frames, "commits": commits, "table_cols": shapes.table_cols(),
+    return {"frames": frames, "commits": commits, "first": first, "versions": versions,
             "key_cols": shapes.key_cols(), "replayed": replayed}
 
 
-def _change_row(r, seq, plan):
-    """A DML record's change row, built by the single-process rules."""
-    return change_row(r, seq, plan["table_cols"], plan["key_cols"])
+def _in_force(plan, t, f):
+    """The columns of table ``t`` in force at the start of frame ``f``: its latest new
+    tuple's in an earlier frame, else its first new tuple's (None: it has none)."""
+    vs = plan["versions"].get(t)
+    if not vs:
+        return None
+    at = bisect.bisect_left(vs, f, key=lambda v: v[0])    # the versions set in frames before f
+    return vs[at - 1][1] if at else plan["first"][t]
 
 
 class _Changes:
@@ -295,6 +318,7 @@ class _Changes:
                     bad_rows.append(dict(seq=f_seq + k, lsn=r["lsn"]))
                     bad_texts.append(frame_error(keys[i], r["lsn"], r["error"]))
                     bad_at.append(i)
+                in_force = {}    # table -> its columns in force at this record of the frame
                 for k, r in enumerate(good):
                     typ = r["type"]
                     if typ == "B":
@@ -312,10 +336,16 @@ class _Changes:
                             continue
                         if txn is None:
                             txn = f"{f}:{k}"
+                        t = (r["schema"], r["table"])    # a record not given still sets the columns in force
+                        if r["new_tuple"]:
+                            in_force[t] = column_types(r["new_tuple"])
+                        elif t not in in_force:
+                            in_force[t] = _in_force(plan, t, f)
                         c = commits.get(txn)
                         if c is None or not c[1]:
                             continue      # never committed, or an excluded user's
-                        row = _change_row(r, f_seq + k, plan)
+                        row = change_row(r, f_seq + k, record_columns(in_force[t], r["old_tuple"]),
+                                         plan["key_cols"].get(t))
                         row.update(xid=c[3], commit_lsn=c[4], origin=c[5])
                         out.append(row)
                         cts.append(c[6])

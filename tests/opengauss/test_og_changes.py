@@ -266,3 +266,36 @@ def test_random_sessions_rebuild_the_model_tables(seed, style):
             later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(lsn, pa.uint64())))
             if len(later.filter(pc.equal(later.column("table"), tname))):
                 assert TC._apply_net(then, net_changes(later, name), keycols) == final, lsn
+
+
+def test_an_archive_spanning_alter_table_keeps_every_value():
+    """Each change row carries the columns its record names, versioned as pgoutput's
+    Relations are: before, every row took the table's newest column list, so the values
+    of a column dropped later were lost (and so were their rows' values in
+    table_changes/snapshot). The rules of ``record_columns``, one record each
+    (ogdata.altered_table_frames), and the typed table: every value sent is there, the
+    columns in the newest list's order, dropped ones after."""
+    from ogdata import altered_table_frames
+    frames, names = altered_table_frames()
+    # the key declared: the last Delete's full old tuple would name every column the key
+    changes = decode_changes(pa.array(frames, pa.binary()), exclude_users="etl", keys="public.t(id)")
+    got = [[c["name"] for c in cols] for cols in changes.column("columns").to_pylist()]
+    assert got == names
+    # one relation_version per column list: rows with equal lists share it
+    versions = {}
+    for cols, v in zip(got, changes.column("relation_version").to_pylist(), strict=True):
+        assert versions.setdefault(v, cols) == cols
+    assert len(versions) == 6
+    typed = table_changes(changes, "public.t")
+    assert typed.schema.field("after").type.names == ["id", "b", "c", "x", "a"]
+    rows = typed.to_pylist()
+    assert [r["after"] and {k: v for k, v in r["after"].items() if v is not None} for r in rows] == [
+        {"id": 1, "a": "1a", "b": "1b"}, {"id": 2, "a": "2a", "b": "2b"}, None, None,
+        {"id": 6, "b": "6b", "c": "6c"}, {"id": 8, "b": "8b", "c": "8c"}, None, None, None]
+    assert rows[-1]["before"] == {"id": 5, "b": "5b", "c": "5c", "x": "5x", "a": None}
+    assert snapshot(changes, "public.t").to_pylist() == []     # every row inserted was deleted
+    assert snapshot(changes, "public.t", as_of_lsn=150).to_pylist() == [
+        {"id": 6, "b": "6b", "c": "6c", "x": None, "a": None}]
+    # the same records in one frame give the same rows
+    one = b"".join(f[:-1] + b"P" for f in frames)[:-1] + b"F"
+    assert decode_changes(pa.array([one], pa.binary()), exclude_users="etl", keys="public.t(id)").equals(changes)
