@@ -245,21 +245,21 @@ class _TableMapper:
                 v = struct.field(name)
                 if not v.type.equals(at):
                     # the catalog could not type this column as a whole in this batch (e.g.
-                    # arrays of different dimensionality): value by value, what does not fit
-                    # the column's type is null with the reason in __special
+                    # arrays of different dimensionality), or the batch's newest column list
+                    # gave it another type than the table's: value by value, what does not
+                    # fit the column's type is null with the reason in __special (the
+                    # batch's own __special then speaks of the other type)
                     v, special = convert_values(*raw_of(name), oid, typmod, self.registry, at)
+                elif present.get_field_index(name + "__special") >= 0:
+                    special = struct.field(name + "__special")
                 v = _conform(v, at, tgt)
             else:
                 v = pa.nulls(n, tgt)
             arrays.append(v)
             if sp:
-                if special is None and present.get_field_index(name + "__special") >= 0:
-                    special = struct.field(name + "__special")
                 arrays.append(special if special is not None else pa.nulls(n, pa.string()))
-            elif present.get_field_index(name + "__special") >= 0:
-                s = struct.field(name + "__special")
-                if s.null_count != len(s):
-                    raise MalformedPayloadError(f"{self.name}.{name}: {s.drop_null()[0].as_py()}")
+            elif special is not None and special.null_count != len(special):
+                raise MalformedPayloadError(f"{self.name}.{name}: {special.drop_null()[0].as_py()}")
         return pa.StructArray.from_arrays(arrays, fields=list(target), mask=struct.is_null())
 
 

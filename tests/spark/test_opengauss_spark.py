@@ -430,3 +430,11 @@ def test_an_archive_spanning_alter_table(spark, partitions):
         got = _spark_rows(opengauss_decode_changes(_df(spark, frames, partitions, seed), order_by="seq", sort=True,
                                                    **opts))
         assert got == expected, seed
+    # Spark's typed table over them: every version's columns, as the single-process one
+    from pgoutput_codec import tables as T
+    from pgoutput_codec.spark import table_changes
+    local = T.table_changes(decode_changes(pa.array(frames, pa.binary()), **opts), "public.t")
+    typed = table_changes(opengauss_decode_changes(_df(spark, frames, partitions), order_by="seq", **opts), "public.t")
+    got = _spark_rows(typed.orderBy("seq").select(*local.column_names))
+    assert [(r["seq"], r["before"], r["after"]) for r in got] == \
+        [(r["seq"], r["before"], r["after"]) for r in local.to_pylist()]
