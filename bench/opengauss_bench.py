@@ -6,6 +6,11 @@ pgoutput batch decoder is importable, times it on the equivalent ten-column pgou
 Insert messages and prints the ratio. The two decoders run interleaved (one openGauss run,
 one pgoutput run, ...; best of ``--repeat`` each) so that the load of a shared machine
 falls on both alike; the 1-minute load average before and after is recorded.
+``--changes N`` (default 100,000; 0: none) also times change rows
+(``opengauss.changes.decode_changes``) over N ten-column records in transactions of ten
+(Inserts, Updates with their old key, Deletes), a column at a time against record by
+record (``by_record=True``, the rules' plain statement), beside pgoutput's
+``decode_changes`` over the same changes as pgoutput messages.
 ``--callgrind`` adds instruction counts per record from ``valgrind --tool=callgrind``
 (robust to the load; one decode of each in a child process). Results go to
 ``bench/results/opengauss.json``.
@@ -52,6 +57,65 @@ def pg_messages(n_records):
     return pa.array([msg] * n_records, pa.binary())
 
 
+def og_transactions(n_records, per_batch):
+    """(openGauss frames, the same changes as pgoutput messages): transactions of ten
+    ten-column records, 6 Inserts, 2 Updates sending their old key, 2 Deletes."""
+    import pgoutput_codec as pc
+    cols = [f"col{i}" for i in range(10)]
+    rel = pc.Relation(relation_id=16384, namespace="public", relation_name="bench_t", replica_identity="d",
+                      columns=tuple(pc.RelationColumn(1 if i == 0 else 0, c, 25, -1) for i, c in enumerate(cols)))
+    recs, msgs = [], [pc.encode_message(rel)]
+    lsn, xid = 0x1000, 100
+    while len(recs) < n_records * 12 // 10:
+        xid += 1
+        recs.append(encode_record(Record("B", lsn, csn=xid, first_lsn=lsn, xid=xid)))
+        msgs.append(pc.encode_message(pc.Begin(final_lsn=lsn + 11, commit_ts=0, xid=xid)))
+        for k in range(10):
+            lsn += 1
+            vals = [b"%d" % (xid * 10 + k)] + [b"value-%02d-abcdefgh" % i for i in range(9)]
+            new = tuple(Column(c, 25, v) for c, v in zip(cols, vals, strict=True))
+            key = new[:1]
+            op = "I" if k < 6 else "U" if k < 8 else "D"
+            recs.append(encode_record(Record(op, lsn, schema="public", table="bench_t",
+                                             new_tuple=None if op == "D" else new,
+                                             old_tuple=None if op == "I" else key)))
+            tup = tuple(pc.TupleColumn("t", v) for v in vals)
+            ktup = (pc.TupleColumn("t", vals[0]),) + tuple(pc.TupleColumn("n", None) for _ in range(9))
+            msgs.append(pc.encode_message(
+                pc.Insert(relation_id=16384, new_tuple=tup) if op == "I" else
+                pc.Update(relation_id=16384, old_kind="K", old_tuple=ktup, new_tuple=tup) if op == "U" else
+                pc.Delete(relation_id=16384, old_kind="K", old_tuple=ktup)))
+        lsn += 1
+        recs.append(encode_record(Record("C", lsn, xid=xid)))
+        msgs.append(pc.encode_message(pc.Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=0)))
+        lsn += 1
+    frames = [encode_frame(recs[i:i + per_batch]) for i in range(0, len(recs), per_batch)]
+    return pa.array(frames, pa.binary()), pa.array(msgs, pa.binary())
+
+
+def bench_changes(n_records, per_batch, repeat) -> dict:
+    import pgoutput_codec
+    from pgoutput_codec.opengauss.changes import decode_changes
+    frames, msgs = og_transactions(n_records, per_batch)
+    rows = decode_changes(frames)
+    assert rows.equals(decode_changes(frames, by_record=True))
+    n = rows.num_rows
+    assert pgoutput_codec.decode_changes(msgs).num_rows == n
+    del rows
+    load = os.getloadavg()[0]
+    cols, by_record, pg = interleaved_best([lambda: decode_changes(frames),
+                                            lambda: decode_changes(frames, by_record=True),
+                                            lambda: pgoutput_codec.decode_changes(msgs)], repeat)
+    res = {"change_rows": n, "columns_seconds": cols, "by_record_seconds": by_record,
+           "pgoutput_changes_seconds": pg, "ratio_by_record_to_columns": by_record / cols,
+           "ratio_columns_to_pgoutput": cols / pg, "load_1min_before": load}
+    print(f"openGauss change rows, {n} rows: a column at a time {cols * 1e3:.0f} ms "
+          f"({n / cols / 1e3:.0f} k rows/s), record by record {by_record * 1e3:.0f} ms "
+          f"({by_record / cols:.1f}x); pgoutput decode_changes on the same changes {pg * 1e3:.0f} ms "
+          f"(openGauss/pgoutput {cols / pg:.2f}); load {load:.2f}")
+    return res
+
+
 def interleaved_best(fns, repeat):
     """Best time of each function, run in turn (a, b, a, b, ...). Every result is
     released before the next call, the same for both: a result kept alive while the
@@ -94,6 +158,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1000, help="records per 'b' batch")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per record")
+    ap.add_argument("--changes", type=int, default=100_000, help="records for the change rows timing (0: none)")
     ap.add_argument("--note", default=None, help="a remark stored with the results")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "opengauss.json"))
     a = ap.parse_args()
@@ -144,6 +209,8 @@ def main():
                    ratio_instructions=og_i / pg_i if og_i and pg_i else None)
         print(f"callgrind ({n} records): openGauss {og_i:.0f} instructions/record, pgoutput "
               f"{pg_i or 0:.0f}; ratio {res['ratio_instructions'] or 0:.2f}")
+    if a.changes:
+        res["changes"] = bench_changes(a.changes, a.batch, min(a.repeat, 3))
     if a.note:
         res["note"] = a.note
     os.makedirs(os.path.dirname(a.out), exist_ok=True)

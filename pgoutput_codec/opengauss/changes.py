@@ -51,6 +51,7 @@ import functools
 import logging
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -241,19 +242,20 @@ def _commit_ts(texts: list) -> pa.Array:
 def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
                    include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
                    errors: str = "raise", after_lsn=None, until_lsn=None, replays: str = "drop",
-                   replayed: list | None = None, keys=None) -> pa.Table:
+                   replayed: list | None = None, keys=None, by_record: bool = False) -> pa.Table:
     """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames.
     ``after_lsn``/``until_lsn``: only the transactions committed in ``(after_lsn,
     until_lsn]``, as for pgoutput's ``ChangeDecoder``. ``replays``: see the module
     docstring; ``replayed``: a list that receives one dict (xid, commit_lsn, seq of the
     Commit record) per transaction received again and dropped. ``keys``: tables' keys the
-    records may never name (module docstring)."""
+    records may never name (module docstring). ``by_record``: build the rows record by
+    record (:func:`change_row`, the rules' plain statement; the tests' reference) instead
+    of a column at a time (:func:`.rows.change_rows`)."""
     from . import decode_batch
     declared = parse_keys(keys)
     window = commit_window(after_lsn, until_lsn)
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
-    taken, dropped = [], []
 
     recs = decode_batch(values, style=style, envelope=envelope)
     err = recs.column("error")
@@ -262,67 +264,123 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
         raise PgoutputDecodeError(f"openGauss input row {recs.column('row')[i].as_py()}: {err[i].as_py()}")
     patterns = parse_table_list(tables)
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
-    rows = recs.filter(pc.is_null(err)).to_pylist()
-
-    shapes = TableShapes(column_types, key_names)
-    in_force = {}      # table -> its columns as its first new tuple names them, then its latest
-    for r in rows:
-        if r["type"] in ("I", "U", "D"):
-            old = r["old_tuple"] or None
-            t = (r["schema"], r["table"])
-            shapes.learn(t, new=r["new_tuple"] or None, old=old, key=old)
-            if r["new_tuple"] and t not in in_force:
-                in_force[t] = column_types(r["new_tuple"])
-    shapes.declare(declared)
-    key_cols = shapes.key_cols()
-
-    out, txn = [], None
-    commit_rows = []
-    for ordinal, r in enumerate(rows):
-        typ = r["type"]
-        if typ == "B":
-            txn = dict(xid=r["xid"], origin=None if r["origin_id"] is None else str(r["origin_id"]),
-                       user=r["user_name"], commit_time=r["commit_time"], rows=[])
-        elif typ == "C":
-            if txn is None:
-                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
-            xid = r["xid"] if r["xid"] is not None else txn["xid"]
-            lsn = r["lsn"]
-            verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
-            if verdict == OUT_OF_ORDER:
-                raise order_error("C", lsn, taken[-1], ordinal)
-            if verdict == REPLAY:
-                dropped.append(dict(xid=xid, commit_lsn=lsn, seq=ordinal))
-            elif txn["user"] is None or txn["user"] not in excluded:
-                ct = r["commit_time"] or txn["commit_time"]
-                if not txn["rows"] and not skip_empty_xacts:
-                    txn["rows"].append(dict(op="C"))
-                for row in txn["rows"]:
-                    row.update(xid=xid, commit_lsn=r["lsn"], origin=txn["origin"])
-                    out.append(row)
-                    commit_rows.append(ct)
-            txn = None
-        elif typ in ("I", "U", "D"):
-            if not _table_selected(patterns, r["schema"] or "", r["table"] or ""):
-                continue
-            t = (r["schema"], r["table"])
-            if r["new_tuple"]:
-                in_force[t] = column_types(r["new_tuple"])
-            row = change_row(r, ordinal, record_columns(in_force.get(t), r["old_tuple"]), key_cols.get(t))
-            if txn is None:
-                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
-            txn["rows"].append(row)
+    good = recs.filter(pc.is_null(err)) if err.null_count != len(recs) else recs
+    key_cols = learn_shapes(good, declared).key_cols()
+    take, commit, dropped = _walk(good, patterns, excluded, replays, skip_empty_xacts)
+    commit["commit_ts"] = _commit_ts(commit.pop("commit_time"))
+    if by_record:
+        table = _rows_by_record(good, take, commit, key_cols)
+    else:
+        from .rows import change_rows
+        table = change_rows(good, take, np.maximum(take, 0), commit, key_cols)
     if dropped:
         logging.getLogger("pgoutput_codec").warning(
             "pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the first at "
             "seq %s", len(dropped), dropped[0]["seq"])
     if replayed is not None:
         replayed.extend(dropped)
-    ts = _commit_ts(commit_rows)
-    table = pa.Table.from_pylist(out, schema=pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"]))
-    table = table.append_column("commit_ts", ts).select(OPENGAUSS_CHANGE_SCHEMA.names)
     if window is not None and len(table):
         table = table.filter(pa.array(in_commit_window(table.column("commit_lsn"), window)))
     opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
     drop = [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
     return table.drop_columns(drop) if drop else table
+
+
+def learn_shapes(good: pa.Table, declared: dict) -> TableShapes:
+    """The :class:`TableShapes` one walk over the DML records ``good`` learns, from the
+    few records that decide it (per table its first old tuple, last new tuple and last
+    old tuple), fetched alone; ``declared`` keys put over it."""
+    shapes = TableShapes(column_types, key_names)
+    types = good.column("type")
+    dml = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
+    if dml.any():
+        from .rows import table_ids
+        table = table_ids(good)[0]
+        has = {side: dml & pc.fill_null(pc.greater(pc.list_value_length(good.column(side)), 0), False)
+               .to_numpy(zero_copy_only=False) for side in ("new_tuple", "old_tuple")}
+        pick = set()
+        for side, how in (("new_tuple", "last"), ("old_tuple", "first"), ("old_tuple", "last")):
+            idx = np.flatnonzero(has[side])
+            t = table[idx]
+            if how == "last":
+                idx, t = idx[::-1], t[::-1]
+            pick.update(idx[np.unique(t, return_index=True)[1]].tolist())
+        pick = sorted(pick)
+        for r in good.select(["schema", "table", "new_tuple", "old_tuple"]).take(pa.array(pick, pa.int64())).to_pylist():
+            old = r["old_tuple"] or None
+            shapes.learn((r["schema"], r["table"]), new=r["new_tuple"] or None, old=old, key=old)
+    shapes.declare(declared)
+    return shapes
+
+
+def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
+    """Transactions over the records in arrival order: per change row given, its record's
+    index in ``good`` (-1: an empty transaction's 'C' marker) and its commit facts
+    (``xid``, ``commit_lsn``, ``origin``, ``commit_time`` text); and the transactions
+    dropped as replays. One step per record over the flat columns, no tuple read."""
+    cols = {c: good.column(c).to_pylist() for c in
+            ("type", "xid", "lsn", "origin_id", "user_name", "commit_time", "schema", "table")}
+    types, xids, lsns = cols["type"], cols["xid"], cols["lsn"]
+    taken, dropped = [], []
+    take, facts = [], {"xid": [], "commit_lsn": [], "origin": [], "commit_time": []}
+    selected = {}
+    txn = None
+    for ordinal, typ in enumerate(types):
+        if typ == "B":
+            o = cols["origin_id"][ordinal]
+            txn = dict(xid=xids[ordinal], origin=None if o is None else str(o), user=cols["user_name"][ordinal],
+                       commit_time=cols["commit_time"][ordinal], rows=[])
+        elif typ == "C":
+            if txn is None:
+                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
+            xid = xids[ordinal] if xids[ordinal] is not None else txn["xid"]
+            lsn = lsns[ordinal]
+            verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
+            if verdict == OUT_OF_ORDER:
+                raise order_error("C", lsn, taken[-1], ordinal)
+            if verdict == REPLAY:
+                dropped.append(dict(xid=xid, commit_lsn=lsn, seq=ordinal))
+            elif txn["user"] is None or txn["user"] not in excluded:
+                rows = txn["rows"] or ([] if skip_empty_xacts else [-1])
+                take += rows
+                facts["xid"] += [xid] * len(rows)
+                facts["commit_lsn"] += [lsn] * len(rows)
+                facts["origin"] += [txn["origin"]] * len(rows)
+                facts["commit_time"] += [cols["commit_time"][ordinal] or txn["commit_time"]] * len(rows)
+            txn = None
+        elif typ in ("I", "U", "D"):
+            t = (cols["schema"][ordinal], cols["table"][ordinal])
+            sel = selected.get(t)
+            if sel is None:
+                sel = selected[t] = _table_selected(patterns, t[0] or "", t[1] or "")
+            if not sel:
+                continue
+            if txn is None:
+                txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
+            txn["rows"].append(ordinal)
+    return np.array(take, np.int64), facts, dropped
+
+
+def _rows_by_record(good: pa.Table, take, commit: dict, key_cols: dict) -> pa.Table:
+    """:func:`decode_changes`' rows built record by record by :func:`change_row`: the
+    columns in force walked over every DML record in arrival order."""
+    rows = good.to_pylist()
+    in_force = {}
+    for r in rows:
+        if r["type"] in ("I", "U", "D") and r["new_tuple"]:
+            in_force.setdefault((r["schema"], r["table"]), column_types(r["new_tuple"]))
+    built = {}
+    wanted = set(take.tolist())
+    for ordinal, r in enumerate(rows):
+        if r["type"] in ("I", "U", "D"):
+            t = (r["schema"], r["table"])
+            if r["new_tuple"]:
+                in_force[t] = column_types(r["new_tuple"])
+            if ordinal in wanted:
+                built[ordinal] = change_row(r, ordinal, record_columns(in_force.get(t), r["old_tuple"]),
+                                            key_cols.get(t))
+    out = [dict(built[i]) if i >= 0 else dict(op="C") for i in take.tolist()]
+    for row, xid, lsn, origin in zip(out, commit["xid"], commit["commit_lsn"], commit["origin"], strict=True):
+        row.update(xid=xid, commit_lsn=lsn, origin=origin)
+    table = pa.Table.from_pylist(out, schema=pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"]))
+    return table.append_column("commit_ts", commit["commit_ts"]).select(OPENGAUSS_CHANGE_SCHEMA.names)

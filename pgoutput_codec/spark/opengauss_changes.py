@@ -24,7 +24,8 @@ How (two passes, nothing threaded from one task to the next):
    (one per ``ALTER TABLE`` the archive spans, not one per frame) and its key. That plan
    is broadcast.
 2. ``mapInArrow`` over every partition decodes its frames again and emits the change
-   rows of their records, placed by the plan alone: any partitioning and any row order
+   rows of their records (built a column at a time, :func:`..opengauss.rows.change_rows`:
+   only the transaction walk steps record by record), placed by the plan alone: any partitioning and any row order
    gives the same rows. Rows of a transaction whose Commit is in another frame get their
    commit facts from the plan; rows of a transaction never committed are dropped.
 
@@ -59,6 +60,7 @@ import json
 import logging
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -69,8 +71,8 @@ from ..changes import (
     OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
 )
 from ..messages import format_lsn
-from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, change_row, column_types,
-                                 key_names, parse_keys, record_columns)
+from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, column_types, key_names,
+                                 parse_keys)
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -116,18 +118,6 @@ def _decode(payload, style, envelope):
     from ..opengauss import decode_batch
     payload = ST.one_array(payload)
     return decode_batch(payload, style=style, envelope=envelope)
-
-
-def _frames(recs: pa.Table):
-    """(input row, [records]) per input row that has records, errors kept (dicts)."""
-    rows = recs.to_pylist()
-    out, cur, cur_row = [], None, None
-    for r in rows:
-        if r["row"] != cur_row:
-            cur, cur_row = [], r["row"]
-            out.append((cur_row, cur))
-        cur.append(r)
-    return out
 
 
 class _Facts:
@@ -293,67 +283,90 @@ class _Changes:
         self.plan_bc, self.style, self.envelope, self.patterns = plan_bc, style, envelope, patterns
         self.drop, self.out_schema, self.mode, self.count_rows = drop, out_schema, mode, count_rows
 
-    def _table(self, rows, cts, base):
-        table = pa.Table.from_pylist(rows, schema=base)
-        table = table.append_column("commit_ts", _commit_ts(cts)).select(OPENGAUSS_CHANGE_SCHEMA.names)
+    def _table(self, table):
         return table.drop_columns(self.drop) if self.drop else table
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]):
-        plan = self.plan_bc.value
+    def _given(self, plan, good: pa.Table, keys: list, rows: list):
+        """The change rows the plan gives of a batch's good records (frame ``rows[j]`` of
+        the batch for record ``j``, in arrival order per frame): per row its record
+        (-1: an empty transaction's 'C' marker), seq, commit rank and commit facts."""
         commits = plan["commits"]
+        flat = {c: good.column(c).to_pylist() for c in ("type", "schema", "table")}
+        take, seqs, ranks = [], [], []
+        facts = {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": []}
+
+        def give(j, seq, c):
+            take.append(j)
+            seqs.append(seq)
+            ranks.append(c[0])
+            for name, v in zip(("xid", "commit_lsn", "origin", "commit_ts"), c[3:7], strict=True):
+                facts[name].append(v)
+        cur = None
+        for j, typ in enumerate(flat["type"]):
+            if rows[j] != cur:     # a frame's first good record
+                cur, k0 = rows[j], j
+                f, f_seq, txn = plan["frames"][keys[cur]]
+            k = j - k0
+            if typ == "B":
+                txn = f"{f}:{k}"
+            elif typ == "C":
+                c = commits[txn if txn is not None else f"{f}:{k}"]
+                if c[1] and c[7]:
+                    give(-1, 0, c)
+                txn = None
+            elif typ in ("I", "U", "D"):
+                t = (flat["schema"][j], flat["table"][j])
+                sel = self.selected.get(t)
+                if sel is None:
+                    sel = self.selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
+                if not sel:
+                    continue
+                if txn is None:
+                    txn = f"{f}:{k}"
+                c = commits.get(txn)
+                if c is not None and c[1]:      # else never committed, or an excluded user's
+                    give(j, f_seq + k, c)
+        return take, seqs, ranks, facts
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]):
+        from ..opengauss.rows import change_rows
+        plan = self.plan_bc.value
         target = ST.arrow_schema_for(self.out_schema)
-        base = pa.schema([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name != "commit_ts"])
+        self.selected = {}
         for b in batches:
             recs = _decode(b.column(0), self.style, self.envelope)
             keys = b.column(1).to_pylist()
-            out, cts, ranks = [], [], []
+            err = recs.column("error")
+            rows = recs.column("row").to_pylist()
+            errs = err.to_pylist() if err.null_count != len(err) else None
             bad_rows, bad_texts, bad_at = [], [], []     # one per malformed frame
-            for i, records in _frames(recs):
-                f, f_seq, txn = plan["frames"][keys[i]]
-                good = [r for r in records if r["error"] is None]
-                if len(good) < len(records):
-                    # the first bad record; the k good ones before it have seq f_seq .. f_seq + k - 1
-                    k = next(j for j, r in enumerate(records) if r["error"] is not None)
-                    r = records[k]
-                    bad_rows.append(dict(seq=f_seq + k, lsn=r["lsn"]))
-                    bad_texts.append(frame_error(keys[i], r["lsn"], r["error"]))
-                    bad_at.append(i)
-                in_force = {}    # table -> its columns in force at this record of the frame
-                for k, r in enumerate(good):
-                    typ = r["type"]
-                    if typ == "B":
-                        txn = f"{f}:{k}"
-                    elif typ == "C":
-                        tid = txn if txn is not None else f"{f}:{k}"
-                        c = commits[tid]
-                        if c[1] and c[7]:
-                            out.append(dict(op="C", xid=c[3], commit_lsn=c[4], origin=c[5]))
-                            cts.append(c[6])
-                            ranks.append(c[0])
-                        txn = None
-                    elif typ in ("I", "U", "D"):
-                        if not _table_selected(self.patterns, r["schema"] or "", r["table"] or ""):
-                            continue
-                        if txn is None:
-                            txn = f"{f}:{k}"
-                        t = (r["schema"], r["table"])    # a record not given still sets the columns in force
-                        if r["new_tuple"]:
-                            in_force[t] = column_types(r["new_tuple"])
-                        elif t not in in_force:
-                            in_force[t] = _in_force(plan, t, f)
-                        c = commits.get(txn)
-                        if c is None or not c[1]:
-                            continue      # never committed, or an excluded user's
-                        row = change_row(r, f_seq + k, record_columns(in_force[t], r["old_tuple"]),
-                                         plan["key_cols"].get(t))
-                        row.update(xid=c[3], commit_lsn=c[4], origin=c[5])
-                        out.append(row)
-                        cts.append(c[6])
-                        ranks.append(c[0])
-            table = self._table(out, cts, base)
-            n = len(out)
+            if errs is not None:
+                good = recs.filter(pc.is_null(err))
+                for j, e in enumerate(errs):
+                    i = rows[j]
+                    if e is not None and (not bad_at or bad_at[-1] != i):
+                        # the first bad record of its frame; the good ones before it have seq f_seq ..
+                        k = j - rows.index(i)
+                        lsn = recs.column("lsn")[j].as_py()
+                        bad_rows.append((plan["frames"][keys[i]][1] + k, lsn))
+                        bad_texts.append(frame_error(keys[i], lsn, e))
+                        bad_at.append(i)
+                rows = good.column("row").to_pylist()
+            else:
+                good = recs
+            take, seqs, ranks, facts = self._given(plan, good, keys, rows)
+            frame_of = {g: plan["frames"][keys[g]][0] for g in set(rows)}
+            facts["commit_ts"] = _commit_ts(facts["commit_ts"])
+            table = self._table(change_rows(
+                good, np.array(take, np.int64), np.array(seqs, np.int64), facts, plan["key_cols"],
+                group=np.array(rows, np.int64), initial_of=lambda g, t, fo=frame_of: _in_force(plan, t, fo[g])))
+            n = len(table)
             if self.mode != FAILFAST:
-                table = pa.concat_tables([table, self._table(bad_rows, [None] * len(bad_rows), base)])
+                errors = pa.table({"seq": pa.array([r[0] for r in bad_rows], pa.int64()),
+                                   "lsn": pa.array([r[1] for r in bad_rows], pa.uint64())})
+                blank = pa.table({f.name: errors.column(f.name) if f.name in errors.column_names
+                                  else pa.nulls(len(bad_rows), f.type) for f in table.schema})
+                table = pa.concat_tables([table, blank])
                 ranks += [None] * len(bad_rows)
                 payload = b.column(0)
                 table = table.append_column("error", pa.concat_arrays([

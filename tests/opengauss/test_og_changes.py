@@ -23,7 +23,9 @@ from pgoutput_codec.opengauss.records import Column, Record
 from pgoutput_codec.tables import history, snapshot, table_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import archive_model  # noqa: E402  (tests/: the model sessions)
+import ogdata  # noqa: E402  (tests/opengauss: records and their strategies)
 import test_changes as TC  # noqa: E402  (its table comparison helpers)
 
 
@@ -235,6 +237,8 @@ def test_random_sessions_rebuild_the_model_tables(seed, style):
     values = pa.array(frames, pa.binary())
     declare = seed % 2 == 0
     changes = decode_changes(values, style=style, keys="public.a(id)" if declare else None)
+    assert decode_changes(values, style=style, keys="public.a(id)" if declare else None,
+                          by_record=True).equals(changes)
     r = np.random.default_rng(seed)
     again = int(r.integers(0, len(frames)))
     assert decode_changes(pa.array(frames + frames[again:], pa.binary()), style=style,
@@ -275,8 +279,7 @@ def test_an_archive_spanning_alter_table_keeps_every_value():
     table_changes/snapshot). The rules of ``record_columns``, one record each
     (ogdata.altered_table_frames), and the typed table: every value sent is there, the
     columns in the newest list's order, dropped ones after."""
-    from ogdata import altered_table_frames
-    frames, names = altered_table_frames()
+    frames, names = ogdata.altered_table_frames()
     # the key declared: the last Delete's full old tuple would name every column the key
     changes = decode_changes(pa.array(frames, pa.binary()), exclude_users="etl", keys="public.t(id)")
     got = [[c["name"] for c in cols] for cols in changes.column("columns").to_pylist()]
@@ -299,3 +302,17 @@ def test_an_archive_spanning_alter_table_keeps_every_value():
     # the same records in one frame give the same rows
     one = b"".join(f[:-1] + b"P" for f in frames)[:-1] + b"F"
     assert decode_changes(pa.array([one], pa.binary()), exclude_users="etl", keys="public.t(id)").equals(changes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(ogdata.records(), min_size=1, max_size=6), max_size=8), st.booleans(),
+       st.sampled_from([None, "*.t", "\u00e9*.*"]))
+def test_rows_built_a_column_at_a_time_equal_those_built_record_by_record(frames, skip_empty, tables):
+    """change_rows (per column list and tuple shape, numpy gathers) gives the rows
+    change_row gives one record at a time, on random records: any names (duplicates,
+    quotes, separators, empty), tuples of any width, missing or empty, Begin/Commit
+    anywhere; tables named by a few records or by one."""
+    values = pa.array([encode_frame(f) for f in frames], pa.binary())
+    opts = dict(errors="drop", replays="keep", skip_empty_xacts=skip_empty, tables=tables)
+    got = decode_changes(values, **opts)
+    assert got.equals(decode_changes(values, by_record=True, **opts))
