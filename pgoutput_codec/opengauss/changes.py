@@ -266,8 +266,8 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     good = recs.filter(pc.is_null(err)) if err.null_count != len(recs) else recs
     key_cols = learn_shapes(good, declared).key_cols()
-    take, commit, dropped = _walk(good, patterns, excluded, replays, skip_empty_xacts)
-    commit["commit_ts"] = _commit_ts(commit.pop("commit_time"))
+    walk = _walk_by_record if by_record else _walk
+    take, commit, dropped = walk(good, patterns, excluded, replays, skip_empty_xacts)
     if by_record:
         table = _rows_by_record(good, take, commit, key_cols)
     else:
@@ -314,10 +314,75 @@ def learn_shapes(good: pa.Table, declared: dict) -> TableShapes:
 
 
 def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
+    """:func:`_walk_by_record` with arrays: one step per commit, not per record. The
+    events are the Begin, Commit and selected DML records. A transaction starts at a
+    Begin, and at a Commit or DML record that follows a Commit (or nothing): openGauss
+    sends whole transactions, so each is a run of events, ended by its Commit or, never
+    committed, by the next Begin."""
+    from .rows import table_ids
+    types = good.column("type")
+    is_b = pc.fill_null(pc.equal(types, "B"), False).to_numpy(zero_copy_only=False)
+    is_c = pc.fill_null(pc.equal(types, "C"), False).to_numpy(zero_copy_only=False)
+    is_dml = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
+    if is_dml.any() and patterns is not None:
+        table, _ = table_ids(good)
+        first = np.flatnonzero(is_dml)
+        ut, at = np.unique(table[first], return_index=True)
+        named = good.select(["schema", "table"]).take(pa.array(first[at], pa.int64())).to_pylist()
+        chosen = np.zeros(int(table.max(initial=0)) + 1, bool)
+        chosen[ut] = [_table_selected(patterns, r["schema"] or "", r["table"] or "") for r in named]
+        is_dml &= chosen[table]
+    ev = np.flatnonzero(is_b | is_c | is_dml)
+    kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
+    after_c = np.r_[True, kind[:-1] == 1] if len(ev) else np.zeros(0, bool)
+    seg = np.cumsum((kind == 0) | after_c) - 1        # the transaction of each event
+    n_seg = int(seg[-1]) + 1 if len(ev) else 0
+    seg_first = np.full(n_seg, -1, np.int64)
+    seg_first[seg[::-1]] = ev[::-1]                   # (the first event of each: reversed writes)
+    begun = is_b[seg_first] if n_seg else np.zeros(0, bool)
+    commits = ev[kind == 1]                           # one per committed transaction, in order
+    c_seg = seg[kind == 1]
+    c_vals = good.select(["xid", "lsn", "commit_time"]).take(pa.array(commits, pa.int64())).to_pylist()
+    b_rec = seg_first[c_seg]
+    b_vals = good.select(["xid", "origin_id", "user_name", "commit_time"]).take(
+        pa.array(np.where(begun[c_seg], b_rec, -1), pa.int64(), mask=~begun[c_seg])).to_pylist()
+    taken, dropped = [], []
+    emit = np.zeros(n_seg, bool)
+    facts = {"xid": [], "commit_lsn": [], "origin": [], "commit_time": []}
+    for ordinal, s_, c, b in zip(commits.tolist(), c_seg.tolist(), c_vals, b_vals, strict=True):
+        xid = c["xid"] if c["xid"] is not None else b["xid"]
+        lsn = c["lsn"]
+        verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
+        if verdict == OUT_OF_ORDER:
+            raise order_error("C", lsn, taken[-1], ordinal)
+        if verdict == REPLAY:
+            dropped.append(dict(xid=xid, commit_lsn=lsn, seq=ordinal))
+            facts_row = None
+        elif b["user_name"] is None or b["user_name"] not in excluded:
+            facts_row = (xid, lsn, None if b["origin_id"] is None else str(b["origin_id"]),
+                         c["commit_time"] or b["commit_time"])
+        else:
+            facts_row = None
+        for name, v in zip(facts, facts_row or (None,) * 4, strict=True):
+            facts[name].append(v)
+        emit[s_] = facts_row is not None
+    committed = np.full(n_seg, -1, np.int64)          # transaction -> its index among the commits
+    committed[c_seg] = np.arange(len(c_seg))
+    rows_in = np.bincount(seg[kind == 2], minlength=n_seg)
+    give = emit[seg] & ((kind == 2) | ((kind == 1) & (rows_in[seg] == 0) & (not skip_empty_xacts)))
+    take = np.where(kind[give] == 2, ev[give], -1)
+    which = pa.array(committed[seg[give]], pa.int64())
+    out = {name: pa.array(facts[name], t).take(which)
+           for name, t in (("xid", pa.uint64()), ("commit_lsn", pa.uint64()), ("origin", pa.string()))}
+    out["commit_ts"] = _commit_ts(facts["commit_time"]).take(which)     # parsed once per commit
+    return take.astype(np.int64), out, dropped
+
+
+def _walk_by_record(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
     """Transactions over the records in arrival order: per change row given, its record's
     index in ``good`` (-1: an empty transaction's 'C' marker) and its commit facts
     (``xid``, ``commit_lsn``, ``origin``, ``commit_time`` text); and the transactions
-    dropped as replays. One step per record over the flat columns, no tuple read."""
+    dropped as replays. One step per record: the plain statement of :func:`_walk`."""
     cols = {c: good.column(c).to_pylist() for c in
             ("type", "xid", "lsn", "origin_id", "user_name", "commit_time", "schema", "table")}
     types, xids, lsns = cols["type"], cols["xid"], cols["lsn"]
@@ -358,6 +423,7 @@ def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
             if txn is None:
                 txn = dict(xid=None, origin=None, user=None, commit_time=None, rows=[])
             txn["rows"].append(ordinal)
+    facts["commit_ts"] = _commit_ts(facts.pop("commit_time"))
     return np.array(take, np.int64), facts, dropped
 
 

@@ -29,15 +29,19 @@ def _length(strings: pa.Array) -> pa.Array:
     return pc.cast(pc.binary_length(strings), pa.string())
 
 
+def _codes(values: pa.Array) -> np.ndarray:
+    """Dictionary codes of ``values`` (int64; -1 for null): equal values, equal codes."""
+    enc = pc.dictionary_encode(values)
+    return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def table_ids(recs: pa.Table):
-    """(per record its table's number, the number of tables): (schema, table) pairs told
-    apart by length-prefixed keys, a null name apart from an empty one."""
-    parts = []
-    for c in ("schema", "table"):
-        v = _one(recs.column(c))
-        parts += [pc.if_else(pc.is_null(v), "-", _length(v)), pc.fill_null(v, "")]
-    enc = pc.dictionary_encode(pc.binary_join_element_wise(*parts, ":"))
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
+    """(per record its table's number, the number of tables): (schema, table) pairs,
+    a null name apart from an empty one."""
+    s = _codes(_one(recs.column("schema")))
+    t = _codes(_one(recs.column("table")))
+    u, inv = np.unique(s * (int(t.max(initial=0)) + 2) + (t + 1), return_inverse=True)
+    return inv.reshape(len(s)).astype(np.int64), len(u)
 
 
 def _one(col) -> pa.Array:
@@ -58,22 +62,7 @@ class _Tuples:
         self.valid = lst.is_valid().to_numpy(zero_copy_only=False)
         vals = lst.values
         self.values = vals
-        # "<bytes>:<name>:<oid>:<bytes>:<type name>": length-prefixed, so no name can
-        # make two tuples' shapes equal (names may hold any character)
-        name, tname = vals.field("name"), vals.field("type_name")
-        elem = pc.binary_join_element_wise(
-            _length(name), name, pc.fill_null(pc.cast(vals.field("type_oid"), pa.string()), ""),
-            pc.if_else(pc.is_null(tname), "-", _length(tname)), pc.fill_null(tname, ""), ":")
-        joined = pc.binary_join(pa.ListArray.from_arrays(lst.offsets, elem), ";")
-        enc = pc.dictionary_encode(joined)
-        self.shape = np.where(self.valid, enc.indices.to_numpy(zero_copy_only=False), -1).astype(np.int64)
-        n_shapes = len(enc.dictionary)
-        rep = np.full(n_shapes, -1, np.int64)
-        rows = np.flatnonzero(self.shape >= 0)
-        # the first record of each shape: np.unique's first occurrence
-        u, first = np.unique(self.shape[rows], return_index=True)
-        rep[u] = rows[first]
-        self.rep = rep
+        self.shape, self.rep = _shapes(self.offsets, self.lengths, self.valid, vals)
         self._py = {}
 
     def tuple_of(self, shape: int):
@@ -88,6 +77,71 @@ class _Tuples:
         unchanged = self.values.field("unchanged_toast").to_numpy(zero_copy_only=False)
         isnull = self.values.field("value").is_null().to_numpy(zero_copy_only=False)
         return np.where(unchanged, 2, np.where(isnull, 0, 1)).astype(np.uint8)
+
+
+_K = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5,
+               0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53], np.uint64)
+
+
+def _shapes(offsets, lengths, valid, vals):
+    """Per record the id of its tuple's shape (names and types, in order; -1: no tuple)
+    and one representative record per shape. Each column is three integers (name code,
+    OID, type name code); a record's shape is a 64-bit hash of them and their positions,
+    checked against its representative element by element, so that a hash collision
+    cannot merge two shapes (it falls back to the length-prefixed text key)."""
+    n = len(lengths)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    part = vals.slice(lo, hi - lo)
+    name = _codes(part.field("name"))
+    oid_arr = part.field("type_oid")
+    oid = pc.fill_null(oid_arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    oid = np.where(oid_arr.is_null().to_numpy(zero_copy_only=False), -1, oid)
+    tname = _codes(part.field("type_name"))
+    starts = offsets[:-1] - lo
+    pos = np.arange(hi - lo, dtype=np.int64) - np.repeat(starts, lengths)
+    with np.errstate(over="ignore"):
+        e = ((name + 1).astype(np.uint64) * _K[0] + (oid + 2).astype(np.uint64) * _K[1]
+             + (tname + 2).astype(np.uint64) * _K[2] + (pos + 1).astype(np.uint64) * _K[3])
+        e ^= e >> np.uint64(31)
+        e *= _K[4]
+        e ^= e >> np.uint64(29)
+        h = lengths.astype(np.uint64) * _K[5]
+        full = np.flatnonzero(lengths > 0)
+        if len(full):
+            h[full] += np.add.reduceat(e, starts[full])
+    rows = np.flatnonzero(valid)
+    shape = np.full(n, -1, np.int64)
+    if not len(rows):
+        return shape, np.zeros(0, np.int64)
+    u, first, inv = np.unique(h[rows], return_index=True, return_inverse=True)
+    shape[rows] = inv.reshape(len(rows))
+    rep = rows[first]
+    # every record equals its shape's representative, column by column
+    r0 = np.where(valid, rep[np.maximum(shape, 0)], 0)
+    if np.array_equal(lengths[r0][rows], lengths[rows]):
+        mine = np.flatnonzero(np.repeat(valid, lengths))      # the elements of every tuple
+        theirs = np.repeat(starts[r0], lengths)[mine] + pos[mine]
+        if (np.array_equal(name[mine], name[theirs]) and np.array_equal(oid[mine], oid[theirs])
+                and np.array_equal(tname[mine], tname[theirs])):
+            return shape, rep
+    return _shapes_by_text(offsets, valid, vals)
+
+
+def _shapes_by_text(offsets, valid, vals):
+    """:func:`_shapes` by a length-prefixed text key per tuple ("<bytes>:<name>:<oid>:
+    <bytes>:<type name>" per column): slower, exact."""
+    name, tname = vals.field("name"), vals.field("type_name")
+    elem = pc.binary_join_element_wise(
+        _length(name), name, pc.fill_null(pc.cast(vals.field("type_oid"), pa.string()), ""),
+        pc.if_else(pc.is_null(tname), "-", _length(tname)), pc.fill_null(tname, ""), ":")
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), elem), ";")
+    enc = pc.dictionary_encode(joined)
+    shape = np.where(valid, enc.indices.to_numpy(zero_copy_only=False), -1).astype(np.int64)
+    rows = np.flatnonzero(shape >= 0)
+    rep = np.full(len(enc.dictionary), -1, np.int64)
+    u, first = np.unique(shape[rows], return_index=True)
+    rep[u] = rows[first]
+    return shape, rep
 
 
 class _Lists:
