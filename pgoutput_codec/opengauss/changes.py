@@ -230,9 +230,11 @@ def change_row(r: dict, seq: int, cols: tuple, keys) -> dict:
                 before=_align(r["old_tuple"], names), after=_align(r["new_tuple"], names), truncate_options=None)
 
 
-def _commit_ts(texts: list) -> pa.Array:
-    kinds = ["n" if t is None else "t" for t in texts]
-    data = [None if t is None else t.encode() for t in texts]
+def _commit_ts(texts) -> pa.Array:
+    """Commit times (``timestamptz`` text, a list or a string array) parsed."""
+    texts = pa.array(texts, pa.string()) if not isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
+    kinds = pc.if_else(pc.is_null(texts), "n", "t")
+    data = pc.cast(texts, pa.binary())
     try:
         return convert_column(kinds, data, 1184).values   # timestamptz text form
     except ConversionError:   # an unparseable commit time is kept as null, not guessed
@@ -342,14 +344,44 @@ def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
     begun = is_b[seg_first] if n_seg else np.zeros(0, bool)
     commits = ev[kind == 1]                           # one per committed transaction, in order
     c_seg = seg[kind == 1]
-    c_vals = good.select(["xid", "lsn", "commit_time"]).take(pa.array(commits, pa.int64())).to_pylist()
+    c_tab = good.select(["xid", "lsn", "commit_time"]).take(pa.array(commits, pa.int64()))
     b_rec = seg_first[c_seg]
-    b_vals = good.select(["xid", "origin_id", "user_name", "commit_time"]).take(
-        pa.array(np.where(begun[c_seg], b_rec, -1), pa.int64(), mask=~begun[c_seg])).to_pylist()
-    taken, dropped = [], []
+    b_tab = good.select(["xid", "origin_id", "user_name", "commit_time"]).take(
+        pa.array(np.where(begun[c_seg], b_rec, -1), pa.int64(), mask=~begun[c_seg]))
+    lsn = c_tab.column("lsn")
+    lsns = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False)
+    dropped = []
+    if replays == "keep" or (lsn.null_count == 0 and bool((lsns[1:] > lsns[:-1]).all())):
+        # every commit taken (the rule of judge_commit for rising LSNs): no step per commit
+        facts = {"xid": pc.coalesce(c_tab.column("xid"), b_tab.column("xid")), "commit_lsn": lsn,
+                 "origin": pc.cast(b_tab.column("origin_id"), pa.string()),
+                 "commit_time": pc.coalesce(c_tab.column("commit_time"), b_tab.column("commit_time"))}
+        users = b_tab.column("user_name")
+        given = pc.invert(pc.fill_null(pc.is_in(users, value_set=pa.array(sorted(excluded), pa.string())), False))
+        given = given.to_numpy(zero_copy_only=False)
+    else:
+        facts, given = _judge_commits(commits, c_tab.to_pylist(), b_tab.to_pylist(), excluded, replays, dropped)
     emit = np.zeros(n_seg, bool)
+    emit[c_seg] = given
+    committed = np.full(n_seg, -1, np.int64)          # transaction -> its index among the commits
+    committed[c_seg] = np.arange(len(c_seg))
+    rows_in = np.bincount(seg[kind == 2], minlength=n_seg)
+    give = emit[seg] & ((kind == 2) | ((kind == 1) & (rows_in[seg] == 0) & (not skip_empty_xacts)))
+    take = np.where(kind[give] == 2, ev[give], -1)
+    which = pa.array(committed[seg[give]], pa.int64())
+    out = {name: (facts[name] if isinstance(facts[name], pa.Array) else pa.array(facts[name], t)).take(which)
+           for name, t in (("xid", pa.uint64()), ("commit_lsn", pa.uint64()), ("origin", pa.string()))}
+    out["commit_ts"] = _commit_ts(facts["commit_time"]).take(which)     # parsed once per commit
+    return take.astype(np.int64), out, dropped
+
+
+def _judge_commits(commits, c_vals, b_vals, excluded, replays, dropped):
+    """Commit by commit (``changes.judge_commit``): each commit's facts (null where not
+    given) and whether it is given; the replays dropped go to ``dropped``."""
+    taken = []
     facts = {"xid": [], "commit_lsn": [], "origin": [], "commit_time": []}
-    for ordinal, s_, c, b in zip(commits.tolist(), c_seg.tolist(), c_vals, b_vals, strict=True):
+    given = []
+    for ordinal, c, b in zip(commits.tolist(), c_vals, b_vals, strict=True):
         xid = c["xid"] if c["xid"] is not None else b["xid"]
         lsn = c["lsn"]
         verdict = TAKE if replays == "keep" or lsn is None else judge_commit(taken, lsn)
@@ -357,25 +389,16 @@ def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
             raise order_error("C", lsn, taken[-1], ordinal)
         if verdict == REPLAY:
             dropped.append(dict(xid=xid, commit_lsn=lsn, seq=ordinal))
-            facts_row = None
+            row = None
         elif b["user_name"] is None or b["user_name"] not in excluded:
-            facts_row = (xid, lsn, None if b["origin_id"] is None else str(b["origin_id"]),
-                         c["commit_time"] or b["commit_time"])
+            row = (xid, lsn, None if b["origin_id"] is None else str(b["origin_id"]),
+                   c["commit_time"] or b["commit_time"])
         else:
-            facts_row = None
-        for name, v in zip(facts, facts_row or (None,) * 4, strict=True):
+            row = None
+        for name, v in zip(facts, row or (None,) * 4, strict=True):
             facts[name].append(v)
-        emit[s_] = facts_row is not None
-    committed = np.full(n_seg, -1, np.int64)          # transaction -> its index among the commits
-    committed[c_seg] = np.arange(len(c_seg))
-    rows_in = np.bincount(seg[kind == 2], minlength=n_seg)
-    give = emit[seg] & ((kind == 2) | ((kind == 1) & (rows_in[seg] == 0) & (not skip_empty_xacts)))
-    take = np.where(kind[give] == 2, ev[give], -1)
-    which = pa.array(committed[seg[give]], pa.int64())
-    out = {name: pa.array(facts[name], t).take(which)
-           for name, t in (("xid", pa.uint64()), ("commit_lsn", pa.uint64()), ("origin", pa.string()))}
-    out["commit_ts"] = _commit_ts(facts["commit_time"]).take(which)     # parsed once per commit
-    return take.astype(np.int64), out, dropped
+        given.append(row is not None)
+    return facts, np.array(given, bool)
 
 
 def _walk_by_record(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._gather import take_lists
 from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
 from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, record_columns
 
@@ -317,8 +318,11 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             col_vals.append(columns)
             fps.append(fp)
         col_ids[sel] = inv
+    if is_rec.all():     # whole column lists copied by memcpy (Arrow's take goes value by value)
+        columns = take_lists(pa.array(col_vals, RELATION_COLUMNS_TYPE), col_ids)
+    else:
+        columns = pa.array(col_vals, RELATION_COLUMNS_TYPE).take(pa.array(col_ids, pa.int64(), mask=~is_rec))
     idx = pa.array(col_ids, pa.int64(), mask=~is_rec)
-    columns = pa.array(col_vals, RELATION_COLUMNS_TYPE).take(idx)
     version = pa.array(fps, pa.uint64()).take(idx)
 
     new_valid = is_rec & new.valid[rows]
