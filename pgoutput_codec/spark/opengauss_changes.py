@@ -286,46 +286,67 @@ class _Changes:
     def _table(self, table):
         return table.drop_columns(self.drop) if self.drop else table
 
-    def _given(self, plan, good: pa.Table, keys: list, rows: list):
+    def _given(self, plan, good: pa.Table, keys: list, rows: np.ndarray):
         """The change rows the plan gives of a batch's good records (frame ``rows[j]`` of
-        the batch for record ``j``, in arrival order per frame): per row its record
-        (-1: an empty transaction's 'C' marker), seq, commit rank and commit facts."""
+        the batch for record ``j``, a frame's records together and in arrival order): per
+        row its record (-1: an empty transaction's 'C' marker), seq, commit rank and commit
+        facts. One step per transaction, not per record: the events (Begin, Commit,
+        selected DML) of a frame fall into runs, one per transaction, starting at a Begin,
+        after a Commit, or at the frame's start (continuing the transaction the plan says
+        is open there, if any); a run is named as pass 1 named it."""
+        from ..opengauss.rows import table_ids
+        n = len(good)
+        if not n:
+            return (np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.int64()),
+                    {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": _commit_ts([])})
         commits = plan["commits"]
-        flat = {c: good.column(c).to_pylist() for c in ("type", "schema", "table")}
-        take, seqs, ranks = [], [], []
-        facts = {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": []}
-
-        def give(j, seq, c):
-            take.append(j)
-            seqs.append(seq)
-            ranks.append(c[0])
-            for name, v in zip(("xid", "commit_lsn", "origin", "commit_ts"), c[3:7], strict=True):
-                facts[name].append(v)
-        cur = None
-        for j, typ in enumerate(flat["type"]):
-            if rows[j] != cur:     # a frame's first good record
-                cur, k0 = rows[j], j
-                f, f_seq, txn = plan["frames"][keys[cur]]
-            k = j - k0
-            if typ == "B":
-                txn = f"{f}:{k}"
-            elif typ == "C":
-                c = commits[txn if txn is not None else f"{f}:{k}"]
-                if c[1] and c[7]:
-                    give(-1, 0, c)
-                txn = None
-            elif typ in ("I", "U", "D"):
-                t = (flat["schema"][j], flat["table"][j])
-                sel = self.selected.get(t)
-                if sel is None:
-                    sel = self.selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
-                if not sel:
-                    continue
-                if txn is None:
-                    txn = f"{f}:{k}"
-                c = commits.get(txn)
-                if c is not None and c[1]:      # else never committed, or an excluded user's
-                    give(j, f_seq + k, c)
+        types = good.column("type")
+        is_b = pc.fill_null(pc.equal(types, "B"), False).to_numpy(zero_copy_only=False)
+        is_c = pc.fill_null(pc.equal(types, "C"), False).to_numpy(zero_copy_only=False)
+        sel = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
+        if sel.any():
+            table = table_ids(good)[0]
+            first = np.flatnonzero(sel)
+            ut, at = np.unique(table[first], return_index=True)
+            chosen = np.zeros(int(table.max(initial=0)) + 1, bool)
+            for u, r in zip(ut.tolist(), good.select(["schema", "table"]).take(
+                    pa.array(first[at], pa.int64())).to_pylist(), strict=True):
+                t = (r["schema"], r["table"])
+                if t not in self.selected:
+                    self.selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
+                chosen[u] = self.selected[t]
+            sel &= chosen[table]
+        row = rows
+        fstart = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])      # each frame's first record
+        frame = np.repeat(np.arange(len(fstart)), np.diff(np.r_[fstart, n]))
+        k = np.arange(n) - fstart[frame]
+        fplan = [plan["frames"][keys[int(r)]] for r in row[fstart]]     # (f, seq base, open txn)
+        ev = np.flatnonzero(is_b | is_c | sel)
+        kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
+        efr = frame[ev]
+        new_frame = np.r_[True, efr[1:] != efr[:-1]]
+        after_c = np.r_[False, kind[:-1] == 1] & ~new_frame
+        is_open = np.array([p[2] is not None for p in fplan], bool)
+        starts = (kind == 0) | after_c | (new_frame & ~is_open[efr])
+        run = np.cumsum(starts | new_frame) - 1
+        first_ev = np.flatnonzero(starts | new_frame)
+        facts_of = []     # per run: its commit entry, or None
+        for e, started in zip(first_ev.tolist(), starts[first_ev].tolist(), strict=True):
+            f, _, txn = fplan[int(efr[e])]
+            name = f"{f}:{int(k[ev[e]])}" if started else txn
+            facts_of.append(commits.get(name))
+        given = np.array([c is not None and bool(c[1]) for c in facts_of], bool)
+        marker = np.array([c is not None and bool(c[1]) and bool(c[7]) for c in facts_of], bool)
+        out = given[run] & (kind == 2) | marker[run] & (kind == 1)
+        j = ev[out]
+        take = np.where(kind[out] == 2, j, -1)
+        seqs = np.where(kind[out] == 2, np.array([p[1] for p in fplan], np.int64)[frame[j]] + k[j], 0)
+        which = pa.array(run[out], pa.int64())
+        entries = [c or (None,) * 8 for c in facts_of]      # per run
+        facts = {name: pa.array([c[i] for c in entries], t).take(which) for i, name, t in
+                 ((3, "xid", pa.uint64()), (4, "commit_lsn", pa.uint64()), (5, "origin", pa.string()))}
+        facts["commit_ts"] = _commit_ts([c[6] for c in entries]).take(which)
+        ranks = pa.array([c[0] for c in entries], pa.int64()).take(which)
         return take, seqs, ranks, facts
 
     def __call__(self, batches: Iterator[pa.RecordBatch]):
@@ -337,29 +358,28 @@ class _Changes:
             recs = _decode(b.column(0), self.style, self.envelope)
             keys = b.column(1).to_pylist()
             err = recs.column("error")
-            rows = recs.column("row").to_pylist()
+            rows = recs.column("row").to_numpy()     # input row per record: they rise
             errs = err.to_pylist() if err.null_count != len(err) else None
             bad_rows, bad_texts, bad_at = [], [], []     # one per malformed frame
             if errs is not None:
                 good = recs.filter(pc.is_null(err))
                 for j, e in enumerate(errs):
-                    i = rows[j]
+                    i = int(rows[j])
                     if e is not None and (not bad_at or bad_at[-1] != i):
                         # the first bad record of its frame; the good ones before it have seq f_seq ..
-                        k = j - rows.index(i)
+                        k = j - int(np.searchsorted(rows, i))
                         lsn = recs.column("lsn")[j].as_py()
                         bad_rows.append((plan["frames"][keys[i]][1] + k, lsn))
                         bad_texts.append(frame_error(keys[i], lsn, e))
                         bad_at.append(i)
-                rows = good.column("row").to_pylist()
+                rows = good.column("row").to_numpy()
             else:
                 good = recs
             take, seqs, ranks, facts = self._given(plan, good, keys, rows)
-            frame_of = {g: plan["frames"][keys[g]][0] for g in set(rows)}
-            facts["commit_ts"] = _commit_ts(facts["commit_ts"])
+            frame_of = {g: plan["frames"][keys[g]][0] for g in np.unique(rows).tolist()}
             table = self._table(change_rows(
-                good, np.array(take, np.int64), np.array(seqs, np.int64), facts, plan["key_cols"],
-                group=np.array(rows, np.int64), initial_of=lambda g, t, fo=frame_of: _in_force(plan, t, fo[g])))
+                good, take, seqs, facts, plan["key_cols"], group=rows,
+                initial_of=lambda g, t, fo=frame_of: _in_force(plan, t, fo[g])))
             n = len(table)
             if self.mode != FAILFAST:
                 errors = pa.table({"seq": pa.array([r[0] for r in bad_rows], pa.int64()),
@@ -367,14 +387,14 @@ class _Changes:
                 blank = pa.table({f.name: errors.column(f.name) if f.name in errors.column_names
                                   else pa.nulls(len(bad_rows), f.type) for f in table.schema})
                 table = pa.concat_tables([table, blank])
-                ranks += [None] * len(bad_rows)
+                ranks = pa.concat_arrays([ranks, pa.nulls(len(bad_rows), pa.int64())])
                 payload = b.column(0)
                 table = table.append_column("error", pa.concat_arrays([
                     pa.nulls(n, pa.string()), pa.array(bad_texts, pa.string())]))
                 table = table.append_column(ST.CORRUPT_RECORD, pa.concat_arrays([
                     pa.nulls(n, payload.type), payload.take(pa.array(bad_at, pa.int64()))]))
                 n += len(bad_rows)
-            table = table.append_column(_RANK, pa.array(ranks, pa.int64()))
+            table = table.append_column(_RANK, ranks)
             cols = {name: ST.one_array(table.column(name)) for name in table.column_names}
             if self.count_rows:
                 cols = with_count_row(cols, n, len(keys), len(bad_at))
