@@ -267,14 +267,15 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     patterns = parse_table_list(tables)
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
     good = recs.filter(pc.is_null(err)) if err.null_count != len(recs) else recs
-    key_cols = learn_shapes(good, declared).key_cols()
-    walk = _walk_by_record if by_record else _walk
-    take, commit, dropped = walk(good, patterns, excluded, replays, skip_empty_xacts)
+    from .rows import change_rows, record_kinds
+    kinds = record_kinds(good)
+    key_cols = learn_shapes(good, declared, kinds).key_cols()
     if by_record:
+        take, commit, dropped = _walk_by_record(good, patterns, excluded, replays, skip_empty_xacts)
         table = _rows_by_record(good, take, commit, key_cols)
     else:
-        from .rows import change_rows
-        table = change_rows(good, take, np.maximum(take, 0), commit, key_cols)
+        take, commit, dropped = _walk(good, kinds, patterns, excluded, replays, skip_empty_xacts)
+        table = change_rows(good, take, np.maximum(take, 0), commit, key_cols, kinds=kinds)
     if dropped:
         logging.getLogger("pgoutput_codec").warning(
             "pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the first at "
@@ -288,16 +289,14 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     return table.drop_columns(drop) if drop else table
 
 
-def learn_shapes(good: pa.Table, declared: dict) -> TableShapes:
+def learn_shapes(good: pa.Table, declared: dict, kinds) -> TableShapes:
     """The :class:`TableShapes` one walk over the DML records ``good`` learns, from the
     few records that decide it (per table its first old tuple, last new tuple and last
-    old tuple), fetched alone; ``declared`` keys put over it."""
+    old tuple), fetched alone; ``declared`` keys put over it. ``kinds``:
+    :func:`.rows.record_kinds` of ``good``."""
     shapes = TableShapes(column_types, key_names)
-    types = good.column("type")
-    dml = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
+    dml, table = kinds.dml, kinds.table
     if dml.any():
-        from .rows import table_ids
-        table = table_ids(good)[0]
         has = {side: dml & pc.fill_null(pc.greater(pc.list_value_length(good.column(side)), 0), False)
                .to_numpy(zero_copy_only=False) for side in ("new_tuple", "old_tuple")}
         pick = set()
@@ -315,25 +314,15 @@ def learn_shapes(good: pa.Table, declared: dict) -> TableShapes:
     return shapes
 
 
-def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
+def _walk(good: pa.Table, kinds, patterns, excluded, replays, skip_empty_xacts):
     """:func:`_walk_by_record` with arrays: one step per commit, not per record. The
     events are the Begin, Commit and selected DML records. A transaction starts at a
     Begin, and at a Commit or DML record that follows a Commit (or nothing): openGauss
     sends whole transactions, so each is a run of events, ended by its Commit or, never
-    committed, by the next Begin."""
-    from .rows import table_ids
-    types = good.column("type")
-    is_b = pc.fill_null(pc.equal(types, "B"), False).to_numpy(zero_copy_only=False)
-    is_c = pc.fill_null(pc.equal(types, "C"), False).to_numpy(zero_copy_only=False)
-    is_dml = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
-    if is_dml.any() and patterns is not None:
-        table, _ = table_ids(good)
-        first = np.flatnonzero(is_dml)
-        ut, at = np.unique(table[first], return_index=True)
-        named = good.select(["schema", "table"]).take(pa.array(first[at], pa.int64())).to_pylist()
-        chosen = np.zeros(int(table.max(initial=0)) + 1, bool)
-        chosen[ut] = [_table_selected(patterns, r["schema"] or "", r["table"] or "") for r in named]
-        is_dml &= chosen[table]
+    committed, by the next Begin. ``kinds``: :func:`.rows.record_kinds` of ``good``."""
+    from .rows import _array, selected_dml
+    is_b, is_c = kinds.begin, kinds.commit
+    is_dml = selected_dml(kinds, good, patterns)
     ev = np.flatnonzero(is_b | is_c | is_dml)
     kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
     after_c = np.r_[True, kind[:-1] == 1] if len(ev) else np.zeros(0, bool)
@@ -369,7 +358,7 @@ def _walk(good: pa.Table, patterns, excluded, replays, skip_empty_xacts):
     give = emit[seg] & ((kind == 2) | ((kind == 1) & (rows_in[seg] == 0) & (not skip_empty_xacts)))
     take = np.where(kind[give] == 2, ev[give], -1)
     which = pa.array(committed[seg[give]], pa.int64())
-    out = {name: (facts[name] if isinstance(facts[name], pa.Array) else pa.array(facts[name], t)).take(which)
+    out = {name: _array(facts[name], t).take(which)
            for name, t in (("xid", pa.uint64()), ("commit_lsn", pa.uint64()), ("origin", pa.string()))}
     out["commit_ts"] = _commit_ts(facts["commit_time"]).take(which)     # parsed once per commit
     return take.astype(np.int64), out, dropped

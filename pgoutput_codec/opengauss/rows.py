@@ -16,15 +16,19 @@ are about a third of the time; hashing them in the Cython decoder would save mos
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._gather import take_lists
+from ..tables import _one_array
 from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
+from ..changes import _table_selected
 from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, record_columns
 
-__all__ = ["change_rows"]
+__all__ = ["change_rows", "record_kinds", "selected_dml", "RecordKinds"]
 
 _KIND_CHARS = np.frombuffer(b"ntu", dtype=np.uint8)    # kind codes 0 'n', 1 't', 2 'u'
 
@@ -42,21 +46,51 @@ def _codes(values: pa.Array) -> np.ndarray:
 def table_ids(recs: pa.Table):
     """(per record its table's number, the number of tables): (schema, table) pairs,
     a null name apart from an empty one."""
-    s = _codes(_one(recs.column("schema")))
-    t = _codes(_one(recs.column("table")))
+    s = _codes(_one_array(recs.column("schema")))
+    t = _codes(_one_array(recs.column("table")))
     u, inv = np.unique(s * (int(t.max(initial=0)) + 2) + (t + 1), return_inverse=True)
     return inv.reshape(len(s)).astype(np.int64), len(u)
 
 
+class RecordKinds(NamedTuple):
+    """Per record (numpy bool masks): Begin, Commit, DML; and its table's number
+    (:func:`table_ids`). Read once per batch, shared by the walk, the shapes and the rows."""
+    begin: np.ndarray
+    commit: np.ndarray
+    dml: np.ndarray
+    table: np.ndarray
+
+
+def record_kinds(recs: pa.Table) -> RecordKinds:
+    types = recs.column("type")
+
+    def mask(t):
+        return pc.fill_null(t, False).to_numpy(zero_copy_only=False)
+    return RecordKinds(mask(pc.equal(types, "B")), mask(pc.equal(types, "C")),
+                       mask(pc.is_in(types, value_set=pa.array(["I", "U", "D"]))), table_ids(recs)[0])
+
+
+def selected_dml(kinds: RecordKinds, recs: pa.Table, patterns, cache: dict | None = None) -> np.ndarray:
+    """The DML records of the tables ``patterns`` (white-table-list) selects: judged once
+    per table (``cache``: (schema, table) -> selected, kept across batches)."""
+    if patterns is None or not kinds.dml.any():
+        return kinds.dml
+    cache = {} if cache is None else cache
+    first = np.flatnonzero(kinds.dml)
+    ut, at = np.unique(kinds.table[first], return_index=True)
+    chosen = np.zeros(int(kinds.table.max(initial=0)) + 1, bool)
+    for u, r in zip(ut.tolist(), recs.select(["schema", "table"]).take(pa.array(first[at], pa.int64())).to_pylist(),
+                    strict=True):
+        t = (r["schema"], r["table"])
+        if t not in cache:
+            cache[t] = _table_selected(patterns, t[0] or "", t[1] or "")
+        chosen[u] = cache[t]
+    return kinds.dml & chosen[kinds.table]
+
+
 def _array(values, typ) -> pa.Array:
     """An Arrow array of ``typ`` from an array (cast) or a list."""
-    return _one(values).cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
-
-
-def _one(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-    return col
+    return _one_array(values).cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
 
 
 class _Tuples:
@@ -243,7 +277,7 @@ def _widths(lists, names_of):
 
 
 def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict, key_cols: dict, *,
-                group: np.ndarray | None = None, initial_of=None) -> pa.Table:
+                group: np.ndarray | None = None, initial_of=None, kinds: RecordKinds | None = None) -> pa.Table:
     """The change rows (``OPENGAUSS_CHANGE_SCHEMA``) of records ``recs`` (decoded, no
     error rows; arrival order within each ``group``): row ``i`` is record ``take[i]``
     (-1: an empty transaction's 'C' marker), with ``seq[i]`` and the commit facts
@@ -252,15 +286,14 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     ``group`` (default: one) numbers the runs of records walked apart, and
     ``initial_of(group, (schema, table))`` gives a table's columns in force at a run's
     start (None: none); by default the table's first new tuple's, as one walk over the
-    whole input gives."""
+    whole input gives. ``kinds``: :func:`record_kinds` of ``recs``, when already read."""
     n_rec = len(recs)
-    types = _one(recs.column("type"))
-    new = _Tuples(_one(recs.column("new_tuple")))
-    old = _Tuples(_one(recs.column("old_tuple")))
-    dml = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
-    table = table_ids(recs)[0]
-    sch = _one(recs.column("schema"))
-    tbl = _one(recs.column("table"))
+    new = _Tuples(_one_array(recs.column("new_tuple")))
+    old = _Tuples(_one_array(recs.column("old_tuple")))
+    kinds = kinds or record_kinds(recs)
+    dml, table = kinds.dml, kinds.table
+    sch = _one_array(recs.column("schema"))
+    tbl = _one_array(recs.column("table"))
 
     lists = _Lists()
     has_new = dml & new.valid & (new.lengths > 0)
@@ -342,11 +375,11 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     before_kind = pc.if_else(pa.array(old_valid), before_kind, pa.nulls(n, pa.string()))
 
     rec_take = pa.array(rows, pa.int64(), mask=~is_rec)
-    op = pc.if_else(pa.array(is_rec), _one(recs.column("type")).take(rec_take), pa.scalar("C"))
+    op = pc.if_else(pa.array(is_rec), _one_array(recs.column("type")).take(rec_take), pa.scalar("C"))
     cols = {
         "op": op,
         "seq": pa.array(seq, pa.int64(), mask=~is_rec),
-        "lsn": _one(recs.column("lsn")).take(rec_take),
+        "lsn": _one_array(recs.column("lsn")).take(rec_take),
         "xid": _array(commit["xid"], pa.uint64()),
         "commit_lsn": _array(commit["commit_lsn"], pa.uint64()),
         "commit_ts": commit["commit_ts"],

@@ -73,6 +73,7 @@ from ..changes import (
 from ..messages import format_lsn
 from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, column_types, key_names,
                                  parse_keys)
+from ..opengauss.rows import change_rows, record_kinds, selected_dml
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -286,36 +287,22 @@ class _Changes:
     def _table(self, table):
         return table.drop_columns(self.drop) if self.drop else table
 
-    def _given(self, plan, good: pa.Table, keys: list, rows: np.ndarray):
+    def _given(self, plan, good: pa.Table, kinds, keys: list, rows: np.ndarray):
         """The change rows the plan gives of a batch's good records (frame ``rows[j]`` of
         the batch for record ``j``, a frame's records together and in arrival order): per
         row its record (-1: an empty transaction's 'C' marker), seq, commit rank and commit
         facts. One step per transaction, not per record: the events (Begin, Commit,
         selected DML) of a frame fall into runs, one per transaction, starting at a Begin,
         after a Commit, or at the frame's start (continuing the transaction the plan says
-        is open there, if any); a run is named as pass 1 named it."""
-        from ..opengauss.rows import table_ids
+        is open there, if any); a run is named as pass 1 named it. ``kinds``:
+        :func:`..opengauss.rows.record_kinds` of ``good``."""
         n = len(good)
         if not n:
             return (np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.int64()),
                     {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": _commit_ts([])})
         commits = plan["commits"]
-        types = good.column("type")
-        is_b = pc.fill_null(pc.equal(types, "B"), False).to_numpy(zero_copy_only=False)
-        is_c = pc.fill_null(pc.equal(types, "C"), False).to_numpy(zero_copy_only=False)
-        sel = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False).to_numpy(zero_copy_only=False)
-        if sel.any():
-            table = table_ids(good)[0]
-            first = np.flatnonzero(sel)
-            ut, at = np.unique(table[first], return_index=True)
-            chosen = np.zeros(int(table.max(initial=0)) + 1, bool)
-            for u, r in zip(ut.tolist(), good.select(["schema", "table"]).take(
-                    pa.array(first[at], pa.int64())).to_pylist(), strict=True):
-                t = (r["schema"], r["table"])
-                if t not in self.selected:
-                    self.selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
-                chosen[u] = self.selected[t]
-            sel &= chosen[table]
+        is_b, is_c = kinds.begin, kinds.commit
+        sel = selected_dml(kinds, good, self.patterns, self.selected)
         row = rows
         fstart = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])      # each frame's first record
         frame = np.repeat(np.arange(len(fstart)), np.diff(np.r_[fstart, n]))
@@ -350,7 +337,6 @@ class _Changes:
         return take, seqs, ranks, facts
 
     def __call__(self, batches: Iterator[pa.RecordBatch]):
-        from ..opengauss.rows import change_rows
         plan = self.plan_bc.value
         target = ST.arrow_schema_for(self.out_schema)
         self.selected = {}
@@ -375,10 +361,11 @@ class _Changes:
                 rows = good.column("row").to_numpy()
             else:
                 good = recs
-            take, seqs, ranks, facts = self._given(plan, good, keys, rows)
+            kinds = record_kinds(good)
+            take, seqs, ranks, facts = self._given(plan, good, kinds, keys, rows)
             frame_of = {g: plan["frames"][keys[g]][0] for g in np.unique(rows).tolist()}
             table = self._table(change_rows(
-                good, take, seqs, facts, plan["key_cols"], group=rows,
+                good, take, seqs, facts, plan["key_cols"], group=rows, kinds=kinds,
                 initial_of=lambda g, t, fo=frame_of: _in_force(plan, t, fo[g])))
             n = len(table)
             if self.mode != FAILFAST:
