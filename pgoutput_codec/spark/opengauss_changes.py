@@ -24,9 +24,9 @@ How (two passes, nothing threaded from one task to the next):
    (one per ``ALTER TABLE`` the archive spans, not one per frame) and its key. That plan
    is broadcast.
 2. ``mapInArrow`` over every partition decodes its frames again and emits the change
-   rows of their records (built a column at a time, :func:`..opengauss.rows.change_rows`:
-   only the transaction walk steps record by record), placed by the plan alone: any partitioning and any row order
-   gives the same rows. Rows of a transaction whose Commit is in another frame get their
+   rows of their records (built a column at a time, :func:`..opengauss.rows.change_rows`;
+   the transaction walk steps once per transaction), placed by the plan alone: any
+   partitioning and any row order gives the same rows. Rows of a transaction whose Commit is in another frame get their
    commit facts from the plan; rows of a transaction never committed are dropped.
 
 ``order_by`` is the arrival-order contract of :mod:`.changes` (``None``: file order, then
@@ -265,7 +265,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
             "key_cols": shapes.key_cols(), "replayed": replayed}
 
 
-def _in_force(plan, t, f):
+def _in_force_at(plan, t, f):
     """The columns of table ``t`` in force at the start of frame ``f``: its latest new
     tuple's in an earlier frame, else its first new tuple's (None: it has none)."""
     vs = plan["versions"].get(t)
@@ -303,11 +303,10 @@ class _Changes:
         commits = plan["commits"]
         is_b, is_c = kinds.begin, kinds.commit
         sel = selected_dml(kinds, good, self.patterns, self.selected)
-        row = rows
-        fstart = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])      # each frame's first record
+        fstart = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])      # each frame's first record
         frame = np.repeat(np.arange(len(fstart)), np.diff(np.r_[fstart, n]))
         k = np.arange(n) - fstart[frame]
-        fplan = [plan["frames"][keys[int(r)]] for r in row[fstart]]     # (f, seq base, open txn)
+        fplan = [plan["frames"][keys[int(r)]] for r in rows[fstart]]     # (f, seq base, open txn)
         ev = np.flatnonzero(is_b | is_c | sel)
         kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
         efr = frame[ev]
@@ -366,7 +365,7 @@ class _Changes:
             frame_of = {g: plan["frames"][keys[g]][0] for g in np.unique(rows).tolist()}
             table = self._table(change_rows(
                 good, take, seqs, facts, plan["key_cols"], group=rows, kinds=kinds,
-                initial_of=lambda g, t, fo=frame_of: _in_force(plan, t, fo[g])))
+                initial_of=lambda g, t, fo=frame_of: _in_force_at(plan, t, fo[g])))
             n = len(table)
             if self.mode != FAILFAST:
                 errors = pa.table({"seq": pa.array([r[0] for r in bad_rows], pa.int64()),
