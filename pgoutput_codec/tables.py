@@ -379,45 +379,96 @@ def unknown_key_error(name: str, commit_lsn) -> str:
             f"(key changes, Deletes): declare it, decode_changes(..., keys={{'{name}': [...]}})")
 
 
+NULL = ("n", None)
+
+
+def _key(row: dict, keycols) -> tuple:
+    """A row's key: its values of ``keycols``, a column the image lacks (added to the
+    table after it was written) as NULL, which is what the server sends for it."""
+    return tuple(row.get(k, NULL) for k in keycols)
+
+
+def _gone(held: dict | None, before: dict) -> dict:
+    """The image of a row a change removed: the one held (None: a row older than the
+    changes), with the values the change's old image sends over it (the server's, at
+    that time; FULL identity sends TOASTed values inline)."""
+    return {**(held or {}), **{k: v for k, v in before.items() if v[0] != "u"}}
+
+
+class _Rows:
+    """The rows a replay holds, keyed by the replica identity of the change being
+    applied. Each change names its row by the key of its own Relation (primary key,
+    index or, under FULL, the whole row), and a table's identity may change while the
+    archive runs (``ALTER TABLE … REPLICA IDENTITY``): when a change's key columns are
+    not the ones the rows are keyed by, every key held is re-made from the images
+    (:meth:`rekey`), as a subscriber looks rows up by the key each change sends.
+
+    ``store``: key → image; ``open_ver``: key → its current version (history);
+    ``net`` (net_changes, or None): ``stamp`` key → last commit (lsn, ts), ``deleted``
+    key → the image of a row the changes removed (its last image, else the old image
+    that named it), ``src`` key → (key, key columns) of the row before these changes it
+    descends from through key changes (None: inserted here), ``truncated``."""
+
+    def __init__(self, net):
+        self.keycols = None
+        self.store: dict = {}
+        self.open_ver: dict = {}
+        self.net = net
+
+    def rekey(self, keycols: tuple) -> None:
+        if self.keycols is not None and keycols != self.keycols:
+            live = {k: _key(row, keycols) for k, row in self.store.items()}
+            self.store = {live[k]: row for k, row in self.store.items()}
+            self.open_ver = {live[k]: v for k, v in self.open_ver.items()}
+            if self.net is not None:
+                gone = {k: _key(row, keycols) for k, row in self.net["deleted"].items()}
+                new_live = set(live.values())
+                self.net["deleted"] = {gone[k]: row for k, row in self.net["deleted"].items()
+                                       if gone[k] not in new_live}   # a live row of that key wins
+                self.net["stamp"] = {live.get(k) or gone.get(k): s for k, s in self.net["stamp"].items()
+                                     if k in live or k in gone}
+                self.net["src"] = {live[k]: s for k, s in self.net["src"].items() if k in live}
+        self.keycols = keycols
+
+
 def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: dict | None = None):
-    """Replay one table's changes on raw (kind, data) values, keyed by replica identity.
-    ``net`` (a dict, filled): per key its last commit (lsn, ts) (``stamp``), the keys
-    whose last change deleted them (``deleted``), the last truncate's commit
-    (``truncated``), and per key the key of the row before these changes that it
-    descends from through key-changing updates, with its key columns (``src``; None:
-    inserted here)."""
+    """Replay one table's changes on raw (kind, data) values, keyed by replica identity
+    (:class:`_Rows`; ``net``: its ``net`` dict, filled)."""
     rows = _rows_of(changes, name)
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
-    store: dict = {}
+    held = _Rows(net)
     versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
-    open_ver: dict = {}
 
     def close(key, lsn, ts):
-        if keep_history and key in open_ver:
-            versions[open_ver.pop(key)][5:7] = [lsn, ts]
+        if keep_history and key in held.open_ver:
+            versions[held.open_ver.pop(key)][5:7] = [lsn, ts]
 
     for r in rows.to_pylist():
         op = r["op"]
-        cols = r["columns"] or []
-        names = [c["name"] for c in cols]
-        flagged = [c["name"] for c in cols if c["flags"] & 1]
-        keycols = flagged or names
         lsn, ts = r["commit_lsn"], r["commit_ts"]
         if op == "T":
-            for key in list(store):
+            for key in list(held.store):
                 close(key, lsn, ts)
-            store.clear()
+            held.store.clear()
             if net is not None:
                 net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={})
             continue
+        if op not in ("I", "U", "D"):
+            continue
+        cols = r["columns"] or []
+        names = [c["name"] for c in cols]
+        flagged = [c["name"] for c in cols if c["flags"] & 1]
+        keycols = tuple(flagged or names)
+        held.rekey(keycols)
+        store = held.store
         before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
             if r["before"] is not None else None
         after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
             if r["after"] is not None else None
         if op == "I":
-            key = tuple(after.get(k) for k in keycols)
+            key = _key(after, keycols)
             close(key, lsn, ts)
             store[key] = after
             if net is not None:
@@ -428,7 +479,7 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
             if before is None and not flagged:
                 raise ValueError(unknown_key_error(name, lsn))
             src = before if before is not None else after
-            old_key = tuple(src.get(k) for k in keycols)
+            old_key = _key(src, keycols)
             old = store.pop(old_key, None)
             new = dict(after)
             for k, v in after.items():
@@ -436,7 +487,7 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
                     # sends it inline), else carry the earlier value
                     b = (before or {}).get(k)
                     new[k] = b if b is not None and b[0] in ("t", "b") else (old or {}).get(k, v)
-            new_key = tuple(new.get(k) for k in keycols)
+            new_key = _key(new, keycols)
             close(old_key, lsn, ts)
             close(new_key, lsn, ts)
             store[new_key] = new
@@ -446,26 +497,24 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
                 src = net["src"].pop(old_key) if old_key in net["src"] else (old_key, keycols)
                 net["src"][new_key] = src
                 if old_key != new_key:
-                    net["deleted"][old_key] = keycols
+                    net["deleted"][old_key] = _gone(old, before)
                     net["stamp"][old_key] = (lsn, ts)
-        elif op == "D":
-            key = tuple(before.get(k) for k in keycols)
-            store.pop(key, None)
+        else:   # "D"
+            key = _key(before, keycols)
+            old = store.pop(key, None)
             close(key, lsn, ts)
             if net is not None:
-                net["deleted"][key] = keycols
+                net["deleted"][key] = _gone(old, before)
                 net["stamp"][key] = (lsn, ts)
                 net["src"].pop(key, None)
-            continue
-        else:
             continue
         if net is not None:
             net["deleted"].pop(key, None)
             net["stamp"][key] = (lsn, ts)
         if keep_history:
-            open_ver[key] = len(versions)
+            held.open_ver[key] = len(versions)
             versions.append([key, after, op, lsn, ts, None, None])
-    return store, versions
+    return held.store, versions
 
 
 def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
@@ -485,10 +534,27 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
 
+def net_key(column_lists: list, newest: list) -> list:
+    """The key net changes name rows by: the columns every replica identity in force over
+    the changes holds (``column_lists``: their Relations' columns; FULL identity or no
+    key: every column), in the order of ``newest``. The identity of a table that never
+    changed it; across ``ALTER TABLE … REPLICA IDENTITY`` the columns each change's key
+    named (a change under the narrower identity says nothing of the others: an Update of
+    ``v`` under DEFAULT does not say the row's FULL key changed). None in common: the
+    newest identity's. Shared with the Spark path."""
+    def ident(cols):
+        return [c["name"] for c in cols if c["flags"] & 1] or [c["name"] for c in cols]
+    common = set(ident(newest))
+    for cols in column_lists:
+        common &= set(ident(cols))
+    return [n for n in ident(newest) if n in common] or ident(newest)
+
+
 def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     """What these changes did to the table, one row per key — the batch to apply to a
     copy of the table (a lake table kept up to date by incremental runs, with a MERGE on
-    the replica-identity key):
+    the replica-identity key; if the identity changed over these changes, on the
+    columns every identity held, :func:`net_key`):
 
     - ``__OP`` ``"upsert"``: the key's last image (typed columns, like :func:`snapshot`);
       ``__UNCHANGED`` lists the columns sent as unchanged TOAST whose value these
@@ -506,27 +572,42 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     result is the table after them (tested against :func:`snapshot`)."""
     net = {"stamp": {}, "deleted": {}, "truncated": None, "src": {}}
     store, _ = _replay(changes, name, None, False, net)
-    cols = table_columns(changes, name)
-    ups = list(store)
-    dels = list(net["deleted"])
-    rows = [store[k] for k in ups] + [dict(zip(kc, k, strict=True)) for k, kc in net["deleted"].items()]
-    stamps = [net["stamp"][k] for k in ups + dels]
-    ops = ["upsert"] * len(ups) + ["delete"] * len(dels)
-    unchanged = [sorted(c for c, v in store[k].items() if v[0] == "u") for k in ups] + [[] for _ in dels]
-    def moved_from(k):
-        """Where the target holds k's still-unchanged values: another key only across a key change."""
-        s = net["src"].get(k)
-        return s if s is not None and s[0] != k else None
+    rows_of = _rows_of(changes, name)
+    cols = table_columns(changes, name, _rows=rows_of)
+    dml = rows_of.filter(pc.is_in(rows_of.column("op"), pa.array(["I", "U", "D"]))) if len(rows_of) else rows_of
+    newest = (dml.column("columns")[len(dml) - 1].as_py() or []) if len(dml) else []
+    keycols = net_key(_column_set_ids(dml)[1] if len(dml) else [], newest) if newest else \
+        [c["name"] for c in cols]
 
-    src = [moved_from(k) if unchanged[i] else None for i, k in enumerate(ups)] + [None] * len(dels)
+    def ikey(img):
+        return tuple(img.get(c, NULL) for c in keycols)
+    # one entry per key: the rows held (upserts) over the keys gone; among several of one
+    # key (the replay's keys may be wider), the last change
+    entries: dict = {}
+    for k, img in store.items():
+        s = net["src"].get(k)
+        frm = None if s is None else {c: v for c, v in zip(s[1], s[0], strict=True) if c in keycols}
+        moved = frm if frm is not None and tuple(frm.get(c, NULL) for c in keycols) != ikey(img) else None
+        unchanged = sorted(c for c, v in img.items() if v[0] == "u")
+        old = entries.get(ikey(img))
+        if old is None or (old[0][0] or 0) <= (net["stamp"][k][0] or 0):
+            entries[ikey(img)] = (net["stamp"][k], "upsert", img, moved if unchanged else None, unchanged)
+    for k, img in net["deleted"].items():
+        old = entries.get(ikey(img))
+        if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (net["stamp"][k][0] or 0)):
+            entries[ikey(img)] = (net["stamp"][k], "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
+    stamps = [e[0] for e in entries.values()]
+    ops = [e[1] for e in entries.values()]
+    rows = [e[2] for e in entries.values()]
+    src = [e[3] for e in entries.values()]
+    unchanged = [e[4] for e in entries.values()]
     if net["truncated"] is not None:
         rows, stamps, ops = [{}] + rows, [net["truncated"]] + stamps, ["truncate"] + ops
         unchanged, src = [[]] + unchanged, [None] + src
     order = sorted(range(len(rows)), key=lambda i: (ops[i] != "truncate", stamps[i][0] or 0))
     arrays, names = _typed_rows([rows[i] for i in order], cols, registry)
-    keycols = [c["name"] for c in cols if c["flags"] & 1] or [c["name"] for c in cols]
-    from_arrays, from_names = _typed_rows([dict(zip(src[i][1], src[i][0], strict=True)) if src[i] else {}
-                                           for i in order], [c for c in cols if c["name"] in keycols], registry)
+    from_arrays, from_names = _typed_rows([src[i] or {} for i in order],
+                                          [c for c in cols if c["name"] in keycols], registry)
     from_key = pa.StructArray.from_arrays(from_arrays, names=from_names,
                                           mask=pa.array([src[i] is None for i in order], pa.bool_()))
     extra = {

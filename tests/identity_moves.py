@@ -1,0 +1,129 @@
+"""Tables whose REPLICA IDENTITY changes while the archive runs: the steps, as SQL for a
+real server and as the pgoutput messages PostgreSQL sends for them.
+
+Each step is its own transaction (autocommit). The table is ``ident_moves (id int
+PRIMARY KEY, v text, u text NOT NULL)`` with a unique index on ``(u, id)``. Under
+DEFAULT an old image names ``id``, under USING INDEX ``(id, u)`` ('K' tuples: the key
+columns, the others null), under FULL the whole row ('O'); an Update sends its old key
+only when the key changed, under FULL always; the Relation is sent again before the
+first change after each ``ALTER``. tests/conformance/test_identity_change.py checks that
+:func:`messages` gives what the servers send, and uses the SQL; the Spark tests use the
+messages.
+"""
+
+from __future__ import annotations
+
+from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update
+
+TABLE = "ident_moves"
+NAMES = ("id", "v", "u")
+FLAGS = {"default": (1, 0, 0), "full": (1, 1, 1), "index": (1, 0, 1)}
+
+#: step lists by name: ("alter", identity), ("insert", (id, v, u), ...), ("delete", id),
+#: ("update", id, {column: value})
+SCENARIOS = {
+    # DEFAULT → FULL → INDEX → DEFAULT: the newest key is narrower than every earlier one
+    "ends_default": [
+        ("insert", (1, "a", "x"), (2, "b", "y"), (3, "c", "z"), (4, "d", "w")),
+        ("alter", "full"),
+        ("delete", 1),                         # inserted under DEFAULT, deleted under FULL
+        ("update", 2, {"v": "b2"}),
+        ("insert", (5, "e", "v")),
+        ("alter", "index"),
+        ("delete", 2),                         # updated under FULL, deleted by (id, u)
+        ("update", 4, {"u": "w2"}),            # a key change under the index
+        ("alter", "default"),
+        ("delete", 5),                         # inserted under FULL, deleted by id
+        ("update", 3, {"id": 30}),             # a key change under DEFAULT
+        ("insert", (6, "f", "u")),
+    ],
+    # FULL → DEFAULT → INDEX → FULL: changes under the earlier identities name their rows
+    # by fewer columns than the newest key holds
+    "ends_full": [
+        ("alter", "full"),
+        ("insert", (1, "a", "x"), (2, "b", "y"), (3, "c", "z"), (4, "d", "w"), (5, "e", "v")),
+        ("alter", "default"),
+        ("delete", 1),                         # inserted under FULL, deleted by id
+        ("update", 2, {"v": "b2"}),            # no old key: the row's FULL key changes unsaid
+        ("update", 3, {"id": 30}),
+        ("alter", "index"),
+        ("update", 4, {"u": "w2"}),
+        ("delete", 5),
+        ("update", 2, {"v": "b3"}),            # no old key again, under the index
+        ("alter", "full"),
+        ("delete", 30),
+        ("update", 2, {"v": "b4"}),
+        ("insert", (6, "f", "u")),
+    ],
+}
+
+
+def _lit(v) -> str:
+    return str(v) if isinstance(v, int) else "'" + v.replace("'", "''") + "'"
+
+
+def sql(steps) -> list[str]:
+    """The statements of ``steps``, after ``CREATE TABLE``/``CREATE INDEX``."""
+    out = []
+    for step in steps:
+        kind = step[0]
+        if kind == "alter":
+            ident = {"default": "DEFAULT", "full": "FULL", "index": f"USING INDEX {TABLE}_u"}[step[1]]
+            out.append(f"ALTER TABLE {TABLE} REPLICA IDENTITY {ident}")
+        elif kind == "insert":
+            out.append(f"INSERT INTO {TABLE} VALUES " + ", ".join(
+                "(" + ", ".join(map(_lit, row)) + ")" for row in step[1:]))
+        elif kind == "delete":
+            out.append(f"DELETE FROM {TABLE} WHERE id = {step[1]}")
+        else:
+            sets = ", ".join(f"{c} = {_lit(v)}" for c, v in step[2].items())
+            out.append(f"UPDATE {TABLE} SET {sets} WHERE id = {step[1]}")
+    return out
+
+
+def create_sql() -> list[str]:
+    return [f"CREATE TABLE {TABLE} (id int PRIMARY KEY, v text, u text NOT NULL)",
+            f"CREATE UNIQUE INDEX {TABLE}_u ON {TABLE} (u, id)"]
+
+
+def _tup(row, keep=NAMES):
+    return tuple(TupleColumn("t", str(v).encode()) if n in keep else TupleColumn("n", None)
+                 for n, v in zip(NAMES, row, strict=True))
+
+
+def messages(steps, relation_id: int = 16420, xid: int = 700, lsn: int = 100) -> tuple[list, list]:
+    """(the messages a server sends for ``steps``, the table's final rows sorted)."""
+    rows, ident, sent, out = {}, "default", None, []
+    for step in steps:
+        kind = step[0]
+        if kind == "alter":
+            ident = step[1]
+            continue
+        body = []
+        if sent != ident:
+            body.append(Relation(relation_id=relation_id, namespace="public", relation_name=TABLE,
+                                 replica_identity={"default": "d", "full": "f", "index": "i"}[ident],
+                                 columns=tuple(RelationColumn(f, n, o, -1) for f, n, o in
+                                               zip(FLAGS[ident], NAMES, (23, 25, 25), strict=True))))
+            sent = ident
+        keys = [n for n, f in zip(NAMES, FLAGS[ident], strict=True) if f]
+        if kind == "insert":
+            for row in step[1:]:
+                rows[row[0]] = row
+                body.append(Insert(relation_id=relation_id, new_tuple=_tup(row)))
+        elif kind == "delete":
+            old = rows.pop(step[1])
+            body.append(Delete(relation_id=relation_id, old_kind="O" if ident == "full" else "K",
+                               old_tuple=_tup(old, keys)))
+        else:
+            old = rows.pop(step[1])
+            new = tuple(step[2].get(n, v) for n, v in zip(NAMES, old, strict=True))
+            rows[new[0]] = new
+            moved = any(old[NAMES.index(k)] != new[NAMES.index(k)] for k in keys)
+            old_kind = "O" if ident == "full" else ("K" if moved else None)
+            body.append(Update(relation_id=relation_id, old_kind=old_kind,
+                               old_tuple=None if old_kind is None else _tup(old, keys), new_tuple=_tup(new)))
+        out += [Begin(final_lsn=lsn, commit_ts=xid, xid=xid), *body,
+                Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=xid)]
+        xid, lsn = xid + 1, lsn + 100
+    return out, sorted(rows.values())
