@@ -407,6 +407,7 @@ class _TableInfo(NamedTuple):
     truncates: list      # (rank, seq, commit_lsn, commit_ts), in order
     sends_old: bool      # some Update sends its old key or row ('K'/'O'): it may move a row to a new key
     deletes: bool        # some Delete is given: with sends_old, whether any row leaves its key
+    fingerprints: list = []   # each version's relation_version (its definition's fingerprint)
 
 
 class _Pass2:
@@ -448,16 +449,17 @@ class _Pass2:
             used = [False, False, False]
             if heads.fingerprints and heads.firsts:
                 used = list(rows.agg(*[F.max(c) for c in RF.given(heads)]).collect()[0])
-            versions = [plan.columns_by_version()[heads.fingerprints[0]]] if used[0] else []
-            return _TableInfo(versions, self._truncate_facts(plan), bool(used[1]), bool(used[2]))
+            fps = [heads.fingerprints[0]] if used[0] else []
+            versions = [plan.columns_by_version()[fp] for fp in fps]
+            return _TableInfo(versions, self._truncate_facts(plan), bool(used[1]), bool(used[2]), fps)
         if heads is not None and heads.serial and sum(map(len, heads.versions.values())) <= RF.ROW_DROP_LIMIT:
             given, old, dels = RF.given(heads)
             used = (rows.where(given).groupBy(RF.version_of(heads).alias("v"))
                     .agg(F.max(_KEY).alias("last"), F.max(old).alias("old"), F.max(dels).alias("dels")).collect())
             by_version = plan.columns_by_version()
-            versions = [by_version[heads.fingerprints[r["v"]]] for r in sorted(used, key=lambda r: r["last"])]
-            return _TableInfo(versions, self._truncate_facts(plan), any(r["old"] for r in used),
-                              any(r["dels"] for r in used))
+            fps = [heads.fingerprints[r["v"]] for r in sorted(used, key=lambda r: r["last"])]
+            return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan),
+                              any(r["old"] for r in used), any(r["dels"] for r in used), fps)
         # the Delete fact from the heads too, where the tag byte is read anyway: only the
         # heads cross into Python, and no whole payload is kept beside them
         f = (rows.select(_KEY, F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES).alias("h"))
@@ -472,9 +474,9 @@ class _Pass2:
             fp, pos = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"])
             last[fp] = max(last.get(fp, pos), pos)
         by_version = plan.columns_by_version()
-        versions = [by_version[fp] for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
-        return _TableInfo(versions, self._truncate_facts(plan), any(r["old"] for r in used),
-                          any(r["dels"] for r in used))
+        fps = [fp for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
+        return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan), any(r["old"] for r in used),
+                          any(r["dels"] for r in used), fps)
 
     def _truncate_facts(self, plan) -> list:
         """``_TableInfo.truncates``: (rank, seq, commit_lsn, commit_ts) of each Truncate."""

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..schema import CHANGE_SCHEMA
-from ..tables import unknown_key_error
+from ..tables import net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .changes import _attached, _TableInfo
@@ -133,9 +133,10 @@ def _table_info(changes: DataFrame, name: str) -> _TableInfo:
             .collect())
     rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
     versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
+    fps = [r["relation_version"] for r in rows if r["columns"] is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows))
+    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps)
 
 
 def _merge_columns(versions: list) -> list:
@@ -302,9 +303,10 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     whether an Update may have changed a key (``_TableInfo.sends_old``).
     ``ev`` is None when the table has no row change here (no columns to build a key from:
     Spark 3.5 refuses an empty struct column)."""
-    versions, truncs, sends_old, deletes = _table_info(changes, name)
+    info = _table_info(changes, name)
+    versions, truncs, sends_old, deletes = info.versions, info.truncates, info.sends_old, info.deletes
     if not versions:
-        return None, truncs, [], T.StructType([]), False
+        return None, truncs, [], T.StructType([]), False, []
     tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
@@ -317,8 +319,8 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
 
-    def key_of(side):
-        return F.struct(*[F.col(f"{side}.`{k}`").alias(k) for k in keycols])
+    def key_of(side, keys=keycols):
+        return F.struct(*[F.col(f"{side}.`{k}`").alias(k) for k in keys])
 
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
@@ -329,11 +331,15 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
             F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
     iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D"))
-    if not (deletes or sends_old):
+    earlier = _earlier_identities(info, keycols)
+    if earlier:
+        iud, old_key = _found_keys(iud, earlier, new_key, old_key, key_of)
+        sends_old = True   # under an earlier identity an Update may move a row's newest key unsaid
+    elif not (deletes or sends_old):
         # no Delete and no key change (known from the heads): every change sets its row
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
-        return ev, truncs, names, cols, sends_old
+        return ev, truncs, names, cols, sends_old, net_key(versions, newest)
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
     # of 1 M rows with Deletes, per-field, 9.7 s against 16.3 s): an array of the events'
@@ -351,7 +357,50 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
                   "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
-    return ev, truncs, names, cols, sends_old
+    return ev, truncs, names, cols, sends_old, net_key(versions, newest)
+
+
+def _earlier_identities(info: _TableInfo, keycols: list) -> dict:
+    """The table's earlier replica identities whose changes do not carry the newest
+    key: {key columns: [relation_version, ...]}. Rows are keyed by the newest Relation's
+    key columns; a change sent under an identity whose old image holds them all (FULL,
+    or a wider key) names its row's newest key itself, but one sent under a narrower or
+    another key (DEFAULT before FULL, an index before another) names it only by that
+    identity's columns (:func:`_found_keys`). Empty when the identity never changed."""
+    out: dict = {}
+    for cols, fp in zip(info.versions, info.fingerprints or (), strict=False):
+        keys = tuple(c["name"] for c in cols if c["flags"] & 1) or tuple(c["name"] for c in cols)
+        if not set(keycols) <= set(keys):
+            out.setdefault(keys, []).append(fp)
+    return out
+
+
+def _found_keys(iud: DataFrame, earlier: dict, new_key, old_key, key_of):
+    """(``iud`` with ``__found``, the old key to use): the newest key of the row each
+    Update/Delete sent under an earlier identity names — that of the latest row image
+    set before it (by commit position, seq) whose columns of that identity equal the
+    change's old image (else, for an Update without one, its new image: the identity's
+    columns did not change), as a subscriber finds a row by the key each change sends.
+    One window per earlier identity over the table's row images and those changes, and
+    a join back by position; only for a table whose identity changed (:func:`_earlier_identities`).
+    A row none names (older than these changes) keeps the key its old image gives."""
+    key_t = iud.select(new_key.alias("k")).schema["k"].dataType
+    found = None
+    for keys, fps in earlier.items():
+        sets = iud.where(F.col("op").isin("I", "U")).select(
+            "__pos", key_of("after", list(keys)).alias("__pk"), F.lit(1).alias("__t"), new_key.alias("__nk"))
+        asks = iud.where(F.col("op").isin("U", "D") & F.col("relation_version").isin(*fps)).select(
+            "__pos", F.when(F.col("before").isNotNull(), key_of("before", list(keys)))
+            .otherwise(key_of("after", list(keys))).alias("__pk"), F.lit(0).alias("__t"),
+            F.lit(None).cast(key_t).alias("__nk"))
+        w = (Window.partitionBy("__pk").orderBy("__pos", "__t")
+             .rowsBetween(Window.unboundedPreceding, -1))
+        got = (sets.unionByName(asks).withColumn("__f", F.last("__nk", ignorenulls=True).over(w))
+               .where(F.col("__t") == 0).select(F.col("__pos.r").alias("__fr"), F.col("__pos.s").alias("__fs"),
+                                                 "__f"))
+        found = got if found is None else found.unionByName(got)
+    iud = iud.join(found, (F.col("__pos.r") == F.col("__fr")) & (F.col("__pos.s") == F.col("__fs")), "left")
+    return iud.drop("__fr", "__fs"), F.coalesce(F.col("__f"), old_key)
 
 
 def _lineage(ev: DataFrame, sends_old: bool) -> DataFrame:
@@ -447,7 +496,7 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     every column), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
-    ev, truncs, names, cols, sends_old = _events(changes, name, as_of_lsn, registry)
+    ev, truncs, names, cols, sends_old, _ = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
@@ -466,7 +515,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
     update when matched (keeping the ``__UNCHANGED`` columns) or insert."""
-    ev, truncs, names, cols, sends_old = _events(changes, name, None, registry)
+    ev, truncs, names, cols, sends_old, keycols = _events(changes, name, None, registry)
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),
                               T.StructField("__UNCHANGED", T.ArrayType(T.StringType())),
@@ -475,19 +524,22 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
         rows = [("truncate", [], truncs[-1][2], truncs[-1][3])] if truncs else []
         return changes.sparkSession.createDataFrame(rows, extra)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
-    w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
+
+    def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
+        return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])
+    # per key its last event; a row held wins over a wider key gone at the same position
+    w = Window.partitionBy(net_of("__key")).orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
-    keycols = ev.schema["__key"].dataType.names
     is_set = F.col("__ev") == "set"
     image = F.when(is_set, F.col("after")).otherwise(F.struct(*[
         (F.col(f"__key.`{f.name}`") if f.name in keycols else F.lit(None).cast(f.dataType)).alias(f.name)
         for f in cols.fields]))
     pending = F.when(is_set, F.coalesce(F.col("__pending"), F.array().cast("array<string>"))) \
         .otherwise(F.array().cast("array<string>"))
-    moved = F.col("__lin.p").isNull() & ~F.col("__lin.k").eqNullSafe(F.col("__key"))
+    moved = F.col("__lin.p").isNull() & ~net_of("__lin.k").eqNullSafe(net_of("__key"))
     out = last.select(image.alias("__img"), F.when(is_set, "upsert").otherwise("delete").alias("__OP"),
                       pending.alias("__UNCHANGED"),
-                      F.when((F.size(pending) > 0) & moved, F.col("__lin.k")).alias("__UNCHANGED_FROM"),
+                      F.when((F.size(pending) > 0) & moved, net_of("__lin.k")).alias("__UNCHANGED_FROM"),
                       F.col("commit_lsn").alias("__COMMIT_LSN"), F.col("commit_ts").alias("__COMMIT_AT"), "__pos")
     out = out.select("__img.*", "__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__pos")
     if truncs:
@@ -504,7 +556,7 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
-    ev, ts, names, cols, sends_old = _events(changes, name, None, registry)
+    ev, ts, names, cols, sends_old, _ = _events(changes, name, None, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),

@@ -278,10 +278,11 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     through_python = heads_through_python
     for t in sorted(truncated | {name, "public.schema_change"}):
         through_python.clear()
-        versions, truncs, sends_old, deletes = _table_info(ch, t)
+        versions, truncs, sends_old, deletes, fingerprints = _table_info(ch, t)
         assert not through_python, t
-        want_versions, want_truncs, want_sends_old, want_deletes = _table_info(mapped, t)
+        want_versions, want_truncs, want_sends_old, want_deletes, want_fps = _table_info(mapped, t)
         assert versions == want_versions and versions and sends_old == want_sends_old, t
+        assert fingerprints == want_fps and len(set(fingerprints)) == len(versions), t
         assert deletes == want_deletes == (t in deleted), t
         assert len(versions) == (3 if t == "public.schema_change" else 1), t
         assert [x[:3] for x in truncs] == [x[:3] for x in want_truncs], t
@@ -889,6 +890,52 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
         assert got == rows(net_1(single, "public.f")), impl
         assert [r[3] for r in got] == ["BIG"] * 3 and all(r[4] == [] for r in got), impl
 
+
+
+
+@pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
+@pytest.mark.parametrize("scenario", ["ends_default", "ends_full"])
+def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
+    """A table whose REPLICA IDENTITY changes while the archive runs
+    (tests/identity_moves.py: the messages real servers send,
+    tests/conformance/test_identity_change.py): each change names its row by its own
+    Relation's key, and Spark finds it as the single-process replay does — snapshot (now
+    and as of a commit) gives the model's rows, history and net_changes (of all changes
+    and of those after a commit) equal single-process — whether the changes come straight
+    from decode_changes or from any DataFrame (cached)."""
+    import sys
+    sys.path.insert(0, str(TESTS))
+    import identity_moves as IM
+    from pgoutput_codec.tables import net_changes as net_1
+    msgs, final = IM.messages(IM.SCENARIOS[scenario])
+    data = [encode_message(m) for m in msgs]
+    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+    single = decode_changes_1(t)
+    name = f"public.{IM.TABLE}"
+
+    def rows(table):
+        return sorted(tuple(r[c] for c in IM.NAMES) for r in table.to_pylist())
+
+    def hist(table):
+        return sorted((r["id"], r["v"], r["u"], r["__OP"], r["__START_LSN"], r["__END_LSN"]) for r in table.to_pylist())
+
+    def net(table):
+        return sorted((r["__OP"], r["id"], r["v"], r["u"], r["__COMMIT_LSN"]) for r in table.to_pylist())
+    assert rows(snapshot_1(single, name)) == final
+    cut = sorted(set(single.column("commit_lsn").to_pylist()))[4]
+    later_1 = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+    df = spark.read.parquet(*write_files(t, tmp_path / "ident", 3))
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+        for form, changes in (("straight", ch), ("cached", ch.cache())):
+            assert rows(collect(snapshot(changes, name))) == final, (impl, form)
+            assert rows(collect(snapshot(changes, name, as_of_lsn=cut))) == rows(snapshot_1(single, name, cut))
+            assert hist(collect(history(changes, name))) == hist(history_1(single, name)), (impl, form)
+            assert net(collect(net_changes(changes, name))) == net(net_1(single, name)), (impl, form)
+            later = changes.where(F.col("commit_lsn") > F.lit(cut).cast(ST.LSN_TYPE))
+            assert net(collect(net_changes(later, name))) == net(net_1(later_1, name)), (impl, form)
+        ch.unpersist()
 
 def _jobs(spark, build) -> int:
     """How many Spark jobs ``build()`` runs (building a lazy DataFrame may run some)."""
