@@ -127,3 +127,47 @@ def messages(steps, relation_id: int = 16420, xid: int = 700, lsn: int = 100) ->
                 Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=xid)]
         xid, lsn = xid + 1, lsn + 100
     return out, sorted(rows.values())
+
+
+def og_frames(steps, frame_records: int = 0) -> list[bytes]:
+    """The steps as openGauss parallel decoding sends them ('b' style): each transaction
+    whole (Begin, its DML, Commit at its end LSN); an old tuple with the replica
+    identity's columns only (``parallel_decode.cpp`` prints those), the whole row under
+    FULL; no Relation (each record names its columns). One frame per transaction, or
+    frames of ``frame_records`` records cut anywhere."""
+    from pgoutput_codec.opengauss import Column, Record
+    from pgoutput_codec.opengauss.encode import encode_frame
+    oids = dict(zip(NAMES, (23, 25, 25), strict=True))
+
+    def tup(row, keep=NAMES):
+        return tuple(Column(n, oids[n], str(v).encode()) for n, v in zip(NAMES, row, strict=True) if n in keep)
+    rows, ident, txns, lsn, xid = {}, "default", [], 100, 700
+    for step in steps:
+        kind = step[0]
+        if kind == "alter":
+            ident = step[1]
+            continue
+        keys = [n for n, f in zip(NAMES, FLAGS[ident], strict=True) if f]
+        dml = []      # (op, new tuple, old tuple)
+        if kind == "insert":
+            for row in step[1:]:
+                rows[row[0]] = row
+                dml.append(("I", tup(row), None))
+        elif kind == "delete":
+            dml.append(("D", None, tup(rows.pop(step[1]), keys)))
+        else:
+            old = rows.pop(step[1])
+            new = tuple(step[2].get(n, v) for n, v in zip(NAMES, old, strict=True))
+            rows[new[0]] = new
+            moved = any(old[NAMES.index(k)] != new[NAMES.index(k)] for k in keys)
+            dml.append(("U", tup(new), tup(old, keys) if ident == "full" or moved else None))
+        recs = [Record("B", lsn, csn=xid, first_lsn=lsn, xid=xid)]
+        recs += [Record(op, lsn + 1 + i, schema="public", table=TABLE, new_tuple=new, old_tuple=old)
+                 for i, (op, new, old) in enumerate(dml)]
+        recs.append(Record("C", lsn + 50, xid=xid))
+        txns.append(recs)
+        lsn, xid = lsn + 100, xid + 1
+    if not frame_records:
+        return [encode_frame(t) for t in txns]
+    flat = [r for t in txns for r in t]
+    return [encode_frame(flat[i:i + frame_records]) for i in range(0, len(flat), frame_records)]

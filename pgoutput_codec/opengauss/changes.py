@@ -12,10 +12,9 @@ in text form). So the transaction context comes from the enclosing B/C records, 
   tuple in arrival order, else its first later one); and a column its old tuple names
   that these lack is appended. Type OIDs as sent ('b'; typmod -1, not sent) or from the
   type names the text styles send (``numeric(10,2)``: OID and typmod; a name the
-  catalog does not hold: OID 0, values as text); key flag on the columns an
-  Update/Delete's old tuple carries (``old-key``), when the old tuple is narrower than
-  the row; with a full old tuple (REPLICA IDENTITY FULL) every column is flagged, as
-  pgoutput does;
+  catalog does not hold: OID 0, values as text); key flag on the columns of the key in
+  force (:func:`record_key`), when it is narrower than the row; a whole row (REPLICA
+  IDENTITY FULL) flags every column, as pgoutput does;
 - ``before``/``after``: values aligned to ``columns``; kind 't' (text), 'n' (NULL or a
   column the record did not carry), 'u' (``unchanged-toast-datum``, 't' style);
 - ``xid`` is the 64-bit openGauss TransactionId (``uint64``, the only column whose type
@@ -24,11 +23,17 @@ in text form). So the transaction context comes from the enclosing B/C records, 
   (``timestamptz`` output) through the type catalog.
 
 The key is learned only from old tuples: openGauss, like PostgreSQL, sends an Update's
-old key only when the key changed (or under REPLICA IDENTITY FULL), and a Delete's. An
-archive whose records of a table are Inserts and Updates that kept their key never names
-it, and those Updates cannot be matched to their rows: ``keys`` declares tables' keys
+old key only when the key changed (or under REPLICA IDENTITY FULL), and a Delete's. Each
+old tuple names the key of its record (the replica identity's columns, the whole row
+under FULL); a record without one takes the key in force, like the columns: the table's
+latest earlier old tuple's in arrival order, else its first later one's
+(:func:`record_key`). So a table whose identity changes mid-archive (``ALTER TABLE …
+REPLICA IDENTITY``) has its rows found by each record's own key, as pgoutput's
+Relations flag them (:mod:`..tables` re-keys the rows it holds when the key changes).
+An archive whose records of a table are Inserts and Updates that kept their key never
+names it, and those Updates cannot be matched to their rows: ``keys`` declares tables' keys
 (``{"schema.table": ["col", ...]}`` or the text ``"schema.table(col, col), other.t(col)"``;
-a declared key wins over a learned one), and :func:`..tables.snapshot` and friends refuse
+a declared key wins over the records' for every record of the table), and :func:`..tables.snapshot` and friends refuse
 an Update without an old key on a table with no key column rather than keep both rows.
 
 Options as for pgoutput: ``tables`` (white-table-list), ``skip_empty_xacts``,
@@ -63,7 +68,8 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from ..typecatalog import ConversionError, convert_column, type_of_name
 
-__all__ = ["decode_changes", "change_row", "record_columns", "parse_keys", "TableShapes", "OPENGAUSS_CHANGE_SCHEMA"]
+__all__ = ["decode_changes", "change_row", "record_columns", "record_key", "parse_keys", "TableShapes",
+           "OPENGAUSS_CHANGE_SCHEMA"]
 
 OPENGAUSS_CHANGE_SCHEMA = pa.schema([pa.field("xid", pa.uint64()) if f.name == "xid" else f for f in CHANGE_FIELDS])
 
@@ -138,45 +144,36 @@ def parse_keys(keys) -> dict:
 
 
 class TableShapes:
-    """Each table's columns and key, learned from its DML records in arrival order by the
-    rules of the module docstring: the newest new tuple names the columns (an old tuple
-    does until then); the newest old tuple names the key; a declared key wins
-    (:meth:`declare`). The one walk of both paths: the single-process decoder learns
-    record by record; the Spark path learns each frame's records into a shape of its own
-    (of record indices, the tuples fetched later) and the driver learns those shapes in
-    frame order, as if each were one record (its columns as ``new`` when a new tuple named
-    them, else as ``old``), which gives what one walk over every record would.
+    """Each table's columns, learned from its DML records in arrival order by the rules
+    of the module docstring (the newest new tuple names the columns; an old tuple does
+    until then), and the declared keys (:meth:`declare`, checked against them). The one
+    walk of both paths: the single-process decoder learns record by record; the Spark
+    path learns each frame's records into a shape of its own (of record indices, the
+    tuples fetched later) and the driver learns those shapes in frame order, as if each
+    were one record (its columns as ``new`` when a new tuple named them, else as
+    ``old``), which gives what one walk over every record would.
 
-    What is learned is kept as given; ``columns_of``/``key_of`` turn the tuples that win
-    into (name, type OID, typmod) columns and key names when asked, once per table, not
-    once per record."""
+    What is learned is kept as given; ``columns_of`` turns the tuples that win into
+    (name, type OID, typmod) columns when asked, once per table, not once per record."""
 
-    def __init__(self, columns_of=None, key_of=None):
+    def __init__(self, columns_of=None):
         self.columns = {}    # table -> (what names its columns, whether a new tuple named them)
-        self.keys = {}       # table -> what names its key (a table's key implies its columns)
         self._columns_of = columns_of or (lambda v: v)
-        self._key_of = key_of or (lambda v: v)
-        self._declared = {}
+        self.declared = {}   # table -> its declared key columns (a set)
 
-    def learn(self, t, new=None, old=None, key=None) -> None:
-        """One record's facts: ``new``/``old`` its tuples, ``key`` its old tuple (None:
-        the record has no such tuple)."""
+    def learn(self, t, new=None, old=None) -> None:
+        """One record's facts: ``new``/``old`` its tuples (None: the record has no such tuple)."""
         if new is not None:
             self.columns[t] = (new, True)
         elif old is not None and t not in self.columns:
             self.columns[t] = (old, False)
-        if key is not None:
-            self.keys[t] = key
 
     def declare(self, declared: dict) -> None:
-        """Declared keys (:func:`parse_keys`) over the learned ones."""
-        declare_keys(self.table_cols(), self._declared, declared)
+        """Declared keys (:func:`parse_keys`) of the tables learned, into ``declared``."""
+        declare_keys(self.table_cols(), self.declared, declared)
 
     def table_cols(self) -> dict:
         return {t: self._columns_of(v) for t, (v, _) in self.columns.items()}
-
-    def key_cols(self) -> dict:
-        return {t: set(self._key_of(k)) for t, k in self.keys.items()} | self._declared
 
 
 def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
@@ -192,6 +189,14 @@ def declare_keys(table_cols: dict, key_cols: dict, declared: dict) -> None:
             raise ValueError(f"keys: {t[0]}.{t[1]} has no column {', '.join(map(repr, missing))} "
                              f"(its records name {', '.join(names)})")
         key_cols[t] = set(want)
+
+
+def record_key(in_force, declared):
+    """A DML record's key columns (a set): the table's declared key, else the key in
+    force (module docstring: the record's own old tuple's :func:`key_names`, else the
+    table's latest earlier old tuple's, else its first later one's; None: the table has
+    no old tuple anywhere)."""
+    return set(declared) if declared else set(in_force or ())
 
 
 def record_columns(base, old_tuple) -> tuple:
@@ -218,9 +223,8 @@ def _relation(schema, table, cols: tuple, keys: frozenset):
 
 def change_row(r: dict, seq: int, cols: tuple, keys) -> dict:
     """The change row of one DML record (without its transaction's commit facts), given
-    its columns (:func:`record_columns`) and the table's key columns learned from the
-    records (see module docstring). Shared by this module and the Spark path
-    (``spark.opengauss_changes``)."""
+    its columns (:func:`record_columns`) and its key columns (:func:`record_key`): the
+    rules' plain statement, which :func:`.rows.change_rows` follows a column at a time."""
     names = [c[0] for c in cols]
     full_old = bool(r["old_tuple"]) and len(r["old_tuple"]) >= len(names)
     columns, version = _relation(r["schema"], r["table"], cols, frozenset(keys or ()))
@@ -269,13 +273,13 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     good = recs.filter(pc.is_null(err)) if err.null_count != len(recs) else recs
     from .rows import change_rows, record_kinds
     kinds = record_kinds(good)
-    key_cols = learn_shapes(good, declared, kinds).key_cols()
+    declared = learn_shapes(good, declared, kinds).declared
     if by_record:
         take, commit, dropped = _walk_by_record(good, patterns, excluded, replays, skip_empty_xacts)
-        table = _rows_by_record(good, take, commit, key_cols)
+        table = _rows_by_record(good, take, commit, declared)
     else:
         take, commit, dropped = _walk(good, kinds, patterns, excluded, replays, skip_empty_xacts)
-        table = change_rows(good, take, np.maximum(take, 0), commit, key_cols, kinds=kinds)
+        table = change_rows(good, take, np.maximum(take, 0), commit, declared, kinds=kinds)
     if dropped:
         logging.getLogger("pgoutput_codec").warning(
             "pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the first at "
@@ -291,16 +295,16 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
 
 def learn_shapes(good: pa.Table, declared: dict, kinds) -> TableShapes:
     """The :class:`TableShapes` one walk over the DML records ``good`` learns, from the
-    few records that decide it (per table its first old tuple, last new tuple and last
-    old tuple), fetched alone; ``declared`` keys put over it. ``kinds``:
+    few records that decide it (per table its first old tuple and last new tuple),
+    fetched alone; ``declared`` keys checked against it. ``kinds``:
     :func:`.rows.record_kinds` of ``good``."""
-    shapes = TableShapes(column_types, key_names)
+    shapes = TableShapes(column_types)
     dml, table = kinds.dml, kinds.table
     if dml.any():
         has = {side: dml & pc.fill_null(pc.greater(pc.list_value_length(good.column(side)), 0), False)
                .to_numpy(zero_copy_only=False) for side in ("new_tuple", "old_tuple")}
         pick = set()
-        for side, how in (("new_tuple", "last"), ("old_tuple", "first"), ("old_tuple", "last")):
+        for side, how in (("new_tuple", "last"), ("old_tuple", "first")):
             idx = np.flatnonzero(has[side])
             t = table[idx]
             if how == "last":
@@ -309,7 +313,7 @@ def learn_shapes(good: pa.Table, declared: dict, kinds) -> TableShapes:
         pick = sorted(pick)
         for r in good.select(["schema", "table", "new_tuple", "old_tuple"]).take(pa.array(pick, pa.int64())).to_pylist():
             old = r["old_tuple"] or None
-            shapes.learn((r["schema"], r["table"]), new=r["new_tuple"] or None, old=old, key=old)
+            shapes.learn((r["schema"], r["table"]), new=r["new_tuple"] or None, old=old)
     shapes.declare(declared)
     return shapes
 
@@ -439,14 +443,18 @@ def _walk_by_record(good: pa.Table, patterns, excluded, replays, skip_empty_xact
     return np.array(take, np.int64), facts, dropped
 
 
-def _rows_by_record(good: pa.Table, take, commit: dict, key_cols: dict) -> pa.Table:
+def _rows_by_record(good: pa.Table, take, commit: dict, declared: dict) -> pa.Table:
     """:func:`decode_changes`' rows built record by record by :func:`change_row`: the
-    columns in force walked over every DML record in arrival order."""
+    columns and the key in force walked over every DML record in arrival order."""
     rows = good.to_pylist()
-    in_force = {}
+    in_force, key_in_force = {}, {}
     for r in rows:
-        if r["type"] in ("I", "U", "D") and r["new_tuple"]:
-            in_force.setdefault((r["schema"], r["table"]), column_types(r["new_tuple"]))
+        if r["type"] in ("I", "U", "D"):
+            t = (r["schema"], r["table"])
+            if r["new_tuple"]:
+                in_force.setdefault(t, column_types(r["new_tuple"]))
+            if r["old_tuple"]:
+                key_in_force.setdefault(t, key_names(r["old_tuple"]))
     built = {}
     wanted = set(take.tolist())
     for ordinal, r in enumerate(rows):
@@ -454,9 +462,11 @@ def _rows_by_record(good: pa.Table, take, commit: dict, key_cols: dict) -> pa.Ta
             t = (r["schema"], r["table"])
             if r["new_tuple"]:
                 in_force[t] = column_types(r["new_tuple"])
+            if r["old_tuple"]:
+                key_in_force[t] = key_names(r["old_tuple"])
             if ordinal in wanted:
                 built[ordinal] = change_row(r, ordinal, record_columns(in_force.get(t), r["old_tuple"]),
-                                            key_cols.get(t))
+                                            record_key(key_in_force.get(t), declared.get(t)))
     out = [dict(built[i]) if i >= 0 else dict(op="C") for i in take.tolist()]
     for row, xid, lsn, origin in zip(out, commit["xid"], commit["commit_lsn"], commit["origin"], strict=True):
         row.update(xid=xid, commit_lsn=lsn, origin=origin)

@@ -26,7 +26,7 @@ from .._gather import take_lists
 from ..tables import _one_array
 from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
 from ..changes import _table_selected
-from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, record_columns
+from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, key_names, record_columns
 
 __all__ = ["change_rows", "record_kinds", "selected_dml", "RecordKinds"]
 
@@ -276,8 +276,9 @@ def _widths(lists, names_of):
     return w[inv].reshape(len(lists))
 
 
-def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict, key_cols: dict, *,
-                group: np.ndarray | None = None, initial_of=None, kinds: RecordKinds | None = None) -> pa.Table:
+def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict, declared: dict, *,
+                group: np.ndarray | None = None, initial_of=None, initial_key_of=None,
+                kinds: RecordKinds | None = None) -> pa.Table:
     """The change rows (``OPENGAUSS_CHANGE_SCHEMA``) of records ``recs`` (decoded, no
     error rows; arrival order within each ``group``): row ``i`` is record ``take[i]``
     (-1: an empty transaction's 'C' marker), with ``seq[i]`` and the commit facts
@@ -286,7 +287,10 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     ``group`` (default: one) numbers the runs of records walked apart, and
     ``initial_of(group, (schema, table))`` gives a table's columns in force at a run's
     start (None: none); by default the table's first new tuple's, as one walk over the
-    whole input gives. ``kinds``: :func:`record_kinds` of ``recs``, when already read."""
+    whole input gives. The key in force likewise, from old tuples (``initial_key_of``:
+    a table's key names at a run's start; by default its first old tuple's), unless
+    ``declared`` ({table: key columns}) names the table's. ``kinds``:
+    :func:`record_kinds` of ``recs``, when already read."""
     n_rec = len(recs)
     new = _Tuples(_one_array(recs.column("new_tuple")))
     old = _Tuples(_one_array(recs.column("old_tuple")))
@@ -315,6 +319,7 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     in_force = np.full(n_rec, -1, np.int64)
     if len(d):
         in_force[d] = _in_force(has_new[d], new_list[d], grp[d], table[d], init)
+    key_in_force = _keys_in_force(recs, old, dml, d, grp, table, sch, tbl, initial_key_of)
 
     take = np.asarray(take, np.int64)
     n = len(take)
@@ -343,8 +348,10 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             v = names[i] = [c[0] for c in lists.cols[i]]
         return v
 
-    # columns and relation_version per (table, list)
-    tl = np.where(is_rec, table[rows] * (len(lists.cols) + 1) + final, -1)
+    # columns and relation_version per (table, list, key)
+    keyed = key_in_force.ids
+    tl = np.where(is_rec, (table[rows] * (len(lists.cols) + 1) + final) * (len(key_in_force.sets) + 1)
+                  + keyed[rows] + 1, -1)
     col_ids = np.full(n, -1, np.int64)
     col_vals, fps = [], []
     if len(sel):
@@ -353,7 +360,9 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             i0 = sel[first[j]]
             schema, tab = sch[int(rows[i0])].as_py(), tbl[int(rows[i0])].as_py()
             c = lists.cols[int(final[i0])]
-            columns, fp = _relation(schema, tab, c, frozenset(key_cols.get((schema, tab)) or ()))
+            k = int(keyed[rows[i0]])
+            keys = declared.get((schema, tab)) or (key_in_force.sets[k] if k >= 0 else ())
+            columns, fp = _relation(schema, tab, c, frozenset(keys))
             col_vals.append(columns)
             fps.append(fp)
         col_ids[sel] = inv
@@ -395,6 +404,37 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
         "truncate_options": pa.nulls(n, pa.uint8()),
     }
     return pa.table([cols[f.name].cast(f.type) for f in OPENGAUSS_CHANGE_SCHEMA], schema=OPENGAUSS_CHANGE_SCHEMA)
+
+
+class _Keys(NamedTuple):
+    ids: np.ndarray     # per record, its key in force (an index into ``sets``; -1: none)
+    sets: list          # key name tuples
+
+
+def _keys_in_force(recs, old, dml, d, grp, table, sch, tbl, initial_key_of) -> _Keys:
+    """Per record the key in force (``changes.record_key``): its old tuple's names, else
+    the latest earlier old tuple's of its table in its group, else the group's initial
+    one — one key per old-tuple shape, :func:`_in_force` over the records."""
+    keys = _Lists()
+    has_old = dml & old.valid & (old.lengths > 0)
+    shape_key = np.full(len(old.rep), -1, np.int64)
+    for s in np.unique(old.shape[has_old]):
+        shape_key[s] = keys.id(tuple(key_names(old.tuple_of(int(s)))))
+    okey = np.where(has_old, shape_key[np.maximum(old.shape, 0)] if len(shape_key) else -1, -1)
+    if initial_key_of is None:     # a table's first old tuple's key
+        with_old = np.flatnonzero(has_old)
+        ut, at = np.unique(table[with_old], return_index=True)
+        first = dict(zip(ut.tolist(), okey[with_old[at]].tolist(), strict=True))
+        init = lambda g, t: first.get(t, -1)   # noqa: E731
+    else:
+        def init(g, t):
+            key = (sch[_first_of(table, t)].as_py(), tbl[_first_of(table, t)].as_py())
+            names = initial_key_of(g, key)
+            return keys.id(None if names is None else tuple(names))
+    ids = np.full(len(recs), -1, np.int64)
+    if len(d):
+        ids[d] = _in_force(has_old[d], okey[d], grp[d], table[d], init)
+    return _Keys(ids, keys.cols)
 
 
 def _first_of(table, t):

@@ -7,7 +7,8 @@ partitions; and the single-process decoder derives three things from the whole i
 the transaction a record belongs to, its ``seq`` (the record's ordinal among the decoded
 records of the input), each record's column list (its new tuple's, else the version in
 force: the table's latest earlier new tuple in arrival order, which may sit in any earlier
-frame) and each table's key columns (from its last old tuple).
+frame) and its key (its old tuple's names, else the key in force, found the same way
+from old tuples).
 
 How (two passes, nothing threaded from one task to the next):
 
@@ -15,14 +16,15 @@ How (two passes, nothing threaded from one task to the next):
    of decoded records, the first error, and a few *facts*: its Begin/Commit records (with
    their ordinal in the frame), the first selected DML record after each of them (a DML
    record outside a transaction opens one, as in the single-process decoder), and per
-   table its first and last new tuple's columns and its last old tuple's (the key).
+   table its first and last new tuple's columns and its first and last old tuple's names
+   (its keys).
    These are collected to the driver, which walks the frames in arrival order:
    transaction boundaries (each transaction is named by the frame and ordinal of its
    first record), what each commit emits (xid, commit LSN, origin, commit time, or
    nothing for an excluded user), each frame's ``seq`` base and the transaction open at
-   its start, every table's column lists with the frame from whose end each is in force
-   (one per ``ALTER TABLE`` the archive spans, not one per frame) and its key. That plan
-   is broadcast.
+   its start, every table's column lists and keys with the frame from whose end each is
+   in force (one per ``ALTER TABLE`` the archive spans, not one per frame), and the
+   declared keys. That plan is broadcast.
 2. ``mapInArrow`` over every partition decodes its frames again and emits the change
    rows of their records (built a column at a time, :func:`..opengauss.rows.change_rows`;
    the transaction walk steps once per transaction), placed by the plan alone: any
@@ -151,13 +153,14 @@ class _Facts:
             ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
             ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(pa.array(ctl, pa.int64())).to_pylist()
             ctl_at = dict(zip(ctl, ctl_vals, strict=True))
-            per_row = {}      # input row -> [ngood, events, TableShapes of record indices, first new]
+            # input row -> [ngood, events, TableShapes of record indices, first new, first old, last old]
+            per_row = {}
             selected = {}
             start = after_ctl = None
             for j, row in enumerate(rows):
                 st = per_row.get(row)
                 if st is None:
-                    st = per_row[row] = [0, [], TableShapes(), {}]
+                    st = per_row[row] = [0, [], TableShapes(), {}, {}, {}]
                     start, after_ctl = j, True
                 k = j - start
                 st[0] += 1
@@ -172,10 +175,12 @@ class _Facts:
                     after_ctl = True
                 elif typ in ("I", "U", "D"):
                     t = (schemas[j], tables[j])
-                    st[2].learn(t, new=j if nnew[j] else None, old=j if nold[j] else None,
-                                key=j if nold[j] else None)
+                    st[2].learn(t, new=j if nnew[j] else None, old=j if nold[j] else None)
                     if nnew[j]:
                         st[3].setdefault(t, j)
+                    if nold[j]:
+                        st[4].setdefault(t, j)
+                        st[5][t] = j
                     if after_ctl:
                         sel = selected.get(t)
                         if sel is None:
@@ -184,13 +189,12 @@ class _Facts:
                             st[1].append([k, "D"])
                             after_ctl = False
             want = sorted({j for st in per_row.values() for j, _ in st[2].columns.values()}
-                          | {j for st in per_row.values() for j in st[2].keys.values()}
-                          | {j for st in per_row.values() for j in st[3].values()})
+                          | {j for st in per_row.values() for m in st[3:] for j in m.values()})
             tup = good.select(["new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
             tup_at = dict(zip(want, tup, strict=True))
             out = {"key": [], "ngood": [], "error": [], "facts": []}
             for i, key in enumerate(keys):
-                ngood, events, shapes, first_new = per_row.get(i, (0, [], TableShapes(), {}))
+                ngood, events, shapes, first_new, first_old, last_old = per_row.get(i, (0, [], TableShapes(), {}, {}, {}))
                 tj = {}
                 for t, (j, is_new) in shapes.columns.items():
                     v = tj[json.dumps(list(t))] = {}
@@ -200,8 +204,12 @@ class _Facts:
                         first = column_types(tup_at[first_new[t]]["new_tuple"])
                         if first != v["new"]:
                             v["first"] = first
-                    if t in shapes.keys:
-                        v["key"] = key_names(tup_at[shapes.keys[t]]["old_tuple"])
+                    if t in last_old:
+                        v["key"] = key_names(tup_at[last_old[t]]["old_tuple"])
+                        if first_old[t] != last_old[t]:
+                            first = key_names(tup_at[first_old[t]]["old_tuple"])
+                            if first != v["key"]:
+                                v["key_first"] = first
                 out["key"].append(key)
                 out["ngood"].append(ngood)
                 out["error"].append(first_err.get(i))
@@ -224,6 +232,7 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
     commits = {}     # transaction -> [rank, emit, had rows, xid, commit lsn, origin, commit time]
     shapes = TableShapes()
     first, versions = {}, {}    # table -> its first new tuple's columns; [(frame, columns in force after it)]
+    key_first, key_versions = {}, {}    # the same of its keys (old tuples' names)
     seq, txn, rank = 0, None, 0
     taken, replayed = [], []
     for f, r in enumerate(rows):
@@ -253,26 +262,33 @@ def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=No
                 txn = None
         for t, v in facts["tables"].items():
             t = tuple(json.loads(t))
-            shapes.learn(t, new=v.get("new"), old=v.get("old"), key=v.get("key"))
+            shapes.learn(t, new=v.get("new"), old=v.get("old"))
             if "new" in v:
                 new = tuple(map(tuple, v["new"]))
                 first.setdefault(t, tuple(map(tuple, v["first"])) if "first" in v else new)
                 if t not in versions or versions[t][-1][1] != new:
                     versions.setdefault(t, []).append((f, new))
+            if "key" in v:
+                key = tuple(v["key"])
+                key_first.setdefault(t, tuple(v["key_first"]) if "key_first" in v else key)
+                if t not in key_versions or key_versions[t][-1][1] != key:
+                    key_versions.setdefault(t, []).append((f, key))
         seq += r["ngood"]
     shapes.declare(declared or {})
     return {"frames": frames, "commits": commits, "first": first, "versions": versions,
-            "key_cols": shapes.key_cols(), "replayed": replayed}
+            "key_first": key_first, "key_versions": key_versions, "declared": shapes.declared,
+            "replayed": replayed}
 
 
-def _in_force_at(plan, t, f):
+def _in_force_at(plan, t, f, versions="versions", first="first"):
     """The columns of table ``t`` in force at the start of frame ``f``: its latest new
-    tuple's in an earlier frame, else its first new tuple's (None: it has none)."""
-    vs = plan["versions"].get(t)
+    tuple's in an earlier frame, else its first new tuple's (None: it has none). With
+    ``versions="key_versions", first="key_first"``, its key names, from old tuples."""
+    vs = plan[versions].get(t)
     if not vs:
         return None
     at = bisect.bisect_left(vs, f, key=lambda v: v[0])    # the versions set in frames before f
-    return vs[at - 1][1] if at else plan["first"][t]
+    return vs[at - 1][1] if at else plan[first][t]
 
 
 class _Changes:
@@ -364,8 +380,9 @@ class _Changes:
             take, seqs, ranks, facts = self._given(plan, good, kinds, keys, rows)
             frame_of = {g: plan["frames"][keys[g]][0] for g in np.unique(rows).tolist()}
             table = self._table(change_rows(
-                good, take, seqs, facts, plan["key_cols"], group=rows, kinds=kinds,
-                initial_of=lambda g, t, fo=frame_of: _in_force_at(plan, t, fo[g])))
+                good, take, seqs, facts, plan["declared"], group=rows, kinds=kinds,
+                initial_of=lambda g, t, fo=frame_of: _in_force_at(plan, t, fo[g]),
+                initial_key_of=lambda g, t, fo=frame_of: _in_force_at(plan, t, fo[g], "key_versions", "key_first")))
             n = len(table)
             if self.mode != FAILFAST:
                 errors = pa.table({"seq": pa.array([r[0] for r in bad_rows], pa.int64()),
