@@ -493,7 +493,8 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None: every change), rebuilt
     with DataFrame operations: changes after the table's last Truncate, grouped by
     replica-identity key (the newest Relation's key columns; FULL identity or no key:
-    every column), last change by (commit position, seq) wins, deletes and key-changing
+    every column; a change sent under an earlier identity is resolved to it,
+    :func:`_found_keys`), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
     ev, truncs, names, cols, sends_old, _ = _events(changes, name, as_of_lsn, registry)
@@ -514,7 +515,9 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     target); ``__COMMIT_LSN``/``__COMMIT_AT`` of the key's last change, in commit order.
     What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
-    update when matched (keeping the ``__UNCHANGED`` columns) or insert."""
+    update when matched (keeping the ``__UNCHANGED`` columns) or insert. The key: the
+    replica identity's columns, or those every identity over the changes held
+    (:func:`pgoutput_codec.tables.net_key`)."""
     ev, truncs, names, cols, sends_old, keycols = _events(changes, name, None, registry)
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),
