@@ -893,8 +893,6 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
 
 
 
-@pytest.mark.same_code_on_connect
-@pytest.mark.same_code_on_spark35
 @pytest.mark.parametrize("scenario", ["ends_default", "ends_full"])
 def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
