@@ -70,7 +70,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..changes import (
-    OUT_OF_ORDER, REPLAY, TAKE, _table_selected, commit_window, judge_commit, order_error, parse_table_list,
+    OUT_OF_ORDER, REPLAY, TAKE, commit_window, judge_commit, order_error, parse_table_list,
 )
 from ..messages import format_lsn
 from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, column_types, key_names,
@@ -124,12 +124,17 @@ def _decode(payload, style, envelope):
 
 
 class _Facts:
-    """Pass 1: per frame its order key, decoded-record count, first error and facts. Per
-    record only flat columns are read (type, schema, table, tuple lengths); Begin/Commit
-    fields and the tuples that decide a table's columns are fetched by index."""
+    """Pass 1: per frame its order key, decoded-record count, first error and facts, a
+    column at a time: per record only flat columns are read (kind, table number, tuple
+    lengths, :func:`..opengauss.rows.record_kinds`) into numpy; the Begin/Commit fields
+    and the few tuples that decide a table's columns and keys in each frame (its first
+    and last new tuple, first and last old tuple) are fetched by index. Python steps once
+    per event (Begin, Commit, a transaction's first selected DML) and per (frame, table),
+    not per record."""
 
     def __init__(self, style, envelope, patterns):
         self.style, self.envelope, self.patterns = style, envelope, patterns
+        self.selected = {}
 
     def __call__(self, batches: Iterator[pa.RecordBatch]):
         for b in batches:
@@ -144,77 +149,77 @@ class _Facts:
                     if row not in first_err:
                         first_err[row] = frame_error(keys[row], lsn, text)
             good = recs.filter(pc.is_null(err)) if first_err else recs
-            rows = good.column("row").to_pylist()
-            types = good.column("type").to_pylist()
-            schemas = good.column("schema").to_pylist()
-            tables = good.column("table").to_pylist()
-            nnew = pc.fill_null(pc.list_value_length(good.column("new_tuple")), 0).to_pylist()
-            nold = pc.fill_null(pc.list_value_length(good.column("old_tuple")), 0).to_pylist()
-            ctl = [j for j, t in enumerate(types) if t == "B" or t == "C"]
-            ctl_vals = good.select(["xid", "origin_id", "user_name", "commit_time", "lsn"]).take(pa.array(ctl, pa.int64())).to_pylist()
-            ctl_at = dict(zip(ctl, ctl_vals, strict=True))
-            # input row -> [ngood, events, TableShapes of record indices, first new, first old, last old]
-            per_row = {}
-            selected = {}
-            start = after_ctl = None
-            for j, row in enumerate(rows):
-                st = per_row.get(row)
-                if st is None:
-                    st = per_row[row] = [0, [], TableShapes(), {}, {}, {}]
-                    start, after_ctl = j, True
-                k = j - start
-                st[0] += 1
-                typ = types[j]
-                if typ == "B":
-                    v = ctl_at[j]
-                    st[1].append([k, "B", v["xid"], v["origin_id"], v["user_name"], v["commit_time"]])
-                    after_ctl = True
-                elif typ == "C":
-                    v = ctl_at[j]
-                    st[1].append([k, "C", v["xid"], v["lsn"], v["commit_time"]])
-                    after_ctl = True
-                elif typ in ("I", "U", "D"):
-                    t = (schemas[j], tables[j])
-                    st[2].learn(t, new=j if nnew[j] else None, old=j if nold[j] else None)
-                    if nnew[j]:
-                        st[3].setdefault(t, j)
-                    if nold[j]:
-                        st[4].setdefault(t, j)
-                        st[5][t] = j
-                    if after_ctl:
-                        sel = selected.get(t)
-                        if sel is None:
-                            sel = selected[t] = _table_selected(self.patterns, t[0] or "", t[1] or "")
-                        if sel:
-                            st[1].append([k, "D"])
-                            after_ctl = False
-            want = sorted({j for st in per_row.values() for j, _ in st[2].columns.values()}
-                          | {j for st in per_row.values() for m in st[3:] for j in m.values()})
-            tup = good.select(["new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
-            tup_at = dict(zip(want, tup, strict=True))
-            out = {"key": [], "ngood": [], "error": [], "facts": []}
-            for i, key in enumerate(keys):
-                ngood, events, shapes, first_new, first_old, last_old = per_row.get(i, (0, [], TableShapes(), {}, {}, {}))
-                tj = {}
-                for t, (j, is_new) in shapes.columns.items():
-                    v = tj[json.dumps(list(t))] = {}
-                    side = "new" if is_new else "old"
-                    v[side] = column_types(tup_at[j][side + "_tuple"])
-                    if is_new and first_new[t] != j:
-                        first = column_types(tup_at[first_new[t]]["new_tuple"])
-                        if first != v["new"]:
-                            v["first"] = first
-                    if t in last_old:
-                        v["key"] = key_names(tup_at[last_old[t]]["old_tuple"])
-                        if first_old[t] != last_old[t]:
-                            first = key_names(tup_at[first_old[t]]["old_tuple"])
-                            if first != v["key"]:
-                                v["key_first"] = first
-                out["key"].append(key)
-                out["ngood"].append(ngood)
-                out["error"].append(first_err.get(i))
-                out["facts"].append(json.dumps({"events": events, "tables": tj}))
+            facts = self._facts(good, len(keys))
+            out = {"key": keys, "ngood": facts[0], "error": [first_err.get(i) for i in range(len(keys))],
+                   "facts": [json.dumps({"events": e, "tables": t}) for e, t in zip(facts[1], facts[2], strict=True)]}
             yield pa.RecordBatch.from_pydict(out, schema=ST.arrow_schema_for(_FACTS_SCHEMA))
+
+    def _facts(self, good: pa.Table, n_frames: int):
+        """(records per frame, events per frame, {table json: facts} per frame)."""
+        events = [[] for _ in range(n_frames)]
+        tables = [{} for _ in range(n_frames)]
+        rows = good.column("row").to_numpy(zero_copy_only=False).astype(np.int64)    # frame per record: they rise
+        ngood = np.bincount(rows, minlength=n_frames)
+        if not len(good):
+            return ngood.tolist(), events, tables
+        kinds = record_kinds(good)
+        fstart = np.searchsorted(rows, np.arange(n_frames))
+        k = np.arange(len(rows)) - fstart[rows]
+        # events: Begin, Commit, and each selected DML record that follows one (or opens
+        # its frame): a DML record outside a transaction opens one (the driver needs only
+        # those after a Commit; the others keep the facts as the frame reads)
+        is_ctl = kinds.begin | kinds.commit
+        sel = selected_dml(kinds, good, self.patterns, self.selected)
+        ev = np.flatnonzero(is_ctl | sel)
+        opens = np.r_[True, (rows[ev][1:] != rows[ev][:-1]) | is_ctl[ev][:-1]] if len(ev) else np.zeros(0, bool)
+        ev = ev[is_ctl[ev] | opens]
+        ctl = ev[is_ctl[ev]]
+        vals = good.select(["type", "xid", "origin_id", "user_name", "commit_time", "lsn"]) \
+            .take(pa.array(ctl, pa.int64())).to_pylist()
+        at = dict(zip(ctl.tolist(), vals, strict=True))
+        for j, f, kk in zip(ev.tolist(), rows[ev].tolist(), k[ev].tolist(), strict=True):
+            v = at.get(j)
+            if v is None:
+                events[f].append([kk, "D"])
+            elif v["type"] == "B":
+                events[f].append([kk, "B", v["xid"], v["origin_id"], v["user_name"], v["commit_time"]])
+            else:
+                events[f].append([kk, "C", v["xid"], v["lsn"], v["commit_time"]])
+        # per (frame, table): first and last new tuple, first and last old tuple
+        dml = np.flatnonzero(kinds.dml)
+        ntab = int(kinds.table.max(initial=0)) + 1
+        pair = rows[dml] * ntab + kinds.table[dml]
+
+        def length(side):
+            return pc.fill_null(pc.list_value_length(good.column(side)), 0).to_numpy(zero_copy_only=False)[dml] > 0
+        ends = {}
+        for side, has in (("new", length("new_tuple")), ("old", length("old_tuple"))):
+            idx, p = dml[has], pair[has]
+            u, first = np.unique(p, return_index=True)
+            last = len(p) - 1 - np.unique(p[::-1], return_index=True)[1]
+            ends[side] = {int(a): (int(idx[b]), int(idx[c])) for a, b, c in zip(u, first, last, strict=True)}
+        want = sorted({j for e in ends.values() for fl in e.values() for j in fl})
+        tup = good.select(["schema", "table", "new_tuple", "old_tuple"]).take(pa.array(want, pa.int64())).to_pylist()
+        tup_at = dict(zip(want, tup, strict=True))
+        for p in sorted(set(ends["new"]) | set(ends["old"])):
+            new, old = ends["new"].get(p), ends["old"].get(p)
+            r = tup_at[(new or old)[0]]
+            v = tables[p // ntab][json.dumps([r["schema"], r["table"]])] = {}
+            if new is not None:     # the columns: the last new tuple's, else the first old tuple's
+                v["new"] = column_types(tup_at[new[1]]["new_tuple"])
+                if new[0] != new[1]:
+                    first = column_types(tup_at[new[0]]["new_tuple"])
+                    if first != v["new"]:
+                        v["first"] = first
+            else:
+                v["old"] = column_types(tup_at[old[0]]["old_tuple"])
+            if old is not None:     # the keys: the last old tuple's, and the first one's if another
+                v["key"] = key_names(tup_at[old[1]]["old_tuple"])
+                if old[0] != old[1]:
+                    first = key_names(tup_at[old[0]]["old_tuple"])
+                    if first != v["key"]:
+                        v["key_first"] = first
+        return ngood.tolist(), events, tables
 
 
 def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=None):
