@@ -388,11 +388,12 @@ def _key(row: dict, keycols) -> tuple:
     return tuple(row.get(k, NULL) for k in keycols)
 
 
-def _gone(held: dict | None, before: dict) -> dict:
+def _gone(held: dict | None, before: dict, keycols) -> dict:
     """The image of a row a change removed: the one held (None: a row older than the
-    changes), with the values the change's old image sends over it (the server's, at
-    that time; FULL identity sends TOASTed values inline)."""
-    return {**(held or {}), **{k: v for k, v in before.items() if v[0] != "u"}}
+    changes), with the values of the key columns its old image sends over it (the
+    server's, at that time; under FULL every column, TOASTed values inline; a key-only
+    image's other columns are nulls it does not send)."""
+    return {**(held or {}), **{k: v for k, v in before.items() if k in keycols and v[0] != "u"}}
 
 
 class _Rows:
@@ -497,14 +498,14 @@ def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: di
                 src = net["src"].pop(old_key) if old_key in net["src"] else (old_key, keycols)
                 net["src"][new_key] = src
                 if old_key != new_key:
-                    net["deleted"][old_key] = _gone(old, before)
+                    net["deleted"][old_key] = _gone(old, before, keycols)
                     net["stamp"][old_key] = (lsn, ts)
         else:   # "D"
             key = _key(before, keycols)
             old = store.pop(key, None)
             close(key, lsn, ts)
             if net is not None:
-                net["deleted"][key] = _gone(old, before)
+                net["deleted"][key] = _gone(old, before, keycols)
                 net["stamp"][key] = (lsn, ts)
                 net["src"].pop(key, None)
             continue
@@ -569,7 +570,12 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
 
     ``__COMMIT_LSN``/``__COMMIT_AT``: the commit of the key's last change. Rows are in
     that commit order. Applied to the table as of the commit before these changes, the
-    result is the table after them (tested against :func:`snapshot`)."""
+    result is the table after them (tested against :func:`snapshot`). One limit: when
+    the identities over the changes hold no column in common (DEFAULT, then USING INDEX
+    on other columns), rows are named by the newest one, and a row older than these
+    changes that a change sent under another identity removed cannot be named by it:
+    its ``delete`` row has null key columns. Take net changes of ranges that do not
+    start before such an ``ALTER`` (the rows these changes hold are named right)."""
     net = {"stamp": {}, "deleted": {}, "truncated": None, "src": {}}
     store, _ = _replay(changes, name, None, False, net)
     rows_of = _rows_of(changes, name)

@@ -252,13 +252,20 @@ class TableSession(Session):
     table no other open transaction touched, and locks it). Updates change the key now
     and then and send an unchanged ``v`` as unchanged TOAST ('u'). ``states``: (commit
     LSN, the tables after that commit), one per commit; ``landed``: for each, the number
-    of payloads up to and including its commit."""
+    of payloads up to and including its commit.
+
+    ``flips``: now and then a table's REPLICA IDENTITY flips between DEFAULT and FULL (an
+    ``ALTER TABLE`` committed between two changes, while no open transaction holds a lock
+    on the table and no streamed one is open, whose later chunks the server would send
+    the Relation again), and the next change sends the new Relation first."""
 
     TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
     TRUNCATES = True
 
-    def __init__(self, seed: int, *, events: int = 40):
+    def __init__(self, seed: int, *, events: int = 40, flips: bool = False):
         super().__init__(seed, events=events)
+        self.flips = flips
+        self.ident = {rid: ident for rid, (_, ident) in self.TABLES.items()}
         self.ncols = {rid: 3 for rid in self.TABLES}
         self.committed = {rid: {} for rid in self.TABLES}
         self.states = []
@@ -269,7 +276,7 @@ class TableSession(Session):
         self.fixed_keys = set()  # tables whose rows are never deleted nor change key
 
     def _relation(self, rid, xid=None):
-        name, ident = self.TABLES[rid]
+        name, ident = self.TABLES[rid][0], self.ident[rid]
         full = ident == "f"
         cols = (RelationColumn(1, "id", 23, -1), RelationColumn(int(full), "v", 25, -1),
                 RelationColumn(int(full), "n", 20, -1))
@@ -310,7 +317,11 @@ class TableSession(Session):
         carried = txn.xid if xid is None else xid
         for _ in range(self.r.randint(1, 4) if n is None else n):
             rid = self.r.choice(list(self.TABLES))
-            full = self.TABLES[rid][1] == "f"
+            if self.flips and xid is None and not self.streams and self.r.random() < 0.1 \
+                    and not any(r == rid for r, _ in self.locks):
+                self.ident[rid] = "f" if self.ident[rid] == "d" else "d"
+                self.sent.discard(rid)
+            full = self.ident[rid] == "f"
             if not self._free(rid, None, txn):
                 continue
             if rid not in self.sent:
@@ -392,9 +403,17 @@ class TableSession(Session):
         return pa.Table.from_pylist(self.rows(tables, rid), schema=pa.schema(
             [("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())]))
 
-    def key_columns(self, rid):
-        """The columns a decoder keys table ``rid`` by: ``id``, every column under FULL."""
-        return ["id"] if self.TABLES[rid][1] == "d" else ["id", "v", "n"]
+    def key_columns(self, rid, changes=None):
+        """The columns a decoder keys table ``rid`` by: ``id``, every column under FULL;
+        with ``flips``, those every identity the table's ``changes`` (decoded change rows:
+        their Relations' key flags, as sent) were sent under held."""
+        if not self.flips:
+            return ["id"] if self.TABLES[rid][1] == "d" else ["id", "v", "n"]
+        keys = {"id", "v", "n"}
+        for t, cols in zip(changes.column("table").to_pylist(), changes.column("columns").to_pylist(), strict=True):
+            if t == self.TABLES[rid][0] and cols:
+                keys &= {c["name"] for c in cols if c["flags"] & 1}
+        return [k for k in ("id", "v", "n") if k in keys]
 
     @staticmethod
     def alive(history_rows, lsn):

@@ -2,7 +2,7 @@
 real server and as the pgoutput messages PostgreSQL sends for them.
 
 Each step is its own transaction (autocommit). The table is ``ident_moves (id int
-PRIMARY KEY, v text, u text NOT NULL)`` with a unique index on ``(u, id)``. Under
+PRIMARY KEY, v text, u text NOT NULL)`` with unique indexes on ``(u, id)`` and ``(u)``. Under
 DEFAULT an old image names ``id``, under USING INDEX ``(id, u)`` ('K' tuples: the key
 columns, the others null), under FULL the whole row ('O'); an Update sends its old key
 only when the key changed, under FULL always; the Relation is sent again before the
@@ -17,7 +17,8 @@ from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColu
 
 TABLE = "ident_moves"
 NAMES = ("id", "v", "u")
-FLAGS = {"default": (1, 0, 0), "full": (1, 1, 1), "index": (1, 0, 1)}
+FLAGS = {"default": (1, 0, 0), "full": (1, 1, 1), "index": (1, 0, 1), "index_u": (0, 0, 1)}
+CODES = {"default": "d", "full": "f", "index": "i", "index_u": "i"}
 
 #: step lists by name: ("alter", identity), ("insert", (id, v, u), ...), ("delete", id),
 #: ("update", id, {column: value})
@@ -55,6 +56,19 @@ SCENARIOS = {
         ("update", 2, {"v": "b4"}),
         ("insert", (6, "f", "u")),
     ],
+    # DEFAULT → USING INDEX (u): no column every identity holds; the changes sent under
+    # DEFAULT name their rows by id alone
+    "no_common_key": [
+        ("insert", (1, "a", "x"), (2, "b", "y"), (3, "c", "z"), (4, "d", "w")),
+        ("delete", 1),
+        ("update", 2, {"v": "b2"}),
+        ("update", 3, {"id": 30}),
+        ("alter", "index_u"),
+        ("update", 4, {"u": "w2"}),
+        ("delete", 2),
+        ("update", 30, {"v": "c2"}),
+        ("insert", (5, "e", "v")),
+    ],
 }
 
 
@@ -68,7 +82,8 @@ def sql(steps) -> list[str]:
     for step in steps:
         kind = step[0]
         if kind == "alter":
-            ident = {"default": "DEFAULT", "full": "FULL", "index": f"USING INDEX {TABLE}_u"}[step[1]]
+            ident = {"default": "DEFAULT", "full": "FULL", "index": f"USING INDEX {TABLE}_u",
+                     "index_u": f"USING INDEX {TABLE}_u1"}[step[1]]
             out.append(f"ALTER TABLE {TABLE} REPLICA IDENTITY {ident}")
         elif kind == "insert":
             out.append(f"INSERT INTO {TABLE} VALUES " + ", ".join(
@@ -83,7 +98,8 @@ def sql(steps) -> list[str]:
 
 def create_sql() -> list[str]:
     return [f"CREATE TABLE {TABLE} (id int PRIMARY KEY, v text, u text NOT NULL)",
-            f"CREATE UNIQUE INDEX {TABLE}_u ON {TABLE} (u, id)"]
+            f"CREATE UNIQUE INDEX {TABLE}_u ON {TABLE} (u, id)",
+            f"CREATE UNIQUE INDEX {TABLE}_u1 ON {TABLE} (u)"]
 
 
 def _tup(row, keep=NAMES):
@@ -102,7 +118,7 @@ def messages(steps, relation_id: int = 16420, xid: int = 700, lsn: int = 100) ->
         body = []
         if sent != ident:
             body.append(Relation(relation_id=relation_id, namespace="public", relation_name=TABLE,
-                                 replica_identity={"default": "d", "full": "f", "index": "i"}[ident],
+                                 replica_identity=CODES[ident],
                                  columns=tuple(RelationColumn(f, n, o, -1) for f, n, o in
                                                zip(FLAGS[ident], NAMES, (23, 25, 25), strict=True))))
             sent = ident

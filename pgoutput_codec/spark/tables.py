@@ -316,6 +316,15 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     newest = versions[-1] if versions else []
     flagged = [c["name"] for c in newest if c["flags"] & 1]
     keycols = flagged or [c["name"] for c in newest]
+    earlier = _earlier_identities(info, keycols)
+    row_keys = _row_keys(versions)
+    common = set.intersection(*row_keys) if row_keys and earlier else set()
+    if earlier and common and all(common <= {c["name"] for c in cols if c["flags"] & 1} for cols in versions) \
+            and common in row_keys:
+        # the identity changed, and the columns every identity held are one of them (a
+        # primary key kept while FULL came and went): rows keyed by those, every change's
+        # old image holds them, nothing to look up (and no unchanged TOAST value in a key)
+        keycols, earlier = [c for c in keycols if c in common] or sorted(common), {}
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
 
@@ -331,7 +340,6 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
             F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
     iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D"))
-    earlier = _earlier_identities(info, keycols)
     if earlier:
         iud, old_key = _found_keys(iud, earlier, new_key, old_key, key_of)
         sends_old = True   # under an earlier identity an Update may move a row's newest key unsaid
@@ -372,6 +380,17 @@ def _earlier_identities(info: _TableInfo, keycols: list) -> dict:
         keys = tuple(c["name"] for c in cols if c["flags"] & 1) or tuple(c["name"] for c in cols)
         if not set(keycols) <= set(keys):
             out.setdefault(keys, []).append(fp)
+    return out
+
+
+def _row_keys(versions: list) -> list:
+    """The key column sets of the table's identities that name a row by fewer columns
+    than it has (a primary key or an index: unique, unlike a whole row under FULL)."""
+    out = []
+    for cols in versions:
+        k = {c["name"] for c in cols if c["flags"] & 1}
+        if k and len(k) < len(cols):
+            out.append(k)
     return out
 
 
@@ -517,7 +536,8 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
     update when matched (keeping the ``__UNCHANGED`` columns) or insert. The key: the
     replica identity's columns, or those every identity over the changes held
-    (:func:`pgoutput_codec.tables.net_key`)."""
+    (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
+    :func:`pgoutput_codec.tables.net_changes`)."""
     ev, truncs, names, cols, sends_old, keycols = _events(changes, name, None, registry)
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),

@@ -70,7 +70,8 @@ def test_the_model_sends_what_the_servers_send(identity_moves):
     assert _sent(decode_changes(archive)) == _sent(decode_changes(model))
     assert model_final == final
     flags = {tuple(c["name"] for c in r["columns"] if c["flags"] & 1) for r in _sent(decode_changes(archive))}
-    assert flags == {("id",), ("id", "v", "u"), ("id", "u")}        # the identities the steps set
+    idents = {s[1] for s in IM.SCENARIOS[scenario] if s[0] == "alter"} | {"default"}
+    assert flags == {tuple(n for n, f in zip(IM.NAMES, IM.FLAGS[i], strict=True) if f) for i in idents}
 
 
 def test_snapshot_finds_rows_across_identity_changes(identity_moves):
@@ -111,8 +112,16 @@ def test_history_and_net_changes_across_identity_changes(identity_moves):
         key = set(IM.NAMES)
         for cols in later.column("columns").to_pylist():
             key &= {c["name"] for c in cols if c["flags"] & 1}
-        key = [n for n in IM.NAMES if n in key]
         target = snapshot(changes, NAME, as_of_lsn=cut).to_pylist() if cut else []
         net = net_changes(later, NAME).to_pylist()
+        if not key:
+            # none in common: rows are named by the newest identity, and a row older than
+            # these changes that a change sent under another removed cannot be (its key
+            # is null: the documented limit); rows the changes hold are
+            key = {c["name"] for c in later.column("columns")[len(later) - 1].as_py() if c["flags"] & 1}
+            if target:
+                assert any(r["__OP"] == "delete" and all(r[k] is None for k in key) for r in net), cut
+                continue
+        key = [n for n in IM.NAMES if n in key]
         assert merged(target, net, key) == final, (cut, key)
         assert all({c for c in IM.NAMES if r[c] is not None} == set(key) for r in net if r["__OP"] == "delete")

@@ -346,7 +346,7 @@ def test_tuple_shapes_survive_hash_collisions(monkeypatch):
     assert decode_changes(values, exclude_users="etl").equals(want) and calls
 
 
-@pytest.mark.parametrize("scenario", ["ends_default", "ends_full"])
+@pytest.mark.parametrize("scenario", ["ends_default", "ends_full", "no_common_key"])
 def test_rows_are_found_across_replica_identity_changes(scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py): openGauss sends no Relation, so each record's key is its

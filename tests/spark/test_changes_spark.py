@@ -893,7 +893,7 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
 
 
 
-@pytest.mark.parametrize("scenario", ["ends_default", "ends_full"])
+@pytest.mark.parametrize("scenario", ["ends_default", "ends_full", "no_common_key"])
 def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py: the messages real servers send,
@@ -1084,11 +1084,14 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
 
 
 @pytest.mark.same_code_on_connect
-@pytest.mark.parametrize("seed", [99])   # (a Truncate and a moved row with unchanged TOAST after the cut)
-def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
+# 99: a Truncate and a moved row with unchanged TOAST after the cut; 104: identities
+# flipping, both tables' rows found only across them (a replay keyed by one identity fails)
+@pytest.mark.parametrize("seed,flips", [(99, False), (104, True)])
+def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
     savepoints rolled back, stream-prepared and two-phase transactions, key changes,
-    unchanged TOAST, REPLICA IDENTITY FULL, Truncates), its files cut anywhere: Spark's
+    unchanged TOAST, REPLICA IDENTITY FULL, Truncates; REPLICA IDENTITY flipping between
+    DEFAULT and FULL), its files cut anywhere: Spark's
     changes equal the single-process ones (both pass-2 paths), and snapshot (now and as
     of a commit) and history give the model's tables, an oracle no decoder computed;
     net_changes after the commit, merged into the model's table then, give the final
@@ -1096,7 +1099,7 @@ def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
     import sys
     sys.path.insert(0, str(TESTS))
     import archive_model
-    model = archive_model.TableSession(seed, events=60)
+    model = archive_model.TableSession(seed, events=60, flips=flips)
     payloads, _ = model.build(finish=False)
     t = pa.table({"seq": pa.array(range(len(payloads)), pa.int64()), "data": pa.array(payloads, pa.binary())})
     df = spark.read.parquet(*write_files(t, tmp_path / "model", 4)).repartition(5)
@@ -1114,10 +1117,10 @@ def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed):
         alive = model.alive(collect(history(ch, name)).to_pylist(), lsn)
         assert TC._norm(alive) == TC._norm(model.rows(then, rid))
         # net_changes after the commit, merged into the model's table then: the final table
-        if len(TC.table_changes(single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(lsn, pa.uint64()))),
-                                name)):
+        later = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(lsn, pa.uint64())))
+        if len(TC.table_changes(later, name)):
             net = collect(net_changes(ch.where(F.col("commit_lsn") > F.lit(lsn)), name))
-            merged = TC._apply_net(model.table(then, rid), net, model.key_columns(rid))
+            merged = TC._apply_net(model.table(then, rid), net, model.key_columns(rid, later))
             assert merged == TC._norm(model.rows(model.committed, rid)), name
         # typed table changes: the single-process ones, typed as Spark types them
         if tname in single.column("table").to_pylist():
