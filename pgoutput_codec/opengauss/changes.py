@@ -319,22 +319,15 @@ def learn_shapes(good: pa.Table, declared: dict, kinds) -> TableShapes:
 
 
 def _walk(good: pa.Table, kinds, patterns, excluded, replays, skip_empty_xacts):
-    """:func:`_walk_by_record` with arrays: one step per commit, not per record. The
-    events are the Begin, Commit and selected DML records. A transaction starts at a
-    Begin, and at a Commit or DML record that follows a Commit (or nothing): openGauss
-    sends whole transactions, so each is a run of events, ended by its Commit or, never
-    committed, by the next Begin. ``kinds``: :func:`.rows.record_kinds` of ``good``."""
-    from .rows import _array, selected_dml
-    is_b, is_c = kinds.begin, kinds.commit
-    is_dml = selected_dml(kinds, good, patterns)
-    ev = np.flatnonzero(is_b | is_c | is_dml)
-    kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
-    after_c = np.r_[True, kind[:-1] == 1] if len(ev) else np.zeros(0, bool)
-    seg = np.cumsum((kind == 0) | after_c) - 1        # the transaction of each event
-    n_seg = int(seg[-1]) + 1 if len(ev) else 0
-    seg_first = np.full(n_seg, -1, np.int64)
-    seg_first[seg[::-1]] = ev[::-1]                   # (the first event of each: reversed writes)
-    begun = is_b[seg_first] if n_seg else np.zeros(0, bool)
+    """:func:`_walk_by_record` with arrays: one step per commit, not per record; the
+    transactions are :func:`.rows.transaction_runs` of the whole input (one frame).
+    ``kinds``: :func:`.rows.record_kinds` of ``good``."""
+    from .rows import _array, selected_dml, transaction_runs
+    runs = transaction_runs(kinds, selected_dml(kinds, good, patterns))
+    ev, kind, seg = runs.ev, runs.kind, runs.run     # seg: the transaction of each event
+    n_seg = len(runs.first)
+    seg_first = ev[runs.first]
+    begun = kinds.begin[seg_first]
     commits = ev[kind == 1]                           # one per committed transaction, in order
     c_seg = seg[kind == 1]
     c_tab = good.select(["xid", "lsn", "commit_time"]).take(pa.array(commits, pa.int64()))

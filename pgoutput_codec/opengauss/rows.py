@@ -28,7 +28,7 @@ from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
 from ..changes import _table_selected
 from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, key_names, record_columns
 
-__all__ = ["change_rows", "record_kinds", "selected_dml", "RecordKinds"]
+__all__ = ["change_rows", "record_kinds", "selected_dml", "transaction_runs", "RecordKinds", "Runs"]
 
 _KIND_CHARS = np.frombuffer(b"ntu", dtype=np.uint8)    # kind codes 0 'n', 1 't', 2 'u'
 
@@ -86,6 +86,41 @@ def selected_dml(kinds: RecordKinds, recs: pa.Table, patterns, cache: dict | Non
             cache[t] = _table_selected(patterns, t[0] or "", t[1] or "")
         chosen[u] = cache[t]
     return kinds.dml & chosen[kinds.table]
+
+
+class Runs(NamedTuple):
+    """A batch's events (Begin, Commit and selected DML records) in transactions: see
+    :func:`transaction_runs`."""
+    ev: np.ndarray       # record index of each event, in arrival order
+    kind: np.ndarray     # per event: 0 Begin, 1 Commit, 2 DML
+    run: np.ndarray      # per event, its run: a transaction, or the part of one in a frame
+    first: np.ndarray    # per run, the index (into ``ev``) of its first event
+    starts: np.ndarray   # per run: it starts its transaction (else continues one open at its frame's start)
+
+
+def transaction_runs(kinds: RecordKinds, selected: np.ndarray, frame: np.ndarray | None = None,
+                     open_at: np.ndarray | None = None) -> Runs:
+    """The events of records (``kinds``, ``selected``: :func:`selected_dml`) cut into
+    runs, one step per transaction, not per record. openGauss sends whole transactions,
+    so each is a run of events ended by its Commit or, never committed, by the next
+    Begin: a transaction starts at a Begin, and at a Commit or DML record that follows a
+    Commit, or that opens its frame when no transaction is open at the frame's start. A
+    run also ends at its frame's end. ``frame``: per record its frame number (rising;
+    default: one frame), ``open_at``: per frame, whether a transaction is open at its
+    start (default: none). The single-process walk and Spark's pass 2 both cut here."""
+    ev = np.flatnonzero(kinds.begin | kinds.commit | selected)
+    kind = np.where(kinds.begin[ev], 0, np.where(kinds.commit[ev], 1, 2))
+    if not len(ev):
+        empty = np.zeros(0, np.int64)
+        return Runs(ev, kind, empty, empty, np.zeros(0, bool))
+    efr = np.zeros(len(ev), np.int64) if frame is None else frame[ev]
+    is_open = np.zeros(int(efr[-1]) + 1, bool) if open_at is None else np.asarray(open_at, bool)
+    new_frame = np.r_[True, efr[1:] != efr[:-1]]
+    after_c = np.r_[False, kind[:-1] == 1] & ~new_frame
+    start = (kind == 0) | after_c | (new_frame & ~is_open[efr])
+    cut = start | new_frame
+    first = np.flatnonzero(cut)
+    return Runs(ev, kind, np.cumsum(cut) - 1, first, start[first])
 
 
 def _array(values, typ) -> pa.Array:

@@ -75,7 +75,7 @@ from ..changes import (
 from ..messages import format_lsn
 from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, column_types, key_names,
                                  parse_keys)
-from ..opengauss.rows import change_rows, record_kinds, selected_dml
+from ..opengauss.rows import change_rows, record_kinds, selected_dml, transaction_runs
 from ..schema import CHANGE_OPTIONAL
 from . import types as ST
 from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
@@ -322,23 +322,16 @@ class _Changes:
             return (np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.int64()),
                     {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": _commit_ts([])})
         commits = plan["commits"]
-        is_b, is_c = kinds.begin, kinds.commit
-        sel = selected_dml(kinds, good, self.patterns, self.selected)
         fstart = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])      # each frame's first record
         frame = np.repeat(np.arange(len(fstart)), np.diff(np.r_[fstart, n]))
         k = np.arange(n) - fstart[frame]
         fplan = [plan["frames"][keys[int(r)]] for r in rows[fstart]]     # (f, seq base, open txn)
-        ev = np.flatnonzero(is_b | is_c | sel)
-        kind = np.where(is_b[ev], 0, np.where(is_c[ev], 1, 2))
+        runs = transaction_runs(kinds, selected_dml(kinds, good, self.patterns, self.selected), frame,
+                                np.array([p[2] is not None for p in fplan], bool))
+        ev, kind, run = runs.ev, runs.kind, runs.run
         efr = frame[ev]
-        new_frame = np.r_[True, efr[1:] != efr[:-1]]
-        after_c = np.r_[False, kind[:-1] == 1] & ~new_frame
-        is_open = np.array([p[2] is not None for p in fplan], bool)
-        starts = (kind == 0) | after_c | (new_frame & ~is_open[efr])
-        run = np.cumsum(starts | new_frame) - 1
-        first_ev = np.flatnonzero(starts | new_frame)
         facts_of = []     # per run: its commit entry, or None
-        for e, started in zip(first_ev.tolist(), starts[first_ev].tolist(), strict=True):
+        for e, started in zip(runs.first.tolist(), runs.starts.tolist(), strict=True):
             f, _, txn = fplan[int(efr[e])]
             name = f"{f}:{int(k[ev[e]])}" if started else txn
             facts_of.append(commits.get(name))
