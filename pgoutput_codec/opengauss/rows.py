@@ -239,9 +239,9 @@ class _Lists:
 
 
 def _in_force(has_new, new_list, group, table, initial_of):
-    """Per record, the column list id in force (the record's own for a new tuple, else the
-    latest earlier new tuple's of its table in its group, else ``initial_of(group,
-    table)``), by one stable sort and a running maximum."""
+    """Per record, the id in force (the record's own where ``has_new``, else the latest
+    earlier one's of its table in its group, else ``initial_of(group, table)``), by one
+    stable sort and a running maximum: column lists from new tuples, keys from old ones."""
     n = len(has_new)
     key = group.astype(np.int64) * (int(table.max(initial=0)) + 1 if n else 1) + table
     order = np.argsort(key, kind="stable")
@@ -335,26 +335,12 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     tbl = _one_array(recs.column("table"))
 
     lists = _Lists()
-    has_new = dml & new.valid & (new.lengths > 0)
-    shape_list = np.full(len(new.rep), -1, np.int64)     # new tuple shape -> its column list id
-    for s in np.unique(new.shape[has_new]):
-        shape_list[s] = lists.id(column_types(new.tuple_of(int(s))))
-    new_list = np.where(has_new, shape_list[np.maximum(new.shape, 0)] if len(shape_list) else -1, -1)
     grp = np.zeros(n_rec, np.int64) if group is None else np.asarray(group, np.int64)
-    if initial_of is None:     # a table's first new tuple's list: np.unique's first occurrence
-        with_new = np.flatnonzero(has_new)
-        ut, at = np.unique(table[with_new], return_index=True)
-        first = dict(zip(ut.tolist(), new_list[with_new[at]].tolist(), strict=True))
-        init = lambda g, t: first.get(t, -1)   # noqa: E731
-    else:
-        def init(g, t):
-            key = (sch[_first_of(table, t)].as_py(), tbl[_first_of(table, t)].as_py())
-            return lists.id(initial_of(g, key))
-    d = np.flatnonzero(dml)
-    in_force = np.full(n_rec, -1, np.int64)
-    if len(d):
-        in_force[d] = _in_force(has_new[d], new_list[d], grp[d], table[d], init)
-    key_in_force = _keys_in_force(recs, old, dml, d, grp, table, sch, tbl, initial_key_of)
+    by_table = _ByTable(dml, grp, table, sch, tbl)
+    in_force = by_table.in_force(new, column_types, initial_of, lists)
+    keys = _Lists()
+    key_ids = by_table.in_force(old, lambda tup: tuple(key_names(tup)), None if initial_key_of is None else
+                                lambda g, t: None if (k := initial_key_of(g, t)) is None else tuple(k), keys)
 
     take = np.asarray(take, np.int64)
     n = len(take)
@@ -384,9 +370,8 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
         return v
 
     # columns and relation_version per (table, list, key)
-    keyed = key_in_force.ids
-    tl = np.where(is_rec, (table[rows] * (len(lists.cols) + 1) + final) * (len(key_in_force.sets) + 1)
-                  + keyed[rows] + 1, -1)
+    tl = np.where(is_rec, (table[rows] * (len(lists.cols) + 1) + final) * (len(keys.cols) + 1)
+                  + key_ids[rows] + 1, -1)
     col_ids = np.full(n, -1, np.int64)
     col_vals, fps = [], []
     if len(sel):
@@ -395,9 +380,9 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             i0 = sel[first[j]]
             schema, tab = sch[int(rows[i0])].as_py(), tbl[int(rows[i0])].as_py()
             c = lists.cols[int(final[i0])]
-            k = int(keyed[rows[i0]])
-            keys = declared.get((schema, tab)) or (key_in_force.sets[k] if k >= 0 else ())
-            columns, fp = _relation(schema, tab, c, frozenset(keys))
+            k = int(key_ids[rows[i0]])
+            key = declared.get((schema, tab)) or (keys.cols[k] if k >= 0 else ())
+            columns, fp = _relation(schema, tab, c, frozenset(key))
             col_vals.append(columns)
             fps.append(fp)
         col_ids[sel] = inv
@@ -441,35 +426,38 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     return pa.table([cols[f.name].cast(f.type) for f in OPENGAUSS_CHANGE_SCHEMA], schema=OPENGAUSS_CHANGE_SCHEMA)
 
 
-class _Keys(NamedTuple):
-    ids: np.ndarray     # per record, its key in force (an index into ``sets``; -1: none)
-    sets: list          # key name tuples
+class _ByTable:
+    """What is in force for each DML record's table, in arrival order within its group:
+    its columns (from new tuples) and its key (from old tuples), by one rule."""
 
+    def __init__(self, dml, grp, table, sch, tbl):
+        self.dml, self.grp, self.table, self.sch, self.tbl = dml, grp, table, sch, tbl
 
-def _keys_in_force(recs, old, dml, d, grp, table, sch, tbl, initial_key_of) -> _Keys:
-    """Per record the key in force (``changes.record_key``): its old tuple's names, else
-    the latest earlier old tuple's of its table in its group, else the group's initial
-    one — one key per old-tuple shape, :func:`_in_force` over the records."""
-    keys = _Lists()
-    has_old = dml & old.valid & (old.lengths > 0)
-    shape_key = np.full(len(old.rep), -1, np.int64)
-    for s in np.unique(old.shape[has_old]):
-        shape_key[s] = keys.id(tuple(key_names(old.tuple_of(int(s)))))
-    okey = np.where(has_old, shape_key[np.maximum(old.shape, 0)] if len(shape_key) else -1, -1)
-    if initial_key_of is None:     # a table's first old tuple's key
-        with_old = np.flatnonzero(has_old)
-        ut, at = np.unique(table[with_old], return_index=True)
-        first = dict(zip(ut.tolist(), okey[with_old[at]].tolist(), strict=True))
-        init = lambda g, t: first.get(t, -1)   # noqa: E731
-    else:
-        def init(g, t):
-            key = (sch[_first_of(table, t)].as_py(), tbl[_first_of(table, t)].as_py())
-            names = initial_key_of(g, key)
-            return keys.id(None if names is None else tuple(names))
-    ids = np.full(len(recs), -1, np.int64)
-    if len(d):
-        ids[d] = _in_force(has_old[d], okey[d], grp[d], table[d], init)
-    return _Keys(ids, keys.cols)
+    def in_force(self, side: _Tuples, value_of, initial_of, numbering: _Lists) -> np.ndarray:
+        """Per record the id (in ``numbering``) of what is in force: ``value_of`` its own
+        ``side`` tuple (once per tuple shape), else the latest earlier one's of its table
+        in its group, else ``initial_of(group, (schema, table))`` (default: the table's
+        first one in the batch, as one walk over the whole input gives); -1: none."""
+        dml, table = self.dml, self.table
+        has = dml & side.valid & (side.lengths > 0)
+        shape_id = np.full(len(side.rep), -1, np.int64)
+        for s in np.unique(side.shape[has]):
+            shape_id[s] = numbering.id(value_of(side.tuple_of(int(s))))
+        own = np.where(has, shape_id[np.maximum(side.shape, 0)] if len(shape_id) else -1, -1)
+        if initial_of is None:     # np.unique's first occurrence
+            with_one = np.flatnonzero(has)
+            ut, at = np.unique(table[with_one], return_index=True)
+            first = dict(zip(ut.tolist(), own[with_one[at]].tolist(), strict=True))
+            init = lambda g, t: first.get(t, -1)   # noqa: E731
+        else:
+            def init(g, t):
+                key = (self.sch[_first_of(table, t)].as_py(), self.tbl[_first_of(table, t)].as_py())
+                return numbering.id(initial_of(g, key))
+        d = np.flatnonzero(dml)
+        out = np.full(len(dml), -1, np.int64)
+        if len(d):
+            out[d] = _in_force(has[d], own[d], self.grp[d], table[d], init)
+        return out
 
 
 def _first_of(table, t):
