@@ -893,7 +893,13 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
 
 
 
-@pytest.mark.parametrize("scenario", ["ends_default", "ends_full", "no_common_key"])
+# PySpark 3.5 and Connect run the scenario with a lookup (_found_keys, DataFrame code no other
+# test runs); the other two key rows by columns, as every table whose identity never changed
+_SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
+
+
+@pytest.mark.parametrize("scenario", [pytest.param("ends_default", marks=_SHARED),
+                                      pytest.param("ends_full", marks=_SHARED), "no_common_key"])
 def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py: the messages real servers send,
@@ -926,11 +932,19 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
     df = spark.read.parquet(*write_files(t, tmp_path / "ident", 3))
     for impl in CHANGE_IMPLS:
         ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
-        for form, changes in (("straight", ch), ("cached", ch.cache())):
+        # the tables code sees the same change rows from either impl: every check once, on
+        # the first; the other's rows are checked by the rebuilt table and its net changes.
+        # cached: any DataFrame of change rows, not only decode_changes' plan
+        first = impl == CHANGE_IMPLS[0]
+        for form, changes in (("straight", ch),) + ((("cached", ch.cache()),) if first else ()):
             assert rows(collect(snapshot(changes, name))) == final, (impl, form)
-            assert rows(collect(snapshot(changes, name, as_of_lsn=cut))) == rows(snapshot_1(single, name, cut))
-            assert hist(collect(history(changes, name))) == hist(history_1(single, name)), (impl, form)
             assert net(collect(net_changes(changes, name))) == net(net_1(single, name)), (impl, form)
+            if not first:
+                continue
+            assert hist(collect(history(changes, name))) == hist(history_1(single, name)), (impl, form)
+            if form == "cached":
+                continue
+            assert rows(collect(snapshot(changes, name, as_of_lsn=cut))) == rows(snapshot_1(single, name, cut))
             later = changes.where(F.col("commit_lsn") > F.lit(cut).cast(ST.LSN_TYPE))
             assert net(collect(net_changes(later, name))) == net(net_1(later_1, name)), (impl, form)
         ch.unpersist()
@@ -1086,7 +1100,7 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
 @pytest.mark.same_code_on_connect
 # 99: a Truncate and a moved row with unchanged TOAST after the cut; 104: identities
 # flipping, both tables' rows found only across them (a replay keyed by one identity fails)
-@pytest.mark.parametrize("seed,flips", [(99, False), (104, True)])
+@pytest.mark.parametrize("seed,flips", [(99, False), pytest.param(104, True, marks=pytest.mark.same_code_on_spark35)])
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
     savepoints rolled back, stream-prepared and two-phase transactions, key changes,

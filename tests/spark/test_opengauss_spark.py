@@ -440,7 +440,10 @@ def test_an_archive_spanning_alter_table(spark, partitions):
         [(r["seq"], r["before"], r["after"]) for r in local.to_pylist()]
 
 
-@pytest.mark.parametrize("scenario", ["ends_default", "ends_full", "no_common_key"])
+@pytest.mark.parametrize("scenario", [
+    pytest.param("ends_default", marks=[pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]),
+    pytest.param("ends_full", marks=[pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]),
+    "no_common_key"])
 def test_rows_are_found_across_replica_identity_changes(spark, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py, frames of 3 records cut across transactions): each record's
