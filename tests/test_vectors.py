@@ -105,11 +105,14 @@ def test_compiled_module_loaded_in_ci():
     assert pgoutput_codec.decode_message is pgoutput_codec._decode.decode_message
     assert pgoutput_codec.decode_batch is pgoutput_codec.batch.decode_batch
     assert pgoutput_codec._decode.__file__.endswith((".so", ".pyd"))
+    from pgoutput_codec.opengauss import _shapes, rows
+    assert rows.tuple_shapes is _shapes.tuple_shapes
 
 
 def test_no_extensions_switch_selects_the_twin():
     code = ("import pgoutput_codec as p, pgoutput_codec._decode_py as t; "
             "assert not p.USING_EXTENSIONS; "
-            "assert p.decode_message is t.decode_message and p.decode_batch is t.decode_batch")
+            "assert p.decode_message is t.decode_message and p.decode_batch is t.decode_batch; "
+            "from pgoutput_codec.opengauss import rows; assert rows.tuple_shapes is rows._shapes")
     env = dict(os.environ, PGOUTPUT_CODEC_NO_EXTENSIONS="1")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)

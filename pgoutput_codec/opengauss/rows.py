@@ -8,10 +8,12 @@ tuples are named by a *shape* (the names and types of its columns: a hash, check
 column by column, :func:`_shapes`), the column list of every record is decided per shape
 and per (list, old-tuple shape) pair, and the before/after values are gathered from the
 decoded tuples' flat children by indices computed per (list, tuple shape) pair with
-numpy. ``bench/opengauss_bench.py --changes``, 100 000 rows: 0.15-0.17 s against 4.0-4.3 s
-record by record; pgoutput's ``decode_changes`` takes 26-28 ms on the same changes, its
-Relation naming the columns once where every openGauss record names them (the shapes
-are about a third of the time; hashing them in the Cython decoder would save most of it).
+numpy. The shapes are found by ``_shapes.pyx`` over the Arrow buffers (``_shapes`` here
+is its numpy twin, the reference when ``PGOUTPUT_CODEC_NO_EXTENSIONS`` is set).
+``bench/opengauss_bench.py --changes``, 100 000 rows: 97-106 ms against 4.6-4.7 s record
+by record (the numpy shapes: 152-160 ms, against 107-120 ms, in one A/B run); pgoutput's ``decode_changes`` takes 28-30 ms on
+the same changes, its Relation naming the columns once where every openGauss record
+names them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import USING_EXTENSIONS
 from .._gather import take_lists
 from ..tables import _one_array
 from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
@@ -140,7 +143,7 @@ class _Tuples:
         self.valid = lst.is_valid().to_numpy(zero_copy_only=False)
         vals = lst.values
         self.values = vals
-        self.shape, self.rep = _shapes(self.offsets, self.lengths, self.valid, vals)
+        self.shape, self.rep = tuple_shapes(self.offsets, self.lengths, self.valid, vals)
         self._py = {}
 
     def tuple_of(self, shape: int):
@@ -163,7 +166,8 @@ _K = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D
 
 def _shapes(offsets, lengths, valid, vals):
     """Per record the id of its tuple's shape (names and types, in order; -1: no tuple)
-    and one representative record per shape. Each column is three integers (name code,
+    and one representative record per shape (the twin of ``_shapes.tuple_shapes``, which
+    numbers shapes as first met; here they are numbered by hash). Each column is three integers (name code,
     OID, type name code); a record's shape is a 64-bit hash of them and their positions,
     checked against its representative element by element, so that a hash collision
     cannot merge two shapes (it falls back to the length-prefixed text key)."""
@@ -220,6 +224,12 @@ def _shapes_by_text(offsets, valid, vals):
     u, first = np.unique(shape[rows], return_index=True)
     rep[u] = rows[first]
     return shape, rep
+
+
+if USING_EXTENSIONS:
+    from ._shapes import tuple_shapes
+else:
+    tuple_shapes = _shapes
 
 
 class _Lists:

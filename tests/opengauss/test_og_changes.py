@@ -6,10 +6,11 @@ import decimal
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec import (
@@ -330,20 +331,105 @@ def test_rows_built_a_column_at_a_time_equal_those_built_record_by_record(frames
         assert replayed[0] == replayed[1]
 
 
-def test_tuple_shapes_survive_hash_collisions(monkeypatch):
+@pytest.mark.parametrize("impl", ["compiled", "numpy"])
+def test_tuple_shapes_survive_hash_collisions(monkeypatch, impl):
     """Tuple shapes are 64-bit hashes checked column by column against a representative:
-    with every hash made equal, the check finds the collision and the text key decides,
-    so the rows stay those built record by record."""
+    with every hash made equal, the check finds the collision (the numpy twin then lets
+    the text key decide; the compiled one probes on), so the rows stay those built
+    record by record."""
     from pgoutput_codec.opengauss import rows
     frames, names = ogdata.altered_table_frames()
     values = pa.array(frames, pa.binary())
     want = decode_changes(values, by_record=True, exclude_users="etl")
+    if impl == "compiled":
+        from pgoutput_codec.opengauss._shapes import tuple_shapes
+        monkeypatch.setattr(rows, "tuple_shapes", tuple_shapes)
+        assert decode_changes(values, exclude_users="etl").equals(want)
+        monkeypatch.setattr(rows, "tuple_shapes", lambda *a: tuple_shapes(*a, hash_bits=0))
+        assert decode_changes(values, exclude_users="etl").equals(want)
+        return
+    monkeypatch.setattr(rows, "tuple_shapes", rows._shapes)
     calls = []
     text = rows._shapes_by_text
     monkeypatch.setattr(rows, "_shapes_by_text", lambda *a: calls.append(1) or text(*a))
     assert decode_changes(values, exclude_users="etl").equals(want) and not calls
     monkeypatch.setattr(rows, "_K", rows._K * 0)
     assert decode_changes(values, exclude_users="etl").equals(want) and calls
+
+
+def _first_met(shape):
+    """Shape ids renumbered as first met (the twins number them differently)."""
+    out, ids = np.full(len(shape), -1, np.int64), {}
+    for i, s in enumerate(shape.tolist()):
+        if s >= 0:
+            out[i] = ids.setdefault(s, len(ids))
+    return out
+
+
+# few values, so that tuples alike but for one field are common
+_shape_col = st.tuples(st.sampled_from(["id", "id\x00", "", None]), st.sampled_from([23, 2**32 - 1, None]),
+                       st.sampled_from([None, "int4", "text", ""]))
+
+
+def _alike(a, b):
+    """Two one-column tuples that differ in one field only: each twin must part them."""
+    return example(tuples=[[a], [b], [a]], lead=1, trail=0, hash_bits=0, all_null_types=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(_shape_col, max_size=3)), max_size=30),
+       st.integers(0, 3), st.integers(0, 2), st.sampled_from([0, 1, 3, 64]), st.booleans())
+@_alike(("id", 23, "int4"), ("id", 23, "text"))
+@_alike(("id", 23, None), ("id", 23, ""))
+@_alike(("id", 23, "int4"), ("id\x00", 23, "int4"))
+@_alike((None, 23, "int4"), ("", 23, "int4"))
+@_alike(("id", 23, "int4"), ("id", None, "int4"))
+@_alike(("id", 23, "int4"), ("id", 2**32 - 1, "int4"))
+@example(tuples=[[("id", 23, None)], [("id", 23, None), ("id", 23, None)], [], None, []], lead=0, trail=0,
+         hash_bits=0, all_null_types=True)
+# the same bytes cut between the columns elsewhere, next to each other and apart
+@example(tuples=[[("id", 23, "int4"), ("", 23, "int4")], [("", 23, "int4"), ("id", 23, "int4")],
+                 [("id", 23, "int4"), ("", 23, "int4")], [("id", 23, "in"), ("", 23, "t4")]],
+         lead=0, trail=0, hash_bits=0, all_null_types=False)
+def test_compiled_tuple_shapes_equal_the_numpy_twin(tuples, lead, trail, hash_bits, all_null_types):
+    """_shapes.tuple_shapes (a record like the one before it at once, else hashing the
+    Arrow buffers and checking every hit byte by byte) numbers the same shapes as the
+    numpy twin, whatever the hash keeps: names null, empty
+    or alike but for a byte, OIDs null or extreme, type names null or not, lists and
+    struct children sliced (Arrow offsets), a column of all-null type names as 'b' gives."""
+    from pgoutput_codec.opengauss import rows
+    from pgoutput_codec.opengauss._shapes import tuple_shapes
+    from pgoutput_codec.opengauss.schema import TUPLE_COLUMN
+    cols = [("pad", 1, "x")] * lead + [c for t in tuples for c in (t or [])] + [("pad", 1, "x")] * trail
+    names, oids, tnames = (list(x) for x in zip(*cols, strict=True)) if cols else ([], [], [])
+    if all_null_types:
+        tnames = [None] * len(tnames)
+    vals = pa.StructArray.from_arrays(
+        [pa.array(names, pa.string()), pa.array(oids, pa.uint32()), pa.array(tnames, pa.string()),
+         pa.nulls(len(cols), pa.binary()), pa.array([False] * len(cols), pa.bool_())], fields=list(TUPLE_COLUMN))
+    lengths = np.array([len(t or []) for t in tuples], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64) + lead
+    valid = np.array([t is not None for t in tuples], bool)
+    want_shape, want_rep = rows._shapes(offsets, lengths, valid, vals)
+    for v, off in ((vals, offsets), (vals.slice(lead), offsets - lead)):
+        shape, rep = tuple_shapes(off, lengths, valid, v, hash_bits=hash_bits)
+        assert shape.tolist() == _first_met(want_shape).tolist()
+        assert sorted(rep.tolist()) == sorted(want_rep[want_rep >= 0].tolist())
+        assert all(shape[r] == k for k, r in enumerate(rep))
+
+
+def test_tuple_shapes_refuse_offsets_outside_the_columns():
+    from pgoutput_codec.opengauss._shapes import tuple_shapes
+    from pgoutput_codec.opengauss.schema import TUPLE_COLUMN
+    vals = pa.array([{"name": "a", "type_oid": 23, "type_name": None, "value": b"1", "unchanged_toast": False}],
+                    TUPLE_COLUMN)
+    ok = np.array([True])
+    with pytest.raises(ValueError, match="outside 1 columns"):
+        tuple_shapes(np.array([0, 2]), np.array([2]), ok, vals)
+    with pytest.raises(ValueError, match="go back"):
+        tuple_shapes(np.array([0, 1, 0]), np.array([1, -1]), np.array([True, True]), vals)
+    with pytest.raises(ValueError, match="offsets for"):
+        tuple_shapes(np.array([0]), np.array([1]), ok, vals)
 
 
 @pytest.mark.parametrize("scenario", ["ends_default", "ends_full", "no_common_key"])
