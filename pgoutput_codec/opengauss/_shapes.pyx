@@ -149,6 +149,39 @@ cdef inline bint _same_tuple(const Strs* name, const Oids* oid, const Strs* tnam
     return _same_strs(name, a, c, m) and _same_oids(oid, a, c, m) and _same_strs(tname, a, c, m)
 
 
+# shapes remembered, most recent first: a transaction touches a few tables at a time
+cdef enum:
+    RECENT = 4
+
+
+cdef inline Py_ssize_t _recent_hit(Py_ssize_t* recent, Py_ssize_t nrecent, const Strs* name, const Oids* oid,
+                                   const Strs* tname, const int64_t* off, const int64_t* rep,
+                                   Py_ssize_t a, Py_ssize_t m) noexcept nogil:
+    """The shape among ``recent`` whose first tuple has the ``m`` columns from ``a`` (moved
+    to the front), else -1."""
+    cdef Py_ssize_t i, k, s, c
+    for i in range(nrecent):
+        s = recent[i]
+        c = off[rep[s]]
+        if off[rep[s] + 1] - c == m and _same_tuple(name, oid, tname, a, c, m):
+            for k in range(i, 0, -1):
+                recent[k] = recent[k - 1]
+            recent[0] = s
+            return s
+    return -1
+
+
+cdef inline Py_ssize_t _recent_put(Py_ssize_t* recent, Py_ssize_t nrecent, Py_ssize_t s) noexcept nogil:
+    """``s`` first in ``recent`` (not in it: a hash hit or a new shape); the new count."""
+    cdef Py_ssize_t k
+    if nrecent < RECENT:
+        nrecent += 1
+    for k in range(nrecent - 1, 0, -1):
+        recent[k] = recent[k - 1]
+    recent[0] = s
+    return nrecent
+
+
 def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
     """Per record the id of its tuple's shape (-1: no tuple) and, per shape, its first
     record (the representative): ``offsets`` (int64, n + 1) into the struct array
@@ -157,7 +190,8 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
     many bits of each hash, so that tests can make collisions happen."""
     cdef const int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
     cdef const uint8_t[::1] ok = np.ascontiguousarray(valid, dtype=np.bool_).view(np.uint8)
-    cdef Py_ssize_t n = ok.shape[0], r, q, j, a, b, c, cap, slot, nshapes = 0, last = -1
+    cdef Py_ssize_t n = ok.shape[0], r, q, j, a, b, c, cap, slot, nshapes = 0, nrecent = 0
+    cdef Py_ssize_t recent[RECENT]
     if off.shape[0] != n + 1:
         raise ValueError(f"{off.shape[0]} offsets for {n} records")
     if n and (off[0] < 0 or off[n] > len(vals)):
@@ -184,7 +218,7 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
         raise ValueError("an OID column without values")
 
     shape_arr = np.full(n, -1, np.int64)
-    rep_arr = np.empty(n, np.int64)
+    rep_arr = np.empty(max(n, 1), np.int64)
     cdef int64_t[::1] shape = shape_arr
     cdef int64_t[::1] rep = rep_arr
     cdef uint64_t mask = ~<uint64_t>0 if hash_bits >= 64 else (<uint64_t>1 << max(hash_bits, 0)) - 1
@@ -204,13 +238,12 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
                 if not ok[r]:
                     continue
                 a, b = off[r], off[r + 1]
-                # the same shape as the record before (runs of one table): no hashing
-                if last >= 0 and b - a == off[last + 1] - off[last] and \
-                        _same_tuple(&name, &oid, &tname, a, off[last], b - a):
-                    shape[r] = shape[last]
-                    last = r
+                # one of the shapes met last (runs of one table, a few tables taking
+                # turns): compared as blocks, no hashing
+                q = _recent_hit(recent, nrecent, &name, &oid, &tname, &off[0], &rep[0], a, b - a)
+                if q >= 0:
+                    shape[r] = q
                     continue
-                last = r
                 h = _mix(K1, <uint64_t>(b - a))
                 for j in range(a, b):
                     h = _hash_str(h, &name, j)
@@ -230,6 +263,7 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
                     slot = (slot + 1) & (cap - 1)
                 if q >= 0:
                     shape[r] = q
+                    nrecent = _recent_put(recent, nrecent, q)
                     continue
                 # a new shape
                 shape[r] = nshapes
@@ -241,6 +275,7 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
                     with gil:
                         hashes = <uint64_t*>_grow(hashes, hcap * sizeof(uint64_t))
                 hashes[nshapes] = h
+                nrecent = _recent_put(recent, nrecent, nshapes)
                 nshapes += 1
                 if 2 * nshapes > cap:          # at most half full: probes stay short
                     with gil:

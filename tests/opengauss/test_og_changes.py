@@ -387,13 +387,16 @@ def _alike(a, b):
 @_alike(("id", 23, "int4"), ("id", 2**32 - 1, "int4"))
 @example(tuples=[[("id", 23, None)], [("id", 23, None), ("id", 23, None)], [], None, []], lead=0, trail=0,
          hash_bits=0, all_null_types=True)
+# more shapes taking turns than the compiled one remembers (4): found again by hash
+@example(tuples=[[("id", o, "int4")] for o in (1, 2, 3, 4, 5, 6)] * 2 + [[("id", 3, "int4")]], lead=0, trail=0,
+         hash_bits=64, all_null_types=False)
 # the same bytes cut between the columns elsewhere, next to each other and apart
 @example(tuples=[[("id", 23, "int4"), ("", 23, "int4")], [("", 23, "int4"), ("id", 23, "int4")],
                  [("id", 23, "int4"), ("", 23, "int4")], [("id", 23, "in"), ("", 23, "t4")]],
          lead=0, trail=0, hash_bits=0, all_null_types=False)
 def test_compiled_tuple_shapes_equal_the_numpy_twin(tuples, lead, trail, hash_bits, all_null_types):
-    """_shapes.tuple_shapes (a record like the one before it at once, else hashing the
-    Arrow buffers and checking every hit byte by byte) numbers the same shapes as the
+    """_shapes.tuple_shapes (a record like one of the last shapes met at once, else
+    hashing the Arrow buffers and checking every hit byte by byte) numbers the same shapes as the
     numpy twin, whatever the hash keeps: names null, empty
     or alike but for a byte, OIDs null or extreme, type names null or not, lists and
     struct children sliced (Arrow offsets), a column of all-null type names as 'b' gives."""
