@@ -32,12 +32,14 @@ system:
 test: build system $(SPARK35)/.installed
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
 
+# --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
+DURATIONS ?= --durations=25
 test-lane-core:   # the lanes assume make test's prerequisites
-	$(PY) -m pytest -q --ignore=tests/spark
+	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
 	$(PYTEST_CONNECT)
 
 test-lane-spark:
-	$(PY) -m pytest -q tests/spark
+	$(PY) -m pytest -q $(DURATIONS) tests/spark
 	$(PYTEST_SPARK35)
 
 test-fast: build
@@ -52,13 +54,13 @@ $(SPARK35)/.installed:
 	$(SPARK35)/bin/pip install -q "pyspark>=3.5,<3.6" pyarrow numpy "pandas>=2,<3" pytest hypothesis
 	touch $@
 
-PYTEST_SPARK35 = PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q -m "not same_code_on_spark35" tests/spark
+PYTEST_SPARK35 = PYTHONPATH=$(CURDIR) $(SPARK35)/bin/python -m pytest -q $(DURATIONS) -m "not same_code_on_spark35" tests/spark
 test-spark35: build $(SPARK35)/.installed
 	$(PYTEST_SPARK35)
 
 # tests/spark again with a Spark Connect session: a local Connect server, the tests its
 # client (no SparkContext, no broadcast, no RDD; foreachBatch runs in the server)
-PYTEST_CONNECT = PGOUTPUT_CODEC_SPARK_CONNECT=1 $(PY) -m pytest -q -m "not same_code_on_connect" tests/spark
+PYTEST_CONNECT = PGOUTPUT_CODEC_SPARK_CONNECT=1 $(PY) -m pytest -q $(DURATIONS) -m "not same_code_on_connect" tests/spark
 test-connect: build
 	$(PYTEST_CONNECT)
 
