@@ -25,6 +25,7 @@ per relation). It does not come from any decoder.
 
 from __future__ import annotations
 
+import os
 import random
 
 from pgoutput_codec import encode_message
@@ -35,6 +36,18 @@ from pgoutput_codec.messages import (
 )
 
 RELIDS = (16400, 16401, 16402)
+
+
+def soak_seeds() -> list[int]:
+    """Extra seeds for the Spark random-session tests (Spark against the single process
+    and the model): ``PGOUTPUT_CODEC_SOAK_SEEDS=200:230`` (a range, end excluded). None by
+    default, for CI's time; a longer hunt than CI's, to run by hand after a change to
+    Spark's change paths (a seed takes 20-50 s)."""
+    spec = os.environ.get("PGOUTPUT_CODEC_SOAK_SEEDS", "")
+    if not spec:
+        return []
+    lo, _, hi = spec.partition(":")
+    return list(range(int(lo), int(hi or int(lo) + 1)))
 
 
 class _Txn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 import uuid
 from pathlib import Path
 
@@ -36,12 +37,16 @@ from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
 
+
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
 TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed server tables, gaps)
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+from archive_model import soak_seeds  # noqa: E402
 
 VERSION = "16.14"
 OPTION_SETS = sorted({o for v, o in TC.SETS if v == VERSION})
@@ -1099,8 +1104,10 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
 
 @pytest.mark.same_code_on_connect
 # 99: a Truncate and a moved row with unchanged TOAST after the cut; 104: identities
-# flipping, both tables' rows found only across them (a replay keyed by one identity fails)
-@pytest.mark.parametrize("seed,flips", [(99, False), pytest.param(104, True, marks=pytest.mark.same_code_on_spark35)])
+# flipping, both tables' rows found only across them (a replay keyed by one identity fails);
+# then the soak's seeds, if asked for (conftest.soak_seeds: identities flip on odd seeds)
+@pytest.mark.parametrize("seed,flips", [(99, False), pytest.param(104, True, marks=pytest.mark.same_code_on_spark35)]
+                         + [(s, s % 2 == 1) for s in soak_seeds()])
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
     savepoints rolled back, stream-prepared and two-phase transactions, key changes,

@@ -6,6 +6,8 @@ order."""
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,11 @@ pytest.importorskip("pyspark")
 
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402
+
+TESTS = str(Path(__file__).resolve().parents[1])
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from archive_model import soak_seeds  # noqa: E402
 
 TABLES = {("public", "t1"): [("a", 23), ("b", 25), ('"Mixed"', 25)],
           ("public", "t2"): [("id", 20), ("v", 1700)],
@@ -378,7 +385,8 @@ def test_a_table_whose_key_the_records_never_name(spark):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.same_code_on_spark35
-@pytest.mark.parametrize("style,seed", [("t", 1)])   # (the text path: types by name, unchanged TOAST)
+# (the text path: types by name, unchanged TOAST), then the soak's seeds in 'b' and 't' by turns
+@pytest.mark.parametrize("style,seed", [("t", 1)] + [("bt"[s % 2], s) for s in soak_seeds()])
 def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
     """A random session sent as openGauss does (tests/archive_model.py OpenGaussSession:
     key changes, unchanged TOAST in 't', FULL identity, frames cut anywhere), its frames
