@@ -1,7 +1,7 @@
 """Every ```python block of README.md runs (from the repository root, in a fresh interpreter,
 each block in a namespace of its own), so the README cannot drift from the code. Blocks that
 use PySpark need Java; they share one interpreter, one after the other, for a JVM's and a
-Spark session's start-up is most of such a block's time (24-29 s each in CI, in processes of
+Spark session's start-up is most of such a block's time (31-36 s each in CI, in processes of
 their own). Each still builds its session itself (``getOrCreate``) and binds every name it
 uses, as a reader's would; only the JVM and module imports are shared."""
 

@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[2])
+#: the shared test helpers (archive_model, identity_moves, test_changes …) import by name,
+#: at module level too (a test's parameters may come from them)
+TESTS = str(Path(ROOT) / "tests")
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 #: PGOUTPUT_CODEC_SPARK_CONNECT=1: the session is a Spark Connect client (``make test-connect``)
 CONNECT = os.environ.get("PGOUTPUT_CODEC_SPARK_CONNECT") == "1"
 #: Arrow batch size of the session: small, so that state carrying across batches is exercised

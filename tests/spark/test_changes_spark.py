@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 import uuid
 from pathlib import Path
 
@@ -37,16 +36,13 @@ from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
 
-
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
 TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed server tables, gaps)
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-from archive_model import soak_seeds  # noqa: E402
+from archive_model import soak_seeds  # noqa: E402  (tests/ is on sys.path: conftest)
 
 VERSION = "16.14"
 OPTION_SETS = sorted({o for v, o in TC.SETS if v == VERSION})
@@ -913,8 +909,6 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
     and as of a commit) gives the model's rows, history and net_changes (of all changes
     and of those after a commit) equal single-process — whether the changes come straight
     from decode_changes or from any DataFrame (cached)."""
-    import sys
-    sys.path.insert(0, str(TESTS))
     import identity_moves as IM
     from pgoutput_codec.tables import net_changes as net_1
     msgs, final = IM.messages(IM.SCENARIOS[scenario])
@@ -1105,7 +1099,7 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
 @pytest.mark.same_code_on_connect
 # 99: a Truncate and a moved row with unchanged TOAST after the cut; 104: identities
 # flipping, both tables' rows found only across them (a replay keyed by one identity fails);
-# then the soak's seeds, if asked for (conftest.soak_seeds: identities flip on odd seeds)
+# then the soak's seeds, if asked for (archive_model.soak_seeds: identities flip on odd seeds)
 @pytest.mark.parametrize("seed,flips", [(99, False), pytest.param(104, True, marks=pytest.mark.same_code_on_spark35)]
                          + [(s, s % 2 == 1) for s in soak_seeds()])
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips):
@@ -1117,8 +1111,6 @@ def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips):
     of a commit) and history give the model's tables, an oracle no decoder computed;
     net_changes after the commit, merged into the model's table then, give the final
     table; typed table_changes and the data source's changes equal single-process."""
-    import sys
-    sys.path.insert(0, str(TESTS))
     import archive_model
     model = archive_model.TableSession(seed, events=60, flips=flips)
     payloads, _ = model.build(finish=False)

@@ -23,10 +23,7 @@ pytest.importorskip("pyspark")
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402
 
-TESTS = str(Path(__file__).resolve().parents[1])
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
-from archive_model import soak_seeds  # noqa: E402
+from archive_model import soak_seeds  # noqa: E402  (tests/ is on sys.path: conftest)
 
 TABLES = {("public", "t1"): [("a", 23), ("b", 25), ('"Mixed"', 25)],
           ("public", "t2"): [("id", 20), ("v", 1700)],
@@ -393,9 +390,6 @@ def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
     in 3 partitions out of order: Spark's changes equal single-process, and snapshot (now
     and as of a commit), history and net_changes give the model's tables (seed 1: public.a's
     key never named, declared)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import archive_model
     import test_changes as TC
     from pyspark.sql import functions as F
@@ -426,8 +420,6 @@ def test_an_archive_spanning_alter_table(spark, partitions):
     a Delete's columns set by a record of an earlier frame — of an excluded user's or a
     never committed transaction — or of its own frame, or by the table's first later new
     tuple) equal the single-process decoder's, frames in any partition and order."""
-    import sys
-    from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "opengauss"))
     from ogdata import altered_table_frames
     frames, names = altered_table_frames()
@@ -459,9 +451,6 @@ def test_rows_are_found_across_replica_identity_changes(spark, scenario):
     or the table's first later one; Spark's rows equal the single-process ones in 1 and 3
     partitions, and Spark's snapshot, history and net_changes give the final rows as the
     single-process functions do."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import identity_moves as IM
 
     from pgoutput_codec import tables as T1

@@ -187,8 +187,7 @@ def test_a_random_session_landed_by_days_merges_into_the_model_tables(spark, tmp
 
 def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
     import random
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
     import archive_model
     from pgoutput_codec.spark import net_changes
     register(spark)
