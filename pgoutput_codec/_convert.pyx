@@ -15,11 +15,12 @@ Binary forms follow PostgreSQL's ``*_send`` functions (``src/backend/utils/adt/`
 text forms follow the ``*_out`` functions under DateStyle ISO and IntervalStyle postgres.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
+from pgoutput_codec._arrowbuf cimport bit, buffer_address as _addr
 from pgoutput_codec._builders cimport hand_off, is_arange_offsets, pool_buffer
 from pgoutput_codec._memory cimport pool_free, pool_malloc, pool_realloc
 from pgoutput_codec._reader cimport (
@@ -815,12 +816,8 @@ cdef bint _float_chars(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return True
 
 
-cdef inline const uint8_t* _addr(buf):
-    return <const uint8_t*><uintptr_t>buf.address if buf is not None else NULL
-
-
 cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
-    return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
+    return bitmap == NULL or bit(bitmap, i)
 
 
 cdef struct Col:

@@ -10,25 +10,18 @@ with 32-bit offsets (``schema.TUPLE_TYPE``, ``schema.RELATION_COLUMNS_TYPE``); a
 other type falls back to Arrow's ``take``.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
+from pgoutput_codec._arrowbuf cimport bit as _bit, buffer_address as _addr
 from pgoutput_codec._builders cimport pool_buffer
 
 import numpy as np
 import pyarrow as pa
 
 
-cdef inline bint _bit(const uint8_t* bits, Py_ssize_t i) noexcept nogil:
-    return (bits[i >> 3] >> (i & 7)) & 1
-
-
 cdef inline void _set(uint8_t* bits, Py_ssize_t i) noexcept nogil:
     bits[i >> 3] |= <uint8_t>(1 << (i & 7))
-
-
-cdef const uint8_t* _addr(buf):
-    return NULL if buf is None else <const uint8_t*><uintptr_t>buf.address
 
 
 def _supported(typ) -> bool:

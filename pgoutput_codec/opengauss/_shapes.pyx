@@ -12,10 +12,12 @@ open-addressing table, and a hit is compared with the shape's representative tup
 by byte, so a hash collision costs a probe and can never merge two shapes.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+
+from pgoutput_codec._arrowbuf cimport bit as _bit, buffer_address as _addr
 
 import numpy as np
 import pyarrow as pa
@@ -38,14 +40,6 @@ cdef struct Oids:
     bint all_null
 
 
-cdef const uint8_t* _addr(buf):
-    return NULL if buf is None else <const uint8_t*><uintptr_t>buf.address
-
-
-cdef inline bint _bit(const uint8_t* bits, Py_ssize_t i) noexcept nogil:
-    return (bits[i >> 3] >> (i & 7)) & 1
-
-
 cdef int _strs(Strs* s, arr) except -1:
     bufs = arr.buffers()
     s.all_null = arr.null_count == len(arr)
@@ -55,6 +49,17 @@ cdef int _strs(Strs* s, arr) except -1:
     s.data = _addr(bufs[2])
     if s.offs == NULL and not s.all_null and len(arr):
         raise ValueError("a string column without offsets")
+    return 0
+
+
+cdef int _oids(Oids* o, arr) except -1:
+    bufs = arr.buffers()
+    o.all_null = arr.null_count == len(arr)
+    o.voff = arr.offset
+    o.valid = _addr(bufs[0]) if arr.null_count else NULL
+    o.vals = (<const uint32_t*>_addr(bufs[1])) + <Py_ssize_t>arr.offset if bufs[1] is not None else NULL
+    if o.vals == NULL and not o.all_null and len(arr):
+        raise ValueError("an OID column without values")
     return 0
 
 
@@ -207,15 +212,7 @@ def tuple_shapes(offsets, lengths, valid, vals, int hash_bits=64):
     cdef Oids oid
     _strs(&name, name_arr)
     _strs(&tname, tname_arr)
-    obufs = oid_arr.buffers()
-    oid.all_null = oid_arr.null_count == len(oid_arr)
-    oid.voff = oid_arr.offset
-    oid.valid = _addr(obufs[0]) if oid_arr.null_count else NULL
-    oid.vals = NULL
-    if obufs[1] is not None:
-        oid.vals = (<const uint32_t*>_addr(obufs[1])) + <Py_ssize_t>oid_arr.offset
-    if oid.vals == NULL and not oid.all_null and len(oid_arr):
-        raise ValueError("an OID column without values")
+    _oids(&oid, oid_arr)
 
     shape_arr = np.full(n, -1, np.int64)
     rep_arr = np.empty(max(n, 1), np.int64)
