@@ -44,6 +44,7 @@ from .changes import (
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
+from .tables import bearer
 
 __all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
            "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]
@@ -550,7 +551,11 @@ class ControlPlan:
         table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
         if is_t.any():
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
-        if self.patterns is not None and len(table):
+        chosen = getattr(self, "_chosen", None)
+        if chosen is not None and len(table):
+            table = table.filter(pc.equal(table.column("relation_id"), pa.scalar(chosen[1] or 0, pa.uint32()))
+                                 if chosen[1] is not None else pa.array(np.zeros(len(table), bool)))
+        elif self.patterns is not None and len(table):
             key = pc.binary_join_element_wise(pc.fill_null(table.column("schema"), ""),
                                               pc.fill_null(table.column("table"), ""), "\x00")
             chosen = [k for k in pc.unique(key).to_pylist() if _table_selected(self.patterns, *k.split("\x00", 1))]
@@ -581,7 +586,11 @@ class ControlPlan:
         return rank
 
     def _version_selected(self) -> np.ndarray | None:
-        """Per Relation version: does ``tables`` select its table (None: no ``tables``)."""
+        """Per Relation version: does ``tables`` select its table (None: no ``tables``);
+        for a plan :meth:`for_table`, is it a version of the relation chosen."""
+        chosen = getattr(self, "_chosen", None)
+        if chosen is not None:
+            return chosen[0]
         if self.patterns is None:
             return None
         if getattr(self, "_vsel_len", -1) != len(self.versions):
@@ -595,14 +604,54 @@ class ControlPlan:
         vt = self.version_table
         return dict(zip(vt.column("relation_version").to_pylist(), vt.column("columns").to_pylist(), strict=True))
 
-    def for_table(self, schema: str, table: str) -> "ControlPlan":
-        """This plan with ``tables`` narrowed to one table (exact names): its changes are
-        that table's only (none if the plan's ``tables`` leaves it out)."""
+    def for_table(self, schema: str, table: str, until_lsn=None) -> "ControlPlan":
+        """This plan narrowed to the table named ``schema.table`` (exact names): the
+        changes of the relation that bears the name (:meth:`bearer`; as of ``until_lsn``
+        when given), under whatever name each was sent — none if the plan's ``tables``
+        leaves them out."""
         other = copy.copy(self)
-        exact = [(_glob_exact(schema), _glob_exact(table))]
-        other.patterns = exact if _table_selected(self.patterns, schema, table) else []
-        other._vsel_len = -1
+        holder, replaced = self.bearer(schema, table, until_lsn)
+        sel = np.array([v["relation_id"] == holder for v in self.versions], dtype=bool)
+        base = self._version_selected()
+        other._chosen = (sel if base is None else sel & base, holder, replaced)
         return other
+
+    def bearer(self, schema: str, table: str, until_lsn=None) -> tuple:
+        """(the relation id of the table named ``schema.table``, or None; whether
+        another relation bore the name before it): :func:`pgoutput_codec.tables._resolve`'s
+        rule, on the Relation messages of the transactions that committed (up to the
+        window's end, and ``until_lsn``), in commit order. The relation last sent under
+        the name bears it, unless it was sent under another name since (renamed away:
+        then none that the archive shows does). The Relations before the window, and a
+        checkpoint's, count: they say which relation bore the name before it."""
+        if not len(self.ev_rel):
+            return None, False
+        # each Relation's transaction: its segment's (as for rows); a checkpoint's
+        # definitions and those of transactions begun before the archive come first
+        seg = np.searchsorted(self.ctrl_keys, self.ev_key, side="left")
+        slot = np.where(self.ev_key == _BEFORE_ALL, -1, self.seg_slot[np.minimum(seg, len(self.seg_slot) - 1)])
+        rank = np.full(len(slot), -1, dtype=np.int64)
+        if len(self.commit_slots):
+            o = np.argsort(self.commit_slots)
+            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
+            hit = (self.commit_slots[o][pos] == slot) & (slot >= 0)
+            rank[hit] = o[pos[hit]]
+            lsn = pc.fill_null(self.commit_lsn, 0).to_numpy(zero_copy_only=False).astype(np.uint64)
+            end = self.window[1] if self.window is not None else None
+            if until_lsn is not None:
+                end = int(until_lsn) if end is None else min(end, int(until_lsn))
+            late = hit & (lsn[np.maximum(rank, 0)] > np.uint64(end)) if end is not None else np.zeros(len(hit), bool)
+            keep = (slot < 0) | (hit & ~late)
+        else:
+            keep = slot < 0
+        # each version's last Relation message among them, by (commit rank, key)
+        last = [None] * len(self.versions)
+        for r, k, v in zip(rank[keep].tolist(), self.ev_key[keep].tolist(), self.ev_ver[keep].tolist(), strict=True):
+            if last[v] is None or last[v] < (r, k):
+                last[v] = (r, k)
+        chosen, replaced = bearer([(v["relation_id"], v["schema"] == schema and v["table"] == table)
+                                   for v in self.versions], last)
+        return (self.versions[chosen[0]]["relation_id"] if chosen else None), replaced
 
     def for_keys(self, lo: int, hi: int) -> "ControlPlan":
         """This plan for the rows with order key ``lo <= key <= hi`` only: what

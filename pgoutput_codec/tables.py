@@ -3,6 +3,9 @@
 All three take the output of ``decode_changes`` (``schema.CHANGE_SCHEMA``) in the order
 it gives (commit order; arrival order inside a transaction) and never re-sort by LSN.
 
+A table is the relation that bears its name at the end of the changes (or as of
+``as_of_lsn``), not every relation that ever bore it: see :func:`_resolve`.
+
 - :func:`table_changes` — one row per change of the table, ``before``/``after`` as
   structs of typed columns (types from ``typecatalog``), plus the commit facts and
   ``unchanged`` (columns sent as 'u': unchanged TOAST, value not in the message). A
@@ -53,29 +56,107 @@ def _one_array(col) -> pa.Array:
     return col
 
 
-def _rows_of(changes: pa.Table, name: str) -> pa.Table:
-    """The rows of one table. Decided once per relation version (few), then one vector
-    ``is_in`` on the uint64 fingerprint instead of string comparisons per row."""
+def _rows_of(changes: pa.Table, name: str, as_of_lsn: int | None = None) -> pa.Table:
+    """The rows of the table named ``name`` (as of ``as_of_lsn``): see :func:`_resolve`."""
+    return _resolve(changes, name, as_of_lsn)[0]
+
+
+def _holder(versions: list, row_versions):
+    """Which relation holds a name (:func:`_resolve`): ``versions`` is one
+    (relation, named so) per Relation version, ``row_versions()`` the version index of
+    every change row in order (-1: none; asked only when the name moved). Gives (the
+    indexes of the holder's versions, whether another relation bore the name)."""
+    one = _one_bearer(versions)
+    if one or not any(ok for _, ok in versions):
+        return one, False
+    ids = row_versions()
+    last = []
+    for k in range(len(versions)):
+        at = np.flatnonzero(ids == k)
+        last.append(int(at[-1]) if len(at) else None)
+    return bearer(versions, last)
+
+
+def _one_bearer(versions: list) -> list:
+    """The versions of the one relation that ever bore the name, when it never bore
+    another (the common case: no order to look at); else []."""
+    named = {r for r, ok in versions if ok}
+    mine = [k for k, (r, _) in enumerate(versions) if r in named]
+    return mine if len(named) == 1 and all(versions[k][1] for k in mine) else []
+
+
+def bearer(versions: list, last: list) -> tuple:
+    """The rule of :func:`_resolve`, also the Spark decoders' (``ControlPlan.bearer``):
+    ``versions`` is one (relation, named so) per Relation version, ``last`` the
+    position of each version's last change (comparable; None: none). The relation
+    last changed under the name bears it, unless it has been changed under another
+    since (renamed away: then none the changes show does). Gives (the indexes of the
+    bearer's versions, whether another relation bore the name)."""
+    named = {r for (r, ok), at in zip(versions, last, strict=True) if ok and at is not None}
+    last_named, newest = {}, {}   # relation -> position of its newest change under the name / at all
+    for (r, ok), at in zip(versions, last, strict=True):
+        if at is None:
+            continue
+        if r not in newest or newest[r] < at:
+            newest[r] = at
+        if ok and (r not in last_named or last_named[r] < at):
+            last_named[r] = at
+    if not last_named:
+        return [], False
+    holder = max(last_named, key=last_named.get)
+    if newest[holder] != last_named[holder]:
+        return [], len(named) > 1
+    return [k for k, (r, _) in enumerate(versions) if r == holder], len(named) > 1
+
+
+def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
+    """(the rows of the table named ``name`` — of the relation that bore it as of
+    ``as_of_lsn``, all of them —, whether another relation held the name before it in
+    these changes).
+
+    A table is its relation (the ``relation_id`` its Relation messages carry), not its
+    name: pgoutput sends no message for ``DROP TABLE`` or for a rename, so an archive
+    in which ``t`` was dropped and created again, or swapped with a copy built beside it
+    (``t_new`` renamed to ``t``: a full refresh), holds the rows of two relations named
+    ``t``, and the server's ``t`` is only the last one. The table named ``name`` is the
+    relation last changed under that name (by ``as_of_lsn``), unless it has been
+    changed under another name since (then none is: an empty table); its rows are all of that relation's, under whatever name each
+    was sent (a renamed table keeps its history). A relation renamed away shows it only
+    by a change under its new name: until then it still holds the old one. openGauss
+    rows carry no relation id: there the name is the table.
+
+    Rows are selected once per relation version (few, by ``relation_version``), then
+    with one vector ``is_in`` on the uint64 fingerprint instead of string comparisons."""
     schema, table = _split_name(name)
     if not len(changes):
-        return changes
+        return changes, False
     fp = changes.column("relation_version")
     uniq = pc.unique(fp)
-    sch, tbl = changes.column("schema"), changes.column("table")
-    chosen = []
+    sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
+    first = {}        # fingerprint -> (row of its first change, its relation, named so)
     for u in uniq.to_pylist():
-        if u is None:
-            continue
-        i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
-        if sch[i].as_py() == schema and tbl[i].as_py() == table:
-            chosen.append(u)
+        if u is not None:
+            i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
+            s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
+            first[u] = (i, r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
+    fps = list(first)
+
+    def row_versions():
+        ids = pc.fill_null(pc.index_in(fp, value_set=pa.array(fps, pa.uint64())), -1).to_numpy(zero_copy_only=False)
+        if as_of_lsn is not None:   # the changes committed after it do not count
+            later = pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())), True)
+            ids = np.where(later.to_numpy(zero_copy_only=False), -1, ids)
+        return ids
+    chosen, replaced = _holder([first[u][1:] for u in fps], row_versions)
+    mine = [fps[k] for k in chosen]
     if changes.column("op").null_count or fp.null_count:   # 'C' markers and unknown relations
-        mask = pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))
-        return changes.filter(pc.fill_null(mask, False))
-    if len(chosen) == len(uniq):          # every row is this table's: no copy
-        return changes
-    mask = pc.is_in(fp, value_set=pa.array(chosen, pa.uint64())).to_numpy(zero_copy_only=False)
-    return take_table(changes, np.flatnonzero(mask))
+        mask = pc.or_kleene(pc.and_(pc.is_null(fp), pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))),
+                            pc.is_in(fp, value_set=pa.array(mine, pa.uint64())))
+        return changes.filter(pc.fill_null(mask, False)), replaced
+    if len(mine) == len(uniq):          # every row is this table's: no copy
+        return changes, replaced
+    mask = pc.is_in(fp, value_set=pa.array(mine, pa.uint64())).to_numpy(zero_copy_only=False)
+    return take_table(changes, np.flatnonzero(mask)), replaced
 
 
 def _column_set_ids(rows: pa.Table):
@@ -300,9 +381,16 @@ def _fill_from_before(out: dict, typed: dict, before_loc, is_u: dict, n: int) ->
 
 
 def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
-    """The changes of one table (``"schema.table"``) with typed ``before``/``after``."""
-    rows = _rows_of(changes, name)
-    cols = table_columns(changes, name, _rows=rows)
+    """The changes of one table (``"schema.table"``) with typed ``before``/``after``:
+    of the relation that bears the name, under whatever name each change was sent
+    (:func:`_resolve`)."""
+    return typed_changes(_rows_of(changes, name), registry=registry)
+
+
+def typed_changes(rows: pa.Table, *, registry=None) -> pa.Table:
+    """:func:`table_changes` of change rows that are all one table's (chosen already:
+    Spark's ``table_changes`` over any DataFrame types each batch of them)."""
+    cols = table_columns(rows, "", _rows=rows)
     n = len(rows)
     head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
     ids, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
@@ -325,9 +413,11 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     dec = ChangeDecoder(_light=True, registry=registry, **options)   # learns domains from Type messages
     light = dec.feed(input)
     schema, table = _split_name(name)
-    mine = np.asarray([v for v, d in enumerate(dec._versions) if d["schema"] == schema and d["table"] == table],
-                      dtype=np.int64)
     ver_all = _one_array(light.column("_ver")).to_numpy(zero_copy_only=False)
+    # the relation that bears the name (_resolve's rule), by each row's Relation version
+    mine = np.asarray(_holder([(d["relation_id"] if d["relation_id"] is not None else (d["schema"], d["table"]),
+                                d["schema"] == schema and d["table"] == table) for d in dec._versions],
+                              lambda: ver_all)[0], dtype=np.int64)
     keep = (ver_all >= 0) if len(mine) == len(dec._versions) else np.isin(ver_all, mine)
     rows = light if keep.all() else light.filter(pa.array(keep))
     n = len(rows)
@@ -432,13 +522,9 @@ class _Rows:
         self.keycols = keycols
 
 
-def _replay(changes: pa.Table, name: str, as_of_lsn, keep_history: bool, net: dict | None = None):
-    """Replay one table's changes on raw (kind, data) values, keyed by replica identity
-    (:class:`_Rows`; ``net``: its ``net`` dict, filled)."""
-    rows = _rows_of(changes, name)
-    if as_of_lsn is not None and len(rows):
-        rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
-                                        False))
+def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None):
+    """Replay one table's changes (``rows``, :func:`_resolve`'s) on raw (kind, data)
+    values, keyed by replica identity (:class:`_Rows`; ``net``: its ``net`` dict, filled)."""
     held = _Rows(net)
     versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
 
@@ -529,8 +615,12 @@ def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
 
 def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes)."""
-    store, _ = _replay(changes, name, as_of_lsn, False)
-    cols = table_columns(changes, name)
+    rows = _rows_of(changes, name, as_of_lsn)
+    cols = table_columns(changes, name, _rows=rows)
+    if as_of_lsn is not None and len(rows):
+        rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
+                                        False))
+    store, _ = _replay(rows, name, False)
     arrays, names = _typed_rows(list(store.values()), cols, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
@@ -564,21 +654,32 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
       changes, else from the same key;
     - ``__OP`` ``"delete"``: the key (its key columns set, the others null) is gone —
       deleted, or the old key of a key-changing update;
-    - ``__OP`` ``"truncate"``, first and at most once: the table was truncated; delete
-      every row of the target before applying the others (only changes after the last
-      truncate are given).
+    - ``__OP`` ``"truncate"``, first and at most once: the table was truncated, or
+      another relation bore its name before it in these changes (the table was dropped
+      and created again, or swapped with a copy: :func:`_resolve`); delete every row of
+      the target before applying the others (only changes after the last truncate are
+      given).
 
     ``__COMMIT_LSN``/``__COMMIT_AT``: the commit of the key's last change. Rows are in
-    that commit order. Applied to the table as of the commit before these changes, the
+    that commit order. ``__RELATION_ID``: the relation the rows are of (null for
+    openGauss). Keep it with the copy: a batch of another relation means the name passed
+    to it after the copy was made — the table dropped and created again, or a copy
+    renamed in — and these changes cannot say what to remove; rebuild the copy with
+    :func:`snapshot` over the archive. Applied to the table as of the commit before these changes, the
     result is the table after them (tested against :func:`snapshot`). One limit: when
     the identities over the changes hold no column in common (DEFAULT, then USING INDEX
     on other columns), rows are named by the newest one, and a row older than these
     changes that a change sent under another identity removed cannot be named by it:
     its ``delete`` row has null key columns. Take net changes of ranges that do not
     start before such an ``ALTER`` (the rows these changes hold are named right)."""
-    net = {"stamp": {}, "deleted": {}, "truncated": None, "src": {}}
-    store, _ = _replay(changes, name, None, False, net)
-    rows_of = _rows_of(changes, name)
+    rows_of, replaced = _resolve(changes, name)
+    # another relation bore the name before this one in these changes (dropped, or
+    # renamed away): the target's rows are that relation's, so it is cleared first
+    truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
+        if replaced and len(rows_of) else None
+    net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}}
+    relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
+    store, _ = _replay(rows_of, name, False, net)
     cols = table_columns(changes, name, _rows=rows_of)
     dml = rows_of.filter(pc.is_in(rows_of.column("op"), pa.array(["I", "U", "D"]))) if len(rows_of) else rows_of
     newest = (dml.column("columns")[len(dml) - 1].as_py() or []) if len(dml) else []
@@ -622,6 +723,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
         "__UNCHANGED_FROM": from_key,
         "__COMMIT_LSN": pa.array([stamps[i][0] for i in order], pa.uint64()),
         "__COMMIT_AT": pa.array([stamps[i][1] for i in order], TS),
+        "__RELATION_ID": pa.array([relation] * len(order), pa.uint32()),
     }
     return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
 
@@ -630,8 +732,9 @@ def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     """Every version of every row (SCD type 2): typed columns, ``__OP`` (the change that
     made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
-    _, versions = _replay(changes, name, None, True)
-    cols = table_columns(changes, name)
+    rows = _rows_of(changes, name)
+    _, versions = _replay(rows, name, True)
+    cols = table_columns(changes, name, _rows=rows)
     arrays, names = _typed_rows([v[1] for v in versions], cols, registry)
     extra = {
         "__OP": pa.array([v[2] for v in versions], pa.string()),

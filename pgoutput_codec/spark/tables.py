@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..schema import CHANGE_SCHEMA
-from ..tables import net_key, unknown_key_error
+from ..tables import bearer, net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .changes import _attached, _TableInfo
@@ -81,17 +81,22 @@ def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     return arr
 
 
-def _of_table(changes: DataFrame, name: str) -> DataFrame:
-    """The change rows of one table. Spark would push a filter on ``schema``/``table``
-    below the field UDFs of ``decode_changes`` (impl "fields"), into a Python node of
-    its own: every payload sent and decoded twice. So for a DataFrame straight from
-    ``decode_changes`` (and not cached) the table is chosen before decoding instead
-    (``ControlPlan.for_table``: Spark drops the other tables' rows by their relation id
-    bytes, so they never cross into Python)."""
+def _of_table(changes: DataFrame, name: str, info: _TableInfo | None = None) -> DataFrame:
+    """The change rows of the table named ``name``: those of the relation that bears the
+    name (``info``'s, :func:`_table_info`; without it, rows under the name). Spark would
+    push a filter on the rows below the field UDFs of ``decode_changes`` (impl "fields"),
+    into a Python node of its own: every payload sent and decoded twice. So for a
+    DataFrame straight from ``decode_changes`` (and not cached) the table is chosen
+    before decoding instead (``ControlPlan.for_table``: Spark drops the other tables'
+    rows by their relation id bytes, so they never cross into Python)."""
     schema, table = _split_name(name)
     fields = _fields_of(changes)
     if fields is not None:
         return fields.of_table(schema, table)
+    if info is not None and not info.found:
+        return changes.where(F.lit(False))
+    if info is not None and info.relation_id is not None:
+        return changes.where(F.col("relation_id") == F.lit(info.relation_id))
     return changes.where((F.col("schema") == schema) & (F.col("table") == table))
 
 
@@ -111,32 +116,44 @@ def _pass2_of(changes: DataFrame, name: str | None = None):
     return None if pass2 is None or getattr(changes, "is_cached", False) else pass2
 
 
-def _table_info(changes: DataFrame, name: str) -> _TableInfo:
-    """One small job: the table's Relation versions in use, its truncates, and whether
-    an Update may have changed a key (:class:`_TableInfo`). Over a DataFrame straight from
-    ``decode_changes`` (FAILFAST, no observation) nothing is decoded: ``_Pass2.table_info``
-    reads the payload heads (1 M rows, warm, alternating in one session: 2.8–2.9 s
-    against 3.1–3.4 s reading the decoded ``relation_version``, 3.6 s reading the column
-    lists: handing each row to Python costs Spark more than decoding it). Over any other
-    DataFrame, its decoded rows."""
+def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
+    """One small job: which relation bears the name (as of ``as_of_lsn``; the rule of
+    :func:`pgoutput_codec.tables.bearer`), and over all its changes its Relation
+    versions in use, its truncates, and whether an Update may have changed a key
+    (:class:`_TableInfo`). Over a DataFrame straight from ``decode_changes`` (FAILFAST,
+    no observation) nothing is decoded: ``_Pass2.table_info`` reads the payload heads
+    (1 M rows, warm, alternating in one session: 2.8–2.9 s against 3.1–3.4 s reading
+    the decoded ``relation_version``, 3.6 s reading the column lists: handing each row
+    to Python costs Spark more than decoding it). Over any other DataFrame, its decoded
+    rows: every version's facts, the bearer's kept on the driver."""
     pass2 = _pass2_of(changes)
     if pass2 is not None:
-        return pass2.table_info(*_split_name(name))
+        return pass2.table_info(*_split_name(name), as_of_lsn)
+    schema, table = _split_name(name)
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
-    rows = (_of_table(changes, name).groupBy("relation_version")
-            .agg(F.max(pos).alias("last"), F.first("columns", ignorenulls=True).alias("columns"),
+    by = pos if as_of_lsn is None else F.when(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE), pos)
+    rows = (changes.groupBy("relation_version")
+            .agg(F.first("relation_id", ignorenulls=True).alias("relation_id"),
+                 F.first("schema", ignorenulls=True).alias("schema"), F.first("table", ignorenulls=True).alias("table"),
+                 F.max(pos).alias("last"), F.max(by).alias("last_by"),
+                 F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
                  F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"),
                  F.max(F.col("op") == "D").alias("dels"))
             .collect())
-    rows = sorted(rows, key=lambda r: (r["last"]["r"], r["last"]["s"]))
+    # openGauss rows carry no relation id: there the name is the table
+    chosen, replaced = bearer([(r["relation_id"] if r["relation_id"] is not None else (r["schema"], r["table"]),
+                                r["schema"] == schema and r["table"] == table) for r in rows],
+                              [None if r["last_by"] is None else (r["last_by"]["r"], r["last_by"]["s"]) for r in rows])
+    rows = sorted((rows[k] for k in chosen), key=lambda r: (r["last"]["r"], r["last"]["s"]))
     versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
     fps = [r["relation_version"] for r in rows if r["columns"] is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps)
+    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
+                      rows[0]["relation_id"] if rows else None, replaced, bool(rows))
 
 
 def _merge_columns(versions: list) -> list:
@@ -212,7 +229,7 @@ class _TableMapper:
         self.colplan, self.registry = colplan, registry
 
     def __call__(self, batches):
-        from ..tables import table_changes as tc_single
+        from ..tables import typed_changes
         target = ST.arrow_schema_for(self.out_schema)
         for b in batches:
             t = pa.Table.from_batches([b])
@@ -221,7 +238,7 @@ class _TableMapper:
             for f in CHANGE_SCHEMA:
                 if f.name in t.column_names:
                     cast[f.name] = t.column(f.name).cast(f.type)
-            typed = tc_single(pa.table(cast), self.name, registry=self.registry) if n else None
+            typed = typed_changes(pa.table(cast), registry=self.registry) if n else None
             out = []
             for f in target:
                 if f.name in ("before", "after"):
@@ -264,7 +281,7 @@ class _TableMapper:
         return pa.StructArray.from_arrays(arrays, fields=list(target), mask=struct.is_null())
 
 
-def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=None, _until_lsn=None) -> DataFrame:
+def table_changes(changes: DataFrame, name: str, *, registry=None, _info=None, _until_lsn=None) -> DataFrame:
     """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
     of typed Spark columns (types from the type catalog over every Relation version of
     the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
@@ -274,12 +291,14 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
     sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.
     Runs one small job to list the table's Relation versions. Arrays are typed one level
     deep (PostgreSQL does not record a column's dimensionality): a deeper array value
-    is null with the reason in ``__special``. (``_until_lsn``: ``snapshot``'s
-    ``as_of_lsn``, so that later transactions are not decoded; it filters as well.)"""
+    is null with the reason in ``__special``. The table is the relation that bears the
+    name (see :func:`pgoutput_codec.tables.table_changes`), its changes under any name.
+    (``_until_lsn``: ``snapshot``'s ``as_of_lsn``, so that later transactions are not
+    decoded; it filters as well; ``_info``: :func:`_table_info`'s, when known.)"""
     schema, table = _split_name(name)
-    if _versions is None:
-        _versions = _table_info(changes, name).versions
-    cols = _merge_columns(_versions)
+    if _info is None:
+        _info = _table_info(changes, name, _until_lsn)
+    cols = _merge_columns(_info.versions)
     row_type, colplan = table_schema(cols, registry)
     keep = [c for c in _TC_PASS if c in changes.columns]
     need = sorted(set(keep) | {"schema", "table", "relation_id", "columns", "before", "after"})
@@ -291,7 +310,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _versions=Non
     pass2 = _pass2_of(changes)
     if pass2 is not None:   # typed where the rows are decoded: no change rows in between
         return pass2.typed(schema, table, mapper, _until_lsn)
-    return _of_table(changes, name).select(*need).mapInArrow(mapper, out_schema)
+    return _of_table(changes, name, _info).select(*need).mapInArrow(mapper, out_schema)
 
 
 # --------------------------------------------------------------------------- snapshot / history
@@ -300,14 +319,14 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
     key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
-    whether an Update may have changed a key (``_TableInfo.sends_old``).
-    ``ev`` is None when the table has no row change here (no columns to build a key from:
+    whether an Update may have changed a key (``_TableInfo.sends_old``), and the
+    :class:`_TableInfo`. ``ev`` is None when the table has no row change here (no columns to build a key from:
     Spark 3.5 refuses an empty struct column)."""
-    info = _table_info(changes, name)
+    info = _table_info(changes, name, as_of_lsn)
     versions, truncs, sends_old, deletes = info.versions, info.truncates, info.sends_old, info.deletes
     if not versions:
-        return None, truncs, [], T.StructType([]), False, []
-    tc = table_changes(changes, name, registry=registry, _versions=versions, _until_lsn=as_of_lsn)
+        return None, truncs, [], T.StructType([]), False, [], info
+    tc = table_changes(changes, name, registry=registry, _info=info, _until_lsn=as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
         tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
@@ -347,7 +366,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         # no Delete and no key change (known from the heads): every change sets its row
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
-        return ev, truncs, names, cols, sends_old, net_key(versions, newest)
+        return ev, truncs, names, cols, sends_old, net_key(versions, newest), info
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
     # of 1 M rows with Deletes, per-field, 9.7 s against 16.3 s): an array of the events'
@@ -365,7 +384,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
                   "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
-    return ev, truncs, names, cols, sends_old, net_key(versions, newest)
+    return ev, truncs, names, cols, sends_old, net_key(versions, newest), info
 
 
 def _earlier_identities(info: _TableInfo, keycols: list) -> dict:
@@ -516,7 +535,7 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     :func:`_found_keys`), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
-    ev, truncs, names, cols, sends_old, _ = _events(changes, name, as_of_lsn, registry)
+    ev, truncs, names, cols, sends_old, _, _ = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
@@ -531,21 +550,32 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     ``__UNCHANGED`` the columns whose unchanged TOAST value these changes never carried —
     the target keeps them, from the row of key ``__UNCHANGED_FROM`` when a key change
     moved the row), "delete" (the key columns set) and, first, "truncate" (empty the
-    target); ``__COMMIT_LSN``/``__COMMIT_AT`` of the key's last change, in commit order.
-    What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
+    target; also when another relation bore the name before this one in these changes);
+    ``__COMMIT_LSN``/``__COMMIT_AT`` of the key's last change, in commit order;
+    ``__RELATION_ID``, the relation the rows are of. What an incremental run (``decode_changes(resume=)``) MERGEs into a copy of the table:
     ``truncate`` → delete every row; ``delete`` → delete when matched; ``upsert`` →
     update when matched (keeping the ``__UNCHANGED`` columns) or insert. The key: the
     replica identity's columns, or those every identity over the changes held
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
     :func:`pgoutput_codec.tables.net_changes`)."""
-    ev, truncs, names, cols, sends_old, keycols = _events(changes, name, None, registry)
+    ev, truncs, names, cols, sends_old, keycols, info = _events(changes, name, None, registry)
+    relation = F.lit(info.relation_id).cast(T.LongType()).alias("__RELATION_ID")
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),
                               T.StructField("__UNCHANGED", T.ArrayType(T.StringType())),
                               T.StructField("__COMMIT_LSN", ST.LSN_TYPE),
-                              T.StructField("__COMMIT_AT", T.TimestampType())])
-        rows = [("truncate", [], truncs[-1][2], truncs[-1][3])] if truncs else []
+                              T.StructField("__COMMIT_AT", T.TimestampType()),
+                              T.StructField("__RELATION_ID", T.LongType())])
+        rows = [("truncate", [], truncs[-1][2], truncs[-1][3], info.relation_id)] if truncs else []
         return changes.sparkSession.createDataFrame(rows, extra)
+    if info.replaced and not truncs:
+        # another relation bore the name before this one in these changes (dropped, or
+        # renamed away): the target held that relation's rows, so it is cleared first,
+        # at this relation's first change (one small job, only then)
+        first = ev.agg(F.min(F.struct("__pos", "commit_lsn", "commit_ts")).alias("f")).collect()[0]["f"]
+        replaced = [(first["__pos"]["r"], first["__pos"]["s"], first["commit_lsn"], first["commit_ts"])]
+    else:
+        replaced = []
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
@@ -564,11 +594,13 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
                       pending.alias("__UNCHANGED"),
                       F.when((F.size(pending) > 0) & moved, net_of("__lin.k")).alias("__UNCHANGED_FROM"),
                       F.col("commit_lsn").alias("__COMMIT_LSN"), F.col("commit_ts").alias("__COMMIT_AT"), "__pos")
-    out = out.select("__img.*", "__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__pos")
-    if truncs:
-        r, q, lsn, ts = truncs[-1]
+    out = out.select("__img.*", "__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", relation,
+                     "__pos")
+    if truncs or replaced:
+        r, q, lsn, ts = (truncs or replaced)[-1]
         row = {f.name: None for f in out.schema.fields} | {
-            "__OP": "truncate", "__UNCHANGED": [], "__COMMIT_LSN": lsn, "__COMMIT_AT": ts, "__pos": (r, q)}
+            "__OP": "truncate", "__UNCHANGED": [], "__COMMIT_LSN": lsn, "__COMMIT_AT": ts,
+            "__RELATION_ID": info.relation_id, "__pos": (r, q)}
         out = out.unionByName(changes.sparkSession.createDataFrame([row], out.schema))
     first = F.when(F.col("__OP") == "truncate", 0).otherwise(1)
     return out.orderBy(first, "__pos").drop("__pos")
@@ -579,7 +611,7 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
-    ev, ts, names, cols, sends_old, _ = _events(changes, name, None, registry)
+    ev, ts, names, cols, sends_old, _, _ = _events(changes, name, None, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),

@@ -279,9 +279,13 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     through_python = heads_through_python
     for t in sorted(truncated | {name, "public.schema_change"}):
         through_python.clear()
-        versions, truncs, sends_old, deletes, fingerprints = _table_info(ch, t)
+        got, want_info = _table_info(ch, t), None
+        versions, truncs, sends_old, deletes, fingerprints = got[:5]
         assert not through_python, t
-        want_versions, want_truncs, want_sends_old, want_deletes, want_fps = _table_info(mapped, t)
+        want_info = _table_info(mapped, t)
+        want_versions, want_truncs, want_sends_old, want_deletes, want_fps = want_info[:5]
+        # the relation that bears the name: from the plan's Relations, and from the rows
+        assert got[5:] == want_info[5:] and got.relation_id is not None and got.found, t
         assert versions == want_versions and versions and sends_old == want_sends_old, t
         assert fingerprints == want_fps and len(set(fingerprints)) == len(versions), t
         assert deletes == want_deletes == (t in deleted), t
@@ -498,9 +502,9 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     bad = df.unionByName(spark.createDataFrame([(b"I\x00\x00", 10 ** 9)], "data binary, seq long")
                          .select(*[F.col(c) if c in ("data", "seq") else F.lit(None).cast(df.schema[c].dataType)
                                    .alias(c) for c in df.columns]))
-    versions = _table_info(ch, name).versions   # (the versions job over the bad rows would fail first)
+    info = _table_info(ch, name)   # (the versions job over the bad rows would fail first)
     with pytest.raises(Exception, match=str(10 ** 9)):
-        collect(table_changes(decode_changes(bad, order_by="seq", impl="map"), name, _versions=versions))
+        collect(table_changes(decode_changes(bad, order_by="seq", impl="map"), name, _info=info))
 
 
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
@@ -935,7 +939,10 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
         # the first; the other's rows are checked by the rebuilt table and its net changes.
         # cached: any DataFrame of change rows, not only decode_changes' plan
         first = impl == CHANGE_IMPLS[0]
-        for form, changes in (("straight", ch),) + ((("cached", ch.cache()),) if first else ()):
+        for form in ("straight", "cached") if first else ("straight",):
+            # cache() marks ch itself, and a cached DataFrame's rows are read as they
+            # are: the straight form first (building both up front tested only the cached)
+            changes = ch if form == "straight" else ch.cache()
             assert rows(collect(snapshot(changes, name))) == final, (impl, form)
             assert net(collect(net_changes(changes, name))) == net(net_1(single, name)), (impl, form)
             if not first:
@@ -947,6 +954,57 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
             later = changes.where(F.col("commit_lsn") > F.lit(cut).cast(ST.LSN_TYPE))
             assert net(collect(net_changes(later, name))) == net(net_1(later_1, name)), (impl, form)
         ch.unpersist()
+
+# PySpark 3.5 runs the map impl's plan path (swap, three_generations); Connect the
+# same code as classic Spark (three_generations, as a smoke test)
+@pytest.mark.parametrize("scenario", [pytest.param("swap", marks=pytest.mark.same_code_on_connect),
+                                      pytest.param("rename", marks=_SHARED),
+                                      pytest.param("renamed_away", marks=_SHARED), "three_generations"])
+def test_a_table_is_the_relation_that_bears_its_name(spark, tmp_path, scenario):
+    """Tables dropped and created again, renamed, swapped (tests/table_moves.py: the
+    messages real servers send, tests/conformance/test_table_moves.py): Spark chooses
+    the relation that bears the name — as of every commit too — as the single-process
+    code does, whether the changes come straight from decode_changes (the plan's
+    Relations) or from any DataFrame (cached: its rows); net_changes begin with the
+    truncate and name the relation."""
+    import table_moves as TM
+    from pgoutput_codec.tables import net_changes as net_1
+    from pgoutput_codec.tables import table_changes as table_changes_1
+    msgs, final = TM.messages(TM.SCENARIOS[scenario])
+    data = [encode_message(m) for m in msgs]
+    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+    single = decode_changes_1(t)
+    name = f"public.{TM.NAME}"
+
+    def rows(table):
+        return sorted((r["id"], r["v"]) for r in table.to_pylist()) if table.num_columns else []
+
+    def net(table):
+        return sorted((r["__OP"], r.get("id"), r.get("v"), r["__COMMIT_LSN"], r["__RELATION_ID"])
+                      for r in table.to_pylist())
+
+    def hist(table):
+        return sorted((r["id"], r["v"], r["__START_LSN"], r["__END_LSN"]) for r in table.to_pylist())
+    assert rows(snapshot_1(single, name)) == final.get(TM.NAME, [])
+    commits = sorted(set(single.column("commit_lsn").to_pylist()))
+    df = spark.read.parquet(*write_files(t, tmp_path / "moves", 2))
+    ch = decode_changes(df, order_by="seq", lsn=None, impl=CHANGE_IMPLS[0])
+    for form in ("straight", "cached"):
+        # (cache() marks ch itself: the straight form first)
+        changes = ch if form == "straight" else ch.cache()
+        assert rows(collect(snapshot(changes, name))) == final.get(TM.NAME, []), form
+        assert net(collect(net_changes(changes, name))) == net(net_1(single, name)), form
+        assert hist(collect(history(changes, name))) == hist(history_1(single, name)), form
+        assert collect(table_changes(changes, name)).num_rows == table_changes_1(single, name).num_rows, form
+        for cut in commits[1:-1]:
+            assert rows(collect(snapshot(changes, name, as_of_lsn=cut))) == rows(snapshot_1(single, name, cut)), \
+                (form, cut)
+        cut = commits[len(commits) // 2]
+        later = changes.where(F.col("commit_lsn") > F.lit(cut).cast(ST.LSN_TYPE))
+        later_1 = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+        assert net(collect(net_changes(later, name))) == net(net_1(later_1, name)), (form, cut)
+    ch.unpersist()
+
 
 def _jobs(spark, build) -> int:
     """How many Spark jobs ``build()`` runs (building a lazy DataFrame may run some)."""
