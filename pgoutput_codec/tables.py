@@ -70,10 +70,12 @@ def _holder(versions: list, row_versions):
     if one or not any(ok for _, ok in versions):
         return one, False
     ids = row_versions()
-    last = []
-    for k in range(len(versions)):
-        at = np.flatnonzero(ids == k)
-        last.append(int(at[-1]) if len(at) else None)
+    named = {r for r, ok in versions if ok}
+    last = [None] * len(versions)
+    for k, (r, _) in enumerate(versions):
+        if r in named:    # (the other relations' versions do not matter: one scan each of a few)
+            at = np.flatnonzero(ids == k)
+            last[k] = int(at[-1]) if len(at) else None
     return bearer(versions, last)
 
 
@@ -120,10 +122,11 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     (``t_new`` renamed to ``t``: a full refresh), holds the rows of two relations named
     ``t``, and the server's ``t`` is only the last one. The table named ``name`` is the
     relation last changed under that name (by ``as_of_lsn``), unless it has been
-    changed under another name since (then none is: an empty table); its rows are all of that relation's, under whatever name each
-    was sent (a renamed table keeps its history). A relation renamed away shows it only
-    by a change under its new name: until then it still holds the old one. openGauss
-    rows carry no relation id: there the name is the table.
+    changed under another name since (then none is: an empty table); its rows are all
+    of that relation's, under whatever name each was sent (a renamed table keeps its
+    history). A relation renamed away shows it only by a change under its new name:
+    until then it still holds the old one. openGauss rows carry no relation id: there
+    the name is the table.
 
     Rows are selected once per relation version (few, by ``relation_version``), then
     with one vector ``is_in`` on the uint64 fingerprint instead of string comparisons."""
@@ -133,12 +136,12 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     fp = changes.column("relation_version")
     uniq = pc.unique(fp)
     sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
-    first = {}        # fingerprint -> (row of its first change, its relation, named so)
+    first = {}        # fingerprint -> (its relation, named so), from its first change
     for u in uniq.to_pylist():
         if u is not None:
             i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
             s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
-            first[u] = (i, r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
+            first[u] = (r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
     fps = list(first)
 
     def row_versions():
@@ -147,7 +150,7 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
             later = pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())), True)
             ids = np.where(later.to_numpy(zero_copy_only=False), -1, ids)
         return ids
-    chosen, replaced = _holder([first[u][1:] for u in fps], row_versions)
+    chosen, replaced = _holder([first[u] for u in fps], row_versions)
     mine = [fps[k] for k in chosen]
     if changes.column("op").null_count or fp.null_count:   # 'C' markers and unknown relations
         mask = pc.or_kleene(pc.and_(pc.is_null(fp), pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))),
