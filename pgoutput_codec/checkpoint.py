@@ -14,8 +14,9 @@ told the run, so the next run reads only the rows from that point on:
   committed after its ``until_lsn``. Rows from there on are read again next time:
   a checkpoint holds no rows, so it stays small (JSON, a few KB) whatever is open;
 - the Relation and Type definitions in force at ``from_key`` (pgoutput sends a
-  Relation once per walsender session, not once per transaction) and the stream state
-  there.
+  Relation once per walsender session, not once per transaction), the Relations in the
+  order they were sent (which of two relations that bore one name bears it now:
+  ``ControlPlan.bearer``), and the stream state there.
 
 ``held_by`` lists the transactions that keep ``from_key`` where it is (xid, kind, gid,
 their first key): a prepared transaction nobody commits makes every later run read
@@ -42,7 +43,7 @@ class Checkpoint:
     from_key: int
     after_lsn: int | None = None
     in_stream: bool = False
-    relations: tuple = ()      # Relation definitions (dicts as the decoder keeps them), one per relid
+    relations: tuple = ()      # Relation definitions (dicts as the decoder keeps them), one per relid, in the order sent
     types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
     held_by: tuple = field(default=(), compare=False)   # diagnostics only
 

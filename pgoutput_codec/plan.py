@@ -44,7 +44,6 @@ from .changes import (
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
-from .tables import bearer
 
 __all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
            "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]
@@ -466,11 +465,13 @@ class ControlPlan:
         rels = {}
         for rid, key, ver in zip(self.ev_rel.tolist(), self.ev_key.tolist(), self.ev_ver.tolist(), strict=True):
             if key < from_key:
-                rels[rid] = ver   # sorted by relid then key: the last one wins
+                rels[rid] = (key, ver)   # sorted by relid then key: the last one wins
+        # in the order they were sent (which relation bears a name: ControlPlan.bearer)
+        rels = {rid: ver for rid, (_, ver) in sorted(rels.items(), key=lambda kv: kv[1])}
         return Checkpoint(
             from_key=int(from_key), after_lsn=after,
             in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
-            relations=tuple(copy.deepcopy(self.versions[v]) for _, v in sorted(rels.items())),
+            relations=tuple(copy.deepcopy(self.versions[v]) for v in rels.values()),
             types=tuple(t for k, t in self.type_events if k < from_key),
             held_by=tuple(held))
 
@@ -618,19 +619,24 @@ class ControlPlan:
 
     def bearer(self, schema: str, table: str, until_lsn=None) -> tuple:
         """(the relation id of the table named ``schema.table``, or None; whether
-        another relation bore the name before it): :func:`pgoutput_codec.tables._resolve`'s
-        rule, on the Relation messages of the transactions that committed (up to the
-        window's end, and ``until_lsn``), in commit order. The relation last sent under
-        the name bears it, unless it was sent under another name since (renamed away:
-        then none that the archive shows does). The Relations before the window, and a
-        checkpoint's, count: they say which relation bore the name before it."""
+        another relation bore the name while these changes ran): the rule of
+        :func:`pgoutput_codec.tables.bearer`, on the Relation messages of the
+        transactions that committed (up to the window's end, and ``until_lsn``), in
+        commit order. A Relation under the name starts a relation's time with it; the
+        next one of the relation, or another's under the name, ends it. The relation
+        whose time runs at the end bears it (none after a rename away). Relations
+        before the window and a checkpoint's count for which one bears it, but "another
+        bore it" only if its time reached into the window (or a resumed run): else a
+        table replaced long ago would make every later batch begin with a truncate."""
         if not len(self.ev_rel):
             return None, False
         # each Relation's transaction: its segment's (as for rows); a checkpoint's
-        # definitions and those of transactions begun before the archive come first
+        # definitions and those of transactions begun before the archive come first, in
+        # the checkpoint's order (their version indexes)
         seg = np.searchsorted(self.ctrl_keys, self.ev_key, side="left")
         slot = np.where(self.ev_key == _BEFORE_ALL, -1, self.seg_slot[np.minimum(seg, len(self.seg_slot) - 1)])
         rank = np.full(len(slot), -1, dtype=np.int64)
+        start = None      # where the batch begins: (commit rank, key)
         if len(self.commit_slots):
             o = np.argsort(self.commit_slots)
             pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
@@ -642,16 +648,27 @@ class ControlPlan:
                 end = int(until_lsn) if end is None else min(end, int(until_lsn))
             late = hit & (lsn[np.maximum(rank, 0)] > np.uint64(end)) if end is not None else np.zeros(len(hit), bool)
             keep = (slot < 0) | (hit & ~late)
+            if self.window is not None and self.window[0] is not None:
+                inside = np.flatnonzero(self.in_window)
+                start = (int(inside[0]) if len(inside) else len(lsn), _BEFORE_ALL)
         else:
             keep = slot < 0
-        # each version's last Relation message among them, by (commit rank, key)
-        last = [None] * len(self.versions)
-        for r, k, v in zip(rank[keep].tolist(), self.ev_key[keep].tolist(), self.ev_ver[keep].tolist(), strict=True):
-            if last[v] is None or last[v] < (r, k):
-                last[v] = (r, k)
-        chosen, replaced = bearer([(v["relation_id"], v["schema"] == schema and v["table"] == table)
-                                   for v in self.versions], last)
-        return (self.versions[chosen[0]]["relation_id"] if chosen else None), replaced
+        if start is None and self.start_key is not None:
+            start = (0, _BEFORE_ALL)    # a resumed run: its own commits
+        named = np.array([v["schema"] == schema and v["table"] == table for v in self.versions], dtype=bool)
+        order = np.lexsort((self.ev_ver[keep], self.ev_key[keep], rank[keep]))
+        cur, replaced = None, False
+        for r, k, rel, v in zip(rank[keep][order].tolist(), self.ev_key[keep][order].tolist(),
+                                self.ev_rel[keep][order].tolist(), self.ev_ver[keep][order].tolist(), strict=True):
+            if cur is not None and cur != rel and not named[v]:
+                continue                         # another table's Relation
+            if cur is not None and (cur != rel or not named[v]):
+                # cur's time with the name ends here: replaced, or renamed away
+                replaced = replaced or start is None or (r, k) > start
+                cur = None
+            if named[v]:
+                cur = rel
+        return cur, replaced and cur is not None
 
     def for_keys(self, lo: int, hi: int) -> "ControlPlan":
         """This plan for the rows with order key ``lo <= key <= hi`` only: what

@@ -88,7 +88,9 @@ def _one_bearer(versions: list) -> list:
 
 
 def bearer(versions: list, last: list) -> tuple:
-    """The rule of :func:`_resolve`, also the Spark decoders' (``ControlPlan.bearer``):
+    """The rule of :func:`_resolve` (Spark's versions job over any DataFrame too;
+    ``ControlPlan.bearer`` walks the same rule over Relation messages, and
+    tests/test_changes.py holds the two to one answer as of every commit):
     ``versions`` is one (relation, named so) per Relation version, ``last`` the
     position of each version's last change (comparable; None: none). The relation
     last changed under the name bears it, unless it has been changed under another
@@ -107,7 +109,7 @@ def bearer(versions: list, last: list) -> tuple:
         return [], False
     holder = max(last_named, key=last_named.get)
     if newest[holder] != last_named[holder]:
-        return [], len(named) > 1
+        return [], False
     return [k for k, (r, _) in enumerate(versions) if r == holder], len(named) > 1
 
 

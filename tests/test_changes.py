@@ -810,6 +810,57 @@ def staggered_archive(tables: int = 30):
     return values, np.arange(len(values)) * 2 + 5
 
 
+@pytest.mark.parametrize("scenario", ["drop_recreate", "swap", "rename", "renamed_away", "three_generations"])
+def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
+    """Which relation bears a name (tests/table_moves.py): the plan reads it from its
+    Relations (what Spark uses straight from decode_changes), the single process from
+    the change rows; they agree as of every commit. A run resumed from a checkpoint
+    knows the earlier Relations only from it (in the order they were sent): it still
+    finds the bearer, and says another relation bore the name only when one did while
+    the run's changes ran — a table replaced before the run must not make every later
+    batch's net_changes begin with a truncate."""
+    import table_moves as TM
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    from pgoutput_codec.tables import _resolve
+    msgs, _ = TM.messages(TM.SCENARIOS[scenario])
+    arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array([encode_message(m) for m in msgs])})
+    whole = decode_changes(arch)
+    values, keys = arch.column("data").combine_chunks(), arch.column("seq").to_numpy()
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+    name = f"public.{TM.NAME}"
+
+    def relation(rows):
+        ids = set(rows.column("relation_id").to_pylist())
+        assert len(ids) <= 1
+        return ids.pop() if ids else None
+    final = relation(_resolve(whole, name)[0])
+    commits = sorted(set(whole.column("commit_lsn").to_pylist()))
+    for cut in [None] + commits:
+        rows, replaced = _resolve(whole, name, cut)
+        mine = plan.for_table("public", TM.NAME, cut)
+        got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
+        at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
+        assert got.column("seq").to_pylist() == at_cut.column("seq").to_pylist(), cut
+        assert (mine._chosen[1], mine._chosen[2]) == (relation(rows), replaced), cut
+        if cut is None or cut == commits[-1]:
+            continue
+        # the run after the cut, from the checkpoint of the run up to it
+        cp = plan.between(until_lsn=cut).checkpoint()
+        rest = keys >= cp.from_key
+        v2, k2 = values.filter(pa.array(rest)), keys[rest]
+        m2 = control_candidates(v2)
+        later = ControlPlan.build(v2.filter(pa.array(m2)), k2[m2], resume=cp).between(after_lsn=cut)
+        holder, moved = later.bearer("public", TM.NAME)
+        assert holder == final, cut
+        before = relation(rows) if len(at_cut) else None   # the copy's relation
+        if before == final:
+            assert not moved, cut                 # no truncate: the copy holds this relation's rows
+        elif before is not None and final is not None:
+            assert moved, cut                     # the copy's relation bore the name into the run
+
+
 def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     """A relation id's rows are left out only while the Relation in force names a table
     not chosen: ``ALTER TABLE … RENAME`` keeps the id and sends a new Relation. A row
