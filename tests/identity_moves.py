@@ -72,8 +72,13 @@ SCENARIOS = {
 }
 
 
-def _lit(v) -> str:
+def sql_literal(v) -> str:
     return str(v) if isinstance(v, int) else "'" + v.replace("'", "''") + "'"
+
+
+def values_sql(rows) -> str:
+    """``VALUES (…), (…)`` of rows of ints and strings (tests/table_moves.py's too)."""
+    return "VALUES " + ", ".join("(" + ", ".join(map(sql_literal, row)) + ")" for row in rows)
 
 
 def sql(steps) -> list[str]:
@@ -86,12 +91,11 @@ def sql(steps) -> list[str]:
                      "index_u": f"USING INDEX {TABLE}_u1"}[step[1]]
             out.append(f"ALTER TABLE {TABLE} REPLICA IDENTITY {ident}")
         elif kind == "insert":
-            out.append(f"INSERT INTO {TABLE} VALUES " + ", ".join(
-                "(" + ", ".join(map(_lit, row)) + ")" for row in step[1:]))
+            out.append(f"INSERT INTO {TABLE} {values_sql(step[1:])}")
         elif kind == "delete":
             out.append(f"DELETE FROM {TABLE} WHERE id = {step[1]}")
         else:
-            sets = ", ".join(f"{c} = {_lit(v)}" for c, v in step[2].items())
+            sets = ", ".join(f"{c} = {sql_literal(v)}" for c, v in step[2].items())
             out.append(f"UPDATE {TABLE} SET {sets} WHERE id = {step[1]}")
     return out
 

@@ -13,6 +13,8 @@ the servers send, and uses the SQL; the Spark tests use the messages.
 
 from __future__ import annotations
 
+from identity_moves import sql_literal, values_sql
+
 from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update
 
 NAME = "t_moves"          # the name every scenario asks for, as public.t_moves
@@ -75,10 +77,6 @@ SCENARIOS = {
 }
 
 
-def _lit(v) -> str:
-    return str(v) if isinstance(v, int) else "'" + v.replace("'", "''") + "'"
-
-
 def sql(steps) -> list[str]:
     """The statements of ``steps``: one string per transaction (``;``-separated)."""
     out = []
@@ -91,10 +89,9 @@ def sql(steps) -> list[str]:
         elif kind == "rename":
             out.append("; ".join(f"ALTER TABLE {a} RENAME TO {b}" for a, b in step[1:]))
         elif kind == "insert":
-            out.append(f"INSERT INTO {t} VALUES " + ", ".join(
-                "(" + ", ".join(map(_lit, row)) + ")" for row in step[2:]))
+            out.append(f"INSERT INTO {t} {values_sql(step[2:])}")
         elif kind == "update":
-            out.append(f"UPDATE {t} SET v = {_lit(step[3])} WHERE id = {step[2]}")
+            out.append(f"UPDATE {t} SET v = {sql_literal(step[3])} WHERE id = {step[2]}")
         else:
             out.append(f"DELETE FROM {t} WHERE id = {step[2]}")
     return out

@@ -898,6 +898,13 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
 
 
 
+def _encoded(msgs) -> tuple:
+    """(an archive of the messages, seq and data; its single-process change rows)."""
+    data = [encode_message(m) for m in msgs]
+    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+    return t, decode_changes_1(t)
+
+
 # PySpark 3.5 and Connect run the scenario with a lookup (_found_keys, DataFrame code no other
 # test runs); the other two key rows by columns, as every table whose identity never changed
 _SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
@@ -916,9 +923,7 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
     import identity_moves as IM
     from pgoutput_codec.tables import net_changes as net_1
     msgs, final = IM.messages(IM.SCENARIOS[scenario])
-    data = [encode_message(m) for m in msgs]
-    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
-    single = decode_changes_1(t)
+    t, single = _encoded(msgs)
     name = f"public.{IM.TABLE}"
 
     def rows(table):
@@ -972,9 +977,7 @@ def test_a_table_is_the_relation_that_bears_its_name(spark, tmp_path, scenario):
     from pgoutput_codec.tables import net_changes as net_1
     from pgoutput_codec.tables import table_changes as table_changes_1
     msgs, final = TM.messages(TM.SCENARIOS[scenario])
-    data = [encode_message(m) for m in msgs]
-    t = pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
-    single = decode_changes_1(t)
+    t, single = _encoded(msgs)
     name = f"public.{TM.NAME}"
 
     def rows(table):
