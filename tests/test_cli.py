@@ -75,6 +75,21 @@ def test_inspect_sample():
     assert sum(js["by_type"].values()) == js["messages"] == 2630
 
 
+def test_inspect_counts_each_relation_that_bore_a_name(tmp_path):
+    """A table dropped and created again (tests/table_moves.py) is two relations under
+    one name: inspect counts each, where one's counts overwrote the other's."""
+    import table_moves as TM
+    msgs, _ = TM.messages(TM.SCENARIOS["three_generations"])
+    pq.write_table(pa.table({"seq": list(range(len(msgs))), "data": pa.array([pc.encode_message(m) for m in msgs])}),
+                   tmp_path / "moves.parquet")
+    by_table = cli.inspect_archive(str(tmp_path / "moves.parquet"))["by_table"]
+    assert by_table == {f"public.{TM.NAME} [relation 16500]": {"I": 1},
+                        f"public.{TM.NAME} [relation 16600]": {"I": 2, "D": 1},
+                        f"public.{TM.NAME} [relation 16700]": {"I": 1, "U": 1}}
+    assert cli._by_table({1: {"I": 3}, 2: {"I": 4}}, {1: "public.a", 2: "public.b"}) == {
+        "public.a": {"I": 3}, "public.b": {"I": 4}}
+
+
 def test_decode_sample_messages(tmp_path):
     out = tmp_path / "m.parquet"
     res = run_cli("decode", "--sample", str(out))
