@@ -34,17 +34,12 @@ test: build system $(SPARK35)/.installed
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
-# Spark tests the core lane runs (its own session), so that the lanes end about together
-# (fresh-clone CI at 29c1326: core + Connect 13:55, Spark 4.3 + 3.5 19:02, the stream
-# source's 4.3 run about 1.5 min of it)
-SPARK_IN_CORE_LANE = tests/spark/test_stream_source.py
 test-lane-core:   # the lanes assume make test's prerequisites
 	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
-	$(PY) -m pytest -q $(DURATIONS) $(SPARK_IN_CORE_LANE)
 	$(PYTEST_CONNECT)
 
 test-lane-spark:
-	$(PY) -m pytest -q $(DURATIONS) --ignore=$(SPARK_IN_CORE_LANE) tests/spark
+	$(PY) -m pytest -q $(DURATIONS) tests/spark
 	$(PYTEST_SPARK35)
 
 test-fast: build
