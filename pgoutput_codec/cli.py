@@ -831,8 +831,9 @@ def _by_table(by_rel: dict, rel_name: dict) -> dict:
     """Counts by table name (a relation under its last name), and by relation where one
     name was borne by several (a table dropped and created again, or swapped: the
     counts of each, ``public.t [relation 16385]``, never one overwriting the other)."""
+    import collections
     names = {rid: rel_name.get(rid, f"relation {rid}") for rid in by_rel}
-    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    shared = {n for n, k in collections.Counter(names.values()).items() if k > 1}
     return {(f"{n} [relation {rid}]" if n in shared else n): dict(by_rel[rid]) for rid, n in names.items()}
 
 

@@ -554,7 +554,7 @@ class ControlPlan:
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
         chosen = getattr(self, "_chosen", None)
         if chosen is not None and len(table):
-            table = table.filter(pc.equal(table.column("relation_id"), pa.scalar(chosen[1] or 0, pa.uint32()))
+            table = table.filter(pc.equal(table.column("relation_id"), pa.scalar(chosen[1], pa.uint32()))
                                  if chosen[1] is not None else pa.array(np.zeros(len(table), bool)))
         elif self.patterns is not None and len(table):
             key = pc.binary_join_element_wise(pc.fill_null(table.column("schema"), ""),
@@ -563,20 +563,26 @@ class ControlPlan:
             table = table.filter(pc.is_in(key, value_set=pa.array(chosen, pa.string())))
         return table.select(self.output_schema.names).cast(self.output_schema)
 
+    def _commit_positions(self, slot: np.ndarray) -> np.ndarray:
+        """Each transaction ``slot``'s position in commit order (-1: it did not commit)."""
+        rank = np.full(len(slot), -1, dtype=np.int64)
+        if len(self.commit_slots) and len(slot):
+            o = np.argsort(self.commit_slots)
+            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
+            hit = (self.commit_slots[o][pos] == slot) & (slot >= 0)   # -1: no transaction
+            rank[hit] = o[pos[hit]]
+        return rank
+
     def _rank(self, slot: np.ndarray, xid_of) -> np.ndarray:
         """Commit rank of the transaction of each change (its segment's ``slot``); -1
         where it did not commit (rolled back, aborted, still open, or no transaction),
         committed outside the plan's commit-LSN window, or the change's subtransaction
         aborted. ``xid_of()``: the changes' message xids (0
         outside stream blocks), asked for only when a subtransaction aborted."""
-        rank = np.full(len(slot), -1, dtype=np.int64)
-        if len(self.commit_slots) and len(slot):
-            o = np.argsort(self.commit_slots)
-            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
-            hit = self.commit_slots[o][pos] == slot
-            rank[hit] = o[pos[hit]]
-            if self.in_window is not None:   # committed outside the commit-LSN window
-                rank[hit & ~self.in_window[np.maximum(rank, 0)]] = -1
+        rank = self._commit_positions(slot)
+        given = rank >= 0
+        if self.in_window is not None and given.any():   # committed outside the commit-LSN window
+            rank[given & ~self.in_window[np.maximum(rank, 0)]] = -1
         if self.aborted and len(slot):
             msg_xid = xid_of()
             for k, subxids in self.aborted.items():
@@ -635,13 +641,10 @@ class ControlPlan:
         # the checkpoint's order (their version indexes)
         seg = np.searchsorted(self.ctrl_keys, self.ev_key, side="left")
         slot = np.where(self.ev_key == _BEFORE_ALL, -1, self.seg_slot[np.minimum(seg, len(self.seg_slot) - 1)])
-        rank = np.full(len(slot), -1, dtype=np.int64)
+        rank = self._commit_positions(slot)
         start = None      # where the batch begins: (commit rank, key)
         if len(self.commit_slots):
-            o = np.argsort(self.commit_slots)
-            pos = np.minimum(np.searchsorted(self.commit_slots[o], slot), len(o) - 1)
-            hit = (self.commit_slots[o][pos] == slot) & (slot >= 0)
-            rank[hit] = o[pos[hit]]
+            hit = rank >= 0
             lsn = pc.fill_null(self.commit_lsn, 0).to_numpy(zero_copy_only=False).astype(np.uint64)
             end = self.window[1] if self.window is not None else None
             if until_lsn is not None:

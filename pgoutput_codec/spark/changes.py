@@ -424,13 +424,15 @@ class _Pass2:
         self.spark = src.sparkSession
         self._tables = {}
 
-    def _narrowed(self, schema: str, table: str, until_lsn=None):
-        """The plan (and its broadcast) narrowed to one table and, for ``snapshot``'s
-        ``as_of_lsn``, to the transactions committed up to ``until_lsn``."""
-        key = (schema, table, until_lsn)
+    def _narrowed(self, schema: str, table: str, until_lsn=None, *, all_changes=False):
+        """The plan (and its broadcast) narrowed to the relation that bears the name as
+        of ``until_lsn`` (``snapshot``'s ``as_of_lsn``) and to the transactions committed
+        up to it — or, ``all_changes``, to every change of that relation."""
+        narrow = until_lsn is not None and not all_changes
+        key = (schema, table, until_lsn, narrow)
         if key not in self._tables:
             p = self.plan.for_table(schema, table, until_lsn)
-            if until_lsn is not None:
+            if narrow:
                 p = p.between(until_lsn=until_lsn)
             self._tables[key] = (p, ship(self.spark, p))
         return self._tables[key]
@@ -438,11 +440,11 @@ class _Pass2:
     def table_info(self, schema: str, table: str, as_of_lsn=None):
         """:meth:`_table_info` of the relation that bears the name (as of ``as_of_lsn``:
         ``snapshot``'s), its facts over all its changes."""
-        info = self._table_info(schema, table, as_of_lsn)
-        _, holder, replaced = self.plan.for_table(schema, table, as_of_lsn)._chosen
-        return info._replace(relation_id=holder, replaced=replaced, found=holder is not None)
+        plan, bc = self._narrowed(schema, table, as_of_lsn, all_changes=True)
+        _, holder, replaced = plan._chosen
+        return self._table_info(plan, bc)._replace(relation_id=holder, replaced=replaced, found=holder is not None)
 
-    def _table_info(self, schema: str, table: str, as_of_lsn=None):
+    def _table_info(self, plan, bc):
         """``_table_info`` without decoding: each row's Relation version and commit rank
         from its 35-byte head (one small job, one Python node: :class:`_HeadFacts`), the
         column lists from the plan, the truncates from pass 1's rows on the driver. The job
@@ -452,7 +454,6 @@ class _Pass2:
         transactions' rows (``GivenHeads.serial``: no streamed or prepared transaction
         committed late), for one with several: then the last change of each version is
         its greatest order key."""
-        plan, bc = self._narrowed(schema, table) if as_of_lsn is None else self._bearer_plan(schema, table, as_of_lsn)
         rows = RF.kept(self.src.where(RF.may_be_row_change(F.col(_PAYLOAD), self.envelope)), plan)
         heads = RF.given_heads(plan)
         if heads is not None and len(heads.fingerprints) <= 1:
@@ -487,15 +488,6 @@ class _Pass2:
         fps = [fp for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
         return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan), any(r["old"] for r in used),
                           any(r["dels"] for r in used), fps)
-
-    def _bearer_plan(self, schema: str, table: str, as_of_lsn):
-        """The plan of every change of the relation that bore the name as of
-        ``as_of_lsn`` (not only those up to it)."""
-        key = (schema, table, ("bearer", as_of_lsn))
-        if key not in self._tables:
-            p = self.plan.for_table(schema, table, as_of_lsn)
-            self._tables[key] = (p, ship(self.spark, p))
-        return self._tables[key]
 
     def _truncate_facts(self, plan) -> list:
         """``_TableInfo.truncates``: (rank, seq, commit_lsn, commit_ts) of each Truncate."""
