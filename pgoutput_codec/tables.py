@@ -503,7 +503,9 @@ class _Rows:
     ``net`` (net_changes, or None): ``stamp`` key → last commit (lsn, ts), ``deleted``
     key → the image of a row the changes removed (its last image, else the old image
     that named it), ``src`` key → (key, key columns) of the row before these changes it
-    descends from through key changes (None: inserted here), ``truncated``."""
+    descends from through key changes (None: inserted here), ``moved`` [(image, stamp)]:
+    rows an Update moved off a net key (``keycols``, :func:`net_key`) that its own
+    identity's key does not hold, ``truncated``."""
 
     def __init__(self, net):
         self.keycols = None
@@ -545,7 +547,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
                 close(key, lsn, ts)
             held.store.clear()
             if net is not None:
-                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={})
+                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={}, moved=[])
             continue
         if op not in ("I", "U", "D"):
             continue
@@ -591,6 +593,10 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
                 if old_key != new_key:
                     net["deleted"][old_key] = _gone(old, before, keycols)
                     net["stamp"][old_key] = (lsn, ts)
+                elif old is not None and _key(old, net["keycols"]) != _key(new, net["keycols"]):
+                    # the net key holds a column this identity's key does not (u under
+                    # DEFAULT, before USING INDEX (u)): the row left that net key unsaid
+                    net["moved"].append((old, (lsn, ts)))
         else:   # "D"
             key = _key(before, keycols)
             old = store.pop(key, None)
@@ -676,20 +682,22 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     on other columns), rows are named by the newest one, and a row older than these
     changes that a change sent under another identity removed cannot be named by it:
     its ``delete`` row has null key columns. Take net changes of ranges that do not
-    start before such an ``ALTER`` (the rows these changes hold are named right)."""
+    start before such an ``ALTER`` (the rows these changes hold are named right: an
+    Update under the earlier identity that changes a column of the newest key sends no
+    old key, and the row's key it left is named ``delete`` from its image held)."""
     rows_of, replaced = _resolve(changes, name)
     # another relation bore the name before this one in these changes (dropped, or
     # renamed away): the target's rows are that relation's, so it is cleared first
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
-    net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}}
-    relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
-    store, _ = _replay(rows_of, name, False, net)
     cols = table_columns(changes, name, _rows=rows_of)
     dml = rows_of.filter(pc.is_in(rows_of.column("op"), pa.array(["I", "U", "D"]))) if len(rows_of) else rows_of
     newest = (dml.column("columns")[len(dml) - 1].as_py() or []) if len(dml) else []
     keycols = net_key(_column_set_ids(dml)[1] if len(dml) else [], newest) if newest else \
         [c["name"] for c in cols]
+    net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}, "moved": [], "keycols": tuple(keycols)}
+    relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
+    store, _ = _replay(rows_of, name, False, net)
 
     def ikey(img):
         return tuple(img.get(c, NULL) for c in keycols)
@@ -704,10 +712,14 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
         old = entries.get(ikey(img))
         if old is None or (old[0][0] or 0) <= (net["stamp"][k][0] or 0):
             entries[ikey(img)] = (net["stamp"][k], "upsert", img, moved if unchanged else None, unchanged)
-    for k, img in net["deleted"].items():
+    gone = [(img, net["stamp"][k]) for k, img in net["deleted"].items()]
+    # and the net keys rows left unsaid (known from their images held: an unchanged
+    # TOAST value in one is not)
+    gone += [(img, st) for img, st in net["moved"] if all(v[0] != "u" for v in ikey(img))]
+    for img, stamp in gone:
         old = entries.get(ikey(img))
-        if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (net["stamp"][k][0] or 0)):
-            entries[ikey(img)] = (net["stamp"][k], "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
+        if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (stamp[0] or 0)):
+            entries[ikey(img)] = (stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
     stamps = [e[0] for e in entries.values()]
     ops = [e[1] for e in entries.values()]
     rows = [e[2] for e in entries.values()]

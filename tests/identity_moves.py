@@ -2,11 +2,13 @@
 real server and as the pgoutput messages PostgreSQL sends for them.
 
 Each step is its own transaction (autocommit). The table is ``ident_moves (id int
-PRIMARY KEY, v text, u text NOT NULL)`` with unique indexes on ``(u, id)`` and ``(u)``. Under
-DEFAULT an old image names ``id``, under USING INDEX ``(id, u)`` ('K' tuples: the key
-columns, the others null), under FULL the whole row ('O'); an Update sends its old key
-only when the key changed, under FULL always; the Relation is sent again before the
-first change after each ``ALTER``. tests/conformance/test_identity_change.py checks that
+PRIMARY KEY, v text, u text NOT NULL)`` with unique indexes on ``(u, id)`` and ``(u)``, ``u``
+stored out of line when long (``STORAGE EXTERNAL``). Under DEFAULT an old image names
+``id``, under USING INDEX ``(id, u)`` ('K' tuples: the key columns, the others null),
+under FULL the whole row ('O'); an Update sends its old key only when the key changed or
+one of its columns is stored out of line, under FULL always, and a value it did not
+change that is stored out of line as unchanged TOAST ('u'); the Relation is sent again
+before the first change after each ``ALTER``. tests/conformance/test_identity_change.py checks that
 :func:`messages` gives what the servers send, and uses the SQL; the Spark tests use the
 messages.
 """
@@ -17,8 +19,15 @@ from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColu
 
 TABLE = "ident_moves"
 NAMES = ("id", "v", "u")
+#: a ``u`` this long is stored out of line (TOAST): the tuple passes ~2 kB
+TOAST_LEN = 2100
 FLAGS = {"default": (1, 0, 0), "full": (1, 1, 1), "index": (1, 0, 1), "index_u": (0, 0, 1)}
 CODES = {"default": "d", "full": "f", "index": "i", "index_u": "i"}
+
+def _long(c: str) -> str:
+    """A ``u`` long enough to be stored out of line (distinct per ``c``)."""
+    return c + "-" * TOAST_LEN
+
 
 #: step lists by name: ("alter", identity), ("insert", (id, v, u), ...), ("delete", id),
 #: ("update", id, {column: value})
@@ -69,6 +78,27 @@ SCENARIOS = {
         ("update", 30, {"v": "c2"}),
         ("insert", (5, "e", "v")),
     ],
+    # no_common_key with long (TOAST) u values: an Update under DEFAULT that leaves u
+    # alone sends it as unchanged TOAST, so the row's newest key (u) is not in the
+    # change; the row is known only by id then, and the value from its earlier image
+    "no_common_key_toast": [
+        ("insert", (1, "a", _long("x")), (2, "b", _long("y")), (3, "c", "z"), (4, "d", _long("w")),
+         (6, "f", "s")),
+        ("update", 1, {"v": "a2"}),            # u unsaid under DEFAULT
+        ("update", 1, {"v": "a3"}),            # and again: its last image did not say it either
+        ("update", 4, {"u": _long("w2")}),     # u said: a new value
+        ("update", 3, {"v": "c2"}),            # short u: sent inline
+        ("update", 6, {"v": "f2"}),            # row 6's newest key (s), said inline,
+        ("update", 6, {"u": "s2"}),            # then changed with no old key naming it
+        ("update", 2, {"id": 20}),             # a key change under DEFAULT, u unsaid: the
+        ("update", 20, {"v": "b2"}),           # row's images go on under id 20
+        ("alter", "index_u"),
+        ("update", 1, {"v": "a4"}),            # under u: the old key is sent (stored out of line)
+        ("update", 20, {"v": "b3"}),
+        ("delete", 4),
+        ("update", 3, {"v": "c3"}),
+        ("insert", (5, "e", _long("v"))),
+    ],
 }
 
 
@@ -103,12 +133,18 @@ def sql(steps) -> list[str]:
 def create_sql() -> list[str]:
     return [f"CREATE TABLE {TABLE} (id int PRIMARY KEY, v text, u text NOT NULL)",
             f"CREATE UNIQUE INDEX {TABLE}_u ON {TABLE} (u, id)",
-            f"CREATE UNIQUE INDEX {TABLE}_u1 ON {TABLE} (u)"]
+            f"CREATE UNIQUE INDEX {TABLE}_u1 ON {TABLE} (u)",
+            f"ALTER TABLE {TABLE} ALTER COLUMN u SET STORAGE EXTERNAL"]
 
 
-def _tup(row, keep=NAMES):
-    return tuple(TupleColumn("t", str(v).encode()) if n in keep else TupleColumn("n", None)
+def _tup(row, keep=NAMES, unsaid=()):
+    return tuple(TupleColumn("u", None) if n in unsaid else
+                 TupleColumn("t", str(v).encode()) if n in keep else TupleColumn("n", None)
                  for n, v in zip(NAMES, row, strict=True))
+
+
+def _out_of_line(v) -> bool:
+    return isinstance(v, str) and len(v) >= TOAST_LEN
 
 
 def messages(steps, relation_id: int = 16420, xid: int = 700, lsn: int = 100) -> tuple[list, list]:
@@ -140,9 +176,12 @@ def messages(steps, relation_id: int = 16420, xid: int = 700, lsn: int = 100) ->
             new = tuple(step[2].get(n, v) for n, v in zip(NAMES, old, strict=True))
             rows[new[0]] = new
             moved = any(old[NAMES.index(k)] != new[NAMES.index(k)] for k in keys)
-            old_kind = "O" if ident == "full" else ("K" if moved else None)
+            stored_out = any(_out_of_line(old[NAMES.index(k)]) for k in keys)
+            old_kind = "O" if ident == "full" else ("K" if moved or stored_out else None)
+            unsaid = [n for n, a, b in zip(NAMES, old, new, strict=True) if a == b and _out_of_line(a)]
             body.append(Update(relation_id=relation_id, old_kind=old_kind,
-                               old_tuple=None if old_kind is None else _tup(old, keys), new_tuple=_tup(new)))
+                               old_tuple=None if old_kind is None else _tup(old, keys),
+                               new_tuple=_tup(new, unsaid=unsaid)))
         out += [Begin(final_lsn=lsn, commit_ts=xid, xid=xid), *body,
                 Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=xid)]
         xid, lsn = xid + 1, lsn + 100

@@ -1392,3 +1392,29 @@ def test_random_archives_rebuild_the_model_tables(seed):
             if len(later.filter(pc.equal(later.column("table"), tname))):
                 keycols = model.key_columns(rid, later)
                 assert _apply_net(then, net_changes(later, name), keycols) == final, lsn
+
+
+def test_net_changes_name_a_key_a_row_left_unsaid():
+    """An Update under DEFAULT that changes u, the column of the identity that comes
+    after it (tests/identity_moves.py's no_common_key_toast, checked against PostgreSQL
+    15/16/18 in tests/conformance/test_identity_change.py), sends no old key: the row
+    leaves its newest key unsaid. The net changes of a batch that holds the row's earlier
+    image name that key gone, so a MERGE on u into a copy made before the batch removes
+    it (before, the copy kept the row under its old key as well)."""
+    import identity_moves as IM
+    msgs, final = IM.messages(IM.SCENARIOS["no_common_key_toast"])
+    changes = decode_changes(pa.table({"seq": list(range(len(msgs))),
+                                       "data": pa.array([encode_message(m) for m in msgs])}))
+    name = f"public.{IM.TABLE}"
+    first = changes.column("commit_lsn")[0].as_py()
+    later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(first, pa.uint64())))
+    net = net_changes(later, name).to_pylist()
+    assert [(r["__OP"], r["id"]) for r in net if r["u"] == "s"] == [("delete", None)]
+    assert [(r["__OP"], r["id"], r["v"]) for r in net if r["u"] == "s2"] == [("upsert", 6, "f2")]
+    copy = {r["u"]: (r["id"], r["v"], r["u"]) for r in snapshot(changes, name, as_of_lsn=first).to_pylist()}
+    for r in net:
+        if r["__OP"] == "delete":
+            copy.pop(r["u"], None)
+        else:
+            copy[r["u"]] = (r["id"], r["v"], r["u"])
+    assert [r for r in copy.values() if r[0] == 6] == [r for r in final if r[0] == 6]

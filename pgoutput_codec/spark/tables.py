@@ -360,7 +360,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
             F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
     iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D"))
     if earlier:
-        iud, old_key = _found_keys(iud, earlier, new_key, old_key, key_of)
+        iud, old_key, new_key = _found_keys(iud, earlier, keycols, new_key, old_key, key_of)
         sends_old = True   # under an earlier identity an Update may move a row's newest key unsaid
     elif not (deletes or sends_old):
         # no Delete and no key change (known from the heads): every change sets its row
@@ -413,32 +413,103 @@ def _row_keys(versions: list) -> list:
     return out
 
 
-def _found_keys(iud: DataFrame, earlier: dict, new_key, old_key, key_of):
-    """(``iud`` with ``__found``, the old key to use): the newest key of the row each
-    Update/Delete sent under an earlier identity names — that of the latest row image
-    set before it (by commit position, seq) whose columns of that identity equal the
-    change's old image (else, for an Update without one, its new image: the identity's
-    columns did not change), as a subscriber finds a row by the key each change sends.
-    One window per earlier identity over the table's row images and those changes, and
-    a join back by position; only for a table whose identity changed (:func:`_earlier_identities`).
-    A row none names (older than these changes) keeps the key its old image gives."""
+def _found_keys(iud: DataFrame, earlier: dict, keycols: list, new_key, old_key, key_of):
+    """(``iud`` with the lookups, ``__g{i}`` per key column; the old key to use; the new
+    key to use): the newest key of the row each Update/Delete sent under an earlier
+    identity names — that of the latest row image set before it (by commit position,
+    seq) whose columns of that identity equal the change's old image (else, for an
+    Update without one, its new image: the identity's columns did not change), as a
+    subscriber finds a row by the key each change sends. One window per earlier
+    identity over the table's row images and those changes, and a join back by
+    position; only for a table whose identity changed (:func:`_earlier_identities`). A
+    row none names (older than these changes) keeps the key its old image gives.
+
+    An image may leave a newest key column unsaid: stored out of line and not changed,
+    it is sent as unchanged TOAST ('u'), and under an earlier identity whose key does
+    not hold it no old image brings it (the newest identity's own changes send their
+    old key then: PostgreSQL 15/16/18, tests/identity_moves.py). Such a value is the
+    row's, as its image before said: each column is looked up on its own, the latest
+    image before that said it. An Update that moved the row to another key of the
+    earlier identity begins its row's images there: it holds a pointer (its position),
+    and the value it found under its old key is filled in on the driver
+    (:func:`_moved_values`; only such moves cross, one row each)."""
     key_t = iud.select(new_key.alias("k")).schema["k"].dataType
+    unsaid = {k: F.array_contains(F.coalesce(F.col("unchanged"), F.array().cast("array<string>")), k)
+              for k in keycols}
+    val_t = {k: key_t[k].dataType for k in keycols}
+    pos_t = iud.schema["__pos"].dataType
+
+    def said(k, ptr=None):   # (v: the value, m: the position of a move that did not say it)
+        return F.struct(F.col(f"after.`{k}`").alias("v") if ptr is None else F.lit(None).cast(val_t[k]).alias("v"),
+                        (ptr if ptr is not None else F.lit(None).cast(pos_t)).alias("m"))
+
     found = None
     for keys, fps in earlier.items():
+        under = F.col("relation_version").isin(*fps)
+        moved = (F.col("op") == "U") & under & F.col("before").isNotNull() & \
+            ~key_of("before", list(keys)).eqNullSafe(key_of("after", list(keys)))
         sets = iud.where(F.col("op").isin("I", "U")).select(
-            "__pos", key_of("after", list(keys)).alias("__pk"), F.lit(1).alias("__t"), new_key.alias("__nk"))
-        asks = iud.where(F.col("op").isin("U", "D") & F.col("relation_version").isin(*fps)).select(
+            "__pos", key_of("after", list(keys)).alias("__pk"), F.lit(1).alias("__t"),
+            *[F.when(~unsaid[k], said(k)).when(moved, said(k, F.col("__pos"))).alias(f"__n{i}")
+              for i, k in enumerate(keycols)])
+        asks = iud.where(F.col("op").isin("U", "D") & under).select(
             "__pos", F.when(F.col("before").isNotNull(), key_of("before", list(keys)))
             .otherwise(key_of("after", list(keys))).alias("__pk"), F.lit(0).alias("__t"),
-            F.lit(None).cast(key_t).alias("__nk"))
+            *[F.lit(None).cast(sets.schema[f"__n{i}"].dataType).alias(f"__n{i}") for i in range(len(keycols))])
         w = (Window.partitionBy("__pk").orderBy("__pos", "__t")
              .rowsBetween(Window.unboundedPreceding, -1))
-        got = (sets.unionByName(asks).withColumn("__f", F.last("__nk", ignorenulls=True).over(w))
-               .where(F.col("__t") == 0).select(F.col("__pos.r").alias("__fr"), F.col("__pos.s").alias("__fs"),
-                                                 "__f"))
+        got = (sets.unionByName(asks)
+               .select("*", *[F.last(f"__n{i}", ignorenulls=True).over(w).alias(f"__g{i}")
+                              for i in range(len(keycols))])
+               .where(F.col("__t") == 0)
+               .select(F.col("__pos").alias("__fp"), *[f"__g{i}" for i in range(len(keycols))]))
+        got = _moved_values(got, iud.where(moved & F.exists(F.col("unchanged"), lambda c: c.isin(*keycols)))
+                            .select("__pos"), keycols)
         found = got if found is None else found.unionByName(got)
-    iud = iud.join(found, (F.col("__pos.r") == F.col("__fr")) & (F.col("__pos.s") == F.col("__fs")), "left")
-    return iud.drop("__fr", "__fs"), F.coalesce(F.col("__f"), old_key)
+    iud = iud.join(found, F.col("__pos") == F.col("__fp"), "left").drop("__fp")
+    whole = F.lit(True)
+    for i in range(len(keycols)):
+        whole = whole & F.col(f"__g{i}").isNotNull()
+    f = F.when(whole, F.struct(*[F.col(f"__g{i}.v").alias(k) for i, k in enumerate(keycols)]))
+    # the new image's unsaid key columns: the row's values, as found
+    filled = F.struct(*[F.when(unsaid[k] & F.col(f"__g{i}").isNotNull(), F.col(f"__g{i}.v"))
+                        .otherwise(F.col(f"after.`{k}`")).alias(k) for i, k in enumerate(keycols)])
+    looked = F.lit(False)
+    for i in range(len(keycols)):
+        looked = looked | F.col(f"__g{i}").isNotNull()
+    return iud, F.coalesce(f, old_key), F.when(looked, filled).otherwise(new_key)
+
+
+def _moved_values(got: DataFrame, moves: DataFrame, keycols: list) -> DataFrame:
+    """``got`` (the lookups: ``__fp`` and per key column ``__g{i}``, a value or a pointer
+    to a move) with every pointer replaced by the value the move found under its old key
+    — itself perhaps a pointer to an earlier move: resolved in order on the driver. The
+    moves that left a newest key column unsaid are few (a key change of the earlier
+    identity on a row whose newest key is stored out of line); none: ``got`` as it is."""
+    if not moves.take(1):   # a pass over the table's changes, without the window
+        return got
+    rows = got.join(moves, F.col("__fp") == F.col("__pos"), "left_semi").collect()
+    rows.sort(key=lambda r: (r["__fp"]["r"], r["__fp"]["s"]))
+    value = {}   # (move position, column) -> its resolved value struct, or None: unknown
+    for r in rows:
+        p = (r["__fp"]["r"], r["__fp"]["s"])
+        for i in range(len(keycols)):
+            g = r[f"__g{i}"]
+            if g is not None and g["m"] is not None:
+                g = value.get(((g["m"]["r"], g["m"]["s"]), i))
+            value[(p, i)] = g
+    spark = got.sparkSession
+    pos_t = got.schema["__fp"].dataType
+    for i in range(len(keycols)):
+        g_t = got.schema[f"__g{i}"].dataType
+        res = spark.createDataFrame(
+            [((p[0], p[1]), v) for (p, j), v in value.items() if j == i],
+            T.StructType([T.StructField("__mp", pos_t), T.StructField("__mv", g_t)]))
+        got = (got.join(F.broadcast(res), F.col(f"__g{i}.m") == F.col("__mp"), "left")
+               .withColumn(f"__g{i}", F.when(F.col(f"__g{i}.m").isNotNull(), F.col("__mv"))
+                           .otherwise(F.col(f"__g{i}")))
+               .drop("__mp", "__mv"))
+    return got
 
 
 def _lineage(ev: DataFrame, sends_old: bool) -> DataFrame:

@@ -117,11 +117,15 @@ def test_history_and_net_changes_across_identity_changes(identity_moves):
         if not key:
             # none in common: rows are named by the newest identity, and a row older than
             # these changes that a change sent under another removed cannot be (its key
-            # is null: the documented limit); rows the changes hold are
+            # is null: the documented limit, start the batch after the ALTER); rows the
+            # changes hold are. (no_common_key_toast also changes u under DEFAULT, which
+            # moves a row's newest key unsaid: no row of the net shows that.)
             key = {c["name"] for c in later.column("columns")[len(later) - 1].as_py() if c["flags"] & 1}
             if target:
-                assert any(r["__OP"] == "delete" and all(r[k] is None for k in key) for r in net), cut
+                if scenario == "no_common_key":
+                    assert any(r["__OP"] == "delete" and all(r[k] is None for k in key) for r in net), cut
                 continue
         key = [n for n in IM.NAMES if n in key]
         assert merged(target, net, key) == final, (cut, key)
         assert all({c for c in IM.NAMES if r[c] is not None} == set(key) for r in net if r["__OP"] == "delete")
+

@@ -911,7 +911,8 @@ _SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
 
 
 @pytest.mark.parametrize("scenario", [pytest.param("ends_default", marks=_SHARED),
-                                      pytest.param("ends_full", marks=_SHARED), "no_common_key"])
+                                      pytest.param("ends_full", marks=_SHARED), "no_common_key",
+                                      "no_common_key_toast"])
 def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py: the messages real servers send,
@@ -919,7 +920,9 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
     Relation's key, and Spark finds it as the single-process replay does — snapshot (now
     and as of a commit) gives the model's rows, history and net_changes (of all changes
     and of those after a commit) equal single-process — whether the changes come straight
-    from decode_changes or from any DataFrame (cached)."""
+    from decode_changes or from any DataFrame (cached). no_common_key_toast: the newest
+    key (u) stored out of line, unsaid by the Updates under DEFAULT, one of which moves
+    its row to another id (_found_keys' pointer, resolved on the driver)."""
     import identity_moves as IM
     from pgoutput_codec.tables import net_changes as net_1
     msgs, final = IM.messages(IM.SCENARIOS[scenario])
@@ -932,10 +935,21 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
     def hist(table):
         return sorted((r["id"], r["v"], r["u"], r["__OP"], r["__START_LSN"], r["__END_LSN"]) for r in table.to_pylist())
 
-    def net(table):
-        return sorted((r["__OP"], r["id"], r["v"], r["u"], r["__COMMIT_LSN"]) for r in table.to_pylist())
+    def net(table):   # by repr: a batch may name a row by an unknown (null) key
+        return sorted(((r["__OP"], r["id"], r["v"], r["u"], r["__COMMIT_LSN"]) for r in table.to_pylist()), key=repr)
     assert rows(snapshot_1(single, name)) == final
-    cut = sorted(set(single.column("commit_lsn").to_pylist()))[4]
+    commits = sorted(set(single.column("commit_lsn").to_pylist()))
+    cut = commits[4]
+    steps = IM.SCENARIOS[scenario]
+    idents = ["default"] + [s[1] for s in steps if s[0] == "alter"]
+    if not set.intersection(*({n for n, f in zip(IM.NAMES, IM.FLAGS[i], strict=True) if f} for i in idents)):
+        # no column every identity held: a batch that starts before the last ALTER names
+        # rows older than it by keys it cannot know (README Limits; the two paths say so
+        # differently), so the batch starts after it
+        txns = sum(1 for s in steps if s[0] != "alter")
+        before = sum(1 for s in steps[:max(i for i, s in enumerate(steps) if s[0] == "alter")] if s[0] != "alter")
+        assert len(commits) == txns
+        cut = max(cut, commits[before - 1])
     later_1 = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
     df = spark.read.parquet(*write_files(t, tmp_path / "ident", 3))
     for impl in CHANGE_IMPLS:
