@@ -642,6 +642,11 @@ class ControlPlan:
         seg = np.searchsorted(self.ctrl_keys, self.ev_key, side="left")
         slot = np.where(self.ev_key == _BEFORE_ALL, -1, self.seg_slot[np.minimum(seg, len(self.seg_slot) - 1)])
         rank = self._commit_positions(slot)
+        # a Relation before the archive's first Begin, in the context open before it
+        # that never commits (an archive put together by a tool: no server sends one
+        # outside a transaction), defines its relation for all that follows, as the
+        # decoder reads it: it counts from the start, as a checkpoint's do
+        slot = np.where((slot == self.seg_slot[0]) & (rank < 0), -1, slot) if len(self.seg_slot) else slot
         start = None      # where the batch begins: (commit rank, key)
         if len(self.commit_slots):
             hit = rank >= 0

@@ -861,6 +861,34 @@ def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
             assert moved, cut                     # the copy's relation bore the name into the run
 
 
+def test_the_plan_reads_relations_sent_outside_any_transaction():
+    """Relations before the archive's first Begin (an archive put together by hand or a
+    tool: bench/spark_tables_bench.py's ten tables) define their relations for all that
+    follows, as the decoder reads them: the plan finds the table that bears each name
+    there too (it took only Relations of committed transactions, so such a table was
+    chosen empty in Spark), and its rows are the single process's."""
+    import dataclasses
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    from pgoutput_codec.tables import _resolve
+    rels = [dataclasses.replace(REL, relation_id=16400 + k, relation_name=f"t{k}") for k in range(3)]
+    msgs = [*rels]
+    for k in range(4):
+        msgs += [Begin(final_lsn=k + 1, commit_ts=0, xid=700 + k),
+                 *[Insert(relation_id=16400 + j, new_tuple=row(k, "v")) for j in range(k % 3 + 1)],
+                 Commit(commit_lsn=k + 1, end_lsn=k + 2, commit_ts=0)]
+    arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array([encode_message(m) for m in msgs])})
+    whole = decode_changes(arch)
+    values, keys = arch.column("data").combine_chunks(), arch.column("seq").to_numpy()
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+    for k in range(3):
+        rows, _ = _resolve(whole, f"public.t{k}")
+        mine = plan.for_table("public", f"t{k}")
+        assert mine._chosen[1] == 16400 + k
+        assert mine.changes(values, keys).column("seq").to_pylist() == rows.column("seq").to_pylist() != []
+
+
 def test_row_drops_follow_a_table_renamed_into_and_out_of_the_choice():
     """A relation id's rows are left out only while the Relation in force names a table
     not chosen: ``ALTER TABLE … RENAME`` keeps the id and sends a new Relation. A row
