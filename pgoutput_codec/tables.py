@@ -505,10 +505,12 @@ class _Rows:
     that named it), ``src`` key → (key, key columns) of the row before these changes it
     descends from through key changes (None: inserted here), ``moved`` [(image, stamp)]:
     rows an Update moved off a net key (``keycols``, :func:`net_key`) that its own
-    identity's key does not hold, ``truncated``."""
+    identity's key does not hold, ``truncated``. ``hides``: the identity in force does
+    not hold every net key column (an Update may then move a row's net key unsaid)."""
 
     def __init__(self, net):
         self.keycols = None
+        self.hides = False
         self.store: dict = {}
         self.open_ver: dict = {}
         self.net = net
@@ -526,6 +528,8 @@ class _Rows:
                 self.net["stamp"] = {live.get(k) or gone.get(k): s for k, s in self.net["stamp"].items()
                                      if k in live or k in gone}
                 self.net["src"] = {live[k]: s for k, s in self.net["src"].items() if k in live}
+        if keycols != self.keycols and self.net is not None:
+            self.hides = not set(self.net["keycols"]) <= set(keycols)
         self.keycols = keycols
 
 
@@ -593,7 +597,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
                 if old_key != new_key:
                     net["deleted"][old_key] = _gone(old, before, keycols)
                     net["stamp"][old_key] = (lsn, ts)
-                elif old is not None and _key(old, net["keycols"]) != _key(new, net["keycols"]):
+                elif held.hides and old is not None and _key(old, net["keycols"]) != _key(new, net["keycols"]):
                     # the net key holds a column this identity's key does not (u under
                     # DEFAULT, before USING INDEX (u)): the row left that net key unsaid
                     net["moved"].append((old, (lsn, ts)))

@@ -248,8 +248,9 @@ class _TableMapper:
         v = fp.fill_null(0).to_numpy(zero_copy_only=False)
         at = np.minimum(np.searchsorted(keys, v), len(keys) - 1)
         given = ~np.asarray(fp.is_null())
-        if (given & (keys[at] != v)).any():   # the versions job saw every version: never
-            raise MalformedPayloadError(f"{self.name}: relation_version {int(v[given & (keys[at] != v)][0])} "
+        unknown = given & (keys[at] != v)
+        if unknown.any():   # the versions job saw every version: never
+            raise MalformedPayloadError(f"{self.name}: relation_version {int(v[unknown][0])} "
                                         "is not among the table's versions")
         return lists.take(pa.array(at, mask=~given))
 
@@ -507,6 +508,9 @@ def _found_keys(iud: DataFrame, earlier: dict, keycols: list, new_key, old_key, 
     key_t = iud.select(new_key.alias("k")).schema["k"].dataType
     unsaid = {k: F.array_contains(F.coalesce(F.col("unchanged"), F.array().cast("array<string>")), k)
               for k in keycols}
+    any_unsaid = F.lit(False)
+    for k in keycols:
+        any_unsaid = any_unsaid | unsaid[k]
     val_t = {k: key_t[k].dataType for k in keycols}
     pos_t = iud.schema["__pos"].dataType
 
@@ -534,8 +538,7 @@ def _found_keys(iud: DataFrame, earlier: dict, keycols: list, new_key, old_key, 
                               for i in range(len(keycols))])
                .where(F.col("__t") == 0)
                .select(F.col("__pos").alias("__fp"), *[f"__g{i}" for i in range(len(keycols))]))
-        got = _moved_values(got, iud.where(moved & F.exists(F.col("unchanged"), lambda c: c.isin(*keycols)))
-                            .select("__pos"), keycols)
+        got = _moved_values(got, iud.where(moved & any_unsaid).select("__pos"), keycols)
         found = got if found is None else found.unionByName(got)
     iud = iud.join(found, F.col("__pos") == F.col("__fp"), "left").drop("__fp")
     whole = F.lit(True)
