@@ -79,6 +79,33 @@ def ten_tables(rows: int, tables: int) -> Path:
     return out
 
 
+def _best_of(repeat: int, once) -> dict:
+    """Each timed step's best over ``repeat`` runs after a warm-up run, with the counts
+    ``once(lap)`` returns: it runs the steps and calls ``lap(name)`` after each, which
+    takes the time since the previous lap (or the run's start); ``lap(None)`` leaves
+    the step untimed."""
+    best = {}
+    for run in range(repeat + 1):          # the first run warms up
+        laps, last = {}, [time.perf_counter()]
+
+        def lap(name, laps=laps, last=last):
+            now = time.perf_counter()
+            if name is not None:
+                laps[name] = now - last[0]
+            last[0] = now
+        counts = once(lap)
+        if run:
+            for k, v in laps.items():
+                best[k] = min(best.get(k, v), v)
+        best.update(counts)
+    return best
+
+
+def _line(label: str, best: dict) -> None:
+    print(f"{label} " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in best.items()), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -107,25 +134,18 @@ def main():
     impls = ["fields", "map"] if HAS_ARROW_UDF else ["map"]
     res = {}
     for impl in impls:
-        best = {}
-        for run in range(args.repeat + 1):          # the first run warms up
-            t0 = time.perf_counter()
+        def first(lap, impl=impl):
             ch = decode_changes(df, order_by="seq", sort=False, impl=impl)
-            t1 = time.perf_counter()
+            lap("pass1")
             _table_info(ch, TABLE)
-            t2 = time.perf_counter()
+            lap("versions")
             n = table_changes(ch, TABLE).count()
-            t3 = time.perf_counter()
+            lap("table_changes")
             m = snapshot(ch, TABLE).count()
-            t4 = time.perf_counter()
-            if run:
-                for k, v in (("pass1", t1 - t0), ("versions", t2 - t1), ("table_changes", t3 - t2),
-                             ("snapshot", t4 - t3)):
-                    best[k] = min(best.get(k, v), v)
-            best["rows"], best["snapshot_rows"] = n, m
-        res[impl] = best
-        print(f"{impl:7s} " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
-                                          for k, v in best.items()), flush=True)
+            lap("snapshot")
+            return {"rows": n, "snapshot_rows": m}
+        res[impl] = _best_of(args.repeat, first)
+        _line(f"{impl:7s}", res[impl])
     # the commit LSNs, from the Commit payloads alone
     from pgoutput_codec import decode_batch
     commits = df.where(F.substring("data", 1, 1) == F.lit(b"C")).select("data").toArrow().column(0)
@@ -138,68 +158,51 @@ def main():
     # where yesterday's run (up to that tenth) left off: not timed
     cp = checkpoint_of(decode_changes(df, order_by="seq", sort=False, until_lsn=after))
     for impl in impls:
-        best = {}
-        for run in range(args.repeat + 1):
-            t0 = time.perf_counter()
+        def window(lap, impl=impl):
             whole = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl))
-            t1 = time.perf_counter()
+            lap("whole_count_all")
             tail = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl, after_lsn=after))
-            t2 = time.perf_counter()
+            lap("last_tenth_count_all")
             resumed = count_all(decode_changes(df, order_by="seq", sort=False, impl=impl, resume=cp))
-            t3 = time.perf_counter()
+            lap("resumed_count_all")
             half = snapshot(decode_changes(df, order_by="seq", sort=False, impl=impl), TABLE, as_of_lsn=middle).count()
-            t4 = time.perf_counter()
-            if run:
-                for k, v in (("whole_count_all", t1 - t0), ("last_tenth_count_all", t2 - t1),
-                             ("resumed_count_all", t3 - t2), ("snapshot_as_of_middle", t4 - t3)):
-                    best[k] = min(best.get(k, v), v)
+            lap("snapshot_as_of_middle")
             if resumed != tail:
                 raise AssertionError(f"resumed run gave {resumed} rows, after_lsn {tail}")
-            best.update(whole_rows=whole, last_tenth_rows=tail, snapshot_as_of_middle_rows=half,
-                        resume_from_key=cp.from_key)
-        res[impl]["window"] = best
-        print(f"{impl:7s} window: " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
-                                                  for k, v in best.items()), flush=True)
+            return {"whole_rows": whole, "last_tenth_rows": tail, "snapshot_as_of_middle_rows": half,
+                    "resume_from_key": cp.from_key}
+        res[impl]["window"] = _best_of(args.repeat, window)
+        _line(f"{impl:7s} window:", res[impl]["window"])
     many = spark.read.parquet(str(ten_tables(args.rows, args.tables)))
     one = f"public.bench{args.tables // 2}"
     values = [f"after.c{i}" for i in (1, 5, 9)]
     for impl in impls:
-        best = {}
-        for run in range(args.repeat + 1):
+        def tables(lap, impl=impl):
             ch = decode_changes(many, order_by="seq", sort=False, impl=impl)
-            t0 = time.perf_counter()
+            lap(None)   # pass 1: not timed here
             n = table_changes(ch, one).count()
-            t1 = time.perf_counter()
+            lap("table_changes")
             table_changes(ch, one).agg(*[F.count(c) for c in values]).first()
-            t2 = time.perf_counter()
+            lap("table_changes_3_values")
             m = snapshot(ch, one).count()
-            t3 = time.perf_counter()
-            if run:
-                for k, v in (("table_changes", t1 - t0), ("table_changes_3_values", t2 - t1), ("snapshot", t3 - t2)):
-                    best[k] = min(best.get(k, v), v)
-            best.update(rows=n, snapshot_rows=m)
-        res[impl][f"one_of_{args.tables}_tables"] = best
-        print(f"{impl:7s} one of {args.tables} tables: " + "  ".join(
-            f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}" for k, v in best.items()), flush=True)
+            lap("snapshot")
+            return {"rows": n, "snapshot_rows": m}
+        res[impl][f"one_of_{args.tables}_tables"] = _best_of(args.repeat, tables)
+        _line(f"{impl:7s} one of {args.tables} tables:", res[impl][f"one_of_{args.tables}_tables"])
     # the lake: change rows decoded once, kept as Parquet, read back (cached in bench/data)
     lake_dir = ARCHIVE.parent / f"changes_{args.rows}"
     if not (lake_dir / "_SUCCESS").exists():
         decode_changes(df, order_by="seq", sort=False).write.mode("overwrite").parquet(str(lake_dir))
     lake = spark.read.parquet(str(lake_dir))
-    best = {}
-    for run in range(args.repeat + 1):
-        t0 = time.perf_counter()
+
+    def from_lake(lap):
         n = table_changes(lake, TABLE).count()
-        t1 = time.perf_counter()
+        lap("table_changes")
         m = snapshot(lake, TABLE).count()
-        t2 = time.perf_counter()
-        if run:
-            for k, v in (("table_changes", t1 - t0), ("snapshot", t2 - t1)):
-                best[k] = min(best.get(k, v), v)
-        best.update(rows=n, snapshot_rows=m)
-    res["lake"] = best
-    print("lake    " + "  ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}" for k, v in best.items()),
-          flush=True)
+        lap("snapshot")
+        return {"rows": n, "snapshot_rows": m}
+    res["lake"] = _best_of(args.repeat, from_lake)
+    _line("lake   ", res["lake"])
     if len(impls) == 2:
         res["map_over_fields"] = {k: res["map"][k] / res["fields"][k]
                                   for k in ("pass1", "versions", "table_changes", "snapshot")}
