@@ -18,10 +18,12 @@ what is not.
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -29,7 +31,7 @@ from ..schema import CHANGE_SCHEMA
 from ..tables import bearer, net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
-from .changes import _attached, _TableInfo
+from .changes import _attached, _TableInfo, physical_plan
 from .modes import MalformedPayloadError
 
 __all__ = ["table_changes", "snapshot", "history", "net_changes", "table_schema", "convert_values"]
@@ -135,11 +137,12 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
     by = pos if as_of_lsn is None else F.when(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE), pos)
+    apart = _rescanned_cheaply(changes)
     rows = (changes.groupBy("relation_version")
             .agg(F.first("relation_id", ignorenulls=True).alias("relation_id"),
                  F.first("schema", ignorenulls=True).alias("schema"), F.first("table", ignorenulls=True).alias("table"),
                  F.max(pos).alias("last"), F.max(by).alias("last_by"),
-                 F.first("columns", ignorenulls=True).alias("columns"),
+                 (F.min("seq") if apart else F.first("columns", ignorenulls=True)).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
                  F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"),
@@ -150,12 +153,52 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
                                 r["schema"] == schema and r["table"] == table) for r in rows],
                               [None if r["last_by"] is None else (r["last_by"]["r"], r["last_by"]["s"]) for r in rows])
     rows = sorted((rows[k] for k in chosen), key=lambda r: (r["last"]["r"], r["last"]["s"]))
-    versions = [[c.asDict() for c in r["columns"]] for r in rows if r["columns"] is not None]
-    fps = [r["relation_version"] for r in rows if r["columns"] is not None]
+    cols = _columns_apart(changes, {r["relation_version"]: r["columns"] for r in rows}) if apart \
+        else [r["columns"] for r in rows]
+    versions = [[c.asDict() for c in c_] for c_ in cols if c_ is not None]
+    fps = [r["relation_version"] for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
     return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
                       rows[0]["relation_id"] if rows else None, replaced, bool(rows))
+
+
+#: physical plan nodes that run Python: a DataFrame whose rows come through one is costly
+#: to compute again (decoding, typing)
+_PYTHON_NODES = re.compile(r"Python|InPandas|InArrow|ArrowEval|BatchEval")
+
+
+def _rescanned_cheaply(changes: DataFrame) -> bool:
+    """Whether reading ``changes`` once more costs a scan, not a computation: cached, or
+    files (a lake table) with no Python step and no shuffle in between. Then
+    :func:`_table_info` reads the column lists apart (:func:`_columns_apart`)."""
+    if getattr(changes, "is_cached", False):
+        return True
+    plan = physical_plan(changes)
+    return "Exchange" not in plan and not _PYTHON_NODES.search(plan)
+
+
+def _columns_apart(changes: DataFrame, first_seq: dict) -> list:
+    """Each version's column list (``first_seq``: {relation_version: its smallest ``seq``}),
+    read from those rows alone, in a job of its own. Reading every row's list in the
+    versions job cost Spark 0.6–0.9 s of its 1.4 s on 1 M change rows in Parquet; the
+    filter on ``seq`` lets the Parquet reader skip the row groups by their statistics.
+    A version whose first row carries no list (not one of ours) is looked for in all its rows."""
+    def lists(where) -> dict:
+        return {r[0]: r[1] for r in changes.where(where).groupBy("relation_version")
+                .agg(F.first("columns", ignorenulls=True)).collect()}
+
+    def of(versions) -> Column:
+        rv, known = F.col("relation_version"), [v for v in versions if v is not None]
+        at = rv.isin(known) if known else F.lit(False)
+        return at | rv.isNull() if None in versions else at
+
+    seqs = [s for s in first_seq.values() if s is not None]
+    found = lists(of(first_seq) & F.col("seq").isin(seqs)) if seqs else {}
+    missing = [v for v in first_seq if found.get(v) is None]
+    if missing:
+        found.update(lists(of(missing)))
+    return [found.get(v) for v in first_seq]
 
 
 def _merge_columns(versions: list) -> list:
@@ -232,9 +275,10 @@ class _TableMapper:
     (a fingerprint of the definition, what the typing groups rows by): handing each
     row's column list to Python cost Spark 1.3 s of 4.4 s on 1 M rows."""
 
-    def __init__(self, name, out_schema, colplan, registry, versions=None):
+    def __init__(self, name, out_schema, colplan, registry, versions=None, shifted=()):
         self.name, self.out_schema = name, out_schema
         self.colplan, self.registry = colplan, registry
+        self.shifted = shifted   # the columns that cross as int64 less 2^63 (_SHIFTED)
         self.versions = None
         if versions:
             fps = sorted(versions)
@@ -258,14 +302,14 @@ class _TableMapper:
         from ..tables import typed_changes
         target = ST.arrow_schema_for(self.out_schema)
         for b in batches:
-            t = _with_null_lists(pa.Table.from_batches([b]))
+            t = _from_python(pa.Table.from_batches([b]), self.name)
+            for c in self.shifted:
+                t = t.set_column(t.column_names.index(c), c, _flip(ST.one_array(t.column(c))))
             if self.versions is not None and "columns" not in t.column_names:
                 t = t.append_column("columns", self._columns(t.column("relation_version")))
             n = len(t)
-            cast = {}
-            for f in CHANGE_SCHEMA:
-                if f.name in t.column_names:
-                    cast[f.name] = t.column(f.name).cast(f.type)
+            # the typing reads these alone; the other columns go out as they came
+            cast = {f.name: t.column(f.name).cast(f.type) for f in CHANGE_SCHEMA if f.name in _TYPED_FROM}
             typed = typed_changes(pa.table(cast), registry=self.registry) if n else None
             out = []
             for f in target:
@@ -275,6 +319,8 @@ class _TableMapper:
                 elif f.name == "unchanged":
                     out.append(ST.one_array(typed.column("unchanged")).cast(f.type) if n
                                else pa.nulls(0, f.type))
+                elif f.name in self.shifted:
+                    out.append(_flip(ST.one_array(t.column(f.name))))
                 else:
                     out.append(ST.to_spark_arrow(ST.one_array(t.column(f.name)), f.type))
             yield pa.RecordBatch.from_arrays(out, schema=target)
@@ -341,25 +387,68 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _info=None, _
         if "relation_version" in keep and len(_info.fingerprints or ()) == len(_info.versions) \
         and None not in _info.fingerprints else None
     need = sorted(set(keep) | {"before", "after"} | ({"columns"} if by_version is None else set()))
-    mapper = _TableMapper(f"{schema}.{table}", out_schema, colplan, registry, by_version)
-    return _of_table(changes, name, _info).select(*_without_null_lists(changes, need)).mapInArrow(mapper, out_schema)
+    shifted = tuple(c for c in _SHIFTED if c in need and changes.schema[c].dataType == ST.LSN_TYPE)
+    crossing = T.StructType([T.StructField(f.name, T.LongType()) if f.name in shifted else f for f in out_fields])
+    mapper = _TableMapper(f"{schema}.{table}", crossing, colplan, registry, by_version, shifted)
+    return (_of_table(changes, name, _info).select(*_to_python(changes, need, shifted))
+            .mapInArrow(mapper, crossing)
+            .select(*[_unshifted(c) if c in shifted else c for c in crossing.names]))
 
 
 #: the list columns of change rows that are null on some rows (``before`` of an Insert,
 #: ``after`` of a Delete, both of a Truncate)
 _NULLABLE_LISTS = ("before", "after", "columns")
+#: the row images among them: ``list<struct<kind, data>>``
+_IMAGES = ("before", "after")
 
 
-def _without_null_lists(changes: DataFrame, names: list) -> list:
-    """``names`` as columns to hand to Python, each nullable list column as an empty
-    list where null plus a ``__null_<name>`` flag (:func:`_with_null_lists` restores it).
-    Spark 4 hands a null list to Python at ~4.5 µs a row (1 M null ``before`` values:
-    4.6–4.9 s, the same as empty lists 0.43 s; PySpark 3.5: 0.26–0.32 s either way),
-    and every Insert's ``before`` is one: over change rows read back from a lake table,
-    ``table_changes`` + count of 1 M rows took 10.6 s, most of it that."""
+#: the columns of change rows the typing reads (:func:`pgoutput_codec.tables.typed_changes`)
+_TYPED_FROM = ("columns", "relation_version", "before", "after")
+#: uint64 columns that Spark holds as decimal(20,0) and that cross into Python and back
+#: as int64, less 2^63 (a decimal costs Spark more to convert: 1 M rows of these three
+#: through an identity mapInArrow, 0.55 s against 0.3 s over ``seq`` alone)
+_SHIFTED = ("lsn", "commit_lsn", "relation_version")
+_TOP = Decimal(1 << 63)
+
+
+def _unshifted(name: str) -> Column:
+    """A column :func:`_to_python` shifted, as decimal(20,0) again."""
+    return (F.col(name).cast(ST.LSN_TYPE) + F.lit(_TOP)).cast(ST.LSN_TYPE).alias(name)
+
+
+def _flip(arr: pa.Array) -> pa.Array:
+    """int64 x - 2^63 ↔ uint64 x: the top bit flipped, nulls kept."""
+    to = pa.uint64() if pa.types.is_int64(arr.type) else pa.int64()
+    bits = arr.fill_null(0).to_numpy(zero_copy_only=False).view(np.uint64) ^ np.uint64(1 << 63)
+    return pa.array(bits.view(to.to_pandas_dtype()), to, mask=arr.is_null().to_numpy(zero_copy_only=False)
+                    if arr.null_count else None)
+
+
+def _to_python(changes: DataFrame, names: list, shifted=()) -> list:
+    """``names`` as the columns a ``mapInArrow`` over change rows reads (:func:`_from_python`
+    makes them change rows again), in the shapes Spark hands to Python the cheapest:
+
+    - a nullable list column as an empty list where null, plus a ``__null_<name>`` flag.
+      Spark 4 hands a null list to Python at ~4.5 µs a row (1 M null ``before`` values:
+      4.6–4.9 s, as many empty lists 0.43 s; PySpark 3.5: 0.26–0.32 s either way), and
+      every Insert's ``before`` is one;
+    - a row image (``list<struct<kind, data>>``) as its values (``list<binary>``) plus
+      its kinds as one string, a letter a value (``__kinds_<name>``): 1 M ten-column
+      ``after`` images cost 1.3 s apart against 1.8 s whole (``seq`` alone: 0.4 s);
+    - ``shifted`` (of :data:`_SHIFTED`) as int64 less 2^63.
+
+    Over 1 M change rows read back from Parquet ``table_changes`` + count took 10.6 s
+    with none of these, 5.0–6.0 s with the first, 4.0 s with all three."""
     out = []
     for n in names:
-        if n in _NULLABLE_LISTS:
+        if n in shifted:
+            out.append((F.col(n) - F.lit(_TOP)).cast("long").alias(n))
+        elif n in _IMAGES:
+            empty = F.array().cast(T.ArrayType(T.BinaryType()))
+            out += [F.coalesce(F.col(n).getField("data"), empty).alias(n),
+                    F.concat_ws("", F.col(n).getField("kind")).alias(f"__kinds_{n}"),
+                    F.col(n).isNull().alias(f"__null_{n}")]
+        elif n in _NULLABLE_LISTS:
             empty = F.array().cast(changes.schema[n].dataType)
             out += [F.coalesce(F.col(n), empty).alias(n), F.col(n).isNull().alias(f"__null_{n}")]
         else:
@@ -367,22 +456,41 @@ def _without_null_lists(changes: DataFrame, names: list) -> list:
     return out
 
 
-def _with_null_lists(t: pa.Table) -> pa.Table:
-    """``t`` with the list columns :func:`_without_null_lists` flagged null again."""
+def _from_python(t: pa.Table, name: str = "") -> pa.Table:
+    """``t`` with the list columns :func:`_to_python` flagged null again and the
+    row images whole again (``name``: the table, for the error of a kind that is not one
+    letter, which only a change row built elsewhere could carry)."""
     for n in _NULLABLE_LISTS:
         flag = f"__null_{n}"
         if flag not in t.column_names:
             continue
         nulls = ST.one_array(t.column(flag))
         col = ST.one_array(t.column(n))
-        if nulls.true_count:   # the offsets stay: a null list's slot is empty
-            offsets, values = col.offsets, col.values
-            if col.offset:     # Arrow takes no mask with sliced offsets: rebase them
-                start = offsets[0].as_py()
-                offsets, values = pc.subtract(offsets, start), values.slice(start, offsets[-1].as_py() - start)
-            col = pa.ListArray.from_arrays(offsets, values, type=col.type, mask=nulls)
+        # a list's offsets may start past 0 (a slice): rebase them, Arrow takes no mask then
+        offsets = ST.offsets(col)
+        values = col.values.slice(offsets[0], offsets[-1] - offsets[0])
+        offsets = offsets - offsets[0]
+        kinds = f"__kinds_{n}"
+        if kinds in t.column_names:
+            values = _image_values(ST.one_array(t.column(kinds)), offsets, values, t, n, name)
+            t = t.drop([kinds])
+        col = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=nulls if nulls.true_count else None)
         t = t.set_column(t.column_names.index(n), n, col).drop([flag])
     return t
+
+
+def _image_values(kinds: pa.Array, offsets: np.ndarray, data: pa.Array, t: pa.Table, side: str, name: str):
+    """The ``struct<kind, data>`` values of a row image from its kinds (a string per row, a
+    letter per value: its offsets are the list's) and its ``data`` values."""
+    ko = ST.offsets(kinds)
+    if not np.array_equal(ko - ko[0], offsets):
+        bad = int(np.flatnonzero((ko - ko[0]) != offsets)[0]) - 1
+        seq = t.column("seq")[bad].as_py() if "seq" in t.column_names else None
+        raise MalformedPayloadError(f"{name}: change row seq={seq}: its {side} image holds a kind that is "
+                                    "not one letter (n, u, t, b)")
+    letters = pa.Array.from_buffers(pa.string(), len(data), [
+        None, pa.py_buffer(np.arange(ko[0], ko[0] + len(data) + 1, dtype=np.int32)), kinds.buffers()[2]])
+    return pa.StructArray.from_arrays([letters, data], fields=list(CHANGE_SCHEMA.field(side).type.value_type))
 
 
 # --------------------------------------------------------------------------- snapshot / history

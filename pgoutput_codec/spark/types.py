@@ -101,6 +101,14 @@ def one_array(a):
     return a
 
 
+def offsets(arr: pa.Array) -> np.ndarray:
+    """The int32 offsets of a string, binary or list array, its slice's own (as they are:
+    the first need not be 0)."""
+    if not len(arr):   # Arrow IPC may send an empty array's offsets as no bytes at all
+        return np.zeros(1, np.int32)
+    return np.frombuffer(arr.buffers()[1], np.int32, count=arr.offset + len(arr) + 1)[arr.offset:]
+
+
 def to_spark_arrow(arr, target: pa.DataType):
     """Cast a decoder array to ``target`` (from :func:`arrow_type_for`).
 

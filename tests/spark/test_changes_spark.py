@@ -1128,6 +1128,51 @@ def test_table_changes_over_change_rows_read_back_from_a_lake(spark, files, tmp_
     assert {("I", True, False), ("D", False, True), ("T", True, True)} <= seen, seen
 
 
+
+@pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
+def test_lake_rows_cross_into_python_in_parts(spark, files, tmp_path):
+    """Over change rows read back from a lake, the versions job reads each version's column
+    list from the version's first row alone, and from all its rows when that one has none;
+    a row image crosses as its values and a string of its kinds, and the uint64 columns as
+    int64 less 2^63. The altered table's rows, with no column list on each version's first
+    row, LSNs past 2^63 and null ones, equal those straight from decode_changes; a kind
+    that is not one letter is an error naming the row."""
+    from decimal import Decimal
+
+    from pgoutput_codec.spark.tables import _rescanned_cheaply
+    name = "public.schema_change"
+    df = spark.read.parquet(*files["v1_text"])
+    ch = decode_changes(df, order_by="seq")
+    assert not _rescanned_cheaply(decode_changes(df, order_by="seq", mode="PERMISSIVE"))
+    far = Decimal(2**64 - 2**40)
+    # each version's first row without its column list where the version has more rows
+    first = ch.groupBy("relation_version").agg(F.min("seq").alias("first"), F.count("*").alias("n"))
+    odd = (ch.join(first, "relation_version", "left")
+           .withColumn("columns", F.when((F.col("seq") == F.col("first")) & (F.col("n") > 1),
+                                         F.lit(None).cast(ch.schema["columns"].dataType)).otherwise(F.col("columns")))
+           .withColumn("lsn", F.when(F.col("seq") % 2 == 0, (F.col("lsn") + F.lit(far)).cast(ST.LSN_TYPE)))
+           .drop("first", "n"))
+    odd.write.parquet(str(tmp_path / "odd"))
+    lake = spark.read.parquet(str(tmp_path / "odd"))
+    assert _rescanned_cheaply(lake)
+    want = collect(table_changes(ch, name)).sort_by("seq")
+    got = collect(table_changes(lake, name)).sort_by("seq")
+    assert len(collect(ch.where(F.col("table") == "schema_change").select("relation_version").distinct())) > 1
+    assert lake.where((F.col("table") == "schema_change") & F.col("columns").isNull()).count() == 1
+    assert max(want.column("lsn").to_pylist()) < 2**40
+    assert got.column("lsn").to_pylist() == [
+        None if s % 2 else lsn + int(far) for s, lsn in zip(want.column("seq").to_pylist(), want.column("lsn").to_pylist(),
+                                                             strict=True)]
+    assert got.drop(["lsn"]).equals(want.drop(["lsn"]))
+    key = [(collect(snapshot(ch, name)).column_names[0], "ascending")]
+    assert collect(snapshot(lake, name)).sort_by(key).equals(collect(snapshot(ch, name)).sort_by(key))
+    s0 = min(s for s, op in zip(want.column("seq").to_pylist(), want.column("op").to_pylist(), strict=True) if op == "I")
+    bad = lake.withColumn("after", F.when(F.col("seq") == s0, F.transform(
+        "after", lambda v, i: F.when(i == 0, v.withField("kind", F.lit("tt"))).otherwise(v))).otherwise(F.col("after")))
+    with pytest.raises(Exception, match=rf"{name}: change row seq={s0}: its after image holds a kind that is not one"):
+        collect(table_changes(bad, name))
+
 def _same_net(got: pa.Table, want1: pa.Table, cols, reg, label):
     """Spark's net_changes rows equal the single-process ones (typed as Spark types them)."""
     if not len(want1):
