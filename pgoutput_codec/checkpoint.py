@@ -16,7 +16,11 @@ told the run, so the next run reads only the rows from that point on:
 - the Relation and Type definitions in force at ``from_key`` (pgoutput sends a
   Relation once per walsender session, not once per transaction), the Relations in the
   order they were sent (which of two relations that bore one name bears it now:
-  ``ControlPlan.bearer``), and the stream state there.
+  ``ControlPlan.bearer``), and the stream state there;
+- ``rank_base``: where the next run's ``commit_rank`` starts, past every rank this run
+  gave, so that the change rows of runs appended to one table keep (``commit_rank``,
+  ``seq``) their commit order (each run's ranks started at 0 before: a table rebuilt
+  from such a lake took an earlier run's row image for the newest).
 
 ``held_by`` lists the transactions that keep ``from_key`` where it is (xid, kind, gid,
 their first key): a prepared transaction nobody commits makes every later run read
@@ -45,6 +49,7 @@ class Checkpoint:
     in_stream: bool = False
     relations: tuple = ()      # Relation definitions (dicts as the decoder keeps them), one per relid, in the order sent
     types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
+    rank_base: int = 0         # the next run's first commit_rank
     held_by: tuple = field(default=(), compare=False)   # diagnostics only
 
     def to_json(self) -> str:
@@ -79,6 +84,7 @@ class Checkpoint:
                        in_stream=bool(d.get("in_stream", False)),
                        relations=tuple(_relation(r) for r in d.get("relations", ())),
                        types=tuple(_type(t) for t in d.get("types", ())),
+                       rank_base=int(d.get("rank_base", 0)),
                        held_by=tuple(d.get("held_by", ())))
         except KeyError as e:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None

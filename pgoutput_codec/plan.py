@@ -345,6 +345,8 @@ class ControlPlan:
         dec = ChangeDecoder(resume=cp, **options)
         self = cls()
         self.start_key = None if cp is None else cp.from_key
+        # commit ranks given out start here (a run resumed: past the runs before)
+        self.rank_base = 0 if cp is None else cp.rank_base
         seeded = dec._seeded
         self.options = dict(options)
         self.envelope = envelope
@@ -473,6 +475,7 @@ class ControlPlan:
             in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
             relations=tuple(copy.deepcopy(self.versions[v]) for v in rels.values()),
             types=tuple(t for k, t in self.type_events if k < from_key),
+            rank_base=self.rank_base + len(self.commit_slots),
             held_by=tuple(held))
 
     def _first_key(self, slot: int) -> int:
@@ -964,7 +967,7 @@ class ControlPlan:
         at = pa.array(rank if self.commit_ranks is None else np.searchsorted(self.commit_ranks, rank), pa.int64())
         return {"xid": self.commit_xid.take(at), "commit_lsn": self.commit_lsn.take(at),
                 "commit_ts": self.commit_ts.take(at), "origin": self.commit_origin.take(at),
-                "commit_rank": pa.array(rank, pa.int64())}
+                "commit_rank": pa.array(rank + self.rank_base, pa.int64())}
 
     def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
         cols = change_columns(msgs, idx, ver, self.version_table, pa.array(keys[idx], pa.int64()), lsn_arr)

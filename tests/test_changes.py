@@ -1114,8 +1114,10 @@ def test_commit_rank_with_far_apart_transaction_slots():
 
 def _resumed_runs(values, keys, lsn, cuts):
     """Decode the archive in successive runs, one per cut (rows with key < cut), each over
-    the rows from the previous run's checkpoint on (through JSON): their changes, the
-    last checkpoint, the rows read and the kinds of transactions that held a checkpoint."""
+    the rows from the previous run's checkpoint on (through JSON): their changes (all
+    runs' rows in the order of (``commit_rank``, ``seq``): a run's ranks follow the run
+    before's, so a table the runs were appended to sorts into commit order), the last
+    checkpoint, the rows read and the kinds of transactions that held a checkpoint."""
 
     from pgoutput_codec.checkpoint import Checkpoint
     from pgoutput_codec.plan import ControlPlan, checkpoint_after, control_candidates
@@ -1126,21 +1128,25 @@ def _resumed_runs(values, keys, lsn, cuts):
         v, k = values.filter(pa.array(sel)), keys[sel]
         m = control_candidates(v)
         plan = ControlPlan.build(v.filter(pa.array(m)), k[m], resume=cp and cp.to_json())
-        out.append(plan.changes(v, k, None if lsn is None else lsn.filter(pa.array(sel)))
-                   .sort_by([("commit_rank", "ascending"), ("seq", "ascending")]).drop_columns(["commit_rank"]))
+        out.append(plan.changes(v, k, None if lsn is None else lsn.filter(pa.array(sel))))
+        ranks = out[-1].column("commit_rank").to_numpy()
+        assert not len(ranks) or ranks.min() >= (cp.rank_base if cp is not None else 0)
+        run = out[-1].sort_by([("commit_rank", "ascending"), ("seq", "ascending")]).drop_columns(["commit_rank"])
         nxt = Checkpoint.from_json(plan.checkpoint().to_json())
         assert nxt == plan.checkpoint() and (cp is None or nxt.from_key >= cp.from_key)
+        assert not len(ranks) or nxt.rank_base > ranks.max()
         # the single-process decoder resumed from the same checkpoint gives the same rows
         rows = pa.table({"data": v, "seq": pa.array(k)} | ({} if lsn is None else {"lsn": lsn.filter(pa.array(sel))}))
-        assert decode_changes(rows, resume=cp).equals(out[-1])
+        assert decode_changes(rows, resume=cp).equals(run)
         dec, h = ChangeDecoder(resume=cp), len(rows) // 2    # a resumed decoder's state resumes alike
         first = dec.feed(rows.slice(0, h))
         rest = ChangeDecoder.from_state(pickle.loads(pickle.dumps(dec.state))).feed(rows.slice(h))
-        assert pa.concat_tables([first, rest]).equals(out[-1])
+        assert pa.concat_tables([first, rest]).equals(run)
         assert checkpoint_after(v, k, resume=cp) == nxt
         held |= {h["kind"] for h in nxt.held_by}
         cp = nxt
-    return pa.concat_tables(out), cp, read, held
+    return (pa.concat_tables(out).sort_by([("commit_rank", "ascending"), ("seq", "ascending")])
+            .drop_columns(["commit_rank"]), cp, read, held)
 
 
 @pytest.mark.parametrize("version,option_set", SETS)
@@ -1229,6 +1235,7 @@ def test_a_bad_checkpoint_is_refused_with_a_clear_error():
     sample = pq.read_table(DATA.parent.parent / "pgoutput_codec" / "data" / "sample_archive.parquet")
     good = json.loads(checkpoint_after(sample["data"], sample["seq"]).to_json())
     assert good["relations"] and Checkpoint.of(good) == Checkpoint.from_json(json.dumps(good))
+    assert good["rank_base"] > 0 and Checkpoint.of({k: v for k, v in good.items() if k != "rank_base"}).rank_base == 0
     col = dict(good["relations"][0]["columns"][0])
     del col["type_oid"]
     for bad, why in [({k: v for k, v in good.items() if k != "from_key"}, "no 'from_key'"),
@@ -1236,7 +1243,8 @@ def test_a_bad_checkpoint_is_refused_with_a_clear_error():
                      (good | {"from_key": "x"}, "not a checkpoint"),
                      (good | {"relations": [{"schema": "s"}]}, "columns list"),
                      (good | {"relations": [good["relations"][0] | {"columns": [col]}]}, "no 'type_oid'"),
-                     (good | {"types": [[1, 2]]}, "not a checkpoint")]:
+                     (good | {"types": [[1, 2]]}, "not a checkpoint"),
+                     (good | {"rank_base": "x"}, "not a checkpoint")]:
         with pytest.raises(ValueError, match=why):
             Checkpoint.of(bad)
     with pytest.raises(ValueError, match="not a checkpoint"):

@@ -87,7 +87,10 @@ still open are read again next time rather than carried, so a checkpoint stays a
 ``commit_rank`` (kept as a column) is the rank of the transaction's commit in arrival
 order; (``commit_rank``, ``seq``) is a total order of the change rows except for the
 rows of one Truncate message (one per relation, same ``seq``), which keep the
-message's relation order through a hidden tiebreak when ``sort=True``.
+message's relation order through a hidden tiebreak when ``sort=True``. A run resumed
+from a checkpoint ranks its commits past the run before's (``Checkpoint.rank_base``),
+so the runs' rows appended to one table keep that order, and so do the table functions
+over it.
 
 Modes (:mod:`.modes`): FAILFAST raises on the first malformed row (naming its order key,
 message type and byte offset); PERMISSIVE adds ``error`` and ``_corrupt_record`` columns

@@ -29,8 +29,9 @@ The contract:
 - ``output="changes"``: each micro-batch gives the changes of the transactions committed
   in its rows, none twice (the offset's checkpoint: rows are read from the first row of
   a transaction still open, e.g. a big streamed one, and the Relations in force come
-  with it). ``commit_rank`` is per micro-batch; ``(commit_lsn, seq)`` orders the whole
-  stream. ``output="messages"``: the rows of each micro-batch, decoded.
+  with it). ``commit_rank`` rises across micro-batches (each offset's checkpoint carries
+  where the next one's ranks start): ``(commit_rank, seq)`` orders the whole stream.
+  ``output="messages"``: the rows of each micro-batch, decoded.
 - ``max_rows_per_trigger``: the most archive rows a micro-batch reads (PySpark >= 4.2;
   ``Trigger.AvailableNow`` then runs several micro-batches). Rows read again for an open
   transaction do not count.

@@ -129,7 +129,9 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     (1 M rows, warm, alternating in one session: 2.8–2.9 s against 3.1–3.4 s reading
     the decoded ``relation_version``, 3.6 s reading the column lists: handing each row
     to Python costs Spark more than decoding it). Over any other DataFrame, its decoded
-    rows: every version's facts, the bearer's kept on the driver."""
+    rows: every version's facts, the bearer's kept on the driver; where reading them
+    again is a scan (:func:`_rescanned_cheaply`), the column lists in a second job, from
+    each version's first row (:func:`_columns_apart`)."""
     pass2 = _pass2_of(changes)
     if pass2 is not None:
         return pass2.table_info(*_split_name(name), as_of_lsn)
@@ -142,7 +144,7 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
             .agg(F.first("relation_id", ignorenulls=True).alias("relation_id"),
                  F.first("schema", ignorenulls=True).alias("schema"), F.first("table", ignorenulls=True).alias("table"),
                  F.max(pos).alias("last"), F.max(by).alias("last_by"),
-                 (F.min("seq") if apart else F.first("columns", ignorenulls=True)).alias("columns"),
+                 F.min("seq").alias("first_seq") if apart else F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
                  F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"),
@@ -153,7 +155,7 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
                                 r["schema"] == schema and r["table"] == table) for r in rows],
                               [None if r["last_by"] is None else (r["last_by"]["r"], r["last_by"]["s"]) for r in rows])
     rows = sorted((rows[k] for k in chosen), key=lambda r: (r["last"]["r"], r["last"]["s"]))
-    cols = _columns_apart(changes, {r["relation_version"]: r["columns"] for r in rows}) if apart \
+    cols = _columns_apart(changes, {r["relation_version"]: r["first_seq"] for r in rows}) if apart \
         else [r["columns"] for r in rows]
     versions = [[c.asDict() for c in c_] for c_ in cols if c_ is not None]
     fps = [r["relation_version"] for r, c_ in zip(rows, cols, strict=True) if c_ is not None]

@@ -111,6 +111,9 @@ def test_a_stream_gives_each_days_changes_exactly_once(spark, tmp_path):
     out = pa.concat_tables(got)
     assert len(out) == len(want) > 200
     assert in_commit_order(out).column("seq").equals(in_commit_order(want).column("seq").cast(pa.int64()))
+    # commit ranks rise across micro-batches: (commit_rank, seq) orders the whole stream
+    by_rank = out.sort_by([("commit_rank", "ascending"), ("seq", "ascending")])
+    assert by_rank.column("seq").equals(in_commit_order(out).column("seq"))
     for name in ("op", "table", "commit_lsn", "xid"):
         assert in_commit_order(out).column(name).to_pylist() == in_commit_order(want).column(name).to_pylist(), name
     # the transaction streamed across day 0's end is given by day 1, from its first rows
