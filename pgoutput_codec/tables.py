@@ -512,6 +512,7 @@ class _Rows:
         self.keycols = None
         self.hides = False
         self.store: dict = {}
+        self.vague: set = set()     # keys of store with an unsaid ('u') value: settle()
         self.open_ver: dict = {}
         self.net = net
 
@@ -519,6 +520,7 @@ class _Rows:
         if self.keycols is not None and keycols != self.keycols:
             live = {k: _key(row, keycols) for k, row in self.store.items()}
             self.store = {live[k]: row for k, row in self.store.items()}
+            self.vague = {k for k in self.store if any(v[0] == "u" for v in k)}
             self.open_ver = {live[k]: v for k, v in self.open_ver.items()}
             if self.net is not None:
                 gone = {k: _key(row, keycols) for k, row in self.net["deleted"].items()}
@@ -531,6 +533,32 @@ class _Rows:
         if keycols != self.keycols and self.net is not None:
             self.hides = not set(self.net["keycols"]) <= set(keycols)
         self.keycols = keycols
+
+    def settle(self, key: tuple) -> None:
+        """Find the row a change names by ``key`` when it is held under a key with a
+        value the changes never said: a row older than the changes, whose Update under
+        one identity sent a column as unchanged TOAST, keyed after an ``ALTER TABLE …
+        REPLICA IDENTITY FULL`` by every column — that one too, unknown. A change under
+        FULL sends it (the old row, TOAST values inline): the held key is re-made with
+        it, so the change finds its row instead of leaving it held (a row the server no
+        longer has). Only keys with an unsaid value are looked at (rare)."""
+        if key in self.store or not self.vague:
+            return
+        for k in list(self.vague):
+            if k not in self.store:
+                self.vague.discard(k)
+            elif all(a == b or a[0] == "u" for a, b in zip(k, key, strict=True)):
+                break
+        else:
+            return
+        self.vague.discard(k)
+        self.store[key] = self.store.pop(k)
+        if k in self.open_ver:
+            self.open_ver[key] = self.open_ver.pop(k)
+        if self.net is not None:
+            for part in ("stamp", "src"):
+                if k in self.net[part]:
+                    self.net[part][key] = self.net[part].pop(k)
 
 
 def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None):
@@ -578,6 +606,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
                 raise ValueError(unknown_key_error(name, lsn))
             src = before if before is not None else after
             old_key = _key(src, keycols)
+            held.settle(old_key)
             old = store.pop(old_key, None)
             new = dict(after)
             for k, v in after.items():
@@ -589,6 +618,8 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             close(old_key, lsn, ts)
             close(new_key, lsn, ts)
             store[new_key] = new
+            if any(v[0] == "u" for v in new_key):
+                held.vague.add(new_key)
             after = new
             key = new_key
             if net is not None:
@@ -603,6 +634,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
                     net["moved"].append((old, (lsn, ts)))
         else:   # "D"
             key = _key(before, keycols)
+            held.settle(key)
             old = store.pop(key, None)
             close(key, lsn, ts)
             if net is not None:

@@ -1316,6 +1316,31 @@ def test_net_changes_applied_to_the_earlier_snapshot_give_the_later_one(version,
     assert {"upsert", "delete"} <= ops, ops
 
 
+def test_a_row_older_than_the_changes_found_after_identity_full():
+    """Found by the random-archive test (seed 11185): a row older than the changes moves
+    4 -> 6 under DEFAULT with its TOAST value v unchanged ('u': unknown here), then the
+    identity becomes FULL and an Update names the row by (6, 'big', 1), every column
+    inline. The replay keyed the held row (6, <unknown>, 1) and did not find it: the
+    snapshot and net changes kept a row 6 the server no longer has."""
+    from pgoutput_codec.tables import net_changes
+    cols = (RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1), RelationColumn(0, "n", 23, -1))
+    dflt = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d", columns=cols)
+    full = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="f",
+                    columns=tuple(RelationColumn(1, c.name, c.type_oid, c.type_modifier) for c in cols))
+    msgs = [Begin(final_lsn=10, commit_ts=0, xid=1), dflt,
+            Update(relation_id=16400, old_kind="K", old_tuple=row(4, None, None), new_tuple=row(6, "<u>", 1)),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
+            Begin(final_lsn=20, commit_ts=1, xid=2), full,
+            Update(relation_id=16400, old_kind="O", old_tuple=row(6, "big", 1), new_tuple=row(8, "big", 2)),
+            Commit(commit_lsn=20, end_lsn=21, commit_ts=1)]
+    changes = decode_changes(enc(msgs))
+    assert snapshot(changes, "public.t").to_pylist() == [{"id": 8, "v": "big", "n": 2}]
+    h = history(changes, "public.t")
+    assert h.select(["id", "__END_LSN"]).to_pylist() == [{"id": 6, "__END_LSN": 20}, {"id": 8, "__END_LSN": None}]
+    net = net_changes(changes, "public.t")
+    assert sorted((r["id"], r["__OP"]) for r in net.to_pylist()) == [(4, "delete"), (6, "delete"), (8, "upsert")]
+
+
 def test_net_changes_say_where_unchanged_toast_values_are():
     """An update that sends a TOAST value as unchanged, the row inserted before the batch:
     the target keeps its value — from the old key's row when the key changed."""
