@@ -1,7 +1,10 @@
 """Tables from change rows: typed changes of one table, its snapshot, its history.
 
-All three take the output of ``decode_changes`` (``schema.CHANGE_SCHEMA``) in the order
-it gives (commit order; arrival order inside a transaction) and never re-sort by LSN.
+All of them take the output of ``decode_changes`` (``schema.CHANGE_SCHEMA``) in the
+order it gives (commit order; arrival order inside a transaction) and never re-sort by a
+change's own LSN. The outputs of several incremental runs read back together may come
+in another order of their runs (a lake directory): :func:`_in_commit_order` puts whole
+runs back in commit order first.
 
 A table is the relation that bears its name at the end of the changes (or as of
 ``as_of_lsn``), not every relation that ever bore it: see :func:`_resolve`.
@@ -113,6 +116,43 @@ def bearer(versions: list, last: list) -> tuple:
     return [k for k, (r, _) in enumerate(versions) if r == holder], len(named) > 1
 
 
+def _in_commit_order(changes: pa.Table) -> pa.Table:
+    """The change rows in commit order; as given (one check, no copy) when they already
+    are, as the rows of one run are. The rows of several runs read back together — a
+    lake directory of run outputs, which ``pq.read_table`` reads in file-name order and
+    Spark writes under random names — may come in another order of their runs, and a
+    table rebuilt from them in that order takes an earlier run's image for the newest.
+
+    Rows that carry ``commit_rank`` (Spark's, ``ControlPlan.changes``'; ranks rise
+    across resumed runs) are sorted by (``commit_rank``, ``seq``). Others by
+    ``commit_lsn``, but only as whole runs: where the commit LSN goes down the rows are
+    cut into runs, and the runs are put in the order of their commit LSNs when their
+    ranges do not overlap (a run gives whole transactions, each once). Ranges that
+    overlap are not runs out of order but what ``replays="keep"`` lets through (a
+    transaction received twice; a timeline switch, where LSNs start again lower), and
+    LSNs cannot order those: the rows stay as given. So do rows with a null key."""
+    if "commit_rank" in changes.column_names and "seq" in changes.column_names:
+        rank, seq = changes.column("commit_rank"), changes.column("seq")
+        if not rank.null_count and not seq.null_count:
+            r, s = _one_array(rank).to_numpy(), _one_array(seq).to_numpy()
+            if np.any((r[1:] < r[:-1]) | ((r[1:] == r[:-1]) & (s[1:] < s[:-1]))):
+                return take_table(changes, np.lexsort((s, r)))
+            return changes
+    cl = changes.column("commit_lsn")
+    if cl.null_count or len(cl) < 2:
+        return changes
+    c = _one_array(cl).to_numpy()
+    cuts = np.flatnonzero(c[1:] < c[:-1]) + 1
+    if not len(cuts):
+        return changes
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(c)]])
+    order = np.argsort(c[starts], kind="stable")
+    if np.any(c[starts[order[1:]]] <= c[ends[order[:-1]] - 1]):   # ranges overlap
+        return changes
+    return take_table(changes, np.concatenate([np.arange(starts[k], ends[k]) for k in order]))
+
+
 def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     """(the rows of the table named ``name`` — of the relation that bore it as of
     ``as_of_lsn``, all of them —, whether another relation held the name before it in
@@ -135,6 +175,7 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     schema, table = _split_name(name)
     if not len(changes):
         return changes, False
+    changes = _in_commit_order(changes)
     fp = changes.column("relation_version")
     uniq = pc.unique(fp)
     sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
