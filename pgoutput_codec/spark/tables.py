@@ -73,9 +73,7 @@ def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     if pa.types.is_time64(arr.type):
         arr = arr.cast(pa.int64())
     elif pa.types.is_interval(arr.type):
-        vals = arr.to_pylist()
-        arr = pa.array([None if v is None else {"months": v.months, "days": v.days,
-                                                "microseconds": v.nanoseconds // 1000} for v in vals], target)
+        arr = _interval_struct(arr, target)
     elif pa.types.is_list(arr.type) and pa.types.is_list(target):
         inner = _conform(arr.values, t.value_type if pa.types.is_list(t) else arr.type.value_type,
                          target.value_type)
@@ -83,6 +81,22 @@ def _conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     if not arr.type.equals(target):
         arr = arr.cast(target)
     return arr
+
+
+#: Arrow's month_day_nano interval, one value: int32 months, int32 days, int64 nanoseconds
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+
+
+def _interval_struct(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Intervals as Spark's struct (months, days, microseconds), read from the value
+    buffer (no Python object per value); microseconds floored, as PostgreSQL's interval
+    holds them (the catalog's nanoseconds are microseconds × 1000)."""
+    if not len(arr):
+        return pa.array([], target)
+    rec = np.frombuffer(arr.buffers()[1], _MDN, count=arr.offset + len(arr))[arr.offset:]
+    return pa.StructArray.from_arrays(
+        [pa.array(rec["months"]), pa.array(rec["days"]), pa.array(rec["nanoseconds"] // 1000)],
+        fields=list(target), mask=arr.is_null() if arr.null_count else None)
 
 
 def _of_table(changes: DataFrame, name: str, info: _TableInfo | None = None) -> DataFrame:

@@ -737,3 +737,18 @@ def test_opengauss(spark):
     assert sizes == [sum(1 for r in want.column("row").to_pylist() if r == i) for i in range(len(frames))]
     exploded = df.select("seq", F.posexplode(from_opengauss("data", mode="PERMISSIVE")))
     assert exploded.count() == want.num_rows
+
+
+def test_intervals_cross_to_spark_from_their_buffer():
+    """Spark's interval struct (months, days, microseconds) is read from the Arrow value
+    buffer, sliced arrays and nulls included: the same values as field by field
+    (microseconds floored, negative ones too)."""
+    from pgoutput_codec.spark.tables import _interval_struct
+    target = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("microseconds", pa.int64())])
+    a = pa.array([pa.MonthDayNano([1, 2, 3000]), None, pa.MonthDayNano([-5, -7, -1500]),
+                  pa.MonthDayNano([0, 0, 2**62])], pa.month_day_nano_interval())
+    for x in (a, a.slice(1), a.slice(2, 1), a.slice(0, 0)):
+        want = [None if v is None else {"months": v.months, "days": v.days, "microseconds": v.nanoseconds // 1000}
+                for v in x.to_pylist()]
+        assert _interval_struct(x, target).to_pylist() == want
+    assert _interval_struct(a, target)[2].as_py() == {"months": -5, "days": -7, "microseconds": -2}
