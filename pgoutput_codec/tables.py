@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._gather import take_table
-from .schema import TS
+from .schema import CHANGE_SCHEMA, TS
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns"]
@@ -116,6 +116,26 @@ def bearer(versions: list, last: list) -> tuple:
     return [k for k, (r, _) in enumerate(versions) if r == holder], len(named) > 1
 
 
+def _as_change_rows(changes: pa.Table) -> pa.Table:
+    """Change rows with ``schema.CHANGE_SCHEMA``'s types, as given when they have them.
+    Spark's change rows written to Parquet and read back here hold them as Spark types:
+    the uint64 columns (``lsn``, ``commit_lsn``, ``relation_version``) as decimal(20,0),
+    uint32 as int64, uint8 as int16, ``commit_ts`` as naive nanoseconds (INT96, UTC)
+    — the same values, cast back (checked: a value out of range raises, never wraps).
+    ``xid`` passes as given: openGauss's are 64-bit (``OPENGAUSS_CHANGE_SCHEMA``) and
+    the table functions only carry it. So do other columns (``commit_rank``,
+    PERMISSIVE's ``error``)."""
+    want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
+    fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
+    if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
+        return changes
+    try:
+        return changes.cast(pa.schema(fields))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
+            from None
+
+
 def _in_commit_order(changes: pa.Table) -> pa.Table:
     """The change rows in commit order; as given (one check, no copy) when they already
     are, as the rows of one run are. The rows of several runs read back together — a
@@ -175,7 +195,7 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     schema, table = _split_name(name)
     if not len(changes):
         return changes, False
-    changes = _in_commit_order(changes)
+    changes = _in_commit_order(_as_change_rows(changes))
     fp = changes.column("relation_version")
     uniq = pc.unique(fp)
     sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
