@@ -544,6 +544,12 @@ def _key(row: dict, keycols) -> tuple:
     return tuple(row.get(k, NULL) for k in keycols)
 
 
+def _unsaid(key: tuple) -> bool:
+    """Whether a key holds a value no change said (unchanged TOAST, 'u'): the row's
+    value there is unknown, so the key cannot name it exactly."""
+    return any(v[0] == "u" for v in key)
+
+
 def _gone(held: dict | None, before: dict, keycols) -> dict:
     """The image of a row a change removed: the one held (None: a row older than the
     changes), with the values of the key columns its old image sends over it (the
@@ -581,7 +587,7 @@ class _Rows:
         if self.keycols is not None and keycols != self.keycols:
             live = {k: _key(row, keycols) for k, row in self.store.items()}
             self.store = {live[k]: row for k, row in self.store.items()}
-            self.vague = {k for k in self.store if any(v[0] == "u" for v in k)}
+            self.vague = {k for k in self.store if _unsaid(k)}
             self.open_ver = {live[k]: v for k, v in self.open_ver.items()}
             if self.net is not None:
                 gone = {k: _key(row, keycols) for k, row in self.net["deleted"].items()}
@@ -679,7 +685,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             close(old_key, lsn, ts)
             close(new_key, lsn, ts)
             store[new_key] = new
-            if any(v[0] == "u" for v in new_key):
+            if _unsaid(new_key):
                 held.vague.add(new_key)
             after = new
             key = new_key
@@ -812,7 +818,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     gone = [(img, net["stamp"][k]) for k, img in net["deleted"].items()]
     # and the net keys rows left unsaid (known from their images held: an unchanged
     # TOAST value in one is not)
-    gone += [(img, st) for img, st in net["moved"] if all(v[0] != "u" for v in ikey(img))]
+    gone += [(img, st) for img, st in net["moved"] if not _unsaid(ikey(img))]
     for img, stamp in gone:
         old = entries.get(ikey(img))
         if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (stamp[0] or 0)):
