@@ -741,8 +741,8 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
 
 def net_key(column_lists: list, newest: list) -> list:
     """The key net changes name rows by: the columns every replica identity in force over
-    the changes holds (``column_lists``: their Relations' columns; FULL identity or no
-    key: every column), in the order of ``newest``. The identity of a table that never
+    the changes holds (``column_lists``: their Relations' columns, a Truncate's too;
+    FULL identity or no key: every column), in the order of ``newest``. The identity of a table that never
     changed it; across ``ALTER TABLE … REPLICA IDENTITY`` the columns each change's key
     named (a change under the narrower identity says nothing of the others: an Update of
     ``v`` under DEFAULT does not say the row's FULL key changed). None in common: the
@@ -794,9 +794,12 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
     cols = table_columns(changes, name, _rows=rows_of)
-    dml = rows_of.filter(pc.is_in(rows_of.column("op"), pa.array(["I", "U", "D"]))) if len(rows_of) else rows_of
-    newest = (dml.column("columns")[len(dml) - 1].as_py() or []) if len(dml) else []
-    keycols = net_key(_column_set_ids(dml)[1] if len(dml) else [], newest) if newest else \
+    # every identity the table's changes were sent under, a Truncate's too (its Relation
+    # is the identity in force then: a copy made under it is keyed by it), as Spark's
+    # versions job counts them
+    said = rows_of.filter(pc.is_valid(rows_of.column("columns"))) if len(rows_of) else rows_of
+    newest = (said.column("columns")[len(said) - 1].as_py() or []) if len(said) else []
+    keycols = net_key([c for c in _column_set_ids(said)[1] if c], newest) if newest else \
         [c["name"] for c in cols]
     net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}, "moved": [], "keycols": tuple(keycols)}
     relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None

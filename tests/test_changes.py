@@ -1432,6 +1432,32 @@ def test_a_row_older_than_the_changes_found_after_identity_full():
     assert sorted((r["id"], r["__OP"]) for r in net.to_pylist()) == [(4, "delete"), (6, "delete"), (8, "upsert")]
 
 
+def test_net_changes_keyed_by_the_identity_a_truncate_was_sent_under():
+    """Found by the random-archive test (seed 3779): the table truncated under DEFAULT,
+    then ALTERed to FULL, every row change after it sent under FULL
+    (tests/identity_moves.py's truncated_then_full, checked against PostgreSQL 15/16/18
+    in tests/conformance/test_identity_change.py). The Truncate's Relation is an
+    identity in force over the changes (a copy made under it is keyed by id), and
+    Spark's versions job counts it: net_changes named rows by the FULL key from the row
+    changes alone, so the Update of v gave an upsert and a delete of one id, and a MERGE
+    on id removed the row."""
+    import identity_moves as IM
+    msgs, final = IM.messages(IM.SCENARIOS["truncated_then_full"])
+    changes = decode_changes(pa.table({"seq": list(range(len(msgs))),
+                                       "data": pa.array([encode_message(m) for m in msgs])}))
+    name = f"public.{IM.TABLE}"
+    ops = changes.column("op").to_pylist()
+    cut = changes.column("commit_lsn")[ops.index("T") - 1].as_py()
+    later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+    net = net_changes(later, name).to_pylist()
+    assert [(r["__OP"], r["id"]) for r in net] == [("truncate", None), ("upsert", 4), ("delete", 5)]
+    assert [(r["id"], r["v"], r["u"]) for r in net if r["__OP"] == "upsert"] == final
+    # after the Truncate, FULL is the only identity: rows are named by the whole row
+    after = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(later.column("commit_lsn")[0])))
+    net = net_changes(after, name).to_pylist()
+    assert all(r[c] is not None for r in net if r["__OP"] == "delete" for c in IM.NAMES)
+
+
 def test_net_changes_say_where_unchanged_toast_values_are():
     """An update that sends a TOAST value as unchanged, the row inserted before the batch:
     the target keeps its value — from the old key's row when the key changed."""

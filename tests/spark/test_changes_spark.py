@@ -915,7 +915,7 @@ _SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
 
 @pytest.mark.parametrize("scenario", [pytest.param("ends_default", marks=_SHARED),
                                       pytest.param("ends_full", marks=_SHARED), "no_common_key",
-                                      "no_common_key_toast"])
+                                      "no_common_key_toast", pytest.param("truncated_then_full", marks=_SHARED)])
 def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py: the messages real servers send,
