@@ -266,6 +266,13 @@ def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None
     return _merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
 
 
+def _validity(arr: pa.Array) -> np.ndarray:
+    """An array's validity as numpy bools, unpacked from its bitmap (``is_valid()`` then
+    ``to_numpy`` builds a boolean Arrow array first: 15x slower, 0.15 ms on 200 k rows)."""
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].view(bool)
+
+
 def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]):
     """Where every column of ``cols`` sits in the flat tuple children of ``tuples`` (a
     list<struct<kind, data>> array): ``(kinds, data, {name: index}, present)`` with
@@ -279,7 +286,7 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
     kinds_all = flat.field("kind")
     data_all = flat.field("data")
     offs_all = tuples.offsets.to_numpy()
-    valid_all = tuples.is_valid().to_numpy(zero_copy_only=False) if tuples.null_count else None
+    valid_all = _validity(tuples) if tuples.null_count else None
     if pos is None:
         n = len(tuples)
         offsets, lengths = offs_all[:-1], np.diff(offs_all)
@@ -296,7 +303,8 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
         base = offsets.astype(np.int64)
         out = {c["name"]: (base, p) for p, c in enumerate(reps[0] or ())}
         for c in cols:
-            out.setdefault(c["name"], np.full(n, -1, dtype=np.int64))
+            if c["name"] not in out:
+                out[c["name"]] = np.full(n, -1, dtype=np.int64)
         return kinds_all, data_all, out, valid
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
     for k, cl in enumerate(reps):

@@ -1014,6 +1014,16 @@ def test_decode_table_changes_equals_the_two_step_path(version, option_set):
             assert _same(got.column(col), want.column(col)), (name, col)
 
 
+def test_validity_read_from_the_bitmap_of_sliced_arrays():
+    """tables._validity (the bitmap unpacked, where _locate reads which rows have an
+    image) equals Arrow's is_valid, on arrays sliced at offsets inside a byte."""
+    from pgoutput_codec.tables import _validity
+    arr = pa.array([None if i % 3 == 0 or i % 7 == 2 else [i] for i in range(53)], pa.list_(pa.int64()))
+    for off, n in ((0, 53), (1, 20), (5, 43), (13, 1), (50, 3), (9, 0)):
+        part = arr.slice(off, n)
+        assert _validity(part).tolist() == part.is_valid().to_pylist(), (off, n)
+
+
 def _same(a, b) -> bool:
     """Arrays equal value by value, NaN equal to NaN (Arrow's equals says NaN != NaN),
     without Python objects (dates past 9999 have none)."""
