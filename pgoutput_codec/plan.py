@@ -39,7 +39,7 @@ from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_
 from .checkpoint import Checkpoint
 from .changes import (
     ChangeDecoder, _lsn_array, _Txn, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
-    in_commit_window, intersect_windows, truncate_row,
+    in_commit_window, intersect_windows, rows_at, truncate_row,
 )
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
@@ -976,7 +976,7 @@ class ControlPlan:
 
     def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:
         rows, ranks = [], []
-        for i, r, m in zip(idx, rank, msgs.take(pa.array(idx, pa.int64())).to_pylist(), strict=True):
+        for i, r, m in zip(idx, rank, rows_at(msgs, idx), strict=True):
             for rid in m["relation_ids"]:
                 v = int(self._versions_at(np.array([rid]), np.array([keys[i]]))[0])
                 rel = self.versions[v] if v >= 0 else {}

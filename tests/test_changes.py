@@ -1024,6 +1024,26 @@ def test_validity_read_from_the_bitmap_of_sliced_arrays():
         assert _validity(part).tolist() == part.is_valid().to_pylist(), (off, n)
 
 
+def test_rows_at_reads_few_rows_by_slices_and_many_by_one_take():
+    """changes.rows_at (Relation, Type and Truncate rows as dicts; few by slices): the
+    rows take() gives, on either side of its threshold, and the tags read as a view of
+    the type column equal the gathered ones (an error row among them: gathered)."""
+    import numpy as np
+
+    from pgoutput_codec.changes import _tag_codes, rows_at
+    msgs = decode_batch(enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, REL2,
+                             Insert(relation_id=16400, new_tuple=row(1, "a")),
+                             Truncate(options=1, relation_ids=(16400, 16401)),
+                             Commit(commit_lsn=1, end_lsn=2, commit_ts=0)] * 5))
+    for idx in (np.array([1, 2, 4]), np.arange(1, 30, 2), np.array([], np.int64)):
+        assert rows_at(msgs, idx) == msgs.take(pa.array(idx, pa.int64())).to_pylist()
+    types = msgs.field("type")
+    assert _tag_codes(types).tolist() == [ord(t) for t in types.to_pylist()]
+    assert _tag_codes(types.slice(7, 9)).tolist() == [ord(t) for t in types.slice(7, 9).to_pylist()]
+    bad = decode_batch(enc([REL]) + [b"Z"] + enc([REL2]))
+    assert _tag_codes(bad.field("type")).tolist() == [ord("R"), 0, ord("R")]
+
+
 def _same(a, b) -> bool:
     """Arrays equal value by value, NaN equal to NaN (Arrow's equals says NaN != NaN),
     without Python objects (dates past 9999 have none)."""
