@@ -639,6 +639,17 @@ class ControlPlan:
         table replaced long ago would make every later batch begin with a truncate."""
         if not len(self.ev_rel):
             return None, False
+        named = np.array([v["schema"] == schema and v["table"] == table for v in self.versions], dtype=bool)
+        ever = {v["relation_id"] for v, ok in zip(self.versions, named, strict=True) if ok}
+        if len(ever) == 1 and None not in ever and all(
+                ok for v, ok in zip(self.versions, named, strict=True) if v["relation_id"] in ever):
+            # one relation ever bore the name, and only it (the common case; the rows'
+            # rule, tables._one_bearer): it bears it as of any commit. Its Relation may
+            # have come in a transaction that commits after others used it, or never (a
+            # prepared one committed later, rolled back, still open at the end): the
+            # server sends a schema once, so other transactions' rows rely on it all the
+            # same, and going by the Relations' commits chose no table
+            return ever.pop(), False
         # each Relation's transaction: its segment's (as for rows); a checkpoint's
         # definitions and those of transactions begun before the archive come first, in
         # the checkpoint's order (their version indexes)
@@ -666,7 +677,6 @@ class ControlPlan:
             keep = slot < 0
         if start is None and self.start_key is not None:
             start = (0, _BEFORE_ALL)    # a resumed run: its own commits
-        named = np.array([v["schema"] == schema and v["table"] == table for v in self.versions], dtype=bool)
         order = np.lexsort((self.ev_ver[keep], self.ev_key[keep], rank[keep]))
         cur, replaced = None, False
         for r, k, rel, v in zip(rank[keep][order].tolist(), self.ev_key[keep][order].tolist(),

@@ -862,6 +862,53 @@ def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
             assert moved, cut                     # the copy's relation bore the name into the run
 
 
+def relation_in_a_prepared_transaction(ending: str) -> list:
+    """A prepared transaction sends public.t's Relation and a row; a plain transaction
+    then changes t with no Relation of its own and commits (20); the prepared one is
+    committed after it (30), rolled back, or still open at the end (``ending``)."""
+    msgs = [BeginPrepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g"), REL,
+            Insert(relation_id=16400, new_tuple=row(1, "a")),
+            Prepare(prepare_lsn=10, end_lsn=11, prepare_ts=1, xid=8, gid="g"),
+            Begin(final_lsn=20, commit_ts=2, xid=9), Insert(relation_id=16400, new_tuple=row(2, "b")),
+            Commit(commit_lsn=20, end_lsn=21, commit_ts=2)]
+    if ending == "commit":
+        msgs.append(CommitPrepared(commit_lsn=30, end_lsn=31, commit_ts=3, xid=8, gid="g"))
+    elif ending == "rollback":
+        msgs.append(RollbackPrepared(prepare_end_lsn=11, rollback_end_lsn=31, prepare_ts=1, rollback_ts=3,
+                                     xid=8, gid="g"))
+    return msgs
+
+
+@pytest.mark.parametrize("ending", ["commit", "rollback", "open"])
+def test_the_plan_finds_a_table_whose_relation_came_in_a_later_committing_transaction(ending):
+    """Found by Spark's random-session test run by hand (seed 3787): a prepared
+    transaction sends the table's Relation, and a plain transaction that commits before
+    it (or without it: the prepared one rolled back, or still open when the archive
+    ends) changes the table with no Relation of its own — PostgreSQL sends a relation's
+    schema once, and a decoded prepare counts. The plan took only Relations of
+    transactions committed by the cut, so Spark's snapshot as of the plain commit (or of
+    any commit, when the prepared one never commits) was empty; the rows' rule finds the
+    table. Now the one relation that ever bore the name bears it, as in the single process."""
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    from pgoutput_codec.tables import _resolve
+    msgs = relation_in_a_prepared_transaction(ending)
+    arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array(enc(msgs))})
+    whole = decode_changes(arch)
+    values, keys = arch.column("data").combine_chunks(), arch.column("seq").to_numpy()
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+    commits = sorted(set(whole.column("commit_lsn").to_pylist()))
+    assert commits == ([20, 30] if ending == "commit" else [20])
+    for cut in [None] + commits:
+        rows, _ = _resolve(whole, "public.t", cut)
+        mine = plan.for_table("public", "t", cut)
+        got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
+        at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
+        # (the plan's rows in arrival order; Spark orders them by commit_rank)
+        assert sorted(got.column("seq").to_pylist()) == sorted(at_cut.column("seq").to_pylist()) != [], cut
+        assert mine._chosen[1:] == (16400, False), cut
+
+
 def test_the_plan_reads_relations_sent_outside_any_transaction():
     """Relations before the archive's first Begin (an archive put together by hand or a
     tool: bench/spark_tables_bench.py's ten tables) define their relations for all that
