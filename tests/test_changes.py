@@ -885,7 +885,8 @@ def test_the_plan_finds_a_table_whose_relation_came_in_a_later_committing_transa
     transaction sends the table's Relation, and a plain transaction that commits before
     it (or without it: the prepared one rolled back, or still open when the archive
     ends) changes the table with no Relation of its own — PostgreSQL sends a relation's
-    schema once, and a decoded prepare counts. The plan took only Relations of
+    schema once, and a decoded prepare counts (seen on 15/16/18:
+    tests/conformance/test_prepared_relation.py). The plan took only Relations of
     transactions committed by the cut, so Spark's snapshot as of the plain commit (or of
     any commit, when the prepared one never commits) was empty; the rows' rule finds the
     table. Now the one relation that ever bore the name bears it, as in the single process."""
