@@ -44,6 +44,7 @@ from .changes import (
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
 from .schema import CHANGE_SCHEMA
+from .tables import _one_bearer
 
 __all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
            "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]
@@ -640,16 +641,15 @@ class ControlPlan:
         if not len(self.ev_rel):
             return None, False
         named = np.array([v["schema"] == schema and v["table"] == table for v in self.versions], dtype=bool)
-        ever = {v["relation_id"] for v, ok in zip(self.versions, named, strict=True) if ok}
-        if len(ever) == 1 and None not in ever and all(
-                ok for v, ok in zip(self.versions, named, strict=True) if v["relation_id"] in ever):
+        one = _one_bearer([(v["relation_id"], ok) for v, ok in zip(self.versions, named, strict=True)])
+        if one and self.versions[one[0]]["relation_id"] is not None:
             # one relation ever bore the name, and only it (the common case; the rows'
-            # rule, tables._one_bearer): it bears it as of any commit. Its Relation may
-            # have come in a transaction that commits after others used it, or never (a
-            # prepared one committed later, rolled back, still open at the end): the
-            # server sends a schema once, so other transactions' rows rely on it all the
-            # same, and going by the Relations' commits chose no table
-            return ever.pop(), False
+            # rule too): it bears it as of any commit. Its Relation may have come in a
+            # transaction that commits after others used it, or never (a prepared one
+            # committed later, rolled back, still open at the end): the server sends a
+            # schema once, so other transactions' rows rely on it all the same, and
+            # going by the Relations' commits chose no table
+            return self.versions[one[0]]["relation_id"], False
         # each Relation's transaction: its segment's (as for rows); a checkpoint's
         # definitions and those of transactions begun before the archive come first, in
         # the checkpoint's order (their version indexes)

@@ -811,6 +811,19 @@ def staggered_archive(tables: int = 30):
     return values, np.arange(len(values)) * 2 + 5
 
 
+def _plan_and_rows(plan, values, keys, whole, name: str, cut):
+    """The table ``name`` as of commit ``cut`` (None: all) both ways: (the plan narrowed
+    to it, the plan's change rows up to the cut, ``_resolve``'s (rows, replaced) over the
+    change rows ``whole``, those rows up to the cut)."""
+    from pgoutput_codec.tables import _resolve, _split_name
+    resolved = _resolve(whole, name, cut)
+    mine = plan.for_table(*_split_name(name), cut)
+    got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
+    rows = resolved[0]
+    at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
+    return mine, got, resolved, at_cut
+
+
 @pytest.mark.parametrize("scenario", ["drop_recreate", "swap", "rename", "renamed_away", "three_generations"])
 def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
     """Which relation bears a name (tests/table_moves.py): the plan reads it from its
@@ -839,10 +852,7 @@ def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
     final = relation(_resolve(whole, name)[0])
     commits = sorted(set(whole.column("commit_lsn").to_pylist()))
     for cut in [None] + commits:
-        rows, replaced = _resolve(whole, name, cut)
-        mine = plan.for_table("public", TM.NAME, cut)
-        got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
-        at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
+        mine, got, (rows, replaced), at_cut = _plan_and_rows(plan, values, keys, whole, name, cut)
         assert got.column("seq").to_pylist() == at_cut.column("seq").to_pylist(), cut
         assert (mine._chosen[1], mine._chosen[2]) == (relation(rows), replaced), cut
         if cut is None or cut == commits[-1]:
@@ -891,7 +901,6 @@ def test_the_plan_finds_a_table_whose_relation_came_in_a_later_committing_transa
     any commit, when the prepared one never commits) was empty; the rows' rule finds the
     table. Now the one relation that ever bore the name bears it, as in the single process."""
     from pgoutput_codec.plan import ControlPlan, control_candidates
-    from pgoutput_codec.tables import _resolve
     msgs = relation_in_a_prepared_transaction(ending)
     arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array(enc(msgs))})
     whole = decode_changes(arch)
@@ -901,10 +910,7 @@ def test_the_plan_finds_a_table_whose_relation_came_in_a_later_committing_transa
     commits = sorted(set(whole.column("commit_lsn").to_pylist()))
     assert commits == ([20, 30] if ending == "commit" else [20])
     for cut in [None] + commits:
-        rows, _ = _resolve(whole, "public.t", cut)
-        mine = plan.for_table("public", "t", cut)
-        got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
-        at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
+        mine, got, _, at_cut = _plan_and_rows(plan, values, keys, whole, "public.t", cut)
         # (the plan's rows in arrival order; Spark orders them by commit_rank)
         assert sorted(got.column("seq").to_pylist()) == sorted(at_cut.column("seq").to_pylist()) != [], cut
         assert mine._chosen[1:] == (16400, False), cut
