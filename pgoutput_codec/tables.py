@@ -30,6 +30,8 @@ Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -273,15 +275,41 @@ def _validity(arr: pa.Array) -> np.ndarray:
     return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].view(bool)
 
 
-def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]):
+class Located(NamedTuple):
+    """Where the values of one side's columns sit (:func:`_locate`)."""
+    kinds: pa.Array
+    data: pa.Array
+    #: column -> index of each row's element (int64 array, or ``(offsets, k)``), -1 where
+    #: the row has no value of the column's type (no image, no such column, or a value
+    #: sent under another type: ``variants``)
+    where: dict
+    present: np.ndarray
+    #: column -> [((type_oid, type_modifier), index)]: the rows whose Relation version gave
+    #: the column another type than ``cols`` (an ``ALTER COLUMN … TYPE`` in the archive)
+    variants: dict
+
+    def everywhere(self, name) -> np.ndarray:
+        """Column ``name``'s index over all rows, whatever type each was sent under."""
+        at = _materialize(self.where[name])
+        for _, idx in self.variants.get(name, ()):
+            idx = _materialize(idx)
+            at = np.where(idx >= 0, idx, at)
+        return at
+
+
+def _type_of(c: dict) -> tuple:
+    return c["type_oid"], c["type_modifier"]
+
+
+def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]) -> Located:
     """Where every column of ``cols`` sits in the flat tuple children of ``tuples`` (a
-    list<struct<kind, data>> array): ``(kinds, data, {name: index}, present)`` with
-    ``index[i]`` the element holding row ``i``'s value (-1: the row has no image, or its
-    Relation version lacks the column) and ``present`` the rows that have an image.
+    list<struct<kind, data>> array), with ``present`` the rows that have an image.
     Row ``i`` is list ``pos[i]`` of ``tuples`` (``pos`` None: list ``i``); ``ids[i]``
-    indexes ``reps``, the column list of its Relation version (-1: unknown). The
-    converters read the values in place, so no column is gathered (a gather per
-    column cost more than the conversion)."""
+    indexes ``reps``, the column list of its Relation version (-1: unknown). A value is
+    read by the type its own Relation version gave the column: where that is not the
+    type in ``cols`` (the newest), it is located in ``variants``, converted by its type
+    and cast (:func:`_columns_out`). The converters read the values in place, so no
+    column is gathered (a gather per column cost more than the conversion)."""
     flat = tuples.values          # the offsets below index it directly
     kinds_all = flat.field("kind")
     data_all = flat.field("data")
@@ -298,21 +326,41 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
         lengths -= offsets
         valid = valid_all[pos] if valid_all is not None else np.ones(n, bool)
     valid = valid & (ids >= 0)
+    types = {c["name"]: _type_of(c) for c in cols}
+    variants: dict = {}
     if len(reps) == 1 and bool(valid.all()) and bool((lengths >= len(reps[0] or ())).all()):
         # one definition, every row imaged: all columns share the row offsets
         base = offsets.astype(np.int64)
-        out = {c["name"]: (base, p) for p, c in enumerate(reps[0] or ())}
+        out = {}
+        for p, c in enumerate(reps[0] or ()):
+            if c["name"] not in types:    # not asked for
+                continue
+            if types[c["name"]] == _type_of(c):
+                out[c["name"]] = (base, p)
+            else:
+                variants[c["name"]] = [(_type_of(c), (base, p))]
         for c in cols:
             if c["name"] not in out:
                 out[c["name"]] = np.full(n, -1, dtype=np.int64)
-        return kinds_all, data_all, out, valid
+        return Located(kinds_all, data_all, out, valid, variants)
     out = {c["name"]: np.full(n, -1, dtype=np.int64) for c in cols}
     for k, cl in enumerate(reps):
         rows_k = np.flatnonzero(ids == k)
         for p, c in enumerate(cl or ()):
             sel = rows_k[valid[rows_k] & (lengths[rows_k] > p)]
-            out[c["name"]][sel] = offsets[sel] + p
-    return kinds_all, data_all, out, valid
+            name, t = c["name"], _type_of(c)
+            if name not in out:       # not asked for
+                continue
+            if types[name] == t:
+                at = out[name]
+            else:
+                mine = dict(variants.setdefault(name, []))
+                at = mine.get(t)
+                if at is None:
+                    at = np.full(n, -1, dtype=np.int64)
+                    variants[name].append((t, at))
+            at[sel] = offsets[sel] + p
+    return Located(kinds_all, data_all, out, valid, variants)
 
 
 def _raw_fallback(kinds, data, index, err):
@@ -326,17 +374,22 @@ def _raw_fallback(kinds, data, index, err):
     return raw, pa.array([str(err)] * len(data), pa.string())
 
 
-def _columns_out(triples: list, cols: list[dict], registry=None):
+def _columns_out(triples: list, cols: list[dict], registry=None, variants=None):
     """``triples``: (kinds, data, index or None) per column of ``cols``; the indexed ones
-    share one flat tuple child and are converted together (``convert_columns``)."""
-    results = [None] * len(cols)
+    share one flat tuple child and are converted together (``convert_columns``), with
+    the values ``variants`` (:class:`Located`) says were sent under another type."""
+    variants = variants or {}
+    results, earlier = [None] * len(cols), {}
     indexed = [j for j, t in enumerate(triples) if t[2] is not None]
+    extra = [(j, t, idx) for j in indexed for t, idx in variants.get(cols[j]["name"], ())]
     if indexed:
         kinds, data, _ = triples[indexed[0]]
-        conv = convert_columns(kinds, data, [(cols[j]["type_oid"], cols[j]["type_modifier"]) for j in indexed],
-                               registry, indexes=[triples[j][2] for j in indexed])
-        for j, r in zip(indexed, conv, strict=True):
+        conv = convert_columns(kinds, data, [_type_of(cols[j]) for j in indexed] + [t for _, t, _ in extra],
+                               registry, indexes=[triples[j][2] for j in indexed] + [idx for _, _, idx in extra])
+        for j, r in zip(indexed, conv, strict=False):
             results[j] = r
+        for (j, t, idx), r in zip(extra, conv[len(indexed):], strict=True):
+            earlier.setdefault(j, []).append((t, idx, r))
     for j, (kinds, data, _) in enumerate(triples):
         if results[j] is None:
             try:
@@ -344,15 +397,78 @@ def _columns_out(triples: list, cols: list[dict], registry=None):
             except ConversionError as e:
                 results[j] = e
     arrays, names = [], []
-    for c, (kinds, data, index), r in zip(cols, triples, results, strict=True):
-        values, special = _raw_fallback(kinds, data, index, r) if isinstance(r, ConversionError) else \
-            (r.values, r.special)
+    for j, (c, (kinds, data, index), r) in enumerate(zip(cols, triples, results, strict=True)):
+        if isinstance(r, ConversionError):
+            if index is not None and j in earlier:   # every value raw, whatever its type
+                index = _materialize(index)
+                for _, idx, _ in earlier[j]:
+                    idx = _materialize(idx)
+                    index = np.where(idx >= 0, idx, index)
+            values, special = _raw_fallback(kinds, data, index, r)
+        else:
+            values, special = r.values, r.special
+            if index is not None and j in earlier:
+                values, special = _with_earlier_types(values, special, kinds, data, c, earlier[j], registry)
         arrays.append(values)
         names.append(c["name"])
         if special is not None and special.null_count != len(special):
             arrays.append(special)
             names.append(c["name"] + "__special")
     return arrays, names
+
+
+def _with_earlier_types(values, special, kinds, data, col: dict, earlier: list, registry=None):
+    """Column ``col``'s converted ``values``/``special`` with the values its earlier
+    Relation versions sent under other types (``ALTER COLUMN … TYPE``) put in: each read
+    by its own type, then cast to the column's (``int4`` binary is 4 bytes, ``int8`` 8;
+    read by the newest type, such a value failed, and the whole column stayed raw). A
+    value the cast cannot hold (text ``'abc'`` into ``int4``: PostgreSQL rewrote it by
+    the ``USING`` expression, which is not sent) is null, and ``__special`` says what was
+    sent, so nothing is lost. Values their own type cannot read as a whole are read by
+    the column's (what was done for every value before)."""
+    n = len(values)
+    special = special if special is not None else pa.nulls(n, pa.string())
+    for (oid, typmod), idx, r in earlier:
+        sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
+        at = _materialize(idx) >= 0
+        mask = pa.array(at)
+        if isinstance(r, ConversionError):
+            try:
+                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry,
+                                   index=_materialize(idx))
+            except ConversionError:
+                pass
+        if isinstance(r, ConversionError):
+            k, d = _take_at(kinds, data, _materialize(idx))
+            raw = [f"{sent} by an earlier definition of {col['name']!r} "
+                   f"({r}): {v!r}" if a else None for a, v in zip(at, d.to_pylist(), strict=True)]
+            values = pc.if_else(mask, pa.nulls(n, values.type), values)
+            special = pc.if_else(mask, pa.array(raw, pa.string()), special)
+            continue
+        try:
+            cast = r.values.cast(values.type)
+            notes = r.special if r.special is not None else pa.nulls(n, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            cast, notes = _cast_each(r.values, values.type, at, col, sent)
+        values = pc.if_else(mask, cast, values)
+        special = pc.if_else(mask, notes, special)
+    return values, special
+
+
+def _cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str):
+    """``arr`` cast value by value at ``rows``: (values, notes), a value the cast refuses
+    null with a note that holds it."""
+    out, notes = [None] * len(arr), [None] * len(arr)
+    for i in np.flatnonzero(rows):
+        v = arr[int(i)]
+        if not v.is_valid:
+            continue
+        try:
+            out[i] = v.cast(to).as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:
+            notes[i] = (f"{sent} by an earlier definition of {col['name']!r}: "
+                        f"{v.as_py()!r} does not convert to {to} ({e})")
+    return pa.array(out, to), pa.array(notes, pa.string())
 
 
 def _kind_bytes(kinds: pa.Array) -> np.ndarray:
@@ -379,8 +495,8 @@ def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) 
         loc = sides.get(side)
         if loc is None:
             continue
-        kinds, data, where, present = loc
-        arrays, anames = _columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry)
+        kinds, data, where, present, variants = loc
+        arrays, anames = _columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry, variants)
         mask = None if present.all() else pa.array(~present)
         typed[side] = pa.StructArray.from_arrays(arrays, names=anames, mask=mask) if cols else \
             pa.nulls(n, pa.struct([]))
@@ -392,11 +508,11 @@ def _typed_changes(head: dict, sides: dict, cols: list[dict], n: int, registry) 
     # after-tuples' kind bytes says whether any value is 'u' at all (rarely)
     unchanged = None
     if sides.get("after") is not None:
-        kinds, _, where, _ = sides["after"]
+        kinds = sides["after"].kinds
         # kinds are one byte each (longer ones fail conversion): the data buffer holds them
         if len(kinds) and (np.frombuffer(kinds.buffers()[2], np.uint8) == ord("u")).any():
             kb = _kind_bytes(kinds)
-            at = {nm: _materialize(where[nm]) for nm in names}
+            at = {nm: sides["after"].everywhere(nm) for nm in names}
             is_u = {nm: (at[nm] >= 0) & (kb[np.maximum(at[nm], 0)] == ord("u")) for nm in names}
             if "before" in typed:
                 is_u = _fill_from_before(out, typed, sides["before"], is_u, n)
@@ -415,8 +531,7 @@ def _fill_from_before(out: dict, typed: dict, before_loc, is_u: dict, n: int) ->
     its TOAST values inline (checked on 15, 16 and 18: 'O' tuple 't', new tuple 'u'),
     so the change carries the value after all. Sets ``out["after"]``; returns ``is_u``
     without the values filled."""
-    kinds, _, where, _ = before_loc
-    kb = _kind_bytes(kinds)
+    kb = _kind_bytes(before_loc.kinds)
     after, before = typed["after"], typed["before"]
     cols = [(f.name, after.field(f.name)) for f in after.type]
     pos = {name: i for i, (name, _) in enumerate(cols)}
@@ -425,7 +540,7 @@ def _fill_from_before(out: dict, typed: dict, before_loc, is_u: dict, n: int) ->
     for nm, u in is_u.items():
         if not u.any() or before.type.get_field_index(nm) < 0:
             continue
-        at = _materialize(where[nm])
+        at = before_loc.everywhere(nm)
         take = u & (at >= 0) & np.isin(kb[np.maximum(at, 0)], (ord("t"), ord("b")))
         if not take.any():
             continue
@@ -461,10 +576,11 @@ def table_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     return typed_changes(_rows_of(changes, name), registry=registry)
 
 
-def typed_changes(rows: pa.Table, *, registry=None) -> pa.Table:
+def typed_changes(rows: pa.Table, *, registry=None, columns: list[dict] | None = None) -> pa.Table:
     """:func:`table_changes` of change rows that are all one table's (chosen already:
-    Spark's ``table_changes`` over any DataFrame types each batch of them)."""
-    cols = table_columns(rows, "", _rows=rows)
+    Spark's ``table_changes`` over any DataFrame types each batch of them, by the
+    ``columns`` of the whole table: a batch's own newest definition can be an earlier one)."""
+    cols = columns if columns is not None else table_columns(rows, "", _rows=rows)
     n = len(rows)
     head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
     ids, reps = _column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
@@ -523,7 +639,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
         tuples = msgs.field(field)
         if side == "after" or tuples.null_count != len(tuples):
             loc = _locate(tuples, pos, ids, reps, cols)
-            if side == "before" and not loc[3].any():
+            if side == "before" and not loc.present.any():
                 continue
             sides[side] = loc
     return _typed_changes(head, sides, cols, n, registry)
@@ -549,7 +665,7 @@ NULL = ("n", None)
 def _key(row: dict, keycols) -> tuple:
     """A row's key: its values of ``keycols``, a column the image lacks (added to the
     table after it was written) as NULL, which is what the server sends for it."""
-    return tuple(row.get(k, NULL) for k in keycols)
+    return tuple(row.get(k, NULL)[:2] for k in keycols)
 
 
 def _unsaid(key: tuple) -> bool:
@@ -636,17 +752,25 @@ class _Rows:
                     self.net[part][key] = self.net[part].pop(k)
 
 
-def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None):
+def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None, cols: list | None = None):
     """Replay one table's changes (``rows``, :func:`_resolve`'s) on raw (kind, data)
-    values, keyed by replica identity (:class:`_Rows`; ``net``: its ``net`` dict, filled)."""
+    values, keyed by replica identity (:class:`_Rows`; ``net``: its ``net`` dict, filled).
+    A value sent under another type than the column's in ``cols`` (the table's columns;
+    an ``ALTER COLUMN … TYPE`` in the archive) is held as (kind, data, (type_oid,
+    type_modifier)), and :func:`_typed_rows` reads it by that type."""
     held = _Rows(net)
     versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
+    if cols is None:
+        cols = table_columns(rows, "", _rows=rows) if len(rows) else []
+    newest = {c["name"]: _type_of(c) for c in cols}
+    odd_of: dict = {}    # relation_version -> [(column, type)] of its columns typed otherwise
+    canon = _canonical_keys(rows, cols)
 
     def close(key, lsn, ts):
         if keep_history and key in held.open_ver:
             versions[held.open_ver.pop(key)][5:7] = [lsn, ts]
 
-    for r in rows.to_pylist():
+    for i, r in enumerate(rows.to_pylist()):
         op = r["op"]
         lsn, ts = r["commit_lsn"], r["commit_ts"]
         if op == "T":
@@ -658,9 +782,9 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             continue
         if op not in ("I", "U", "D"):
             continue
-        cols = r["columns"] or []
-        names = [c["name"] for c in cols]
-        flagged = [c["name"] for c in cols if c["flags"] & 1]
+        rcols = r["columns"] or []
+        names = [c["name"] for c in rcols]
+        flagged = [c["name"] for c in rcols if c["flags"] & 1]
         keycols = tuple(flagged or names)
         held.rekey(keycols)
         store = held.store
@@ -668,6 +792,22 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             if r["before"] is not None else None
         after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
             if r["after"] is not None else None
+        fp = r.get("relation_version")
+        odd = odd_of.get(fp) if fp is not None else None
+        if odd is None:
+            odd = [(c["name"], _type_of(c)) for c in rcols if newest.get(c["name"], _type_of(c)) != _type_of(c)]
+            if fp is not None:
+                odd_of[fp] = odd
+        for img in (before, after) if odd else ():
+            for nm, t in odd:
+                v = None if img is None else img.get(nm)
+                if v is not None and v[0] in ("t", "b"):
+                    img[nm] = (v[0], v[1], t)
+        for side, img in (("before", before), ("after", after)) if canon else ():
+            for nm, texts in canon[side].items():
+                v = None if img is None else img.get(nm)
+                if v is not None and v[0] in ("t", "b") and texts[i] is not None:
+                    img[nm] = ("t", texts[i])
         if op == "I":
             key = _key(after, keycols)
             close(key, lsn, ts)
@@ -726,13 +866,100 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
     return held.store, versions
 
 
+def _canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
+    """For the columns that may name a row (key flagged, or every column of a version
+    that flags none) and were sent under several types: each row's value as the text
+    form of its newest type, per side (None where that does not hold it). The replay
+    compares raw values, and an ``ALTER COLUMN id TYPE bigint`` changes them: in binary
+    mode ``int4`` 2 is 4 bytes and ``int8`` 2 is 8, so the Update of a row inserted before
+    the ``ALTER`` found no row and the snapshot held it twice; ``numeric`` ``5`` and
+    ``5.00`` differ as text. Read by type, cast and written back as text, both are one key."""
+    if not len(rows):
+        return {}
+    ids, reps = _column_set_ids(rows)
+    types, keyish = {}, set()
+    for cl in reps:
+        cl = cl or []
+        keyish |= {c["name"] for c in cl if c["flags"] & 1} or {c["name"] for c in cl}
+        for c in cl:
+            types.setdefault(c["name"], set()).add(_type_of(c))
+    mine = [c for c in cols if c["name"] in keyish and len(types.get(c["name"], ())) > 1]
+    if not mine:
+        return {}
+    typed = typed_changes(rows, columns=mine)
+    out = {}
+    for side in ("before", "after"):
+        struct = _one_array(typed.column(side))
+        out[side] = {}
+        for c in mine:
+            values = struct.field(c["name"])
+            texts = [_text_form(v) for v in values.to_pylist()]
+            # a text form the column's own parser does not read back as the value: not used
+            try:
+                back = convert_column(pa.array(["n" if t is None else "t" for t in texts], pa.string()),
+                                      pa.array(texts, pa.binary()), *_type_of(c)).values
+                same = pc.fill_null(pc.equal(back, values), False).to_numpy(zero_copy_only=False)
+            except (ConversionError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                continue
+            out[side][c["name"]] = [t if ok else None for t, ok in zip(texts, same, strict=True)]
+    return out
+
+
+def _text_form(v) -> bytes | None:
+    """A typed key value as PostgreSQL's text form (what the type's parser reads back)."""
+    import datetime as _dt
+    import decimal as _dec
+    import uuid as _uuid
+    if v is None or isinstance(v, bool):
+        return None if v is None else (b"t" if v else b"f")
+    if isinstance(v, _dec.Decimal):
+        return format(v, "f").encode()
+    if isinstance(v, (int, float, str, _uuid.UUID)):
+        return (v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)).encode()
+    if isinstance(v, _dt.datetime):
+        return v.isoformat(sep=" ").encode()
+    if isinstance(v, _dt.date):
+        return v.isoformat().encode()
+    return None
+
+
 def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
+    """Columns ``cols`` of replayed images (column -> raw value), typed; a value held
+    with its own type (:func:`_replay`) is read by it and cast."""
+    if any(len(v) > 2 for r in rowdicts for v in r.values()):
+        return _typed_rows_of_types(rowdicts, cols, registry)
     triples = []
     for c in cols:
         vals = [r.get(c["name"]) or ("n", None) for r in rowdicts]
         triples.append((pa.array([v[0] for v in vals], pa.string()), pa.array([v[1] for v in vals], pa.binary()),
                         None))
     return _columns_out(triples, cols, registry)
+
+
+def _typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
+    """:func:`_typed_rows` where some values were sent under an earlier type: every
+    column's values in one flat child, indexed by type (:func:`_columns_out`)."""
+    n = len(rowdicts)
+    kinds, data, triples, variants = [], [], [], {}
+    for c in cols:
+        main = np.full(n, -1, dtype=np.int64)
+        for i, r in enumerate(rowdicts):
+            v = r.get(c["name"])
+            if v is None:
+                continue
+            if len(v) > 2:
+                idx = dict(variants.setdefault(c["name"], [])).get(v[2])
+                if idx is None:
+                    idx = np.full(n, -1, dtype=np.int64)
+                    variants[c["name"]].append((v[2], idx))
+            else:
+                idx = main
+            idx[i] = len(kinds)
+            kinds.append(v[0])
+            data.append(v[1])
+        triples.append(main)
+    k, d = pa.array(kinds, pa.string()), pa.array(data, pa.binary())
+    return _columns_out([(k, d, main) for main in triples], cols, registry, variants)
 
 
 def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:
@@ -742,7 +969,7 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
-    store, _ = _replay(rows, name, False)
+    store, _ = _replay(rows, name, False, cols=cols)
     arrays, names = _typed_rows(list(store.values()), cols, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
@@ -811,10 +1038,10 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
         [c["name"] for c in cols]
     net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}, "moved": [], "keycols": tuple(keycols)}
     relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
-    store, _ = _replay(rows_of, name, False, net)
+    store, _ = _replay(rows_of, name, False, net, cols)
 
     def ikey(img):
-        return tuple(img.get(c, NULL) for c in keycols)
+        return tuple(img.get(c, NULL)[:2] for c in keycols)
     # one entry per key: the rows held (upserts) over the keys gone; among several of one
     # key (the replay's keys may be wider), the last change
     entries: dict = {}
@@ -864,8 +1091,8 @@ def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
     rows = _rows_of(changes, name)
-    _, versions = _replay(rows, name, True)
     cols = table_columns(changes, name, _rows=rows)
+    _, versions = _replay(rows, name, True, cols=cols)
     arrays, names = _typed_rows([v[1] for v in versions], cols, registry)
     extra = {
         "__OP": pa.array([v[2] for v in versions], pa.string()),

@@ -232,12 +232,23 @@ def _merge_columns(versions: list) -> list:
     return [seen[n] for n in order]
 
 
-def table_schema(cols: list, registry=None):
+def _retyped(versions: list) -> set:
+    """The columns some of ``versions`` (column lists) give another type (``ALTER COLUMN
+    … TYPE`` in the archive): a value of an earlier type the column's cannot hold is
+    null with a ``__special`` note (:func:`pgoutput_codec.tables._with_earlier_types`)."""
+    types: dict = {}
+    for cols in versions:
+        for c in cols or ():
+            types.setdefault(c["name"], set()).add((c["type_oid"], c["type_modifier"]))
+    return {name for name, ts in types.items() if len(ts) > 1}
+
+
+def table_schema(cols: list, registry=None, retyped=frozenset()):
     """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)])."""
     fields, plan = [], []
     for c in cols:
         at = arrow_type(c["type_oid"], c["type_modifier"], registry)
-        sp = _can_be_special(at)
+        sp = _can_be_special(at) or c["name"] in retyped
         fields.append(T.StructField(c["name"], _value_spark_type(at)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
@@ -294,6 +305,10 @@ class _TableMapper:
     def __init__(self, name, out_schema, colplan, registry, versions=None, shifted=()):
         self.name, self.out_schema = name, out_schema
         self.colplan, self.registry = colplan, registry
+        # the table's columns: each batch is typed by them (its own newest column list can
+        # be an earlier definition: values of another type are cast to the table's)
+        self.columns = [{"name": name, "type_oid": oid, "type_modifier": typmod, "flags": 0}
+                        for name, _, _, oid, typmod in colplan]
         self.shifted = shifted   # the columns that cross as int64 less 2^63 (_SHIFTED)
         self.versions = None
         if versions:
@@ -326,7 +341,7 @@ class _TableMapper:
             n = len(t)
             # the typing reads these alone; the other columns go out as they came
             cast = {f.name: t.column(f.name).cast(f.type) for f in CHANGE_SCHEMA if f.name in _TYPED_FROM}
-            typed = typed_changes(pa.table(cast), registry=self.registry) if n else None
+            typed = typed_changes(pa.table(cast), registry=self.registry, columns=self.columns) if n else None
             out = []
             for f in target:
                 if f.name in ("before", "after"):
@@ -389,7 +404,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _info=None, _
     if _info is None:
         _info = _table_info(changes, name, _until_lsn)
     cols = _merge_columns(_info.versions)
-    row_type, colplan = table_schema(cols, registry)
+    row_type, colplan = table_schema(cols, registry, _retyped(_info.versions))
     keep = [c for c in _TC_PASS if c in changes.columns]
     out_fields = [changes.schema[c] for c in keep]
     out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),

@@ -1,0 +1,142 @@
+"""Columns whose type changes within the archive (``ALTER TABLE … ALTER COLUMN … TYPE``), on real servers.
+
+pgoutput sends nothing for the ``ALTER``; the table's next change comes with a new
+Relation giving the column its new type, and the rows rewritten by the ``ALTER`` are not
+decoded. So one column of one table holds values sent under several types, and, in
+binary mode, in several encodings (``int4`` is 4 bytes, ``int8`` 8). Before, every value
+was read by the newest type: an ``int4`` read as ``int8`` failed and the whole column
+came out raw (binary), and text ``'x1'`` read as ``int4`` likewise. Now each value is
+read by the type it was sent under and cast to the column's: the snapshot equals the
+server's table, except where PostgreSQL rewrote a value by a ``USING`` expression the
+archive never saw (text ``'abc'`` to ``int4`` by ``length``): that value is null with
+``__special`` holding what was sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from pgoutput_codec import decode_changes, decode_table_changes, history, net_changes, snapshot, table_changes
+
+SLOT, PUB = "retype_slot", "retype_pub"
+OLD_COLUMNS = [("id", 23), ("i", 23), ("f", 700), ("s", 25), ("ts", 1114), ("n", 23), ("code", 25),
+               ("word", 25)]
+NEW_TYPES = {"id": 20, "i": 20, "f": 701, "s": 1043, "ts": 1184, "n": 1700, "code": 23, "word": 23}
+# rows 1-4 inserted under the old types; row 1 changed before the ALTER, 2 after it, 3
+# and 4 not at all (their values are the ones sent under the old types)
+UNTOUCHED = (3, 4)
+
+
+def _get(conn, binary: bool) -> list:
+    opts = ["proto_version", "1", "publication_names", PUB] + (["binary", "true"] if binary else [])
+    return conn.execute(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{SLOT}', NULL, NULL, "
+                        "VARIADIC %s::text[])", (opts,)).fetchall()
+
+
+@pytest.fixture(scope="module", params=["text", "binary"])
+def retyped(pg_server, request):
+    """(archive, the server's final rows by id, its column names)."""
+    binary = request.param == "binary"
+    with pg_server.connect() as conn:
+        x = conn.execute
+        x("SET TimeZone = 'UTC'")   # timestamp -> timestamptz is read in the session's zone
+        x("CREATE TABLE retyped (id int PRIMARY KEY, i int, f real, s text, ts timestamp, n int, code text, "
+          "word text)")
+        x(f"CREATE PUBLICATION {PUB} FOR TABLE retyped")
+        x(f"SELECT pg_create_logical_replication_slot('{SLOT}', 'pgoutput')")
+        try:
+            x("INSERT INTO retyped SELECT g, g * 1000000, g + 0.5, 's' || g, "
+              "timestamp '2024-01-02 03:04:05.25' + g * interval '1 day', g * 7, (g * 11)::text, "
+              "repeat('w', g) FROM generate_series(1, 4) g")
+            x("UPDATE retyped SET i = -5, word = 'changed' WHERE id = 1")
+            x("ALTER TABLE retyped ALTER COLUMN id TYPE bigint, ALTER COLUMN i TYPE bigint, "
+              "ALTER COLUMN f TYPE double precision, ALTER COLUMN s TYPE varchar(10), "
+              "ALTER COLUMN ts TYPE timestamptz, ALTER COLUMN n TYPE numeric(12, 2), "
+              "ALTER COLUMN code TYPE int USING code::int, ALTER COLUMN word TYPE int USING length(word)")
+            x("UPDATE retyped SET i = 5000000000, f = 0.1, n = 2.5 WHERE id = 2")
+            x("INSERT INTO retyped VALUES (5, 6, 7.25, 'five', '2025-05-05 05:05:05+00', 1.25, 55, 5)")
+            x("DELETE FROM retyped WHERE id = 4 AND false")   # nothing: row 4 stays as sent
+            rows = _get(conn, binary)
+            cur = conn.execute("SELECT * FROM retyped ORDER BY id")
+            names = [d.name for d in cur.description]
+            final = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+        finally:
+            x(f"SELECT pg_drop_replication_slot('{SLOT}')")
+            x(f"DROP PUBLICATION {PUB}")
+            x("DROP TABLE retyped")
+    archive = pa.table({"seq": pa.array(range(len(rows)), pa.int64()), "lsn": [r[0] for r in rows],
+                        "data": pa.array([bytes(r[1]) for r in rows], pa.binary())})
+    return archive, final, names
+
+
+def test_the_server_sends_each_value_under_the_type_of_its_time(retyped):
+    """What the server sends: the Relation of the first change after the ALTER gives the
+    new types; the rows the ALTER rewrote are not sent."""
+    archive, _, _ = retyped
+    changes = decode_changes(archive)
+    lists = [[(c["name"], c["type_oid"]) for c in cols] for cols in changes.column("columns").to_pylist()]
+    assert lists[:5] == [OLD_COLUMNS] * 5
+    assert lists[5:] == [[(name, NEW_TYPES[name]) for name, _ in OLD_COLUMNS]] * 2
+    assert changes.column("op").to_pylist() == ["I"] * 4 + ["U", "U", "I"]
+
+
+def test_the_snapshot_is_the_servers_table(retyped):
+    """Every value read by the type it was sent under and cast to the column's: the
+    snapshot equals the server's table (its types too), but for ``word``, which the
+    server rewrote by ``length(word)``: the values sent as text are null, with the text
+    in ``word__special``."""
+    archive, final, names = retyped
+    changes = decode_changes(archive)
+    snap = snapshot(changes, "public.retyped").sort_by("id")
+    types = {f.name: f.type for f in snap.schema}
+    assert types["id"] == types["i"] == pa.int64() and types["f"] == pa.float64() and types["code"] == pa.int32()
+    assert types["ts"] == pa.timestamp("us", "UTC") and pa.types.is_decimal(types["n"])
+    got = {r["id"]: r for r in snap.to_pylist()}
+    assert sorted(got) == sorted(final)
+    for rid, want in final.items():
+        row = got[rid]
+        for name in names:
+            if name == "word" and rid in (1, *UNTOUCHED):
+                text = "changed" if rid == 1 else "w" * rid
+                assert row["word"] is None and repr(text) in row["word__special"], (rid, row)
+            else:
+                assert row[name] == want[name], (rid, name, row[name], want[name])
+                assert type(row[name]) is type(want[name]), (rid, name)
+    assert [r["word__special"] for r in snap.to_pylist() if r["id"] not in (1, *UNTOUCHED)] == [None, None]
+    assert isinstance(got[5]["n"], decimal.Decimal) and got[3]["ts"] == dt.datetime(
+        2024, 1, 5, 3, 4, 5, 250000, tzinfo=dt.timezone.utc)
+
+
+def test_table_changes_history_and_net_changes_read_each_value_by_its_type(retyped):
+    """table_changes (and decode_table_changes, equal) type the values of every change by
+    the type they were sent under: the Inserts before the ALTER carry the int4 ``i``
+    values as int64; history's versions alive at the end are the snapshot; net_changes
+    of the changes after the first commit, applied to the snapshot then, give it."""
+    archive, final, _ = retyped
+    changes = decode_changes(archive)
+    typed = table_changes(changes, "public.retyped")
+    assert decode_table_changes(archive, "public.retyped").equals(typed)
+    after = typed.column("after").to_pylist()
+    assert [a["i"] for a in after] == [1000000, 2000000, 3000000, 4000000, -5, 5000000000, 6]
+    assert [a["code"] for a in after] == [11, 22, 33, 44, 11, 22, 55]
+    assert [a["f"] for a in after[:4]] == [1.5, 2.5, 3.5, 4.5]
+    before = typed.column("before").to_pylist()
+    assert before[:5] == [None] * 5        # REPLICA IDENTITY DEFAULT, no key changed
+    snap = snapshot(changes, "public.retyped")
+    hist = history(changes, "public.retyped")
+    alive = hist.filter(pc.is_null(hist.column("__END_LSN"))).select(snap.column_names)
+    assert alive.sort_by("id").equals(snap.sort_by("id"))
+    first = changes.column("commit_lsn")[0].as_py()
+    later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(first, pa.uint64())))
+    net = net_changes(later, "public.retyped")
+    assert net.column("__OP").to_pylist() == ["upsert"] * 3 and net.column("id").to_pylist() == [1, 2, 5]
+    copy = {r["id"]: r for r in snapshot(changes, "public.retyped", as_of_lsn=first).to_pylist()}
+    for r in net.to_pylist():
+        copy[r["id"]] = {k: v for k, v in r.items() if not k.startswith("__")}
+    want = {r["id"]: r for r in snap.to_pylist()}
+    assert {k: {c: v for c, v in r.items() if c in want[k]} for k, r in copy.items()} == want

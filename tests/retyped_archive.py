@@ -1,0 +1,43 @@
+"""An archive of a table whose columns change type (``ALTER TABLE … ALTER COLUMN … TYPE``),
+as the messages a server sends: the shapes tests/conformance/test_retyped_columns.py
+sees on PostgreSQL 15, 16 and 18, in text and binary mode, small enough for any test."""
+
+from __future__ import annotations
+
+import struct
+
+from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, Update
+
+#: the table's rows after the messages: (id, i, code, word), word None where the server
+#: rewrote a text value by ``length(word)``, which the archive never saw
+FINAL = [(1, 1000, 11, None), (2, 5_000_000_000, 22, 2), (3, 3000, 33, None), (4, 6, 44, 4)]
+
+
+def messages(binary: bool) -> list:
+    """What a server sends around ``ALTER TABLE … ALTER COLUMN id TYPE bigint, … i TYPE
+    bigint, … code TYPE int USING code::int, … word TYPE int USING length(word)``
+    (tests/conformance/test_retyped_columns.py: PostgreSQL 15/16/18, text and binary):
+    Inserts under the old types, then a new Relation with the next change."""
+    def val(oid, v):
+        if not binary or oid == 25:
+            return TupleColumn("b" if binary else "t", str(v).encode())
+        return TupleColumn("b", struct.pack({23: ">i", 20: ">q"}[oid], v))
+
+    def rel(types):
+        return Relation(relation_id=16500, namespace="public", relation_name="retyped", replica_identity="d",
+                        columns=tuple(RelationColumn(int(n == "id"), n, o, -1) for n, o in types))
+    old = [("id", 23), ("i", 23), ("code", 25), ("word", 25)]
+    new = [("id", 20), ("i", 20), ("code", 23), ("word", 23)]
+
+    def row(types, *vs):
+        return tuple(val(o, v) for (_, o), v in zip(types, vs, strict=True))
+    txns = [[rel(old), *(Insert(relation_id=16500, new_tuple=row(old, k, k * 1000, str(k * 11), "w" * k))
+                         for k in (1, 2, 3))],
+            [rel(new), Update(relation_id=16500, new_tuple=row(new, 2, 5_000_000_000, 22, 2))],
+            [Insert(relation_id=16500, new_tuple=row(new, 4, 6, 44, 4))]]
+    out = []
+    for x, body in enumerate(txns):
+        lsn = 100 + 10 * x
+        out += [Begin(final_lsn=lsn, commit_ts=x, xid=800 + x), *body, Commit(commit_lsn=lsn, end_lsn=lsn + 1,
+                                                                                commit_ts=x)]
+    return out
