@@ -446,13 +446,27 @@ def _with_earlier_types(values, special, kinds, data, col: dict, earlier: list, 
             special = pc.if_else(mask, pa.array(raw, pa.string()), special)
             continue
         try:
-            cast = r.values.cast(values.type)
+            cast = _cast(r.values, values.type)
             notes = r.special if r.special is not None else pa.nulls(n, pa.string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             cast, notes = _cast_each(r.values, values.type, at, col, sent)
         values = pc.if_else(mask, cast, values)
         special = pc.if_else(mask, notes, special)
     return values, special
+
+
+def _cast(arr: pa.Array, to: pa.DataType) -> pa.Array:
+    """``arr`` as type ``to``, values checked. Arrow casts an integer to a decimal only
+    when the decimal's precision holds every value of the integer type (int8 into
+    ``numeric(20,2)`` needs 21 digits): such a cast goes through the widest decimal of
+    ``to``'s scale, and the values are checked against ``to`` there."""
+    try:
+        return arr.cast(to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if not pa.types.is_decimal(to) or pa.types.is_decimal(arr.type) and arr.type.precision <= to.precision:
+            raise
+        wide = pa.decimal256(76, to.scale) if pa.types.is_decimal256(to) else pa.decimal128(38, to.scale)
+        return arr.cast(wide).cast(to)
 
 
 def _cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str):
@@ -464,7 +478,7 @@ def _cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent
         if not v.is_valid:
             continue
         try:
-            out[i] = v.cast(to).as_py()
+            out[i] = _cast(pa.array([v.as_py()], arr.type), to)[0].as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:
             notes[i] = (f"{sent} by an earlier definition of {col['name']!r}: "
                         f"{v.as_py()!r} does not convert to {to} ({e})")

@@ -270,14 +270,23 @@ class TableSession(Session):
     ``flips``: now and then a table's REPLICA IDENTITY flips between DEFAULT and FULL (an
     ``ALTER TABLE`` committed between two changes, while no open transaction holds a lock
     on the table and no streamed one is open, whose later chunks the server would send
-    the Relation again), and the next change sends the new Relation first."""
+    the Relation again), and the next change sends the new Relation first.
+
+    ``retypes``: now and then, under the same conditions, ``n`` changes type between
+    ``int8`` and ``numeric(20,2)`` (``ALTER COLUMN n TYPE``): the server rewrites the rows
+    without sending them, and later changes send ``n`` in the new type's text form
+    (``5.00``), old images under FULL included: the same value, other bytes."""
+
+    #: numeric(20,2)'s type modifier: ((precision << 16) | scale) + 4
+    NUMERIC_TYPMOD = ((20 << 16) | 2) + 4
 
     TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
     TRUNCATES = True
 
-    def __init__(self, seed: int, *, events: int = 40, flips: bool = False):
+    def __init__(self, seed: int, *, events: int = 40, flips: bool = False, retypes: bool = False):
         super().__init__(seed, events=events)
-        self.flips = flips
+        self.flips, self.retypes = flips, retypes
+        self.numeric = {rid: False for rid in self.TABLES}   # n is numeric(20,2), not int8
         self.ident = {rid: ident for rid, (_, ident) in self.TABLES.items()}
         self.ncols = {rid: 3 for rid in self.TABLES}
         self.committed = {rid: {} for rid in self.TABLES}
@@ -291,8 +300,9 @@ class TableSession(Session):
     def _relation(self, rid, xid=None):
         name, ident = self.TABLES[rid][0], self.ident[rid]
         full = ident == "f"
+        n_type = (1700, self.NUMERIC_TYPMOD) if self.numeric[rid] else (20, -1)
         cols = (RelationColumn(1, "id", 23, -1), RelationColumn(int(full), "v", 25, -1),
-                RelationColumn(int(full), "n", 20, -1))
+                RelationColumn(int(full), "n", *n_type))
         self._put(Relation(xid=xid, relation_id=rid, namespace="public", relation_name=name,
                            replica_identity=ident, columns=cols))
         self.sent.add(rid)
@@ -334,6 +344,11 @@ class TableSession(Session):
                     and not any(r == rid for r, _ in self.locks):
                 self.ident[rid] = "f" if self.ident[rid] == "d" else "d"
                 self.sent.discard(rid)
+            if self.retypes and xid is None and not self.streams and self.r.random() < 0.1 \
+                    and not any(r == rid for r, _ in self.locks):
+                self.numeric[rid] = not self.numeric[rid]
+                self.sent.discard(rid)
+            num = self._num if self.numeric[rid] else self._val
             full = self.ident[rid] == "f"
             if not self._free(rid, None, txn):
                 continue
@@ -345,7 +360,7 @@ class TableSession(Session):
             if roll < 0.45 or not mine:
                 key, row = self.next_id, (self._text(), self._int())
                 self.next_id += 1
-                m = Insert(xid=xid, relation_id=rid, new_tuple=(self._val(key), self._val(row[0]), self._val(row[1])))
+                m = Insert(xid=xid, relation_id=rid, new_tuple=(self._val(key), self._val(row[0]), num(row[1])))
                 op, args, locked = "I", (key, row), [key]
             elif roll < 0.75:
                 old = self.r.choice(mine)
@@ -359,18 +374,18 @@ class TableSession(Session):
                 vcol = TupleColumn("u", None) if v is _UNCHANGED else self._val(v)
                 old_tuple = None
                 if full:
-                    old_tuple = (self._val(old), self._val(v0), self._val(n0))
+                    old_tuple = (self._val(old), self._val(v0), num(n0))
                 elif new != old:
                     old_tuple = (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
                 m = Update(xid=xid, relation_id=rid, old_kind=None if old_tuple is None else ("O" if full else "K"),
-                           old_tuple=old_tuple, new_tuple=(self._val(new), vcol, self._val(n1)))
+                           old_tuple=old_tuple, new_tuple=(self._val(new), vcol, num(n1)))
                 op, args, locked = "U", (old, new, (v, n1)), [old, new]
             elif roll < 0.95 or not self.TRUNCATES:
                 if rid in self.fixed_keys:
                     continue
                 old = self.r.choice(mine)
                 v0, n0 = view[old]
-                old_tuple = (self._val(old), self._val(v0), self._val(n0)) if full else \
+                old_tuple = (self._val(old), self._val(v0), num(n0)) if full else \
                     (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
                 m = Delete(xid=xid, relation_id=rid, old_kind="O" if full else "K", old_tuple=old_tuple)
                 op, args, locked = "D", old, [old]
@@ -384,6 +399,11 @@ class TableSession(Session):
             self.ops.setdefault(txn.xid, []).append((carried, rid, op, args))
             for k in locked:
                 self.locks[(rid, k)] = txn.xid
+
+    @staticmethod
+    def _num(v):
+        """An int8 value as numeric(20,2) sends it."""
+        return TupleColumn("n", None) if v is None else TupleColumn("t", f"{v}.00".encode())
 
     def _text(self):
         return None if self.r.random() < 0.1 else "v" * self.r.randint(0, 6) + str(self.r.randint(0, 99))
