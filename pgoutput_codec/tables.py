@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import CHANGE_SCHEMA, TS
+from .retyped import text_form, with_earlier_types
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns"]
@@ -408,81 +409,13 @@ def _columns_out(triples: list, cols: list[dict], registry=None, variants=None):
         else:
             values, special = r.values, r.special
             if index is not None and j in earlier:
-                values, special = _with_earlier_types(values, special, kinds, data, c, earlier[j], registry)
+                values, special = with_earlier_types(values, special, kinds, data, c, earlier[j], registry)
         arrays.append(values)
         names.append(c["name"])
         if special is not None and special.null_count != len(special):
             arrays.append(special)
             names.append(c["name"] + "__special")
     return arrays, names
-
-
-def _with_earlier_types(values, special, kinds, data, col: dict, earlier: list, registry=None):
-    """Column ``col``'s converted ``values``/``special`` with the values its earlier
-    Relation versions sent under other types (``ALTER COLUMN … TYPE``) put in: each read
-    by its own type, then cast to the column's (``int4`` binary is 4 bytes, ``int8`` 8;
-    read by the newest type, such a value failed, and the whole column stayed raw). A
-    value the cast cannot hold (text ``'abc'`` into ``int4``: PostgreSQL rewrote it by
-    the ``USING`` expression, which is not sent) is null, and ``__special`` says what was
-    sent, so nothing is lost. Values their own type cannot read as a whole are read by
-    the column's (what was done for every value before)."""
-    n = len(values)
-    special = special if special is not None else pa.nulls(n, pa.string())
-    for (oid, typmod), idx, r in earlier:
-        sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
-        at = _materialize(idx) >= 0
-        mask = pa.array(at)
-        if isinstance(r, ConversionError):
-            try:
-                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry,
-                                   index=_materialize(idx))
-            except ConversionError:
-                pass
-        if isinstance(r, ConversionError):
-            k, d = _take_at(kinds, data, _materialize(idx))
-            raw = [f"{sent} by an earlier definition of {col['name']!r} "
-                   f"({r}): {v!r}" if a else None for a, v in zip(at, d.to_pylist(), strict=True)]
-            values = pc.if_else(mask, pa.nulls(n, values.type), values)
-            special = pc.if_else(mask, pa.array(raw, pa.string()), special)
-            continue
-        try:
-            cast = _cast(r.values, values.type)
-            notes = r.special if r.special is not None else pa.nulls(n, pa.string())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            cast, notes = _cast_each(r.values, values.type, at, col, sent)
-        values = pc.if_else(mask, cast, values)
-        special = pc.if_else(mask, notes, special)
-    return values, special
-
-
-def _cast(arr: pa.Array, to: pa.DataType) -> pa.Array:
-    """``arr`` as type ``to``, values checked. Arrow casts an integer to a decimal only
-    when the decimal's precision holds every value of the integer type (int8 into
-    ``numeric(20,2)`` needs 21 digits): such a cast goes through the widest decimal of
-    ``to``'s scale, and the values are checked against ``to`` there."""
-    try:
-        return arr.cast(to)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if not pa.types.is_decimal(to) or pa.types.is_decimal(arr.type) and arr.type.precision <= to.precision:
-            raise
-        wide = pa.decimal256(76, to.scale) if pa.types.is_decimal256(to) else pa.decimal128(38, to.scale)
-        return arr.cast(wide).cast(to)
-
-
-def _cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str):
-    """``arr`` cast value by value at ``rows``: (values, notes), a value the cast refuses
-    null with a note that holds it."""
-    out, notes = [None] * len(arr), [None] * len(arr)
-    for i in np.flatnonzero(rows):
-        v = arr[int(i)]
-        if not v.is_valid:
-            continue
-        try:
-            out[i] = _cast(pa.array([v.as_py()], arr.type), to)[0].as_py()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:
-            notes[i] = (f"{sent} by an earlier definition of {col['name']!r}: "
-                        f"{v.as_py()!r} does not convert to {to} ({e})")
-    return pa.array(out, to), pa.array(notes, pa.string())
 
 
 def _kind_bytes(kinds: pa.Array) -> np.ndarray:
@@ -907,7 +840,7 @@ def _canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
         out[side] = {}
         for c in mine:
             values = struct.field(c["name"])
-            texts = [_text_form(v) for v in values.to_pylist()]
+            texts = [text_form(v) for v in values.to_pylist()]
             # a text form the column's own parser does not read back as the value: not used
             try:
                 back = convert_column(pa.array(["n" if t is None else "t" for t in texts], pa.string()),
@@ -917,24 +850,6 @@ def _canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
                 continue
             out[side][c["name"]] = [t if ok else None for t, ok in zip(texts, same, strict=True)]
     return out
-
-
-def _text_form(v) -> bytes | None:
-    """A typed key value as PostgreSQL's text form (what the type's parser reads back)."""
-    import datetime as _dt
-    import decimal as _dec
-    import uuid as _uuid
-    if v is None or isinstance(v, bool):
-        return None if v is None else (b"t" if v else b"f")
-    if isinstance(v, _dec.Decimal):
-        return format(v, "f").encode()
-    if isinstance(v, (int, float, str, _uuid.UUID)):
-        return (v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)).encode()
-    if isinstance(v, _dt.datetime):
-        return v.isoformat(sep=" ").encode()
-    if isinstance(v, _dt.date):
-        return v.isoformat().encode()
-    return None
 
 
 def _typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):

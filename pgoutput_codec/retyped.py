@@ -1,0 +1,109 @@
+"""Values sent under an earlier type of their column (``ALTER TABLE … ALTER COLUMN …
+TYPE`` within the archive).
+
+pgoutput sends nothing for the ``ALTER`` and not the rows it rewrites; the table's next
+change comes with a Relation giving the new type. So one column holds values sent under
+several types, in binary mode in several encodings (``int4`` is 4 bytes, ``int8`` 8).
+Each is read by the type it was sent under (``tables._locate``'s ``variants``), then cast
+here to the column's newest type; a value the cast cannot hold is null, with what was
+sent in ``<column>__special``. Key values are compared by their newest type's text form
+(:func:`text_form`, ``tables._canonical_keys``). Observed on PostgreSQL 15, 16 and 18:
+tests/conformance/test_retyped_columns.py, docs/CONFORMANCE.md item 20.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .typecatalog import ConversionError, _materialize, _take_at, convert_column
+
+__all__ = ["cast_checked", "cast_each", "text_form", "with_earlier_types"]
+
+
+def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, registry=None):
+    """Column ``col``'s converted ``values``/``special`` with the values its earlier
+    Relation versions sent under other types (``ALTER COLUMN … TYPE``) put in: each read
+    by its own type, then cast to the column's (``int4`` binary is 4 bytes, ``int8`` 8;
+    read by the newest type, such a value failed, and the whole column stayed raw). A
+    value the cast cannot hold (text ``'abc'`` into ``int4``: PostgreSQL rewrote it by
+    the ``USING`` expression, which is not sent) is null, and ``__special`` says what was
+    sent, so nothing is lost. Values their own type cannot read as a whole are read by
+    the column's (what was done for every value before)."""
+    n = len(values)
+    special = special if special is not None else pa.nulls(n, pa.string())
+    for (oid, typmod), idx, r in earlier:
+        sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
+        at = _materialize(idx) >= 0
+        mask = pa.array(at)
+        if isinstance(r, ConversionError):
+            try:
+                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry,
+                                   index=_materialize(idx))
+            except ConversionError:
+                pass
+        if isinstance(r, ConversionError):
+            _, d = _take_at(kinds, data, _materialize(idx))
+            raw = [f"{sent} by an earlier definition of {col['name']!r} "
+                   f"({r}): {v!r}" if a else None for a, v in zip(at, d.to_pylist(), strict=True)]
+            values = pc.if_else(mask, pa.nulls(n, values.type), values)
+            special = pc.if_else(mask, pa.array(raw, pa.string()), special)
+            continue
+        try:
+            cast = cast_checked(r.values, values.type)
+            notes = r.special if r.special is not None else pa.nulls(n, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            cast, notes = cast_each(r.values, values.type, at, col, sent)
+        values = pc.if_else(mask, cast, values)
+        special = pc.if_else(mask, notes, special)
+    return values, special
+
+
+def cast_checked(arr: pa.Array, to: pa.DataType) -> pa.Array:
+    """``arr`` as type ``to``, values checked. Arrow casts an integer to a decimal only
+    when the decimal's precision holds every value of the integer type (int8 into
+    ``numeric(20,2)`` needs 21 digits): such a cast goes through the widest decimal of
+    ``to``'s scale, and the values are checked against ``to`` there."""
+    try:
+        return arr.cast(to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if not pa.types.is_decimal(to) or pa.types.is_decimal(arr.type) and arr.type.precision <= to.precision:
+            raise
+        wide = pa.decimal256(76, to.scale) if pa.types.is_decimal256(to) else pa.decimal128(38, to.scale)
+        return arr.cast(wide).cast(to)
+
+
+def cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str):
+    """``arr`` cast value by value at ``rows``: (values, notes), a value the cast refuses
+    null with a note that holds it."""
+    out, notes = [None] * len(arr), [None] * len(arr)
+    for i in np.flatnonzero(rows):
+        v = arr[int(i)]
+        if not v.is_valid:
+            continue
+        try:
+            out[i] = cast_checked(pa.array([v.as_py()], arr.type), to)[0].as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:
+            notes[i] = (f"{sent} by an earlier definition of {col['name']!r}: "
+                        f"{v.as_py()!r} does not convert to {to} ({e})")
+    return pa.array(out, to), pa.array(notes, pa.string())
+
+
+def text_form(v) -> bytes | None:
+    """A typed key value as PostgreSQL's text form (what the type's parser reads back)."""
+    if v is None or isinstance(v, bool):
+        return None if v is None else (b"t" if v else b"f")
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f").encode()
+    if isinstance(v, (int, float, str, uuid.UUID)):
+        return (v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)).encode()
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(sep=" ").encode()
+    if isinstance(v, datetime.date):
+        return v.isoformat().encode()
+    return None
