@@ -892,15 +892,34 @@ def _typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
 
 
 def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:
-    """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes)."""
+    """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes): the
+    columns of the Relation in force then (:func:`columns_in_force`)."""
     rows = _rows_of(changes, name, as_of_lsn)
     cols = table_columns(changes, name, _rows=rows)
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
     store, _ = _replay(rows, name, False, cols=cols)
-    arrays, names = _typed_rows(list(store.values()), cols, registry)
+    current = columns_in_force(rows)
+    shown = cols if current is None else [c for c in cols if c["name"] in current]
+    arrays, names = _typed_rows(list(store.values()), shown, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def columns_in_force(rows: pa.Table) -> set | None:
+    """The column names of the Relation in force after ``rows`` (one table's changes, in
+    commit order): its last change's. A column dropped (``ALTER TABLE … DROP COLUMN``)
+    is not in the server's table, so not in the snapshot; ``table_changes`` and
+    ``history`` keep it, with the values sent while it was there. None: keep every
+    column (openGauss rows, which carry no Relation, or no change)."""
+    if not len(rows) or rows.column("relation_id").null_count == len(rows):
+        return None
+    lists = rows.column("columns")
+    for i in range(len(rows) - 1, -1, -1):
+        cols = lists[i].as_py()
+        if cols is not None:
+            return {c["name"] for c in cols}
+    return None
 
 
 def net_key(column_lists: list, newest: list) -> list:

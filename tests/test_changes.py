@@ -1690,15 +1690,15 @@ def test_net_changes_name_a_key_a_row_left_unsaid():
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_under(binary):
-    """``ALTER COLUMN … TYPE`` in the archive (tests/retyped_archive.py; the servers'
+    """``ALTER COLUMN … TYPE`` in the archive (tests/altered_columns.py; the servers'
     messages in tests/conformance/test_retyped_columns.py): each value is read by the
     type its Relation gave the column and cast to the newest. Before, all were read by
     the newest: in binary mode the int4 ``i`` values failed as int8 and the column came
     out raw, and the Update of row 2 (its int8 key) missed the row inserted under int4,
     so the snapshot held row 2 twice. A text value the new int type cannot hold is null,
     with what was sent in ``__special``; decode_table_changes equals table_changes."""
-    import retyped_archive
-    msgs = retyped_archive.messages(binary)
+    import altered_columns
+    msgs = altered_columns.retyped(binary)
     values = pa.array([encode_message(m) for m in msgs], pa.binary())
     changes = decode_changes(values)
     name = "public.retyped"
@@ -1712,7 +1712,7 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
         f"sent as type OID 25 by an earlier definition of 'word': {'w' * k!r} does not convert to int32 "
         f"(Failed to parse string: '{'w' * k}' as a scalar of type int32)" for k in (1, 2, 3)]
     snap = snapshot(changes, name).sort_by("id")
-    assert [(r["id"], r["i"], r["code"], r["word"]) for r in snap.to_pylist()] == retyped_archive.FINAL
+    assert [(r["id"], r["i"], r["code"], r["word"]) for r in snap.to_pylist()] == altered_columns.RETYPED_FINAL
     hist = history(changes, name)
     alive = hist.filter(pc.is_null(hist.column("__END_LSN"))).select(snap.column_names).sort_by("id")
     assert alive.equals(snap) and len(hist) == 5

@@ -414,6 +414,7 @@ class _TableInfo(NamedTuple):
     relation_id: int | None = None   # the relation that bears the name (tables.bearer; None: by name)
     replaced: bool = False    # another relation bore the name before it
     found: bool = True        # some relation bears it (False: renamed away, none does)
+    current: list | None = None   # as of the cut asked for: the column list of its last change
 
 
 class _Pass2:

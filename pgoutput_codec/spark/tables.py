@@ -175,8 +175,11 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     fps = [r["relation_version"] for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
+    at = [(r["last_by"]["r"], r["last_by"]["s"], i) for i, r in enumerate(rows)
+          if as_of_lsn is not None and r["last_by"] is not None and cols[i] is not None]
+    current = [c.asDict() for c in cols[max(at)[2]]] if at else None
     return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
-                      rows[0]["relation_id"] if rows else None, replaced, bool(rows))
+                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current)
 
 
 #: physical plan nodes that run Python: a DataFrame whose rows come through one is costly
@@ -818,14 +821,37 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     every column; a change sent under an earlier identity is resolved to it,
     :func:`_found_keys`), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
-    Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`."""
-    ev, truncs, names, cols, sends_old, _, _ = _events(changes, name, as_of_lsn, registry)
+    Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`
+    that the Relation in force at the cut lists (a column dropped is not the table's)."""
+    ev, truncs, names, cols, sends_old, _, info = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
-    return last.select("after.*")
+    out = last.select("after.*")
+    keep = _in_force(changes, name, as_of_lsn, info)
+    if keep is None:
+        return out
+    return out.select(*[f"`{c}`" for c in out.columns
+                        if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
+
+
+def _in_force(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) -> set | None:
+    """The column names of the Relation in force at the cut (``tables.columns_in_force``):
+    a column dropped is not in the server's table, so not in the snapshot. None: every
+    column (the table's versions list the same columns, or openGauss rows: no Relation).
+    Over a DataFrame straight from ``decode_changes``, a cut costs one more small job (the
+    payload heads up to it), only for a table whose versions list different columns."""
+    if info.relation_id is None or len({frozenset(c["name"] for c in v) for v in info.versions}) <= 1:
+        return None
+    if as_of_lsn is None:
+        return {c["name"] for c in info.versions[-1]}
+    pass2 = _pass2_of(changes)
+    if pass2 is not None:
+        cut = pass2._table_info(*pass2._narrowed(*_split_name(name), as_of_lsn))
+        return {c["name"] for c in cut.versions[-1]} if cut.versions else None
+    return {c["name"] for c in info.current} if info.current else None
 
 
 def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:

@@ -43,7 +43,7 @@ _spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed server tables, gaps)
 from archive_model import soak_seeds  # noqa: E402  (tests/ is on sys.path: conftest)
-from retyped_archive import said  # noqa: E402
+from altered_columns import said  # noqa: E402
 
 VERSION = "16.14"
 OPTION_SETS = sorted({o for v, o in TC.SETS if v == VERSION})
@@ -1434,11 +1434,11 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
     'ww' for an int column) is null with the text in ``word__special``, in Spark's
     schema because the column changed type."""
     from pgoutput_codec.tables import table_changes as table_changes_1
-    import retyped_archive
-    t, single = _encoded(retyped_archive.messages(binary))
+    import altered_columns
+    t, single = _encoded(altered_columns.retyped(binary))
     name = "public.retyped"
     want = snapshot_1(single, name).sort_by("id").to_pylist()
-    assert [(r["id"], r["i"], r["code"], r["word"]) for r in want] == retyped_archive.FINAL
+    assert [(r["id"], r["i"], r["code"], r["word"]) for r in want] == altered_columns.RETYPED_FINAL
     assert "'www'" in want[2]["word__special"]
     df = spark.read.parquet(*write_files(t, tmp_path / "retyped", 3))
 
@@ -1452,3 +1452,28 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
         hist = collect(history(ch, name)).sort_by(order)
         one = history_1(single, name).sort_by(order)
         assert said(hist.to_pylist()) == said(one.to_pylist()) and len(one) == 5, impl
+
+
+@pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
+def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
+    """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
+    the messages of tests/conformance/test_dropped_columns.py, whose single-process
+    snapshots equal the servers' tables): Spark's snapshot as of every commit has the
+    columns of the Relation in force then and the single process's rows, whether the
+    changes come straight from decode_changes (one more small job at a cut) or from any
+    DataFrame (the versions job's own facts)."""
+    import altered_columns
+    t, single = _encoded(altered_columns.dropped())
+    name = "public.dropped"
+    commits = sorted(set(single.column("commit_lsn").to_pylist()))
+    df = spark.read.parquet(*write_files(t, tmp_path / "dropped", 2))
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+        ch = ch.cache() if form == "cached" else ch
+        for cut, names in zip([*commits, None], [*altered_columns.DROPPED_COLUMNS, {"id", "c", "d"}], strict=True):
+            want = snapshot_1(single, name, cut)
+            assert set(want.column_names) == names, cut
+            got = collect(snapshot(ch, name, as_of_lsn=cut))
+            assert sorted(got.column_names) == sorted(names), (impl, cut)
+            assert got.sort_by("id").to_pylist() == want.select(got.column_names).sort_by("id").to_pylist(), (impl, cut)
+        ch.unpersist()

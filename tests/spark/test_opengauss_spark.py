@@ -24,7 +24,7 @@ from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402
 
 from archive_model import soak_seeds  # noqa: E402  (tests/ is on sys.path: conftest)
-from retyped_archive import said  # noqa: E402
+from altered_columns import said  # noqa: E402
 
 TABLES = {("public", "t1"): [("a", 23), ("b", 25), ('"Mixed"', 25)],
           ("public", "t2"): [("id", 20), ("v", 1700)],

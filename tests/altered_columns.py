@@ -1,19 +1,20 @@
-"""An archive of a table whose columns change type (``ALTER TABLE … ALTER COLUMN … TYPE``),
-as the messages a server sends: the shapes tests/conformance/test_retyped_columns.py
-sees on PostgreSQL 15, 16 and 18, in text and binary mode, small enough for any test."""
+"""Archives of tables whose columns change (``ALTER TABLE … ALTER COLUMN … TYPE``, ``DROP
+COLUMN``, ``ADD COLUMN``), as the messages a server sends: the shapes
+tests/conformance/test_retyped_columns.py and test_dropped_columns.py see on PostgreSQL
+15, 16 and 18, small enough for any test."""
 
 from __future__ import annotations
 
 import struct
 
-from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, Update
+from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update
 
 #: the table's rows after the messages: (id, i, code, word), word None where the server
 #: rewrote a text value by ``length(word)``, which the archive never saw
-FINAL = [(1, 1000, 11, None), (2, 5_000_000_000, 22, 2), (3, 3000, 33, None), (4, 6, 44, 4)]
+RETYPED_FINAL = [(1, 1000, 11, None), (2, 5_000_000_000, 22, 2), (3, 3000, 33, None), (4, 6, 44, 4)]
 
 
-def messages(binary: bool) -> list:
+def retyped(binary: bool) -> list:
     """What a server sends around ``ALTER TABLE … ALTER COLUMN id TYPE bigint, … i TYPE
     bigint, … code TYPE int USING code::int, … word TYPE int USING length(word)``
     (tests/conformance/test_retyped_columns.py: PostgreSQL 15/16/18, text and binary):
@@ -35,12 +36,41 @@ def messages(binary: bool) -> list:
                          for k in (1, 2, 3))],
             [rel(new), Update(relation_id=16500, new_tuple=row(new, 2, 5_000_000_000, 22, 2))],
             [Insert(relation_id=16500, new_tuple=row(new, 4, 6, 44, 4))]]
+    return _transactions(txns)
+
+
+def _transactions(txns: list) -> list:
+    """Each body as one transaction, committed at LSN 100, 110, …"""
     out = []
     for x, body in enumerate(txns):
         lsn = 100 + 10 * x
         out += [Begin(final_lsn=lsn, commit_ts=x, xid=800 + x), *body, Commit(commit_lsn=lsn, end_lsn=lsn + 1,
                                                                                 commit_ts=x)]
     return out
+
+
+#: the columns of the table as of each commit of :func:`dropped`
+DROPPED_COLUMNS = [{"id", "a", "b", "c"}, {"id", "a", "c"}, {"id", "a", "c", "d"}, {"id", "c", "d"}, {"id", "c", "d"}]
+
+
+def dropped() -> list:
+    """What a server sends for test_dropped_columns.STEPS: Inserts under (id, a, b, c);
+    ``DROP COLUMN b``, an Update; ``ADD COLUMN d``, an Insert; ``DROP COLUMN a``, a
+    Delete; an Update. Each change after an ALTER comes with the Relation of then."""
+    def rel(*cols):
+        return Relation(relation_id=16510, namespace="public", relation_name="dropped", replica_identity="d",
+                        columns=tuple(RelationColumn(int(n == "id"), n, o, -1) for n, o in cols))
+
+    def tup(*vs):
+        return tuple(TupleColumn("n", None) if v is None else TupleColumn("t", str(v).encode()) for v in vs)
+    i, a, b, c, d = ("id", 23), ("a", 25), ("b", 23), ("c", 25), ("d", 23)
+    return _transactions([
+        [rel(i, a, b, c), *(Insert(relation_id=16510, new_tuple=tup(k, f"a{k}", 10 * k, f"c{k}")) for k in (1, 2, 3))],
+        [rel(i, a, c), Update(relation_id=16510, new_tuple=tup(2, "a2", "x2"))],
+        [rel(i, a, c, d), Insert(relation_id=16510, new_tuple=tup(4, "a4", "c4", 40))],
+        [rel(i, c, d), Delete(relation_id=16510, old_kind="K", old_tuple=tup(3, None, None))],
+        [Update(relation_id=16510, new_tuple=tup(1, "c1", 11))],
+    ])
 
 
 def said(rows: list) -> list:
