@@ -383,3 +383,18 @@ def check_replay_text(cap, decoded) -> List[str]:
             errs.append(f"{snap['schema']}.{snap['table']}: replay has {len(got)} rows, server {len(want)}; "
                         f"only in replay / only on server: {diff}"[:2000])
     return errs
+
+
+def archive_of(rows):
+    """Rows of ``pg_logical_slot_get_binary_changes`` (lsn text, data) as an archive:
+    ``seq`` (arrival order), ``lsn``, ``data``."""
+    import pyarrow as pa
+    return pa.table({"seq": pa.array(range(len(rows)), pa.int64()), "lsn": [r[0] for r in rows],
+                     "data": pa.array([bytes(r[1]) for r in rows], pa.binary())})
+
+
+def rows_by_id(conn, table: str) -> tuple:
+    """(the server's rows of ``table`` as {id: {column: value}}, its column names)."""
+    cur = conn.execute(f"SELECT * FROM {table} ORDER BY id")
+    names = [d.name for d in cur.description]
+    return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}, names

@@ -11,7 +11,7 @@ column, with the values sent while it was there.
 
 from __future__ import annotations
 
-import pyarrow as pa
+import checks
 import pytest
 
 from pgoutput_codec import decode_changes, history, snapshot, table_changes
@@ -42,18 +42,14 @@ def dropped(pg_server):
             for step in STEPS:
                 x(step)
                 if not step.startswith("ALTER"):
-                    cur = x("SELECT * FROM dropped ORDER BY id")
-                    names = [d.name for d in cur.description]
-                    states.append({r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()})
+                    states.append(checks.rows_by_id(conn, "dropped")[0])
             rows = x(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{SLOT}', NULL, NULL, "
                      "'proto_version', '1', 'publication_names', %s)", (PUB,)).fetchall()
         finally:
             x(f"SELECT pg_drop_replication_slot('{SLOT}')")
             x(f"DROP PUBLICATION {PUB}")
             x("DROP TABLE dropped")
-    archive = pa.table({"seq": pa.array(range(len(rows)), pa.int64()), "lsn": [r[0] for r in rows],
-                        "data": pa.array([bytes(r[1]) for r in rows], pa.binary())})
-    return archive, states
+    return checks.archive_of(rows), states
 
 
 def test_the_snapshot_as_of_each_commit_is_the_servers_table(dropped):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 
+import checks
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -62,16 +63,12 @@ def retyped(pg_server, request):
             x("INSERT INTO retyped VALUES (5, 6, 7.25, 'five', '2025-05-05 05:05:05+00', 1.25, 55, 5)")
             x("DELETE FROM retyped WHERE id = 4 AND false")   # nothing: row 4 stays as sent
             rows = _get(conn, binary)
-            cur = conn.execute("SELECT * FROM retyped ORDER BY id")
-            names = [d.name for d in cur.description]
-            final = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+            final, names = checks.rows_by_id(conn, "retyped")
         finally:
             x(f"SELECT pg_drop_replication_slot('{SLOT}')")
             x(f"DROP PUBLICATION {PUB}")
             x("DROP TABLE retyped")
-    archive = pa.table({"seq": pa.array(range(len(rows)), pa.int64()), "lsn": [r[0] for r in rows],
-                        "data": pa.array([bytes(r[1]) for r in rows], pa.binary())})
-    return archive, final, names
+    return checks.archive_of(rows), final, names
 
 
 def test_the_server_sends_each_value_under_the_type_of_its_time(retyped):
