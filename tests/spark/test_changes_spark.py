@@ -1461,8 +1461,11 @@ def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path,
     snapshots equal the servers' tables): Spark's snapshot as of every commit has the
     columns of the Relation in force then and the single process's rows, whether the
     changes come straight from decode_changes (one more small job at a cut) or from any
-    DataFrame (the versions job's own facts)."""
+    DataFrame (the versions job's own facts); history and net_changes keep every column, as the
+    single process's do."""
     import altered_columns
+
+    from pgoutput_codec.tables import net_changes as net_changes_1
     t, single = _encoded(altered_columns.dropped())
     name = "public.dropped"
     commits = sorted(set(single.column("commit_lsn").to_pylist()))
@@ -1476,4 +1479,16 @@ def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path,
             got = collect(snapshot(ch, name, as_of_lsn=cut))
             assert sorted(got.column_names) == sorted(names), (impl, cut)
             assert got.sort_by("id").to_pylist() == want.select(got.column_names).sort_by("id").to_pylist(), (impl, cut)
+        if impl == CHANGE_IMPLS[0]:   # history and net_changes keep every column, as the single process's
+            order = [("id", "ascending"), ("__START_LSN", "ascending")]
+            hist = collect(history(ch, name)).sort_by(order)
+            assert hist.to_pylist() == history_1(single, name).sort_by(order).select(hist.column_names).to_pylist()
+            assert {"a", "b"} <= set(hist.column_names)
+            later = ch.where(F.col("commit_lsn") > F.lit(commits[0]))
+            net = collect(net_changes(later, name)).sort_by("id")
+            assert net.column("__OP").to_pylist() == ["upsert", "upsert", "delete", "upsert"]
+            net_1 = net_changes_1(single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(commits[0], pa.uint64()))),
+                                  name).sort_by("id")
+            assert net.drop_columns(["__RELATION_ID"]).to_pylist() == \
+                net_1.select(net.column_names).drop_columns(["__RELATION_ID"]).to_pylist()
         ch.unpersist()
