@@ -23,7 +23,17 @@ import pyarrow.compute as pc
 
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column
 
-__all__ = ["cast_checked", "cast_each", "text_form", "with_earlier_types"]
+__all__ = ["cast_checked", "cast_each", "retyped_names", "text_form", "with_earlier_types"]
+
+
+def retyped_names(column_lists: list) -> set:
+    """The columns some of ``column_lists`` (Relation versions' columns) give another type
+    (type OID or modifier) than others do."""
+    types: dict = {}
+    for cols in column_lists:
+        for c in cols or ():
+            types.setdefault(c["name"], set()).add((c["type_oid"], c["type_modifier"]))
+    return {name for name, ts in types.items() if len(ts) > 1}
 
 
 def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, registry=None):
@@ -39,16 +49,16 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
     special = special if special is not None else pa.nulls(n, pa.string())
     for (oid, typmod), idx, r in earlier:
         sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
-        at = _materialize(idx) >= 0
+        idx = _materialize(idx)
+        at = idx >= 0
         mask = pa.array(at)
         if isinstance(r, ConversionError):
             try:
-                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry,
-                                   index=_materialize(idx))
+                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry, index=idx)
             except ConversionError:
                 pass
         if isinstance(r, ConversionError):
-            _, d = _take_at(kinds, data, _materialize(idx))
+            _, d = _take_at(kinds, data, idx)
             raw = [f"{sent} by an earlier definition of {col['name']!r} "
                    f"({r}): {v!r}" if a else None for a, v in zip(at, d.to_pylist(), strict=True)]
             values = pc.if_else(mask, pa.nulls(n, values.type), values)

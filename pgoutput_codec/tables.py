@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import CHANGE_SCHEMA, TS
-from .retyped import text_form, with_earlier_types
+from .retyped import retyped_names, text_form, with_earlier_types
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns"]
@@ -285,17 +285,30 @@ class Located(NamedTuple):
     #: sent under another type: ``variants``)
     where: dict
     present: np.ndarray
-    #: column -> [((type_oid, type_modifier), index)]: the rows whose Relation version gave
+    #: column -> {(type_oid, type_modifier): index}: the rows whose Relation version gave
     #: the column another type than ``cols`` (an ``ALTER COLUMN … TYPE`` in the archive)
     variants: dict
 
     def everywhere(self, name) -> np.ndarray:
         """Column ``name``'s index over all rows, whatever type each was sent under."""
-        at = _materialize(self.where[name])
-        for _, idx in self.variants.get(name, ()):
-            idx = _materialize(idx)
-            at = np.where(idx >= 0, idx, at)
-        return at
+        return _merged_index(self.where[name], self.variants.get(name, {}).values())
+
+
+def _merged_index(index, others) -> np.ndarray:
+    """``index`` with the elements of the indexes ``others`` (disjoint rows) put in."""
+    at = _materialize(index)
+    for idx in others:
+        idx = _materialize(idx)
+        at = np.where(idx >= 0, idx, at)
+    return at
+
+
+def _variant_index(variants: dict, name: str, t: tuple, n: int) -> np.ndarray:
+    """The index of column ``name``'s values sent under type ``t`` (made, all -1, at first)."""
+    of_name = variants.setdefault(name, {})
+    if t not in of_name:
+        of_name[t] = np.full(n, -1, dtype=np.int64)
+    return of_name[t]
 
 
 def _type_of(c: dict) -> tuple:
@@ -339,7 +352,7 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
             if types[c["name"]] == _type_of(c):
                 out[c["name"]] = (base, p)
             else:
-                variants[c["name"]] = [(_type_of(c), (base, p))]
+                variants[c["name"]] = {_type_of(c): (base, p)}
         for c in cols:
             if c["name"] not in out:
                 out[c["name"]] = np.full(n, -1, dtype=np.int64)
@@ -352,14 +365,7 @@ def _locate(tuples: pa.Array, pos, ids: np.ndarray, reps: list, cols: list[dict]
             name, t = c["name"], _type_of(c)
             if name not in out:       # not asked for
                 continue
-            if types[name] == t:
-                at = out[name]
-            else:
-                mine = dict(variants.setdefault(name, []))
-                at = mine.get(t)
-                if at is None:
-                    at = np.full(n, -1, dtype=np.int64)
-                    variants[name].append((t, at))
+            at = out[name] if types[name] == t else _variant_index(variants, name, t, n)
             at[sel] = offsets[sel] + p
     return Located(kinds_all, data_all, out, valid, variants)
 
@@ -382,12 +388,12 @@ def _columns_out(triples: list, cols: list[dict], registry=None, variants=None):
     variants = variants or {}
     results, earlier = [None] * len(cols), {}
     indexed = [j for j, t in enumerate(triples) if t[2] is not None]
-    extra = [(j, t, idx) for j in indexed for t, idx in variants.get(cols[j]["name"], ())]
+    extra = [(j, t, idx) for j in indexed for t, idx in variants.get(cols[j]["name"], {}).items()]
     if indexed:
         kinds, data, _ = triples[indexed[0]]
         conv = convert_columns(kinds, data, [_type_of(cols[j]) for j in indexed] + [t for _, t, _ in extra],
                                registry, indexes=[triples[j][2] for j in indexed] + [idx for _, _, idx in extra])
-        for j, r in zip(indexed, conv, strict=False):
+        for j, r in zip(indexed, conv[:len(indexed)], strict=True):
             results[j] = r
         for (j, t, idx), r in zip(extra, conv[len(indexed):], strict=True):
             earlier.setdefault(j, []).append((t, idx, r))
@@ -401,10 +407,7 @@ def _columns_out(triples: list, cols: list[dict], registry=None, variants=None):
     for j, (c, (kinds, data, index), r) in enumerate(zip(cols, triples, results, strict=True)):
         if isinstance(r, ConversionError):
             if index is not None and j in earlier:   # every value raw, whatever its type
-                index = _materialize(index)
-                for _, idx, _ in earlier[j]:
-                    idx = _materialize(idx)
-                    index = np.where(idx >= 0, idx, index)
+                index = _merged_index(index, [idx for _, idx, _ in earlier[j]])
             values, special = _raw_fallback(kinds, data, index, r)
         else:
             values, special = r.values, r.special
@@ -823,14 +826,12 @@ def _canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
     ``5.00`` differ as text. Read by type, cast and written back as text, both are one key."""
     if not len(rows):
         return {}
-    ids, reps = _column_set_ids(rows)
-    types, keyish = {}, set()
+    reps = _column_set_ids(rows)[1]
+    keyish = set()
     for cl in reps:
-        cl = cl or []
-        keyish |= {c["name"] for c in cl if c["flags"] & 1} or {c["name"] for c in cl}
-        for c in cl:
-            types.setdefault(c["name"], set()).add(_type_of(c))
-    mine = [c for c in cols if c["name"] in keyish and len(types.get(c["name"], ())) > 1]
+        keyish |= {c["name"] for c in cl or () if c["flags"] & 1} or {c["name"] for c in cl or ()}
+    retyped = retyped_names(reps)
+    mine = [c for c in cols if c["name"] in keyish and c["name"] in retyped]
     if not mine:
         return {}
     typed = typed_changes(rows, columns=mine)
@@ -876,13 +877,7 @@ def _typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
             v = r.get(c["name"])
             if v is None:
                 continue
-            if len(v) > 2:
-                idx = dict(variants.setdefault(c["name"], [])).get(v[2])
-                if idx is None:
-                    idx = np.full(n, -1, dtype=np.int64)
-                    variants[c["name"]].append((v[2], idx))
-            else:
-                idx = main
+            idx = _variant_index(variants, c["name"], v[2], n) if len(v) > 2 else main
             idx[i] = len(kinds)
             kinds.append(v[0])
             data.append(v[1])

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..retyped import retyped_names
 from ..schema import CHANGE_SCHEMA
 from ..tables import bearer, net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
@@ -235,19 +236,11 @@ def _merge_columns(versions: list) -> list:
     return [seen[n] for n in order]
 
 
-def _retyped(versions: list) -> set:
-    """The columns some of ``versions`` (column lists) give another type (``ALTER COLUMN
-    … TYPE`` in the archive): a value of an earlier type the column's cannot hold is
-    null with a ``__special`` note (:func:`pgoutput_codec.tables._with_earlier_types`)."""
-    types: dict = {}
-    for cols in versions:
-        for c in cols or ():
-            types.setdefault(c["name"], set()).add((c["type_oid"], c["type_modifier"]))
-    return {name for name, ts in types.items() if len(ts) > 1}
-
-
 def table_schema(cols: list, registry=None, retyped=frozenset()):
-    """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)])."""
+    """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)]). A
+    column the table's versions gave several types (``retyped``) has a ``__special``: a
+    value of an earlier type the column's cannot hold is null with a note
+    (:func:`pgoutput_codec.retyped.with_earlier_types`)."""
     fields, plan = [], []
     for c in cols:
         at = arrow_type(c["type_oid"], c["type_modifier"], registry)
@@ -407,7 +400,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None, _info=None, _
     if _info is None:
         _info = _table_info(changes, name, _until_lsn)
     cols = _merge_columns(_info.versions)
-    row_type, colplan = table_schema(cols, registry, _retyped(_info.versions))
+    row_type, colplan = table_schema(cols, registry, retyped_names(_info.versions))
     keep = [c for c in _TC_PASS if c in changes.columns]
     out_fields = [changes.schema[c] for c in keep]
     out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),
