@@ -224,7 +224,7 @@ cdef int _date_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i,
 
 
 cdef int _time_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxh, int64_t* us) noexcept nogil:
-    """HH:MM:SS[.ffffff] -> microseconds."""
+    """HH:MM:SS[.ffffff] -> microseconds; ``maxh`` hour digits, 2 for a clock time."""
     cdef int64_t h, mi, s, f = 0
     cdef int k = 0
     if _uint(p, n, i, 2, maxh, &h) < 0 or i[0] >= n or p[i[0]] != 58:
@@ -248,15 +248,18 @@ cdef int _time_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxh, int
         while k < 6:
             f *= 10
             k += 1
+    if maxh == 2 and (h > 24 or (h == 24 and (mi != 0 or s != 0 or f != 0))):
+        return -1                # a clock (not an interval): 24:00:00 is the last, as datetime.c
     us[0] = ((h * 60 + mi) * 60 + s) * 1000000 + f
     return 0
 
 
 cdef int _bc_suffix(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int64_t* y) noexcept nogil:
-    """Optional ' BC' (year Y BC is astronomical 1 - Y), then the end of the value."""
+    """Optional ' BC' (year Y BC is astronomical 1 - Y), then the end of the value.
+    There is no year 0 in AD/BC notation: datetime.c's ValidateDate refuses it either way."""
+    if y[0] == 0:
+        return -1
     if i[0] + 3 == n and p[i[0]] == 32 and p[i[0] + 1] == 66 and p[i[0] + 2] == 67:
-        if y[0] == 0:
-            return -1
         y[0] = 1 - y[0]
         i[0] = n
     return 0 if i[0] == n else -1
@@ -424,12 +427,18 @@ cdef int _numeric_binary(Reader* r, int scale, pgc_i128* out, int* special) noex
     if sign == 0xF000:
         special[0] = S_NEG_INF
         return 1
-    if (sign != 0 and sign != 0x4000) or ndigits < 0:
+    if (sign != 0 and sign != 0x4000) or ndigits < 0 or dscale < 0 or dscale > 0x3FFF:
         return -1
     # digit k is worth dg * 10^(4*(weight-k)); at the column scale that is 10^e
     for k in range(ndigits):
         if read_i16(r, &dg, b"") < 0 or dg < 0 or dg > 9999:
             return -1
+        # numeric_recv truncates (toward zero) the digits its dscale hides; so do we
+        e = -dscale - 4 * (weight - k)
+        if e >= 4:
+            dg = 0
+        elif e > 0:
+            dg -= dg % <int16_t>pgc_pow10(e)
         if dg == 0:
             continue
         e = 4 * (weight - k) + scale

@@ -479,17 +479,27 @@ def _t_date(s, tm):
     m = _DATE_RE.match(s)
     if not m:
         raise ValueError("not an ISO date")
-    y, mo, d = int(m[1]), int(m[2]), int(m[3])
-    if m[4]:
-        y = 1 - y
-    v = _days(y, mo, d)
+    v = _days(_year(m[1], m[4]), int(m[2]), int(m[3]))
     if not -2**31 <= v <= _I32_MAX:
         raise ValueError("date outside the date32 range")
     return v
 
 
-def _time_us(h, mi, se, frac):
-    return ((int(h) * 60 + int(mi)) * 60 + int(se)) * 1000000 + _frac_us(frac)
+def _time_us(h, mi, se, frac, clock=True):
+    h, mi, se, f = int(h), int(mi), int(se), _frac_us(frac)
+    # datetime.c's bounds: minutes to 59, a leap second 60, and (a clock, not an interval)
+    # 24:00:00 the last time
+    if mi > 59 or se > 60 or (clock and (h > 24 or (h == 24 and (mi or se or f)))):
+        raise ValueError("time field out of range")
+    return ((h * 60 + mi) * 60 + se) * 1000000 + f
+
+
+def _year(digits, bc):
+    """Astronomical year of 'YYYY[ BC]'; there is no year 0 in AD/BC notation."""
+    y = int(digits)
+    if y == 0:
+        raise ValueError("year 0 does not exist")
+    return 1 - y if bc else y
 
 
 def _t_time(s, tm):
@@ -509,10 +519,7 @@ def _t_timestamp_(tz):
         m = _TS_RE.match(s)
         if not m or bool(m[8]) != tz:
             raise ValueError("not an ISO timestamp" + (" with offset" if tz else ""))
-        y = int(m[1])
-        if m[12]:
-            y = 1 - y
-        us = _days(y, int(m[2]), int(m[3])) * 86400000000 + _time_us(m[4], m[5], m[6], m[7])
+        us = _days(_year(m[1], m[12]), int(m[2]), int(m[3])) * 86400000000 + _time_us(m[4], m[5], m[6], m[7])
         if tz:
             off = (int(m[9]) * 60 + int(m[10] or 0)) * 60 + int(m[11] or 0)
             us -= (off if m[8] == b"+" else -off) * 1000000
@@ -555,7 +562,7 @@ def _t_interval(s, tm):
                 else:
                     months += v * _IV_UNIT[t[2]]
             else:
-                v = _time_us(t[4], t[5], t[6], t[7])
+                v = _time_us(t[4], t[5], t[6], t[7], clock=False)
                 us = -v if t[3] == b"-" else v
             pos = t.end()
     if not (-2**31 <= months < 2**31 and -2**31 <= days < 2**31):
@@ -628,6 +635,8 @@ def _numeric_parts(b):
         return sign, None, None
     if sign not in (0, 0x4000) or nd < 0:
         raise ValueError("bad numeric sign or digit count")
+    if not 0 <= dscale <= 0x3FFF:
+        raise ValueError("bad numeric display scale")
     _need(b, 8 + 2 * nd)
     digits = struct.unpack_from(f">{nd}h", b, 8)
     if any(not 0 <= d <= 9999 for d in digits):
@@ -636,7 +645,8 @@ def _numeric_parts(b):
         ctx.prec = 200000
         v = decimal.Decimal((1 if sign == 0x4000 else 0, tuple(int(c) for d in digits for c in f"{d:04d}") or (0,),
                              4 * (weight - nd + 1) if nd else 0))
-        v = v.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale >= 0 else v
+        # numeric_recv truncates (toward zero) the digits its dscale hides
+        v = v.quantize(decimal.Decimal(1).scaleb(-dscale), rounding=decimal.ROUND_DOWN)
     return sign, v, dscale
 
 
