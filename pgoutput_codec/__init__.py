@@ -39,13 +39,16 @@ _LAZY = {
     "history": (".tables", "history"),
     "net_changes": (".tables", "net_changes"),
     "Checkpoint": (".checkpoint", "Checkpoint"),
+    "transcode_payloads": (".transcode", "transcode_payloads"),
+    "transcode_archive": (".transcode", "transcode_archive"),
+    "Transcoder": (".transcode", "Transcoder"),
 }
 
 # The first names resolve lazily through __getattr__ below.
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "net_changes", "Checkpoint", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
+    "net_changes", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
     "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]

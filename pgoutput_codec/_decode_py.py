@@ -49,12 +49,13 @@ class _Fail(Exception):
 class _Reader:
     """Bounds-checked big-endian reads over ``buf[pos:end]`` (the twin of ``_reader.pxd``)."""
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "pos", "end", "names")
 
-    def __init__(self, buf, pos, end):
+    def __init__(self, buf, pos, end, names="utf-8"):
         self.buf = buf
         self.pos = pos
         self.end = end
+        self.names = names   # the encoding of Strings: transcode.py reads other client encodings
 
     def _need(self, n, what):
         left = self.end - self.pos
@@ -102,15 +103,16 @@ class _Reader:
         return self.buf[start:self.pos]
 
     def name(self, what):
-        """A NUL-terminated String that must be strict UTF-8."""
+        """A NUL-terminated String that must be strict UTF-8 (or strict ``self.names``)."""
         start = self.pos
         nul = self.buf.find(b"\0", start, self.end)
         if nul < 0:
             raise _Fail(start, f"{what}: String without NUL terminator")
         try:
-            s = self.buf[start:nul].decode("utf-8")
+            s = self.buf[start:nul].decode(self.names)
         except UnicodeDecodeError as e:
-            raise _Fail(start, f"{what} is not valid UTF-8 (byte {start + e.start})") from None
+            label = "UTF-8" if self.names == "utf-8" else self.names
+            raise _Fail(start, f"{what} is not valid {label} (byte {start + e.start})") from None
         self.pos = nul + 1
         return s
 
@@ -300,17 +302,18 @@ def _error(cls_name, tag, offset, what, exc=PgoutputDecodeError):
     return exc(f"{cls_name} ('{tag}') at byte {offset}: {what}", offset, tag)
 
 
-def _read_one(buf, start, reader, with_xid):
+def _read_one(buf, start, reader, with_xid, names="utf-8"):
     """One reading of the message whose tag is at ``start``; raises _Fail."""
-    r = _Reader(buf, start + 1, len(buf))
+    r = _Reader(buf, start + 1, len(buf), names)
     xid = r.u32("streaming xid") if with_xid else None
     msg = reader(r, xid)
     r.end_here()
     return msg
 
 
-def _decode_pgoutput(buf, start, in_stream):
-    """The pgoutput message at ``buf[start:]`` (offsets count from ``buf[0]``)."""
+def _decode_pgoutput(buf, start, in_stream, names="utf-8"):
+    """The pgoutput message at ``buf[start:]`` (offsets count from ``buf[0]``); its Strings
+    in the encoding ``names``."""
     if start >= len(buf):
         if start == 0:
             raise PgoutputDecodeError("empty payload at byte 0", 0, None)
@@ -323,14 +326,14 @@ def _decode_pgoutput(buf, start, in_stream):
     tag = chr(t)
     if not streamable or in_stream is not None:
         try:
-            return _read_one(buf, start, reader, bool(streamable and in_stream))
+            return _read_one(buf, start, reader, bool(streamable and in_stream), names)
         except _Fail as f:
             raise _error(cls_name, tag, f.offset, f.what) from None
     # Stateless: the one reading that consumes the payload exactly wins.
     results = []
     for with_xid in (False, True):
         try:
-            results.append(_read_one(buf, start, reader, with_xid))
+            results.append(_read_one(buf, start, reader, with_xid, names))
         except _Fail as f:
             results.append(f)
     plain, streamed = results
@@ -349,7 +352,7 @@ def _decode_pgoutput(buf, start, in_stream):
     raise _error(cls_name, tag, f.offset, f.what)
 
 
-def _decode_xlogdata(buf, in_stream):
+def _decode_xlogdata(buf, in_stream, names="utf-8"):
     r = _Reader(buf, 1, len(buf))
     try:
         wal_start = r.u64("wal_start")
@@ -358,7 +361,7 @@ def _decode_xlogdata(buf, in_stream):
     except _Fail as f:
         raise _error("XLogData", "w", f.offset, f.what) from None
     return XLogData(wal_start=wal_start, wal_end=wal_end, send_time=send_time,
-                    payload=_decode_pgoutput(buf, 25, in_stream))
+                    payload=_decode_pgoutput(buf, 25, in_stream, names))
 
 
 def _decode_keepalive(buf):
@@ -455,15 +458,13 @@ def _rows(values):
                         f"pa.ChunkedArray of those, or a list of bytes; got {type(values).__name__}")
 
 
-def _decode_row(buf, envelope, state):
-    if envelope == "auto":
-        return decode_message(buf, in_stream=state)
-    if envelope == "none":
-        return _decode_pgoutput(buf, 0, state)
+def _decode_row(buf, envelope, state, names="utf-8"):
+    if envelope == "none" or (envelope == "auto" and buf[:1] not in (b"w", b"k")):
+        return _decode_pgoutput(buf, 0, state, names)
     if not buf:
         raise PgoutputDecodeError("empty payload at byte 0", 0, None)
     if buf[:1] == b"w":
-        return _decode_xlogdata(buf, state)
+        return _decode_xlogdata(buf, state, names)
     if buf[:1] == b"k":
         return _decode_keepalive(buf)
     t = buf[0]
@@ -474,7 +475,7 @@ def _decode_row(buf, envelope, state):
 _STREAMABLE = frozenset(b"RYIUDTM")
 
 
-def _infer_initial_state(payloads, envelope):
+def _infer_initial_state(payloads, envelope, names="utf-8"):
     """DESIGN.md: the first row that decides it (twin of ``_batch.initial_stream_state``):
     an 'S' (outside), an 'E' (inside), or a R/Y/I/U/D/T/M row that decodes with the
     streaming xid or without it, not both. No row decides: outside."""
@@ -493,7 +494,7 @@ def _infer_initial_state(payloads, envelope):
         fits = []
         for state in (False, True):
             try:
-                _decode_row(_as_bytes(raw), envelope, state)
+                _decode_row(_as_bytes(raw), envelope, state, names)
             except PgoutputDecodeError:
                 continue
             fits.append(state)

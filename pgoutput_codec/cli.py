@@ -444,6 +444,16 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
     stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
     with conn:
         server_version = conn.execute("SHOW server_version").fetchone()[0]
+        # The server converts what the slot sends (names, values) into the session's
+        # client_encoding, which defaults to the database's: a LATIN1 database would land
+        # LATIN1 bytes, which no UTF-8 decoder reads (transcode.py). A SQL_ASCII database
+        # converts nothing: its bytes are whatever its clients stored.
+        conn.execute("SET client_encoding = 'UTF8'")
+        server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+        if server_encoding == "SQL_ASCII":
+            print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
+                  "the archive holds its text as its clients stored it; if that is not UTF-8, "
+                  f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
         row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
                            "WHERE slot_name = %s", (slot,)).fetchone()
         if row is None:
@@ -498,7 +508,8 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
             meta = {
                 "format": 1, "slot": slot, "publication": publication, "options": options,
                 "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
-                "two_phase": two_phase, "server_version": server_version, "file_index": next_index,
+                "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
+                "client_encoding": "UTF8", "file_index": next_index,
                 "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
                 "start_lsn": start_lsn, "end_lsn": lsns[-1],
                 "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
@@ -618,11 +629,79 @@ class ParquetOut:
         return False
 
 
+def _transcoder(encoding, mode="FAILFAST", envelope="auto"):
+    """A Transcoder for an archive captured under ``encoding``, or None for UTF-8/none.
+    FAILFAST stops at a payload it cannot rewrite; the other modes leave it as sent, for
+    the decoder to report as the malformed row it is."""
+    if not encoding:
+        return None
+    from .transcode import Transcoder, python_codec
+
+    try:
+        if python_codec(encoding) == "utf-8":
+            return None
+        return Transcoder(encoding, envelope=envelope, errors="strict" if mode == "FAILFAST" else "keep")
+    except ValueError as e:
+        raise CliError(f"--encoding: {e}") from None
+
+
+def _transcoded(recode, t):
+    from .transcode import TranscodeError
+
+    try:
+        data, _ = recode.payloads(t.column("data"))
+    except TranscodeError as e:
+        raise CliError(f"{_first_line(e)} (--mode PERMISSIVE/DROPMALFORMED leaves it as sent)") from None
+    return t.set_column(t.column_names.index("data"), "data", data)
+
+
+def transcode_files(archive, out, *, encoding, errors="strict", payload="data", envelope="auto") -> dict:
+    """``transcode``: the archive rewritten as a UTF-8 session would have captured it, one
+    Parquet file in ``out`` per file read (re-captured rows dropped, capture metadata kept
+    and marked). Returns counts."""
+    import pyarrow.parquet as pq
+
+    from .transcode import TranscodeError, Transcoder
+
+    try:
+        recode = Transcoder(encoding, envelope=envelope, errors=errors)
+    except ValueError as e:
+        raise CliError(f"--encoding: {e}") from None
+    parts = read_archive_parts(archive)
+    os.makedirs(out, exist_ok=True)
+    counts = {"files": 0, "rows": 0, "rewritten": 0, "left_as_sent": 0, "out": out}
+    for part, t in iter_archive(parts, payload):
+        try:
+            data, report = recode.payloads(t.column("data"))
+        except TranscodeError as e:
+            raise CliError(f"{os.path.basename(part.path)}: {_first_line(e)} (--errors keep leaves it as sent)") \
+                from None
+        for _, why in report.left_as_sent:
+            print(f"{PROG}: {os.path.basename(part.path)}: left as sent: {why}", file=sys.stderr)
+        t = t.set_column(t.column_names.index("data"), "data", data)
+        md = dict(t.schema.metadata or {})
+        md[b"pgoutput_codec.transcoded_from"] = encoding.encode()
+        if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
+            md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8", transcoded_from=encoding)).encode()
+        name = os.path.splitext(os.path.basename(part.path))[0] + ".parquet"
+        dest = os.path.join(out, name)
+        if os.path.abspath(dest) == os.path.abspath(part.path):
+            raise CliError(f"{dest}: OUT must not be the archive's own directory")
+        pq.write_table(t.replace_schema_metadata(md), dest, compression="zstd")
+        counts["files"] += 1
+        counts["rows"] += report.rows
+        counts["rewritten"] += report.rewritten
+        counts["left_as_sent"] += len(report.left_as_sent)
+    return counts
+
+
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
-                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop") -> dict:
+                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop",
+                   encoding=None) -> dict:
     """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
-    next checkpoint to after the output (incremental ``--changes`` runs)."""
+    next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
+    client encoding the archive was captured under, when not UTF-8 (transcode.py)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -635,6 +714,10 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     parts = read_archive_parts(archive)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
     skip, ctrl, skipped = None, [], []
+    recode = _transcoder(encoding, mode, envelope)
+    if recode is not None and checkpoint:
+        raise CliError(f"--encoding reads the archive from its start; for incremental runs, rewrite it "
+                       f"once ('{PROG} transcode') and decode the copy with --checkpoint")
     if checkpoint and any(p.kind != "parquet" for p in parts):
         raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
     if resume is not None:
@@ -654,6 +737,8 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     state = None
     with dest, _progress(total, "decode") as bar:
         for part, t in iter_archive(parts, payload, skip=skip):
+            if recode is not None:
+                t = _transcoded(recode, t)
             if checkpoint:
                 if "seq" not in t.column_names:
                     raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
@@ -1041,10 +1126,28 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--envelope", default="auto", choices=ENVELOPES,
                    help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
     d.add_argument("--payload", default="data", help="payload column name (default data)")
+    d.add_argument("--encoding", metavar="ENC",
+                   help="the client encoding the archive was captured under, when not UTF-8 (LATIN1, "
+                        "WIN1252, ...): names and text are read from it (see 'transcode')")
     _source_arguments(d)
     d.add_argument("--keys", metavar="LIST",
                    help="--source opengauss with --changes: keys of tables whose records never name them, "
                         "e.g. 'public.t(id), sales.orders(region, id)'")
+
+    t = sub.add_parser("transcode", help="rewrite an archive captured in another client encoding as UTF-8",
+                       description="PostgreSQL sends names and text in the capturing session's client_encoding "
+                                   "(by default the database's). Rewrite an archive captured under ENC (LATIN1, "
+                                   "WIN1252, EUC_JP, ... or a Python codec name) as a UTF-8 session receives it, "
+                                   "byte for byte: one Parquet file in OUT per archive file.")
+    t.add_argument("archive", metavar="ARCHIVE", help="archive file or directory")
+    t.add_argument("out", metavar="OUT", help="output directory (created)")
+    t.add_argument("--encoding", required=True, metavar="ENC", help="the client encoding of the capture")
+    t.add_argument("--errors", default="strict", choices=("strict", "keep"),
+                   help="a payload that does not decode, or text that is not ENC: stop (strict, default) "
+                        "or leave it as sent (keep; the decoders then report it)")
+    t.add_argument("--payload", default="data", help="payload column name (default data)")
+    t.add_argument("--envelope", default="auto", choices=ENVELOPES,
+                   help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
 
     i = sub.add_parser("inspect", help="what an archive holds, as a table",
                        description="Counts by message type and by table, LSN/xid/commit-time ranges, "
@@ -1106,6 +1209,8 @@ def _run(args) -> int:
                 raise CliError(f"--{flag.replace('_', '-')} needs --changes")
         if args.replays != "drop" and not args.changes:
             raise CliError("--replays needs --changes")
+        if args.encoding and args.source != "pgoutput":
+            raise CliError("--encoding is for pgoutput archives")
         if args.source == "opengauss":
             if args.checkpoint:
                 raise CliError("--checkpoint is for pgoutput archives (an openGauss run passes --after-lsn)")
@@ -1126,7 +1231,8 @@ def _run(args) -> int:
         else:
             c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                                envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
-                               until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays)
+                               until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays,
+                               encoding=args.encoding)
         what = "change rows" if args.changes else "message rows" if args.source == "pgoutput" else "record rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
@@ -1144,6 +1250,12 @@ def _run(args) -> int:
                   + (f" (held by {c['held_by']} open transaction(s))" if c["held_by"] else "")
                   + (f"; {c['files_skipped']} file(s) before this run's checkpoint not read" if c["files_skipped"]
                      else ""))
+        return 0
+    if args.command == "transcode":
+        c = transcode_files(args.archive, args.out, encoding=args.encoding, errors=args.errors,
+                            payload=args.payload, envelope=args.envelope)
+        print(f"rows: {c['rows']}  rewritten: {c['rewritten']}  left as sent: {c['left_as_sent']}  "
+              f"files: {c['files']} -> {c['out']}")
         return 0
     if args.command == "inspect":
         archive = _resolve_archive(args)

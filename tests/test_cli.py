@@ -457,3 +457,82 @@ def test_readers_drop_recaptured_rows(tmp_path):
     got = pq.read_table(out)
     assert len(got) == len(want)
     assert got.column("after").to_pylist() == want.column("after").to_pylist()
+
+
+def _latin1_database(srv, db):
+    """A LATIN1 database whose schema, table, column names and values are not ASCII."""
+    with srv.connect() as c:
+        c.execute(f"CREATE DATABASE {db} ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+    with srv.connect(db) as c:
+        c.execute("SET client_encoding = 'UTF8'")
+        c.execute('CREATE TABLE "café" (id int PRIMARY KEY, "crème" text)')
+        c.execute('CREATE PUBLICATION cap_pub FOR TABLE "café"')
+
+
+def _latin1_workload(srv, db):
+    with srv.connect(db) as c:
+        c.execute("SET client_encoding = 'UTF8'")
+        for k in range(20):
+            c.execute('INSERT INTO "café" VALUES (%s, %s)', (k, f"été {k} à la"))
+        c.execute('UPDATE "café" SET "crème" = "crème" || \'ü\' WHERE id % 4 = 0')
+        return c.execute('SELECT id, "crème" FROM "café" ORDER BY id').fetchall()
+
+
+def test_capture_of_a_latin1_database_is_utf8(server, tmp_path):
+    """The server converts what a slot sends into the session's client_encoding, by
+    default the database's: capture sets UTF8, so a LATIN1 database's archive decodes
+    (before, every decoder refused its Relation: 'relation_name is not valid UTF-8')."""
+    db = "cap_latin1"
+    _latin1_database(server, db)
+    dsn = " ".join(f"{k}={v}" for k, v in server.conninfo(db).items())
+    out = tmp_path / "arch"
+    args = ["capture", "--dsn", dsn, "--slot", "cap_l1", "--publication", "cap_pub", "--out", str(out),
+            "--poll-interval", "0.1", "--stop-after", "2"]
+    res = run_cli(*args, "--create-slot", "--binary")
+    assert res.returncode == 0, res.stderr
+    server_rows = _latin1_workload(server, db)
+    res = run_cli(*args, "--binary")
+    assert res.returncode == 0, res.stderr
+    got, parts = _messages(out)
+    assert parts[-1].meta["server_encoding"] == "LATIN1" and parts[-1].meta["client_encoding"] == "UTF8"
+    snap = pc.snapshot(pc.decode_changes(got), "public.café")
+    assert snap.column_names == ["id", "crème"]
+    assert sorted(zip(snap.column("id").to_pylist(), snap.column("crème").to_pylist(), strict=True)) == \
+        [tuple(r) for r in server_rows]
+
+
+def test_transcode_an_archive_captured_in_latin1(server, tmp_path):
+    """An archive landed by a session that kept the database's LATIN1 (a SELECT job,
+    pg_recvlogical): 'transcode' rewrites it as UTF-8, 'decode --encoding' reads it as
+    it is; both give the server's rows, and plain 'decode' names what it cannot read."""
+    db = "tr_latin1"
+    _latin1_database(server, db)
+    with server.connect(db) as c:
+        c.execute("SELECT pg_create_logical_replication_slot('tr_l1', 'pgoutput')")
+    server_rows = _latin1_workload(server, db)
+    with server.connect(db) as c:
+        assert c.execute("SHOW client_encoding").fetchone()[0] == "LATIN1"    # psycopg keeps the default
+        rows = c.execute("SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('tr_l1', NULL, NULL, "
+                         "'proto_version', '1', 'publication_names', 'cap_pub')").fetchall()
+    src = tmp_path / "latin1.parquet"
+    pq.write_table(pa.table({"seq": pa.array(range(len(rows)), pa.int64()), "lsn": [r[0] for r in rows],
+                             "data": pa.array([bytes(r[1]) for r in rows], pa.binary())}), src)
+    res = run_cli("decode", str(src), str(tmp_path / "x.parquet"), "--changes")
+    assert_clean_failure(res, "relation_name is not valid UTF-8")
+    res = run_cli("transcode", str(src), str(tmp_path / "utf8"), "--encoding", "LATIN1")
+    assert res.returncode == 0, res.stderr
+    assert f"rows: {len(rows)}" in res.stdout and "left as sent: 0  files: 1" in res.stdout
+    outs = []
+    for arch, extra in ((tmp_path / "utf8", ()), (src, ("--encoding", "latin1"))):
+        dest = tmp_path / f"c{len(outs)}.parquet"
+        res = run_cli("decode", str(arch), str(dest), "--changes", *extra)
+        assert res.returncode == 0, res.stderr
+        outs.append(pq.read_table(dest))
+        snap = pc.snapshot(outs[-1], "public.café")
+        assert sorted(zip(snap.column("id").to_pylist(), snap.column("crème").to_pylist(), strict=True)) == \
+            [tuple(r) for r in server_rows]
+    assert outs[0].equals(outs[1])
+    md = pq.read_schema(tmp_path / "utf8" / "latin1.parquet").metadata
+    assert md[b"pgoutput_codec.transcoded_from"] == b"LATIN1"
+    res = run_cli("transcode", str(src), str(tmp_path / "u2"), "--encoding", "SQL_ASCII")
+    assert_clean_failure(res, "SQL_ASCII is no encoding")

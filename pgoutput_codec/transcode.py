@@ -1,0 +1,328 @@
+"""Archives captured in another client encoding, rewritten as the UTF-8 archive a UTF-8
+session would have captured.
+
+PostgreSQL converts what a logical decoding session sends into that session's
+``client_encoding`` (``pq_sendstring`` / ``pq_sendcountedtext`` / ``pq_sendtext``
+convert; ``pq_sendbytes`` does not). A session that never sets it gets the database's
+encoding: ``psycopg``, ``pg_recvlogical`` or a ``SELECT … pg_logical_slot_get_binary_changes``
+job against a ``LATIN1`` database archives LATIN1 bytes. The decoders read names as strict
+UTF-8 and text values as UTF-8 (Arrow strings are UTF-8), so such an archive is refused
+("relation_name is not valid UTF-8"). ``pgoutput-codec capture`` sets ``client_encoding``
+to UTF8 for this reason.
+
+What a session converts, and so what :func:`transcode_payloads` converts back:
+
+- every String: namespaces, relation, column and type names, origin names, message
+  prefixes, transaction gids;
+- every text-form ('t') value: a type's output function prints in the server's encoding
+  and the whole text is converted;
+- a binary ('b') value of a text type (``text``, ``varchar``, ``bpchar``, ``name``,
+  ``json``, ``xml``, ``jsonb`` after its version byte, a domain over one of these, an
+  enum registered in ``registry``), and the elements of a binary array of one.
+
+What it leaves as sent: a logical message's content (``pq_sendbytes``: never converted),
+``"char"`` (one raw byte), and binary values of types the catalog does not know (an
+unregistered enum, a composite, an extension's type): their send forms are the type's
+own business.
+
+The rewrite walks the archive in order, as a session sent it: it tracks Stream Start/Stop
+(inside a block, R/Y/I/U/D/T/M carry an xid) and the Relation and Type messages (which
+column has which type). A payload whose bytes are all ASCII and that is not a Relation,
+Type or Stream Start/Stop is the same in every encoding PostgreSQL supports as a client
+encoding, and is kept without decoding it. Every other payload is decoded (by the
+plain-Python decoder, with Strings in the archive's encoding), its values converted, and
+encoded again (``encode_message``), so the result is byte for byte what a UTF-8 session
+receives (tests/conformance/test_encodings.py compares them on real servers).
+"""
+
+from __future__ import annotations
+
+import codecs
+import struct
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from . import typecatalog as tc
+from ._decode_py import _as_bytes, _decode_row, _infer_initial_state, _rows
+from ._encode import encode_message
+from .errors import PgoutputCodecError, PgoutputDecodeError
+from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
+
+__all__ = ["TranscodeError", "TranscodeReport", "Transcoder", "python_codec", "transcode_payloads",
+           "transcode_archive"]
+
+#: PostgreSQL's encoding names (``pg_encoding_to_char``) -> Python codec names. PostgreSQL's
+#: SJIS is Microsoft's code page 932 (its aliases include WIN932), UHC is 949. SQL_ASCII is
+#: absent on purpose: a SQL_ASCII database converts nothing, so the bytes are whatever its
+#: clients stored, and only the user can say which encoding that was.
+PG_ENCODINGS = {
+    "UTF8": "utf-8", "SQL_ASCII": None, "LATIN1": "latin-1", "LATIN2": "iso8859-2", "LATIN3": "iso8859-3",
+    "LATIN4": "iso8859-4", "LATIN5": "iso8859-9", "LATIN6": "iso8859-10", "LATIN7": "iso8859-13",
+    "LATIN8": "iso8859-14", "LATIN9": "iso8859-15", "LATIN10": "iso8859-16", "ISO_8859_5": "iso8859-5",
+    "ISO_8859_6": "iso8859-6", "ISO_8859_7": "iso8859-7", "ISO_8859_8": "iso8859-8", "WIN866": "cp866",
+    "WIN874": "cp874", "WIN1250": "cp1250", "WIN1251": "cp1251", "WIN1252": "cp1252", "WIN1253": "cp1253",
+    "WIN1254": "cp1254", "WIN1255": "cp1255", "WIN1256": "cp1256", "WIN1257": "cp1257", "WIN1258": "cp1258",
+    "KOI8R": "koi8-r", "KOI8U": "koi8-u", "EUC_JP": "euc_jp", "EUC_JIS_2004": "euc_jis_2004",
+    "EUC_KR": "euc_kr", "EUC_CN": "gb2312", "SJIS": "cp932", "SHIFT_JIS_2004": "shift_jis_2004",
+    "BIG5": "big5", "GBK": "gbk", "UHC": "cp949", "GB18030": "gb18030", "JOHAB": "johab",
+}
+
+
+def _clean(name):
+    """As PostgreSQL's clean_encoding_name: letters and digits only, case ignored."""
+    return "".join(ch for ch in name.upper() if ch.isalnum())
+
+
+_BY_CLEAN_NAME = {_clean(k): v for k, v in PG_ENCODINGS.items()}
+
+
+class TranscodeError(PgoutputCodecError, ValueError):
+    """A payload that cannot be rewritten: ``row`` (its index), ``offset`` and
+    ``message_type`` where known."""
+
+    def __init__(self, text, row, offset=None, message_type=None):
+        super().__init__(text)
+        self.row, self.offset, self.message_type = row, offset, message_type
+
+
+@dataclass
+class TranscodeReport:
+    """What :func:`transcode_payloads` did: ``rows`` in, ``rewritten`` (their bytes
+    changed), ``kept`` (decoded but already the same in UTF-8, or all ASCII), and under
+    ``errors="keep"``, ``left_as_sent``: (row, reason) of the rows it could not rewrite."""
+    rows: int = 0
+    rewritten: int = 0
+    kept: int = 0
+    left_as_sent: list = field(default_factory=list)
+
+
+def python_codec(encoding: str) -> str:
+    """The Python codec of a PostgreSQL encoding name (``LATIN1``, ``WIN1252``, ``EUC_JP``;
+    as PostgreSQL reads them, case and punctuation ignored: ``euc-jp``) or of a Python
+    codec name (``latin-1``, ``cp1252``)."""
+    key = _clean(encoding)
+    key = {"ISO88591": "LATIN1"}.get(key, key)
+    if key in _BY_CLEAN_NAME:
+        name = _BY_CLEAN_NAME[key]
+        if name is None:
+            raise ValueError("SQL_ASCII is no encoding: a SQL_ASCII database stores its clients' bytes "
+                             "unconverted; name the encoding they wrote (e.g. LATIN1, WIN1252)")
+        return codecs.lookup(name).name
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise ValueError(f"unknown encoding {encoding!r} (a PostgreSQL name such as LATIN1, WIN1252, "
+                         "EUC_JP, or a Python codec name)") from None
+
+
+_SKIP_TAGS = frozenset(b"RYSE")   # always decoded: they carry the state of the walk
+
+
+class _Walk:
+    """The state a session's messages build: in a stream block or not, each relation's
+    column types, the Type messages' user types."""
+
+    def __init__(self, codec, registry, envelope, in_stream):
+        self.codec = codec
+        self.registry = registry if registry is not None else tc.TypeRegistry()
+        self.envelope = envelope
+        self.in_stream = None if in_stream is None else bool(in_stream)
+        self.types = {}         # relation_id -> (type OID, ...) of its columns
+        self.resolved = {}
+
+    def after_failure(self, raw):
+        """A row left as sent still moves the stream state, as its tag says."""
+        tag = raw[25:26] if raw[:1] == b"w" and self.envelope != "none" else raw[:1]
+        if tag == b"S":
+            self.in_stream = True
+        elif tag == b"E":
+            self.in_stream = False
+
+    # ---- values
+    def text(self, raw):
+        return raw.decode(self.codec).encode("utf-8")
+
+    def _kind(self, oid):
+        """'text' | 'jsonb' | ('array', element kind or None) | None: how a send form of
+        ``oid`` holds converted text."""
+        r = self.resolved.get(oid)
+        if r is None:
+            r = self.resolved[oid] = _text_kind(tc._resolve(oid, -1, self.registry))
+        return r
+
+    def binary(self, raw, kind):
+        if kind == "text":
+            return self.text(raw)
+        if kind == "jsonb":
+            return raw[:1] + self.text(raw[1:])
+        return self.array(raw, kind[1])
+
+    def array(self, b, elem):
+        """array_send: ndim, hasnull, element OID, (dim, lower bound) per dimension, then
+        each element as int32 length (-1: null) and its send form."""
+        if len(b) < 12:
+            raise ValueError("array send form shorter than its header")
+        ndim, _, elemoid = struct.unpack_from(">iiI", b)
+        if elem is None:
+            elem = self._kind(elemoid)
+        pos = 12 + 8 * ndim
+        if ndim < 0 or len(b) < pos or elem is None:
+            return b
+        out = [b[:pos]]
+        while pos < len(b):
+            if len(b) < pos + 4:
+                raise ValueError("array element length missing")
+            (n,) = struct.unpack_from(">i", b, pos)
+            pos += 4
+            if n < 0:
+                out.append(b[pos - 4:pos])
+                continue
+            if len(b) < pos + n:
+                raise ValueError("array element longer than the array")
+            v = self.binary(b[pos:pos + n], elem)
+            out.append(struct.pack(">i", len(v)) + v)
+            pos += n
+        return b"".join(out)
+
+    def tuple_(self, relation_id, tup):
+        if tup is None:
+            return None
+        types = self.types.get(relation_id, ())
+        out = []
+        for i, c in enumerate(tup):
+            if c.kind == "t":
+                c = c._replace(data=self.text(c.data))
+            elif c.kind == "b":
+                kind = self._kind(types[i]) if i < len(types) else None
+                if kind is not None:
+                    c = c._replace(data=self.binary(c.data, kind))
+            out.append(c)
+        return tuple(out)
+
+    # ---- messages
+    def message(self, m):
+        if isinstance(m, XLogData):
+            return replace(m, payload=self.message(m.payload))
+        if isinstance(m, StreamStart):
+            self.in_stream = True
+        elif isinstance(m, StreamStop):
+            self.in_stream = False
+        elif isinstance(m, Relation):
+            self.types[m.relation_id] = tuple(c.type_oid for c in m.columns)
+            self.resolved.clear()   # a later Type message may name a column's type anew
+        elif isinstance(m, Type):
+            self.registry.add_type_message(m)
+            self.resolved.pop(m.type_oid, None)
+        elif isinstance(m, Insert):
+            return replace(m, new_tuple=self.tuple_(m.relation_id, m.new_tuple))
+        elif isinstance(m, Update):
+            return replace(m, old_tuple=self.tuple_(m.relation_id, m.old_tuple),
+                           new_tuple=self.tuple_(m.relation_id, m.new_tuple))
+        elif isinstance(m, Delete):
+            return replace(m, old_tuple=self.tuple_(m.relation_id, m.old_tuple))
+        return m
+
+    def payload(self, raw):
+        """The payload as a UTF-8 session receives it; raises PgoutputDecodeError,
+        UnicodeError or ValueError."""
+        tag = raw[25] if raw[:1] == b"w" and len(raw) > 25 and self.envelope != "none" else raw[0] if raw else 0
+        if tag not in _SKIP_TAGS and raw.isascii():
+            return raw
+        m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
+        return encode_message(self.message(m))
+
+
+def _text_kind(r):
+    if r.conv == "text":
+        return "text"
+    if r.conv == "jsonb":
+        return "jsonb"
+    if r.conv == "array":
+        k = _text_kind(r.elem)
+        return ("array", k) if k is not None else None
+    return None
+
+
+class Transcoder:
+    """One walk over an archive, fed in order, in as many calls as it has parts (files,
+    batches): the state (stream block, relations' column types, Type messages) carries
+    from one call to the next. :func:`transcode_payloads` is one call of a new one."""
+
+    def __init__(self, encoding: str, *, envelope: str = "auto", in_stream=None,
+                 registry: tc.TypeRegistry | None = None, errors: str = "strict"):
+        if errors not in ("strict", "keep"):
+            raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
+        if envelope not in ("auto", "none", "xlogdata"):
+            raise ValueError(f"envelope must be one of 'auto', 'none', 'xlogdata', not {envelope!r}")
+        self.codec = python_codec(encoding)
+        self.errors = errors
+        self._walk = _Walk(self.codec, registry, envelope, in_stream)
+        self.rows = 0          # rows seen by earlier calls: row numbers count the whole walk
+
+    def payloads(self, values):
+        """``(pa.BinaryArray, TranscodeReport)`` of the next rows of the archive."""
+        walk = self._walk
+        payloads = list(_rows(values))
+        if walk.in_stream is None:
+            walk.in_stream = _infer_initial_state(payloads, walk.envelope, self.codec)
+        report = TranscodeReport(rows=len(payloads))
+        out = []
+        for i, raw in enumerate(payloads, self.rows):
+            if raw is None:
+                out.append(None)
+                report.kept += 1
+                continue
+            raw = _as_bytes(raw)
+            try:
+                new = raw if self.codec == "utf-8" else walk.payload(raw)
+            except (PgoutputDecodeError, UnicodeError, ValueError) as e:
+                why = f"archive row {i}: {e}"
+                if isinstance(e, UnicodeError):
+                    why += f" (not {self.codec})"
+                if self.errors == "strict":
+                    raise TranscodeError(why, i, getattr(e, "offset", None),
+                                         getattr(e, "message_type", None)) from None
+                report.left_as_sent.append((i, why))
+                new = raw
+                walk.after_failure(raw)
+            if new == raw:
+                report.kept += 1
+            else:
+                report.rewritten += 1
+            out.append(new)
+        self.rows += len(payloads)
+        return pa.array(out, pa.binary()), report
+
+
+def transcode_payloads(values, encoding: str, **options):
+    """Rewrite a column of payloads captured under ``client_encoding = encoding`` as a
+    UTF-8 session receives them. Returns ``(pa.BinaryArray, TranscodeReport)``, one row
+    per row in, nulls kept.
+
+    The payloads must be one session's messages in their arrival order (an archive, or a
+    run of it that starts outside a stream block or says ``in_stream``), so the walk knows
+    each relation's column types and the stream state. Options (:class:`Transcoder`):
+    ``registry``, user types (enums) whose binary values are text, to which the archive's
+    Type messages are added; ``envelope`` and ``in_stream`` as for ``decode_batch``;
+    ``errors="strict"`` raises :class:`TranscodeError` naming the row, byte offset and
+    message type of a payload that does not decode or whose text is not ``encoding``,
+    ``errors="keep"`` leaves such a row as sent (the decoders then report it, in their
+    own ``mode``) and lists it in the report.
+    """
+    return Transcoder(encoding, **options).payloads(values)
+
+
+def transcode_archive(table: pa.Table, encoding: str, *, payload: str = "data", **options):
+    """An archive table (``capture``'s Parquet, or any table with a binary payload column
+    in arrival order) with its payloads rewritten by :func:`transcode_payloads`. The other
+    columns are kept; the schema metadata records ``pgoutput_codec.transcoded_from``.
+    Returns ``(table, TranscodeReport)``."""
+    col = table.column(payload)
+    new, report = transcode_payloads(col, encoding, **options)
+    i = table.schema.get_field_index(payload)
+    field_ = table.schema.field(i).with_type(pa.binary())
+    out = table.set_column(i, field_, new)
+    md = dict(table.schema.metadata or {})
+    md[b"pgoutput_codec.transcoded_from"] = python_codec(encoding).encode()
+    return out.replace_schema_metadata(md), report

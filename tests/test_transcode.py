@@ -1,0 +1,141 @@
+"""transcode.py without a server: what it converts and what it leaves, the walk's state
+across calls, envelopes, errors. Real servers' bytes: tests/conformance/test_encodings.py."""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+import pytest
+
+from pgoutput_codec import (Begin, Commit, Delete, Insert, LogicalMessage, Relation, RelationColumn, StreamStart,
+                            StreamStop, Transcoder, TupleColumn, Type, Update, XLogData, decode_changes,
+                            encode_message, table_changes, transcode_archive, transcode_payloads)
+from pgoutput_codec.transcode import TranscodeError, python_codec
+
+# text, int4, jsonb, text[], a user type sent by a Type message as a domain over varchar, bytea
+COLUMNS = (("t", 25), ("i", 23), ("jb", 3802), ("ta", 1009), ("d", 70000), ("by", 17))
+
+
+def _rel(xid=None):
+    return Relation(xid=xid, relation_id=7, namespace="public", relation_name="t", replica_identity="f",
+                    columns=tuple(RelationColumn(0, n, oid, -1) for n, oid in COLUMNS))
+
+
+def _text_array(items, enc):
+    body = b"".join(struct.pack(">i", len(x.encode(enc))) + x.encode(enc) for x in items)
+    return struct.pack(">iiIii", 1, 0, 25, len(items), 1) + body
+
+
+def _row(s, enc, binary):
+    """The row's TupleColumns as a session under ``enc`` receives them."""
+    if not binary:
+        return (TupleColumn("t", s.encode(enc)), TupleColumn("t", b"5"), TupleColumn("t", f'{{"k": "{s}"}}'.encode(enc)),
+                TupleColumn("t", f"{{{s},x}}".encode(enc)), TupleColumn("t", s.encode(enc)),
+                TupleColumn("t", b"\\xe9"))
+    return (TupleColumn("b", s.encode(enc)), TupleColumn("b", struct.pack(">i", 233)),
+            TupleColumn("b", b"\x01" + f'{{"k": "{s}"}}'.encode(enc)), TupleColumn("b", _text_array([s, "x"], enc)),
+            TupleColumn("b", s.encode(enc)), TupleColumn("b", b"\xe9\xff"))
+
+
+def _session(enc, binary, s="caf\u00e9 cr\u00e8me"):
+    """One session's payloads under client encoding ``enc``: a plain transaction with an
+    Insert, a FULL-identity Update and Delete, a message whose content is never
+    converted; a streamed one whose Relation carries the xid."""
+    msgs = [Begin(final_lsn=100, commit_ts=0, xid=5), _rel(),
+            Type(xid=None, type_oid=70000, namespace="pg_catalog", type_name="varchar"),
+            Insert(xid=None, relation_id=7, new_tuple=_row(s, enc, binary)),
+            Update(xid=None, relation_id=7, old_kind="O", old_tuple=_row(s, enc, binary),
+                   new_tuple=_row(s + "!", enc, binary)),
+            Delete(xid=None, relation_id=7, old_kind="O", old_tuple=_row(s + "!", enc, binary)),
+            LogicalMessage(xid=None, flags=1, lsn=90, prefix="p", content="\u00e9".encode("latin-1")),
+            Commit(flags=0, commit_lsn=100, end_lsn=101, commit_ts=0),
+            StreamStart(xid=9, first_segment=True), _rel(xid=9),
+            Insert(xid=9, relation_id=7, new_tuple=_row(s, enc, binary)), StreamStop()]
+    return [encode_message(m) for m in msgs]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("enc,pg", [("latin-1", "LATIN1"), ("cp1252", "WIN1252"), ("euc_jp", "EUC_JP")])
+def test_values_come_out_as_a_utf8_session_receives_them(enc, pg, binary):
+    s = "caf\u00e9 cr\u00e8me" if enc != "euc_jp" else "\u65e5\u672c\u8a9e"
+    got, report = transcode_payloads(_session(enc, binary, s), pg)
+    assert got.to_pylist() == _session("utf-8", binary, s)
+    # Insert, Update, Delete, the streamed Insert; the bytea, int4 and the message content unchanged
+    assert report.rewritten == 4 and report.kept == 8 and report.rows == 12
+
+
+def test_the_walk_carries_across_calls():
+    """A binary value's type comes from a Relation read by an earlier call; the stream
+    state too (the streamed Insert's xid)."""
+    theirs, want = _session("latin-1", True), _session("utf-8", True)
+    t = Transcoder("LATIN1")
+    a, _ = t.payloads(theirs[:9])
+    b, _ = t.payloads(theirs[9:])
+    assert a.to_pylist() + b.to_pylist() == want
+    # a fresh walk over the second part alone does not know the relation: the value stays
+    alone, _ = transcode_payloads(theirs[10:], "LATIN1", in_stream=True)
+    assert alone.to_pylist()[0] == theirs[10] != want[10]
+
+
+def test_xlogdata_envelopes_and_nulls():
+    theirs = [encode_message(XLogData(wal_start=1, wal_end=2, send_time=0, payload=m))
+              for m in (_rel(), Insert(xid=None, relation_id=7, new_tuple=_row("\u00e9", "latin-1", False)))]
+    got, report = transcode_payloads(pa.array(theirs + [None], pa.binary()), "latin1")
+    assert got.to_pylist() == [theirs[0], encode_message(XLogData(
+        wal_start=1, wal_end=2, send_time=0,
+        payload=Insert(xid=None, relation_id=7, new_tuple=_row("\u00e9", "utf-8", False)))), None]
+    assert report.rows == 3 and report.rewritten == 1
+
+
+def test_an_archive_table_keeps_its_columns_and_says_what_it_was():
+    theirs = _session("latin-1", False)
+    table = pa.table({"seq": list(range(len(theirs))), "data": pa.array(theirs, pa.binary())},
+                     metadata={b"x": b"y"})
+    out, report = transcode_archive(table, "LATIN1")
+    assert out.column("seq").to_pylist() == list(range(len(theirs)))
+    assert out.column("data").to_pylist() == _session("utf-8", False)
+    assert out.schema.metadata[b"x"] == b"y" and out.schema.metadata[b"pgoutput_codec.transcoded_from"] == b"iso8859-1"
+    rows = table_changes(decode_changes(out), "public.t").column("after").to_pylist()
+    assert rows[0]["t"] == "caf\u00e9 cr\u00e8me" and rows[0]["ta"] == ["caf\u00e9 cr\u00e8me", "x"]
+
+
+def test_utf8_changes_nothing_and_ascii_is_not_decoded():
+    theirs = _session("utf-8", False)
+    got, report = transcode_payloads(theirs, "UTF8")
+    assert got.to_pylist() == theirs and report.kept == len(theirs)
+    # an all-ASCII payload is the same in every client encoding: kept, malformed or not
+    bad = [b"I\x00\x00"]
+    assert transcode_payloads(bad, "LATIN1")[0].to_pylist() == bad
+
+
+def test_a_payload_it_cannot_rewrite():
+    theirs = _session("latin-1", False)
+    theirs[3] = theirs[3][:-2]                      # the Insert, cut inside its last value
+    with pytest.raises(TranscodeError, match=r"archive row 3: Insert \('I'\) at byte \d+") as e:
+        transcode_payloads(theirs, "LATIN1")
+    assert e.value.row == 3 and e.value.message_type == "I" and e.value.offset > 0
+    got, report = transcode_payloads(theirs, "LATIN1", errors="keep")
+    assert got.to_pylist()[3] == theirs[3] and [r for r, _ in report.left_as_sent] == [3]
+    assert report.rows == report.rewritten + report.kept
+    # text that is not the encoding: EUC-JP's lead byte 0xA4 needs a trail byte
+    t = Transcoder("EUC_JP")
+    t.payloads([encode_message(_rel())])
+    with pytest.raises(TranscodeError, match="archive row 1: .*not euc_jp"):
+        t.payloads([encode_message(Insert(xid=None, relation_id=7, new_tuple=(TupleColumn("t", b"\xa4 "),)))])
+
+
+@pytest.mark.parametrize("name,codec", [("LATIN1", "iso8859-1"), ("latin1", "iso8859-1"), ("WIN1252", "cp1252"),
+                                        ("win-1252", "cp1252"), ("SJIS", "cp932"), ("UTF8", "utf-8"),
+                                        ("utf-8", "utf-8"), ("latin-1", "iso8859-1"), ("EUC_JP", "euc_jp")])
+def test_encoding_names(name, codec):
+    assert python_codec(name) == codec
+
+
+def test_names_that_are_no_encoding():
+    with pytest.raises(ValueError, match="SQL_ASCII is no encoding"):
+        python_codec("SQL_ASCII")
+    with pytest.raises(ValueError, match="unknown encoding 'KLINGON'"):
+        python_codec("KLINGON")
+    with pytest.raises(ValueError, match="errors must be"):
+        Transcoder("LATIN1", errors="ignore")
