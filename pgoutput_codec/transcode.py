@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from . import USING_EXTENSIONS
 from . import typecatalog as tc
 from ._decode_py import _as_bytes, _decode_row, _infer_initial_state, _rows
 from ._encode import encode_message
@@ -117,6 +118,14 @@ def python_codec(encoding: str) -> str:
 
 
 _SKIP_TAGS = frozenset(b"RYSE")   # always decoded: they carry the state of the walk
+_ROW_TAGS = frozenset(b"IUD")
+#: _Walk._kind -> the compiled loop's code (_transcode.KIND_*)
+_KIND_CODE = {None: 0, "text": 1, "jsonb": 2, "array": 3}
+
+if USING_EXTENSIONS:
+    from ._transcode import rewrite_row_change as _rewrite
+else:      # the plain path alone: the twin the compiled loop is tested against
+    _rewrite = None
 
 
 class _Walk:
@@ -130,6 +139,9 @@ class _Walk:
         self.in_stream = None if in_stream is None else bool(in_stream)
         self.types = {}         # relation_id -> (type OID, ...) of its columns
         self.resolved = {}
+        self.kinds = {}         # relation_id -> bytes, a _KIND_* per column, for the compiled loop
+        self.codec_c = codec.encode()
+        self.latin1 = codec == "iso8859-1"
 
     def after_failure(self, raw):
         """A row left as sent still moves the stream state, as its tag says."""
@@ -210,10 +222,11 @@ class _Walk:
             self.in_stream = False
         elif isinstance(m, Relation):
             self.types[m.relation_id] = tuple(c.type_oid for c in m.columns)
-            self.resolved.clear()   # a later Type message may name a column's type anew
+            self.kinds.pop(m.relation_id, None)
         elif isinstance(m, Type):
             self.registry.add_type_message(m)
-            self.resolved.pop(m.type_oid, None)
+            self.resolved.clear()   # the Type message may make a column's type a text one
+            self.kinds.clear()
         elif isinstance(m, Insert):
             return replace(m, new_tuple=self.tuple_(m.relation_id, m.new_tuple))
         elif isinstance(m, Update):
@@ -223,12 +236,30 @@ class _Walk:
             return replace(m, old_tuple=self.tuple_(m.relation_id, m.old_tuple))
         return m
 
+    def _kinds_of(self, relation_id):
+        ks = self.kinds.get(relation_id)
+        if ks is None:
+            codes = (self._kind(oid) for oid in self.types.get(relation_id, ()))
+            ks = self.kinds[relation_id] = bytes(_KIND_CODE["array" if isinstance(k, tuple) else k] for k in codes)
+        return ks
+
     def payload(self, raw):
         """The payload as a UTF-8 session receives it; raises PgoutputDecodeError,
         UnicodeError or ValueError."""
-        tag = raw[25] if raw[:1] == b"w" and len(raw) > 25 and self.envelope != "none" else raw[0] if raw else 0
+        start = 25 if raw[:1] == b"w" and self.envelope != "none" else 0
+        tag = raw[start] if len(raw) > start else 0
         if tag not in _SKIP_TAGS and raw.isascii():
             return raw
+        if tag in _ROW_TAGS and _rewrite is not None and (start == 0 or self.envelope != "none"):
+            rid = int.from_bytes(raw[start + 1 + 4 * self.in_stream:start + 5 + 4 * self.in_stream], "big")
+            if rid not in self.kinds and rid in self.types:
+                self._kinds_of(rid)
+            try:
+                out = _rewrite(raw, start, self.in_stream, self.kinds, self.codec_c, self.latin1)
+            except UnicodeError:
+                out = None          # the plain path raises it, with the message's name
+            if out is not None:
+                return out
         m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
         return encode_message(self.message(m))
 

@@ -7,10 +7,13 @@ import struct
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgoutput_codec import (Begin, Commit, Delete, Insert, LogicalMessage, Relation, RelationColumn, StreamStart,
                             StreamStop, Transcoder, TupleColumn, Type, Update, XLogData, decode_changes,
                             encode_message, table_changes, transcode_archive, transcode_payloads)
+from pgoutput_codec import USING_EXTENSIONS, transcode
 from pgoutput_codec.transcode import TranscodeError, python_codec
 
 # text, int4, jsonb, text[], a user type sent by a Type message as a domain over varchar, bytea
@@ -139,3 +142,59 @@ def test_names_that_are_no_encoding():
         python_codec("KLINGON")
     with pytest.raises(ValueError, match="errors must be"):
         Transcoder("LATIN1", errors="ignore")
+
+
+# ---- the compiled loop against the plain path ---------------------------------------
+_OIDS = st.sampled_from([25, 23, 3802, 1009, 1043, 17, 99999])
+_VALUE = st.one_of(st.just(TupleColumn("n", None)), st.just(TupleColumn("u", None)),
+                   st.builds(TupleColumn, st.sampled_from("tb"),
+                             st.one_of(st.sampled_from([b"\x01{\"\xe9\"}", b"\xe9t\xe9", b"\xa4\xa2", b"\x81", b"",
+                                                        _text_array(["\xe9", "x"], "latin-1"),
+                                                        _text_array(["\u3042"], "euc_jp")]),
+                                       st.binary(max_size=12))))
+_TUPLE = st.lists(_VALUE, max_size=5).map(tuple)
+
+
+@st.composite
+def _row_changes(draw):
+    xid = draw(st.sampled_from([None, 77]))
+    rel = Relation(xid=xid, relation_id=7, namespace="s", relation_name="t", replica_identity="f",
+                   columns=tuple(RelationColumn(0, f"c{i}", draw(_OIDS), -1) for i in range(draw(st.integers(0, 5)))))
+    rid = st.sampled_from([7, 8])
+    msgs = draw(st.lists(st.one_of(
+        st.builds(Insert, xid=st.just(xid), relation_id=rid, new_tuple=_TUPLE),
+        st.builds(Update, xid=st.just(xid), relation_id=rid, old_kind=st.sampled_from([None, "K", "O"]),
+                  old_tuple=_TUPLE, new_tuple=_TUPLE).map(
+                      lambda u: u if u.old_kind else Update(xid=u.xid, relation_id=u.relation_id, old_kind=None,
+                                                            old_tuple=None, new_tuple=u.new_tuple)),
+        st.builds(Delete, xid=st.just(xid), relation_id=rid, old_kind=st.sampled_from("KO"), old_tuple=_TUPLE)),
+        min_size=1, max_size=6))
+    payloads = [encode_message(m) for m in [rel, *msgs]]
+    for _ in range(draw(st.integers(0, 2))):      # mutations: the loop must hand odd bytes to the plain path
+        i = draw(st.integers(1, len(payloads) - 1))
+        b = bytearray(payloads[i])
+        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(b) - 1))
+        if op == 0:
+            del b[pos]
+        elif op == 1:
+            b.insert(pos, draw(st.integers(0, 255)))
+        else:
+            b[pos] = draw(st.integers(0, 255))
+        payloads[i] = bytes(b)
+    return payloads, xid is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_row_changes(), st.sampled_from(["LATIN1", "EUC_JP", "WIN1252"]))
+@pytest.mark.skipif(not USING_EXTENSIONS, reason="the compiled loop is not built")
+def test_the_compiled_loop_gives_what_the_plain_path_gives(case, enc):
+    payloads, in_stream = case
+    fast, fast_report = transcode_payloads(payloads, enc, errors="keep", in_stream=in_stream)
+    saved = transcode._rewrite
+    transcode._rewrite = None
+    try:
+        plain, plain_report = transcode_payloads(payloads, enc, errors="keep", in_stream=in_stream)
+    finally:
+        transcode._rewrite = saved
+    assert fast.to_pylist() == plain.to_pylist()
+    assert fast_report == plain_report
