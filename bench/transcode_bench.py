@@ -70,12 +70,12 @@ def main(argv=None):
         arr = build(args.n, codec)
         small = arr.slice(0, args.plain_n * 103 // 100)
         t_fast = best(lambda a=arr, e=pg: transcode_payloads(a, e), args.repeat)
-        saved = transcode._rewrite
-        transcode._rewrite = None
+        saved = transcode._rewrite_batch
+        transcode._rewrite_batch = None
         try:
             t_plain = best(lambda a=small, e=pg: transcode_payloads(a, e), 1) * len(arr) / len(small)
         finally:
-            transcode._rewrite = saved
+            transcode._rewrite_batch = saved
         utf8, _ = transcode_payloads(arr, pg)
         t_batch = best(lambda a=utf8: decode_batch(a), args.repeat)
         t_changes = best(lambda a=utf8: decode_changes(a), args.repeat)

@@ -13,8 +13,8 @@ says what is wrong and where.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
-from libc.string cimport memcpy
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
+from libc.string cimport memcmp, memcpy
 
 
 cdef extern from "Python.h":
@@ -140,56 +140,143 @@ cdef Py_ssize_t _tuple(Out* o, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
     return pos
 
 
-def rewrite_row_change(bytes raw, Py_ssize_t start, bint with_xid, dict kinds, bytes codec, bint latin1):
-    """``raw`` with the Insert/Update/Delete at ``raw[start:]`` (after an XLogData header,
-    if any) in UTF-8; ``kinds``: relation id -> bytes of a KIND_* per column (binary
-    values); None when the plain path must take it."""
-    cdef const uint8_t* p = raw
-    cdef Py_ssize_t end = len(raw), pos = start, hdr
+cdef object _row_change(const uint8_t* p, Py_ssize_t end, Py_ssize_t start, bint with_xid, const uint8_t* kp,
+                        Py_ssize_t nk, Out* o, bint latin1, const char* codec):
+    """Append the Insert/Update/Delete ``p[:end]`` (its tag at ``start``, after an
+    XLogData header, if any; ``kp[:nk]`` its relation's kinds) to ``o`` in UTF-8: True;
+    False (``o`` as it was) when the plain path must take it."""
+    cdef Py_ssize_t pos = start, hdr, mark = o.len
     cdef uint8_t tag, marker
-    cdef uint32_t relid
-    cdef bytes ks
-    cdef const uint8_t* kp = NULL
-    cdef Py_ssize_t nk = 0
-    cdef Out o
     hdr = 1 + (4 if with_xid else 0) + 4
     if pos + hdr + 1 > end:
-        return None
+        return False
     tag = p[pos]
-    relid = _rd32(p + pos + hdr - 4)
-    ks = kinds.get(relid)
-    if ks is not None:
-        kp = ks
-        nk = len(ks)
-    o.cap = end + end // 2 + 64
+    try:
+        _put(o, p, pos + hdr)
+        pos += hdr
+        marker = p[pos]
+        if tag == 0x49:                      # Insert: 'N' tuple
+            if marker != 0x4E:
+                pos = -1
+        elif tag == 0x55:                    # Update: ['K'|'O' tuple] 'N' tuple
+            if marker == 0x4B or marker == 0x4F:
+                _put(o, p + pos, 1)
+                pos = _tuple(o, p, pos + 1, end, kp, nk, latin1, codec)
+                if pos < 0 or pos >= end or p[pos] != 0x4E:
+                    pos = -1
+            elif marker != 0x4E:
+                pos = -1
+        elif tag == 0x44:                    # Delete: 'K'|'O' tuple
+            if marker != 0x4B and marker != 0x4F:
+                pos = -1
+        else:
+            pos = -1
+        if pos >= 0:
+            _put(o, p + pos, 1)
+            pos = _tuple(o, p, pos + 1, end, kp, nk, latin1, codec)
+    except UnicodeError:
+        pos = -1                             # the plain path raises it, naming the message
+    if pos != end:
+        o.len = mark
+        return False
+    return True
+
+
+cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef uint8_t acc = 0
+    for i in range(n):
+        acc |= p[i]
+    return acc < 0x80
+
+
+def rewrite_batch(arr, walk, slow, bint envelope_none):
+    """The rows of ``arr`` (a pa.BinaryArray or LargeBinaryArray) in UTF-8: ``(array,
+    rows rewritten)``. Row changes are rewritten here; a row that is all ASCII and not a
+    Relation, Type or Stream Start/Stop is copied; every other row is ``slow(i, bytes)``
+    (``_Walk`` decodes it, learns from it, raises or leaves it as sent). ``walk.kinds``
+    and ``walk.in_stream`` are read as they stand (only ``slow`` rows change them)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cdef Py_ssize_t n = len(arr), i, j, start, end, rowlen, before, rewritten = 0, aoff = arr.offset
+    cdef const uint8_t* data
+    cdef const int32_t* o32 = NULL
+    cdef const int64_t* o64 = NULL
+    cdef const uint8_t* valid = NULL
+    cdef const uint8_t* p
+    cdef uint8_t tag
+    cdef bint with_xid = bool(walk.in_stream)
+    cdef bint latin1 = walk.latin1
+    cdef bytes codec = walk.codec_c
+    cdef dict kinds = walk.kinds
+    cdef int64_t rid, cached = -1
+    cdef const uint8_t* kp = NULL
+    cdef Py_ssize_t nk = 0
+    cdef bint fast
+    cdef Out o
+    ks = None
+    bufs = arr.buffers()
+    if n == 0:
+        return pa.array([], pa.binary()), 0
+    valid = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address
+    if pa.types.is_large_binary(arr.type):
+        o64 = <const int64_t*><uintptr_t>bufs[1].address
+    else:
+        o32 = <const int32_t*><uintptr_t>bufs[1].address
+    data = <const uint8_t*>b""
+    if bufs[2] is not None and bufs[2].size:
+        data = <const uint8_t*><uintptr_t>bufs[2].address
+    offsets = np.empty(n + 1, dtype=np.int64)
+    cdef int64_t[::1] out_off = offsets
+    o.cap = (o64[aoff + n] - o64[aoff] if o64 != NULL else o32[aoff + n] - o32[aoff]) * 5 // 4 + 64
     o.len = 0
     o.buf = <uint8_t*>PyMem_Malloc(o.cap)
     if o.buf == NULL:
         raise MemoryError()
     try:
-        _put(&o, p, pos + hdr)
-        pos += hdr
-        marker = p[pos]
-        if tag == 0x49:                      # Insert: 'N' tuple
-            if marker != 0x4E:
-                return None
-        elif tag == 0x55:                    # Update: ['K'|'O' tuple] 'N' tuple
-            if marker == 0x4B or marker == 0x4F:
-                _put(&o, p + pos, 1)
-                pos = _tuple(&o, p, pos + 1, end, kp, nk, latin1, codec)
-                if pos < 0 or pos >= end or p[pos] != 0x4E:
-                    return None
-            elif marker != 0x4E:
-                return None
-        elif tag == 0x44:                    # Delete: 'K'|'O' tuple
-            if marker != 0x4B and marker != 0x4F:
-                return None
-        else:
-            return None
-        _put(&o, p + pos, 1)
-        pos = _tuple(&o, p, pos + 1, end, kp, nk, latin1, codec)
-        if pos != end:
-            return None
-        return PyBytes_FromStringAndSize(<char*>o.buf, o.len)
+        out_off[0] = 0
+        for i in range(n):
+            j = aoff + i
+            if valid != NULL and not (valid[j >> 3] >> (j & 7)) & 1:
+                out_off[i + 1] = o.len
+                continue
+            start = o64[j] if o64 != NULL else o32[j]
+            end = o64[j + 1] if o64 != NULL else o32[j + 1]
+            p = data + start
+            rowlen = end - start
+            before = o.len
+            j = 25 if rowlen > 0 and p[0] == 0x77 and not envelope_none else 0
+            tag = p[j] if rowlen > j else 0
+            if tag != 0x52 and tag != 0x59 and tag != 0x53 and tag != 0x45 and _ascii(p, rowlen):
+                _put(&o, p, rowlen)
+            else:
+                fast = (tag == 0x49 or tag == 0x55 or tag == 0x44) and rowlen > j + 5 + 4 * with_xid
+                if fast:
+                    rid = _rd32(p + j + 1 + (4 if with_xid else 0))
+                    if rid != cached:           # the relation's kinds, looked up once per run of its rows
+                        cached = rid
+                        ks = kinds.get(rid)
+                        if ks is None and rid in walk.types:
+                            ks = walk._kinds_of(rid)
+                        kp = NULL if ks is None else <const uint8_t*><bytes>ks
+                        nk = 0 if ks is None else len(<bytes>ks)
+                    fast = _row_change(p, rowlen, j, with_xid, kp, nk, &o, latin1, codec)
+                if not fast:
+                    new = slow(i, PyBytes_FromStringAndSize(<const char*>p, rowlen))
+                    _put(&o, <const uint8_t*><char*>new, len(new))
+                    with_xid = bool(walk.in_stream)
+                    cached = -1                 # a Relation or Type message may have changed them
+            if o.len - before != rowlen or memcmp(o.buf + before, p, rowlen) != 0:
+                rewritten += 1
+            out_off[i + 1] = o.len
+        payload = PyBytes_FromStringAndSize(<char*>o.buf, o.len)
     finally:
         PyMem_Free(o.buf)
+    mask = None if valid == NULL else pc.is_valid(arr).buffers()[1]
+    if o.len <= 0x7FFFFFFF:
+        return pa.Array.from_buffers(pa.binary(), n, [mask, pa.py_buffer(offsets.astype(np.int32)),
+                                                      pa.py_buffer(payload)]), rewritten
+    return (pa.Array.from_buffers(pa.large_binary(), n, [mask, pa.py_buffer(offsets), pa.py_buffer(payload)]),
+            rewritten)

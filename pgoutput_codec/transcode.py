@@ -123,9 +123,9 @@ _ROW_TAGS = frozenset(b"IUD")
 _KIND_CODE = {None: 0, "text": 1, "jsonb": 2, "array": 3}
 
 if USING_EXTENSIONS:
-    from ._transcode import rewrite_row_change as _rewrite
+    from ._transcode import rewrite_batch as _rewrite_batch
 else:      # the plain path alone: the twin the compiled loop is tested against
-    _rewrite = None
+    _rewrite_batch = None
 
 
 class _Walk:
@@ -245,21 +245,11 @@ class _Walk:
 
     def payload(self, raw):
         """The payload as a UTF-8 session receives it; raises PgoutputDecodeError,
-        UnicodeError or ValueError."""
+        UnicodeError or ValueError. (The compiled loop does the first two steps itself.)"""
         start = 25 if raw[:1] == b"w" and self.envelope != "none" else 0
         tag = raw[start] if len(raw) > start else 0
         if tag not in _SKIP_TAGS and raw.isascii():
             return raw
-        if tag in _ROW_TAGS and _rewrite is not None and (start == 0 or self.envelope != "none"):
-            rid = int.from_bytes(raw[start + 1 + 4 * self.in_stream:start + 5 + 4 * self.in_stream], "big")
-            if rid not in self.kinds and rid in self.types:
-                self._kinds_of(rid)
-            try:
-                out = _rewrite(raw, start, self.in_stream, self.kinds, self.codec_c, self.latin1)
-            except UnicodeError:
-                out = None          # the plain path raises it, with the message's name
-            if out is not None:
-                return out
         m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
         return encode_message(self.message(m))
 
@@ -294,36 +284,50 @@ class Transcoder:
     def payloads(self, values):
         """``(pa.BinaryArray, TranscodeReport)`` of the next rows of the archive."""
         walk = self._walk
-        payloads = list(_rows(values))
+        arr = _binary_array(values)
         if walk.in_stream is None:
-            walk.in_stream = _infer_initial_state(payloads, walk.envelope, self.codec)
-        report = TranscodeReport(rows=len(payloads))
-        out = []
-        for i, raw in enumerate(payloads, self.rows):
-            if raw is None:
-                out.append(None)
-                report.kept += 1
-                continue
-            raw = _as_bytes(raw)
+            walk.in_stream = _infer_initial_state(_rows(arr), walk.envelope, self.codec)
+        report = TranscodeReport(rows=len(arr))
+        first = self.rows
+        self.rows += len(arr)
+        if self.codec == "utf-8":
+            report.kept = len(arr)
+            return arr, report
+
+        def one(i, raw):
             try:
-                new = raw if self.codec == "utf-8" else walk.payload(raw)
+                return walk.payload(raw)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:
-                why = f"archive row {i}: {e}"
+                why = f"archive row {first + i}: {e}"
                 if isinstance(e, UnicodeError):
                     why += f" (not {self.codec})"
                 if self.errors == "strict":
-                    raise TranscodeError(why, i, getattr(e, "offset", None),
+                    raise TranscodeError(why, first + i, getattr(e, "offset", None),
                                          getattr(e, "message_type", None)) from None
-                report.left_as_sent.append((i, why))
-                new = raw
+                report.left_as_sent.append((first + i, why))
                 walk.after_failure(raw)
-            if new == raw:
-                report.kept += 1
-            else:
-                report.rewritten += 1
-            out.append(new)
-        self.rows += len(payloads)
-        return pa.array(out, pa.binary()), report
+                return raw
+
+        if _rewrite_batch is not None:
+            out, report.rewritten = _rewrite_batch(arr, walk, one, walk.envelope == "none")
+        else:
+            new = [None if raw is None else one(i, raw) for i, raw in enumerate(arr.to_pylist())]
+            report.rewritten = sum(a is not None and a != b for a, b in zip(new, arr.to_pylist(), strict=True))
+            out = pa.array(new, pa.binary())
+        report.kept = report.rows - report.rewritten
+        return out, report
+
+
+def _binary_array(values):
+    """``values`` (a binary/large binary array, chunked or not, or a list of bytes) as one
+    array."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    if not isinstance(values, pa.Array):
+        values = pa.array([None if v is None else _as_bytes(v) for v in values], pa.binary())
+    if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
+        raise TypeError(f"payloads must be binary, not {values.type}")
+    return values
 
 
 def transcode_payloads(values, encoding: str, **options):

@@ -190,11 +190,11 @@ def _row_changes(draw):
 def test_the_compiled_loop_gives_what_the_plain_path_gives(case, enc):
     payloads, in_stream = case
     fast, fast_report = transcode_payloads(payloads, enc, errors="keep", in_stream=in_stream)
-    saved = transcode._rewrite
-    transcode._rewrite = None
+    saved = transcode._rewrite_batch
+    transcode._rewrite_batch = None
     try:
         plain, plain_report = transcode_payloads(payloads, enc, errors="keep", in_stream=in_stream)
     finally:
-        transcode._rewrite = saved
+        transcode._rewrite_batch = saved
     assert fast.to_pylist() == plain.to_pylist()
     assert fast_report == plain_report
