@@ -37,7 +37,9 @@ receives (tests/conformance/test_encodings.py compares them on real servers).
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import copy
 import struct
 from dataclasses import dataclass, field, replace
 
@@ -50,7 +52,7 @@ from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
-__all__ = ["TranscodeError", "TranscodeReport", "Transcoder", "python_codec", "transcode_payloads",
+__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "python_codec", "transcode_payloads",
            "transcode_archive"]
 
 #: PostgreSQL's encoding names (``pg_encoding_to_char``) -> Python codec names. PostgreSQL's
@@ -82,9 +84,13 @@ class TranscodeError(PgoutputCodecError, ValueError):
     """A payload that cannot be rewritten: ``row`` (its index), ``offset`` and
     ``message_type`` where known."""
 
-    def __init__(self, text, row, offset=None, message_type=None):
+    def __init__(self, text, row, offset=None, message_type=None, reason=None):
         super().__init__(text)
         self.row, self.offset, self.message_type = row, offset, message_type
+        self.reason = reason or text    # without the row: a Spark task names the order key
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.row, self.offset, self.message_type, self.reason))
 
 
 @dataclass
@@ -142,6 +148,21 @@ class _Walk:
         self.kinds = {}         # relation_id -> bytes, a _KIND_* per column, for the compiled loop
         self.codec_c = codec.encode()
         self.latin1 = codec == "iso8859-1"
+
+    def apply(self, event):
+        """One event of a :class:`Timeline` (what a state row did to the walk)."""
+        what, arg = event
+        if what == "S":
+            self.in_stream = True
+        elif what == "E":
+            self.in_stream = False
+        elif what == "R":
+            self.types[arg[0]] = arg[1]
+            self.kinds.pop(arg[0], None)
+        elif what == "Y":
+            self.registry.add_type_message(*arg)
+            self.resolved.clear()
+            self.kinds.clear()
 
     def after_failure(self, raw):
         """A row left as sent still moves the stream state, as its tag says."""
@@ -265,21 +286,106 @@ def _text_kind(r):
     return None
 
 
+class Timeline:
+    """The walk's state as of any point of an archive, from its state rows alone (Relation,
+    Type, Stream Start/Stop: ~1% of it), for a walk that starts anywhere: a Spark
+    partition, which may hold any rows of the archive, starts from :meth:`seed` at its
+    first row's order key, and again wherever a state row of another partition falls
+    between its rows. ``keys`` (rising) and ``events``: what each state row did,
+    ``("S"|"E", None)``, ``("R", (relation_id, type OIDs))``, ``("Y", (oid, namespace,
+    name))``; ``in_stream``: the state before the first."""
+
+    def __init__(self, keys, events, in_stream, codec, envelope, registry=None):
+        self.keys = [int(k) for k in keys]
+        self.events = list(events)
+        self.in_stream = bool(in_stream)
+        self.codec, self.envelope, self.registry = codec, envelope, registry
+
+    @classmethod
+    def build(cls, payloads, keys, encoding, *, envelope="auto", in_stream=None, registry=None,
+              errors="strict"):
+        """From the archive's state rows (any others are ignored) and their order keys."""
+        import numpy as np
+
+        codec = python_codec(encoding)
+        keys = np.asarray(pa.array(keys).to_numpy(zero_copy_only=False), dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        rows = [_as_bytes(r) if r is not None else None for r in pa.array(payloads).take(pa.array(order)).to_pylist()]
+        keys = keys[order]
+        if in_stream is None:
+            in_stream = _infer_initial_state(rows, envelope, codec)
+        walk = _Walk(codec, copy.deepcopy(registry), envelope, in_stream)
+        ev_keys, events = [], []
+        for k, raw in zip(keys, rows, strict=True):
+            if raw is None:
+                continue
+            start = 25 if raw[:1] == b"w" and envelope != "none" else 0
+            tag = raw[start:start + 1]
+            try:
+                m = _decode_row(raw, envelope, walk.in_stream, codec)
+            except (PgoutputDecodeError, UnicodeError, ValueError) as e:
+                if errors == "strict":
+                    why = f"order key {k}: {e}" + (f" (not {codec})" if isinstance(e, UnicodeError) else "")
+                    raise TranscodeError(why, int(k), getattr(e, "offset", None),
+                                         getattr(e, "message_type", None)) from None
+                if tag in (b"S", b"E"):
+                    ev_keys.append(k)
+                    events.append((tag.decode(), None))
+                    walk.apply(events[-1])
+                continue
+            m = m.payload if isinstance(m, XLogData) else m
+            if isinstance(m, (StreamStart, StreamStop)):
+                event = ("S" if isinstance(m, StreamStart) else "E", None)
+            elif isinstance(m, Relation):
+                event = ("R", (m.relation_id, tuple(c.type_oid for c in m.columns)))
+            elif isinstance(m, Type):
+                event = ("Y", (m.type_oid, m.namespace, m.type_name))
+            else:
+                continue
+            walk.apply(event)
+            ev_keys.append(k)
+            events.append(event)
+        return cls(ev_keys, events, in_stream, codec, envelope, registry)
+
+    def walk(self):
+        """A walk at the archive's start; :meth:`seed` moves it."""
+        w = _Walk(self.codec, copy.deepcopy(self.registry), self.envelope, self.in_stream)
+        w.applied = 0
+        return w
+
+    def seed(self, walk, key):
+        """``walk`` (from :meth:`walk`) brought to its state just before order key ``key``:
+        forward from where it is, or a new one when ``key`` lies behind it."""
+        upto = bisect.bisect_left(self.keys, key)
+        if upto < walk.applied:
+            walk = self.walk()
+        for event in self.events[walk.applied:upto]:
+            walk.apply(event)
+        walk.applied = upto
+        return walk
+
+
 class Transcoder:
     """One walk over an archive, fed in order, in as many calls as it has parts (files,
     batches): the state (stream block, relations' column types, Type messages) carries
     from one call to the next. :func:`transcode_payloads` is one call of a new one."""
 
     def __init__(self, encoding: str, *, envelope: str = "auto", in_stream=None,
-                 registry: tc.TypeRegistry | None = None, errors: str = "strict"):
+                 registry: tc.TypeRegistry | None = None, errors: str = "strict", timeline: Timeline | None = None):
         if errors not in ("strict", "keep"):
             raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
         if envelope not in ("auto", "none", "xlogdata"):
             raise ValueError(f"envelope must be one of 'auto', 'none', 'xlogdata', not {envelope!r}")
         self.codec = python_codec(encoding)
         self.errors = errors
-        self._walk = _Walk(self.codec, registry, envelope, in_stream)
+        self.timeline = timeline
+        self._walk = timeline.walk() if timeline is not None else _Walk(self.codec, registry, envelope, in_stream)
         self.rows = 0          # rows seen by earlier calls: row numbers count the whole walk
+
+    def seek(self, key):
+        """With a ``timeline``: the walk's state just before order key ``key``, for rows
+        that do not follow the ones given before (another part of the archive)."""
+        self._walk = self.timeline.seed(self._walk, key)
 
     def payloads(self, values):
         """``(pa.BinaryArray, TranscodeReport)`` of the next rows of the archive."""
@@ -298,12 +404,11 @@ class Transcoder:
             try:
                 return walk.payload(raw)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:
-                why = f"archive row {first + i}: {e}"
-                if isinstance(e, UnicodeError):
-                    why += f" (not {self.codec})"
+                reason = f"{e}" + (f" (not {self.codec})" if isinstance(e, UnicodeError) else "")
+                why = f"archive row {first + i}: {reason}"
                 if self.errors == "strict":
                     raise TranscodeError(why, first + i, getattr(e, "offset", None),
-                                         getattr(e, "message_type", None)) from None
+                                         getattr(e, "message_type", None), reason) from None
                 report.left_as_sent.append((first + i, why))
                 walk.after_failure(raw)
                 return raw

@@ -198,3 +198,12 @@ def test_the_compiled_loop_gives_what_the_plain_path_gives(case, enc):
         transcode._rewrite_batch = saved
     assert fast.to_pylist() == plain.to_pylist()
     assert fast_report == plain_report
+
+
+def archive(enc, sessions=60):
+    """A longer archive (for Spark): ``_session`` again and again, text and binary values
+    in turn, each value its own."""
+    out = []
+    for k in range(sessions):
+        out += _session(enc, k % 2 == 1, f"caf\u00e9 {k} cr\u00e8me" if enc != "euc_jp" else f"\u65e5\u672c {k}")
+    return out

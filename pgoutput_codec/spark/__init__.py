@@ -89,3 +89,4 @@ __all__ = [
 from .changes import checkpoint_of, decode_changes, replayed_of  # noqa: E402,F401
 from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402,F401
+from .transcode import transcode  # noqa: E402,F401
