@@ -28,6 +28,7 @@ from pgoutput_codec import (
 )
 from pgoutput_codec.changes import decode_changes
 from pgoutput_codec.tables import decode_table_changes, table_changes
+from pgoutput_codec.testing.timing import best
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -48,16 +49,6 @@ def build(n: int, per_txn: int = 100) -> pa.Array:
         out.append(encode_message(Commit(commit_lsn=lsn + per_txn, end_lsn=lsn + per_txn + 1, commit_ts=t)))
         lsn += per_txn + 2
     return pa.array(out, pa.binary())
-
-
-def best(fn, repeat):
-    fn()   # warm-up: caches, touched memory
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main(argv=None):

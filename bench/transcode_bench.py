@@ -25,6 +25,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from pgoutput_codec import (Begin, Commit, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
                             decode_batch, decode_changes, encode_message, transcode, transcode_payloads)
+from pgoutput_codec.testing.timing import best  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 WORDS = {"latin-1": ["caf\u00e9 cr\u00e8me", "plain words", "na\u00efve r\u00e9sum\u00e9", "order 42"],
@@ -49,15 +50,6 @@ def build(n, codec):
     return pa.array(out, pa.binary())
 
 
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=500_000, help="Inserts")
@@ -73,7 +65,7 @@ def main(argv=None):
         saved = transcode._rewrite_batch
         transcode._rewrite_batch = None
         try:
-            t_plain = best(lambda a=small, e=pg: transcode_payloads(a, e), 1) * len(arr) / len(small)
+            t_plain = best(lambda a=small, e=pg: transcode_payloads(a, e), 1, warmup=False) * len(arr) / len(small)
         finally:
             transcode._rewrite_batch = saved
         utf8, _ = transcode_payloads(arr, pg)

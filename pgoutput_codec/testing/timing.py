@@ -1,0 +1,20 @@
+"""One timing rule for the benchmarks in bench/: the best of ``repeat`` runs after a
+warm-up run (caches, touched memory), so a figure is the code's, not the first touch's."""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["best"]
+
+
+def best(fn, repeat: int, warmup: bool = True) -> float:
+    """Seconds of the fastest of ``repeat`` calls of ``fn()``."""
+    if warmup:
+        fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
