@@ -15,7 +15,7 @@ import struct
 
 import pyarrow as pa
 
-from .errors import AmbiguousMessageError, PgoutputDecodeError
+from .errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
 from .messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
     PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
@@ -111,8 +111,9 @@ class _Reader:
         try:
             s = self.buf[start:nul].decode(self.names)
         except UnicodeDecodeError as e:
+            hint = f"; {UTF8_HINT}" if self.names == "utf-8" else ""
             label = "UTF-8" if self.names == "utf-8" else self.names
-            raise _Fail(start, f"{what} is not valid {label} (byte {start + e.start})") from None
+            raise _Fail(start, f"{what} is not valid {label} (byte {start + e.start}{hint})") from None
         self.pos = nul + 1
         return s
 

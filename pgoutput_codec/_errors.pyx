@@ -12,7 +12,7 @@ from pgoutput_codec._reader cimport (
     E_NULL_ROW, E_SHORT, E_TRAILING, E_UNKNOWN_TAG, E_UTF8, Reader,
 )
 
-from pgoutput_codec.errors import AmbiguousMessageError, PgoutputDecodeError
+from pgoutput_codec.errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
 from pgoutput_codec.messages import MESSAGE_CLASSES
 
 cdef dict _NAMES = {ord(t): cls.__name__ for t, cls in MESSAGE_CLASSES.items()}
@@ -45,7 +45,7 @@ cdef str _detail(Reader* r):
     elif code == E_NO_TERMINATOR:
         text = f"{what}: String has no NUL terminator before the end of the payload"
     elif code == E_UTF8:
-        text = f"{what} is not valid UTF-8"
+        text = f"{what} is not valid UTF-8 ({UTF8_HINT})"
     elif code == E_EMPTY:
         text = f"empty payload: no {what} byte"
     elif code == E_AMBIGUOUS:

@@ -7,8 +7,13 @@ so a user can find the bad byte in an archive without a debugger.
 
 from __future__ import annotations
 
-__all__ = ["PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
+__all__ = ["UTF8_HINT", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
            "PgoutputEncodeError"]
+
+
+#: appended where a name or text is not UTF-8: the usual cause is an archive captured by a
+#: session that kept a non-UTF-8 database's client_encoding (pgoutput_codec/transcode.py)
+UTF8_HINT = "captured under another client_encoding? see transcode"
 
 
 class PgoutputCodecError(Exception):
