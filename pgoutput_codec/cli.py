@@ -371,6 +371,19 @@ def _existing_files(out):
     return sorted(glob.glob(os.path.join(out, "part-*.parquet")))
 
 
+def _peek(conn, sql, params, client_encoding):
+    """The slot's rows (lsn text, xid, data) under ``client_encoding``; text comes back
+    as str whatever it is (psycopg gives bytes under SQL_ASCII)."""
+    if client_encoding == "UTF8":
+        return conn.execute(sql, params).fetchall()
+    conn.execute(f"SET client_encoding = '{client_encoding}'")
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    finally:
+        conn.execute("SET client_encoding = 'UTF8'")
+    return [(lsn.decode() if isinstance(lsn, bytes) else lsn, xid, data) for lsn, xid, data in rows]
+
+
 def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=False, messages=False,
             two_phase=False, create_slot=False, max_files=0, poll_interval=1.0, stop_after=0,
             rows_per_file=10000, log=None) -> dict:
@@ -443,13 +456,16 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
         raise CliError(f"cannot connect ({_first_line(e)})") from None
     stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
     with conn:
-        server_version = conn.execute("SHOW server_version").fetchone()[0]
         # The server converts what the slot sends (names, values) into the session's
         # client_encoding, which defaults to the database's: a LATIN1 database would land
         # LATIN1 bytes, which no UTF-8 decoder reads (transcode.py). A SQL_ASCII database
-        # converts nothing: its bytes are whatever its clients stored.
-        conn.execute("SET client_encoding = 'UTF8'")
+        # converts nothing, and under any other client_encoding it checks each byte (a
+        # non-UTF-8 byte stops the peek: "invalid byte sequence for encoding UTF8"), so
+        # there the session keeps SQL_ASCII and the archive the bytes as stored.
+        conn.execute("SET client_encoding = 'UTF8'")   # the peeks of a SQL_ASCII database set their own
+        server_version = conn.execute("SHOW server_version").fetchone()[0]
         server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+        client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
         if server_encoding == "SQL_ASCII":
             print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
                   "the archive holds its text as its clients stored it; if that is not UTF-8, "
@@ -484,7 +500,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
         while True:
             start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                                      "WHERE slot_name = %s", (slot,)).fetchone()[0]
-            rows = conn.execute(peek, (slot, limit, options)).fetchall()
+            rows = _peek(conn, peek, (slot, limit, options), client_encoding)
             stats["polls"] += 1
             cut = _cut(rows)
             if cut < 0:
@@ -509,7 +525,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
                 "format": 1, "slot": slot, "publication": publication, "options": options,
                 "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
                 "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
-                "client_encoding": "UTF8", "file_index": next_index,
+                "client_encoding": client_encoding, "file_index": next_index,
                 "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
                 "start_lsn": start_lsn, "end_lsn": lsns[-1],
                 "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),

@@ -536,3 +536,32 @@ def test_transcode_an_archive_captured_in_latin1(server, tmp_path):
     assert md[b"pgoutput_codec.transcoded_from"] == b"LATIN1"
     res = run_cli("transcode", str(src), str(tmp_path / "u2"), "--encoding", "SQL_ASCII")
     assert_clean_failure(res, "SQL_ASCII is no encoding")
+
+
+def test_capture_of_a_sql_ascii_database_warns_and_transcode_reads_it(server, tmp_path):
+    """A SQL_ASCII database converts nothing: its text is whatever its clients stored
+    (here LATIN1 bytes), under any client_encoding. capture says so; transcode with the
+    encoding the clients wrote reads it."""
+    db = "cap_sqlascii"
+    with server.connect() as c:
+        c.execute(f"CREATE DATABASE {db} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+    with server.connect(db) as c:
+        c.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        c.execute("CREATE PUBLICATION cap_pub FOR TABLE t")
+    dsn = " ".join(f"{k}={v}" for k, v in server.conninfo(db).items())
+    out = tmp_path / "arch"
+    args = ["capture", "--dsn", dsn, "--slot", "cap_sa", "--publication", "cap_pub", "--out", str(out),
+            "--poll-interval", "0.1", "--stop-after", "2"]
+    res = run_cli(*args, "--create-slot")
+    assert res.returncode == 0 and "SQL_ASCII, which converts nothing" in res.stderr, res.stderr
+    with server.connect(db) as c:
+        c.execute(r"INSERT INTO t VALUES (1, E'caf\351 cr\350me'), (2, 'plain')")   # LATIN1 bytes, stored as sent
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    res = run_cli("decode", str(out), str(tmp_path / "raw.parquet"), "--changes")
+    assert res.returncode == 0, res.stderr      # names are ASCII: the rows decode, values as bytes
+    res = run_cli("transcode", str(out), str(tmp_path / "utf8"), "--encoding", "LATIN1")
+    assert res.returncode == 0, res.stderr
+    got, _ = _messages(tmp_path / "utf8")
+    snap = pc.snapshot(pc.decode_changes(got), "public.t")
+    assert snap.column("v").to_pylist() == ["caf\u00e9 cr\u00e8me", "plain"]
