@@ -29,10 +29,13 @@ The rewrite walks the archive in order, as a session sent it: it tracks Stream S
 (inside a block, R/Y/I/U/D/T/M carry an xid) and the Relation and Type messages (which
 column has which type). A payload whose bytes are all ASCII and that is not a Relation,
 Type or Stream Start/Stop is the same in every encoding PostgreSQL supports as a client
-encoding, and is kept without decoding it. Every other payload is decoded (by the
-plain-Python decoder, with Strings in the archive's encoding), its values converted, and
-encoded again (``encode_message``), so the result is byte for byte what a UTF-8 session
-receives (tests/conformance/test_encodings.py compares them on real servers).
+encoding, and is kept without decoding it. Row changes are rewritten by a compiled loop
+over the batch's Arrow buffers (``_transcode.pyx``). Every other payload takes the plain
+path: decoded (by the plain-Python decoder, with Strings in the archive's encoding), its
+values converted, and encoded again (``encode_message``). Either way the result is byte
+for byte what a UTF-8 session receives (tests/conformance/test_encodings.py compares them
+on real servers; tests/test_transcode.py the loop with the plain path). Spark:
+:mod:`pgoutput_codec.spark.transcode`, with a :class:`Timeline` of the state.
 """
 
 from __future__ import annotations
