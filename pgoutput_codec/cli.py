@@ -823,8 +823,10 @@ def _tag_names():
     return _TAG_NAMES
 
 
-def inspect_archive(archive, *, payload="data", envelope="auto") -> dict:
-    """Counts and ranges of an archive (what ``inspect`` prints)."""
+def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None) -> dict:
+    """Counts and ranges of an archive (what ``inspect`` prints); ``encoding``: the client
+    encoding it was captured under, when not UTF-8 (read through a Transcoder, payloads it
+    cannot rewrite counted as errors)."""
     import collections
 
     import numpy as np
@@ -847,7 +849,10 @@ def inspect_archive(archive, *, payload="data", envelope="auto") -> dict:
     seq_lo = seq_hi = None
     metas = []
     commit_lsns, commit_keys = [], []   # C/c/K in arrival order: the archive's order check
+    recode = _transcoder(encoding, "PERMISSIVE", envelope)
     for part, t in iter_archive(parts, payload):
+        if recode is not None:
+            t = _transcoded(recode, t)
         if part.meta:
             metas.append(part.meta)
         msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
@@ -1176,6 +1181,8 @@ def build_parser() -> argparse.ArgumentParser:
     _source_arguments(i)
     i.add_argument("--envelope", default="auto", choices=ENVELOPES,
                    help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
+    i.add_argument("--encoding", metavar="ENC",
+                   help="the client encoding the archive was captured under, when not UTF-8 (see 'transcode')")
 
     b = sub.add_parser("bench", help="run the benchmarks of bench/ and print their tables",
                        description="Runs bench/decode_bench.py and the other bench/*_bench.py scripts "
@@ -1276,13 +1283,15 @@ def _run(args) -> int:
         return 0
     if args.command == "inspect":
         archive = _resolve_archive(args)
+        if args.encoding and args.source != "pgoutput":
+            raise CliError("--encoding is for pgoutput archives")
         if args.source == "opengauss":
             from .opengauss.cli import inspect_archive as og_inspect
             r = og_inspect(archive, style=args.style, envelope=args.envelope, payload=args.payload)
         elif args.style != "b":
             raise CliError("--style needs --source opengauss")
         else:
-            r = inspect_archive(archive, payload=args.payload, envelope=args.envelope)
+            r = inspect_archive(archive, payload=args.payload, envelope=args.envelope, encoding=args.encoding)
         print(json.dumps(r, default=str, indent=1) if args.json else _format_inspect(r))
         return 0
     if args.command == "bench":

@@ -532,6 +532,10 @@ def test_transcode_an_archive_captured_in_latin1(server, tmp_path):
         assert sorted(zip(snap.column("id").to_pylist(), snap.column("crème").to_pylist(), strict=True)) == \
             [tuple(r) for r in server_rows]
     assert outs[0].equals(outs[1])
+    res = run_cli("inspect", str(src), "--json", "--encoding", "LATIN1")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["errors"] == 0 and "public.café" in json.dumps(report, ensure_ascii=False)
     md = pq.read_schema(tmp_path / "utf8" / "latin1.parquet").metadata
     assert md[b"pgoutput_codec.transcoded_from"] == b"LATIN1"
     res = run_cli("transcode", str(src), str(tmp_path / "u2"), "--encoding", "SQL_ASCII")
