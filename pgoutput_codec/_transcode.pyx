@@ -21,6 +21,8 @@ cdef extern from "Python.h":
     object PyUnicode_Decode(const char* s, Py_ssize_t size, const char* encoding, const char* errors)
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 
+#: ``rewrite_batch``'s envelope: decode_batch's ``envelope`` ("auto", "none", "xlogdata")
+ENV_AUTO, ENV_NONE, ENV_XLOGDATA = 0, 1, 2
 #: kinds of a column's binary value (``transcode._Walk.kinds``)
 KIND_NONE, KIND_TEXT, KIND_JSONB, KIND_ARRAY = 0, 1, 2, 3
 
@@ -190,11 +192,12 @@ cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return acc < 0x80
 
 
-def rewrite_batch(arr, walk, slow, bint envelope_none):
+def rewrite_batch(arr, walk, slow, int envelope):
     """The rows of ``arr`` (a pa.BinaryArray or LargeBinaryArray) in UTF-8: ``(array,
     rows rewritten)``. Row changes are rewritten here; a row that is all ASCII and not a
     Relation, Type or Stream Start/Stop is copied; every other row is ``slow(i, bytes)``
-    (``_Walk`` decodes it, learns from it, raises or leaves it as sent). ``walk.kinds``
+    (``_Walk`` decodes it, learns from it, raises or leaves it as sent); ``envelope``: an
+    ENV_* code. ``walk.kinds``
     and ``walk.in_stream`` are read as they stand (only ``slow`` rows change them)."""
     import numpy as np
     import pyarrow as pa
@@ -247,12 +250,14 @@ def rewrite_batch(arr, walk, slow, bint envelope_none):
             p = data + start
             rowlen = end - start
             before = o.len
-            j = 25 if rowlen > 0 and p[0] == 0x77 and not envelope_none else 0
+            j = 25 if rowlen > 0 and p[0] == 0x77 and envelope != ENV_NONE else 0
             tag = p[j] if rowlen > j else 0
             if tag != 0x52 and tag != 0x59 and tag != 0x53 and tag != 0x45 and _ascii(p, rowlen):
                 _put(&o, p, rowlen)
             else:
-                fast = (tag == 0x49 or tag == 0x55 or tag == 0x44) and rowlen > j + 5 + 4 * with_xid
+                # (a bare row where every row must be a 'w' frame is the plain path's to refuse)
+                fast = ((tag == 0x49 or tag == 0x55 or tag == 0x44) and rowlen > j + 5 + 4 * with_xid
+                        and not (envelope == ENV_XLOGDATA and j == 0))
                 if fast:
                     rid = _rd32(p + j + 1 + (4 if with_xid else 0))
                     if rid != cached:           # the relation's kinds, looked up once per run of its rows

@@ -128,6 +128,8 @@ def python_codec(encoding: str) -> str:
 
 _SKIP_TAGS = frozenset(b"RYSE")   # always decoded: they carry the state of the walk
 _ROW_TAGS = frozenset(b"IUD")
+#: envelope -> the compiled loop's code (_transcode.ENV_*)
+_ENVELOPE_CODE = {"auto": 0, "none": 1, "xlogdata": 2}
 #: _Walk._kind -> the compiled loop's code (_transcode.KIND_*)
 _KIND_CODE = {None: 0, "text": 1, "jsonb": 2, "array": 3}
 
@@ -417,7 +419,7 @@ class Transcoder:
                 return raw
 
         if _rewrite_batch is not None:
-            out, report.rewritten = _rewrite_batch(arr, walk, one, walk.envelope == "none")
+            out, report.rewritten = _rewrite_batch(arr, walk, one, _ENVELOPE_CODE[walk.envelope])
         else:
             new = [None if raw is None else one(i, raw) for i, raw in enumerate(arr.to_pylist())]
             report.rewritten = sum(a is not None and a != b for a, b in zip(new, arr.to_pylist(), strict=True))

@@ -207,3 +207,22 @@ def archive(enc, sessions=60):
     for k in range(sessions):
         out += _session(enc, k % 2 == 1, f"caf\u00e9 {k} cr\u00e8me" if enc != "euc_jp" else f"\u65e5\u672c {k}")
     return out
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_a_bare_row_where_every_row_must_be_a_frame_is_left_as_sent(loop):
+    """envelope='xlogdata': a row change without its 'w' frame is malformed; the compiled
+    loop rewrote it (found by tests/fuzz/fuzz_transcode.py), the plain path refuses it."""
+    theirs = _session("latin-1", False)[:4]
+    framed = [encode_message(XLogData(wal_start=1, wal_end=2, send_time=0, payload=m)) for m in (
+        _rel(), Type(xid=None, type_oid=70000, namespace="pg_catalog", type_name="varchar"))]
+    rows = framed + [theirs[3]]
+    saved = transcode._rewrite_batch
+    if not loop:
+        transcode._rewrite_batch = None
+    try:
+        got, report = transcode_payloads(rows, "LATIN1", envelope="xlogdata", errors="keep")
+    finally:
+        transcode._rewrite_batch = saved
+    assert got.to_pylist()[2] == theirs[3] and [r for r, _ in report.left_as_sent] == [2]
+    assert "not a replication envelope" in report.left_as_sent[0][1]
