@@ -352,6 +352,18 @@ class Timeline:
             events.append(event)
         return cls(ev_keys, events, in_stream, codec, envelope, registry)
 
+    def for_keys(self, lo, hi):
+        """The same timeline for the rows with keys in ``[lo, hi]`` only (a data source
+        partition carries its own): the state before ``lo`` folded into its start (each
+        relation's last Relation, every Type message, the stream state), then the events
+        up to ``hi``."""
+        w = self.seed(self.walk(), lo)
+        start = [(-(1 << 63), ("R", (rid, types))) for rid, types in w.types.items()]
+        upto = bisect.bisect_right(self.keys, hi)
+        kept = list(zip(self.keys[w.applied:upto], self.events[w.applied:upto], strict=True))
+        return Timeline([k for k, _ in start + kept], [e for _, e in start + kept], w.in_stream, self.codec,
+                        self.envelope, w.registry)
+
     def walk(self):
         """A walk at the archive's start; :meth:`seed` moves it."""
         w = _Walk(self.codec, copy.deepcopy(self.registry), self.envelope, self.in_stream)
@@ -391,6 +403,42 @@ class Transcoder:
         """With a ``timeline``: the walk's state just before order key ``key``, for rows
         that do not follow the ones given before (another part of the archive)."""
         self._walk = self.timeline.seed(self._walk, key)
+
+    def keyed(self, values, keys):
+        """With a ``timeline``: ``values`` (any rows of the archive, ``keys`` their order
+        keys) rewritten, each by the state as of its own key. The rows are taken in key
+        order, and the walk is seeded from the timeline at the first and again wherever
+        a state row of the archive falls between them (it may be in other rows: another
+        partition's). Returns the array in the rows' own order; a TranscodeError names
+        the order key."""
+        import numpy as np
+
+        arr = _binary_array(values)
+        keys = np.asarray(keys, dtype=np.int64)
+        if len(arr) == 0:
+            return arr
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        pay = arr.take(pa.array(order))
+        events = np.asarray(self.timeline.keys, dtype=np.int64)
+        inner = events[(events > sk[0]) & (events <= sk[-1])]
+        bounds = [0, *np.unique(np.searchsorted(sk, inner, side="left")).tolist(), len(sk)]
+        outs = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            if a == b:
+                continue
+            self.seek(int(sk[a]))
+            self.rows = 0
+            try:
+                out, _ = self.payloads(pay.slice(a, b - a))
+            except TranscodeError as e:
+                key = int(sk[a + e.row])
+                raise TranscodeError(f"order key {key}: {e.reason}", key, e.offset, e.message_type,
+                                     e.reason) from None
+            outs.append(out.cast(arr.type) if out.type != arr.type else out)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return pa.concat_arrays(outs).take(pa.array(inverse))
 
     def payloads(self, values):
         """``(pa.BinaryArray, TranscodeReport)`` of the next rows of the archive."""

@@ -41,18 +41,18 @@ def _row(s, enc, binary):
             TupleColumn("b", s.encode(enc)), TupleColumn("b", b"\xe9\xff"))
 
 
-def _session(enc, binary, s="caf\u00e9 cr\u00e8me"):
+def _session(enc, binary, s="caf\u00e9 cr\u00e8me", k=0):
     """One session's payloads under client encoding ``enc``: a plain transaction with an
     Insert, a FULL-identity Update and Delete, a message whose content is never
     converted; a streamed one whose Relation carries the xid."""
-    msgs = [Begin(final_lsn=100, commit_ts=0, xid=5), _rel(),
+    msgs = [Begin(final_lsn=100 + 1000 * k, commit_ts=0, xid=5 + k), _rel(),
             Type(xid=None, type_oid=70000, namespace="pg_catalog", type_name="varchar"),
             Insert(xid=None, relation_id=7, new_tuple=_row(s, enc, binary)),
             Update(xid=None, relation_id=7, old_kind="O", old_tuple=_row(s, enc, binary),
                    new_tuple=_row(s + "!", enc, binary)),
             Delete(xid=None, relation_id=7, old_kind="O", old_tuple=_row(s + "!", enc, binary)),
             LogicalMessage(xid=None, flags=1, lsn=90, prefix="p", content="\u00e9".encode("latin-1")),
-            Commit(flags=0, commit_lsn=100, end_lsn=101, commit_ts=0),
+            Commit(flags=0, commit_lsn=100 + 1000 * k, end_lsn=101 + 1000 * k, commit_ts=0),
             StreamStart(xid=9, first_segment=True), _rel(xid=9),
             Insert(xid=9, relation_id=7, new_tuple=_row(s, enc, binary)), StreamStop()]
     return [encode_message(m) for m in msgs]
@@ -202,10 +202,10 @@ def test_the_compiled_loop_gives_what_the_plain_path_gives(case, enc):
 
 def archive(enc, sessions=60):
     """A longer archive (for Spark): ``_session`` again and again, text and binary values
-    in turn, each value its own."""
+    in turn, each value and commit LSN its own (the streamed transactions never commit)."""
     out = []
     for k in range(sessions):
-        out += _session(enc, k % 2 == 1, f"caf\u00e9 {k} cr\u00e8me" if enc != "euc_jp" else f"\u65e5\u672c {k}")
+        out += _session(enc, k % 2 == 1, f"caf\u00e9 {k} cr\u00e8me" if enc != "euc_jp" else f"\u65e5\u672c {k}", k)
     return out
 
 

@@ -32,6 +32,11 @@ Options:
   listed out of order raises ``ArchiveOrderError``; "keep": every commit as it comes),
   ``include_xids``/``include_timestamp``/``include_origin`` ("true"/"false");
   ``keep`` does not apply;
+- ``encoding``: the client encoding the archive was captured under, when not UTF-8
+  (``LATIN1``, ``EUC_JP``…): the payloads are rewritten as a UTF-8 session receives them
+  (:mod:`pgoutput_codec.transcode`) before decoding; the driver reads the archive's
+  state rows once for it (with the control plan's pass for ``changes``), and each
+  partition carries the state for its key range (``Timeline.for_keys``); not for streams;
 - ``mode``: FAILFAST (default) / PERMISSIVE / DROPMALFORMED; ``envelope``: auto/none/xlogdata;
 - ``in_stream``: "true"/"false" state before each partition's first row (default: inferred);
 - ``header`` (csv, default true; without one the columns are lsn, xid, data), ``sep`` (csv,
@@ -115,8 +120,10 @@ def list_files(path: str):
 class _Partition(InputPartition):
     def __init__(self, path, row_group=None, base=0, plan=None):
         # base: arrival-order key of the partition's first row (file index << 40 | row index);
-        # plan (changes): the control plan for the partition's key range (ControlPlan.for_keys)
+        # plan (changes): the control plan for the partition's key range (ControlPlan.for_keys);
+        # timeline (option encoding): the transcoding state for it (Timeline.for_keys)
         self.path, self.row_group, self.base, self.plan = path, row_group, base, plan
+        self.timeline = None
 
 
 def _opt(options, name, default=None):
@@ -168,6 +175,14 @@ class _Config:
         for k in ("tables", "after_lsn", "until_lsn", "replays"):
             if options.get(k):
                 self.change_options[k] = options[k]
+        self.encoding = options.get("encoding") or None
+        if self.encoding is not None:
+            from ..transcode import python_codec
+            try:
+                if python_codec(self.encoding) == "utf-8":
+                    self.encoding = None
+            except ValueError as e:
+                raise ValueError(f"pgoutput data source: encoding: {e}") from None
 
     def archive_schema(self):
         """Arrow schema of the archive's columns (from the first file)."""
@@ -237,7 +252,11 @@ class PgoutputDataSource(DataSource):
 
     def streamReader(self, schema):
         from .streamsource import PgoutputStreamReader
-        return PgoutputStreamReader(_Config(self.options), schema)
+        config = _Config(self.options)
+        if config.encoding is not None:
+            raise ValueError("pgoutput data source: encoding is for spark.read (a stream's micro-batches do not "
+                             "see the state rows before them); rewrite the archive once (transcode)")
+        return PgoutputStreamReader(config, schema)
 
 
 class _ArchiveRows:
@@ -253,9 +272,10 @@ class _ArchiveRows:
             col = hex_to_binary(col)[0]
         return col if pa.types.is_binary(col.type) else col.cast(pa.binary())
 
-    def _keyed(self, partition, columns):
+    def _keyed(self, partition, columns, recode=None):
         """(payloads, arrival-order keys, batch) of a partition's batches of ``columns``: the
-        ``order_by`` column's values, or the partition's first key plus the row index."""
+        ``order_by`` column's values, or the partition's first key plus the row index.
+        ``recode``: a Transcoder (option ``encoding``) the payloads go through."""
         cfg = self.config
         row = partition.base
         extra = [cfg.order_by] if cfg.order_by is not None and cfg.order_by not in columns else []
@@ -270,6 +290,8 @@ class _ArchiveRows:
                                      f"{partition.path}")
                 key = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
             row += len(p)
+            if recode is not None:
+                p = recode.keyed(p, key)
             yield p, key, b
 
     def _batches(self, partition, columns=None):
@@ -298,9 +320,11 @@ class _ArchiveRows:
                 s = b.slice(i, BATCH_ROWS)
                 yield pa.RecordBatch.from_arrays([s.column(c) for c in columns], names=columns)
 
-    def _control_plan(self, keyed, resume=None):
+    def _control_plan(self, keyed, resume=None, plan=True):
         """Pass 1 in this process: the control plan of the rows ``keyed`` gives
-        ((payloads, keys, batch), in arrival order), from the checkpoint ``resume``."""
+        ((payloads, keys, batch), in arrival order), from the checkpoint ``resume``.
+        With option ``encoding`` the control rows are rewritten first (``self.timeline``
+        is built from them: they hold every state row)."""
         from ..plan import ControlPlan, control_candidates
         cfg = self.config
         payloads, keys = [], []
@@ -311,8 +335,25 @@ class _ArchiveRows:
                 keys.append(key[mask])
         values = pa.concat_arrays(payloads) if payloads else pa.array([], pa.binary())
         order = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        if cfg.encoding is not None:
+            self.timeline = self._timeline_of(values, order)
+            if not plan:          # output='messages': the timeline alone
+                return None
+            values = self._transcoder(self.timeline).keyed(values, order)
         return ControlPlan.build(values, order, envelope=cfg.envelope, in_stream=cfg.in_stream, resume=resume,
                                  errors="raise" if cfg.mode == FAILFAST else "collect", **cfg.change_options)
+
+    def _timeline_of(self, values, keys):
+        from ..transcode import Timeline
+        cfg = self.config
+        return Timeline.build(values, keys, cfg.encoding, envelope=cfg.envelope, in_stream=cfg.in_stream,
+                              errors="strict" if cfg.mode == FAILFAST else "keep")
+
+    def _transcoder(self, timeline):
+        from ..transcode import Transcoder
+        cfg = self.config
+        return Transcoder(cfg.encoding, envelope=cfg.envelope, timeline=timeline,
+                          errors="strict" if cfg.mode == FAILFAST else "keep")
 
     def _messages(self, batches):
         """Batches of (payload, kept columns...) decoded: the output rows."""
@@ -369,10 +410,13 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
         # of the pickled reader (__getstate__): Spark pickles the reader for every task,
         # so each partition carries its own key range's part of the plan instead.
         self._ranges = {}   # (path, row group) -> (lowest, highest) order key, from pass 1
+        self.timeline = None
         self.plan = self._build_plan() if config.output == "changes" else None
+        if config.encoding is not None and self.plan is None:
+            self._build_plan(plan=False)       # the timeline of the state rows, and the ranges
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("plan", "_ranges")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("plan", "_ranges", "timeline")}
 
     def _parts(self):
         filesystem, files = _fs(self.config.path)[0], self.files
@@ -390,16 +434,23 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
 
     def partitions(self):
         parts = self._parts()
-        if self.config.output == "changes":
-            plan = getattr(self, "plan", None) or self._build_plan()   # a reader unpickled: plan again
+        if self.config.output == "changes" or self.config.encoding is not None:
+            plan = getattr(self, "plan", None)
+            if (plan is None and self.config.output == "changes") or \
+                    (self.config.encoding is not None and getattr(self, "timeline", None) is None):
+                plan = self._build_plan(plan=self.config.output == "changes")   # a reader unpickled: again
             for p in parts:
                 lo, hi = self._ranges.get((p.path, p.row_group), (0, -1))
-                p.plan = plan.for_keys(lo, hi)
+                if self.config.output == "changes":
+                    p.plan = plan.for_keys(lo, hi)
+                if self.config.encoding is not None:
+                    p.timeline = self.timeline.for_keys(lo, hi)
         return parts
 
-    def _build_plan(self):
+    def _build_plan(self, plan=True):
         """Pass 1 on the driver: the control candidates of every partition, in order; and
-        the order-key range each partition holds."""
+        the order-key range each partition holds. ``plan=False``: the transcoding timeline
+        alone (option ``encoding``, output 'messages')."""
         payload = [self.config.payload]
 
         def rows():
@@ -412,10 +463,17 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
                     yield p, key, b
                 self._ranges[(part.path, part.row_group)] = (0, -1) if lo is None else (lo, hi)
 
-        return self._control_plan(rows())
+        return self._control_plan(rows(), plan=plan)
 
     def read(self, partition):
-        if self.config.output == "changes":
-            yield from self._changes(partition.plan, self._keyed(partition, [self.config.payload, *self.keep]))
-        else:
+        cfg = self.config
+        recode = None if cfg.encoding is None else self._transcoder(partition.timeline)
+        if cfg.output == "changes":
+            yield from self._changes(partition.plan, self._keyed(partition, [cfg.payload, *self.keep], recode))
+        elif recode is None:
             yield from self._messages(self._batches(partition))
+        else:
+            columns = [cfg.payload, *self.keep]
+            yield from self._messages(
+                pa.RecordBatch.from_arrays([p, *[b.column(c) for c in self.keep]], names=columns)
+                for p, _, b in self._keyed(partition, columns, recode))

@@ -17,12 +17,11 @@ another order), and each row is read by the state as of its own key.
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..transcode import Timeline, TranscodeError, Transcoder
+from ..transcode import Timeline, Transcoder
 from . import rowfilter as RF
 from .changes import _collect_arrow, _col, _order_key
 from .rowfilter import KEY as _KEY
@@ -44,36 +43,12 @@ class _TranscodeMapper:
     def __call__(self, batches):
         timeline = self.timeline_bc.value
         t = Transcoder(timeline.codec, envelope=timeline.envelope, errors=self.errors, timeline=timeline)
-        events = np.asarray(timeline.keys, dtype=np.int64)
         for rb in batches:
             if rb.num_rows == 0:
                 yield rb
                 continue
-            keys = rb.column(_KEY).to_numpy(zero_copy_only=False).astype(np.int64)
-            order = np.argsort(keys, kind="stable")
-            sk = keys[order]
-            col = rb.column(self.payload)
-            pay = col.take(pa.array(order))
-            # a new walk segment wherever a state row of the archive falls between the
-            # batch's rows: before it, the state as of the row; from it on, as after it
-            inner = events[(events > sk[0]) & (events <= sk[-1])]
-            bounds = [0, *np.unique(np.searchsorted(sk, inner, side="left")).tolist(), len(sk)]
-            outs = []
-            for a, b in zip(bounds, bounds[1:], strict=False):
-                if a == b:
-                    continue
-                t.seek(int(sk[a]))
-                t.rows = 0
-                try:
-                    out, _ = t.payloads(pay.slice(a, b - a))
-                except TranscodeError as e:
-                    key = int(sk[a + e.row])
-                    raise TranscodeError(f"order key {key}: {e.reason}", key, e.offset, e.message_type,
-                                         e.reason) from None
-                outs.append(out.cast(col.type) if out.type != col.type else out)
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
-            new = pa.concat_arrays(outs).take(pa.array(inverse))
+            keys = rb.column(_KEY).to_numpy(zero_copy_only=False)
+            new = t.keyed(rb.column(self.payload), keys)
             i = rb.schema.get_field_index(self.payload)
             yield pa.RecordBatch.from_arrays([new if j == i else rb.column(j) for j in range(rb.num_columns)],
                                              schema=rb.schema)
