@@ -22,10 +22,8 @@ import sys
 
 import atheris
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-ROOT = os.path.dirname(TESTS)
-sys.path[:0] = [ROOT, TESTS]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the import paths)
 
 with atheris.instrument_imports(include=["pgoutput_codec"]):
     import pyarrow as pa
@@ -74,25 +72,5 @@ def seeds():
     return out
 
 
-def main(argv):
-    args = list(argv)
-    corpus = [a for a in args[1:] if not a.startswith("-")]
-    if not corpus:
-        corpus = [os.path.join(ROOT, "fuzz_corpus", "transcode")]
-        args.append(corpus[0])
-    if not any(a.startswith("-artifact_prefix=") for a in args):
-        os.makedirs(os.path.join(ROOT, "fuzz_corpus"), exist_ok=True)
-        args.append(f"-artifact_prefix={os.path.join(ROOT, 'fuzz_corpus')}{os.sep}")
-    if not os.path.isfile(corpus[0]):       # a file: a crash input run again
-        os.makedirs(corpus[0], exist_ok=True)
-        for i, seed in enumerate(seeds()):
-            with open(os.path.join(corpus[0], f"seed-{i:03d}"), "wb") as f:
-                f.write(seed)
-    for seed in seeds():  # the seeds themselves must pass before fuzzing starts
-        TestOneInput(seed)
-    atheris.Setup(args, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv, "transcode", seeds, TestOneInput)
