@@ -70,6 +70,7 @@ lint: $(STAMP)
 
 fuzz: build
 	$(PY) tests/fuzz/fuzz_decode.py -max_total_time=$${FUZZ_SECONDS:-300}
+	$(PY) tests/fuzz/fuzz_transcode.py -max_total_time=$${FUZZ_SECONDS:-300}
 
 bench: build
 	$(PY) bench/decode_bench.py
