@@ -126,7 +126,10 @@ def python_codec(encoding: str) -> str:
                          "EUC_JP, or a Python codec name)") from None
 
 
-_SKIP_TAGS = frozenset(b"RYSE")   # always decoded: they carry the state of the walk
+#: the rows that carry the walk's state: Relation, Type, Stream Start, Stream Stop (always
+#: decoded; a Timeline is built from them alone)
+STATE_TAGS = b"RYSE"
+_SKIP_TAGS = frozenset(STATE_TAGS)
 _ROW_TAGS = frozenset(b"IUD")
 #: envelope -> the compiled loop's code (_transcode.ENV_*)
 _ENVELOPE_CODE = {"auto": 0, "none": 1, "xlogdata": 2}

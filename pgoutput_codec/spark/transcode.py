@@ -21,16 +21,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..transcode import Timeline, Transcoder
+from ..transcode import STATE_TAGS, Timeline, Transcoder, python_codec
 from . import rowfilter as RF
 from .changes import _collect_arrow, _col, _order_key
 from .rowfilter import KEY as _KEY
 from .shipping import ship
 
 __all__ = ["transcode"]
-
-#: the rows that carry the walk's state: Relation, Type, Stream Start, Stream Stop
-STATE_TAGS = b"RYSE"
 
 
 class _TranscodeMapper:
@@ -66,14 +63,14 @@ def transcode(df: DataFrame, encoding: str, *, payload: str = "data", order_by=N
     them). Runs one Spark job eagerly (the state rows to the driver)."""
     if errors not in ("strict", "keep"):
         raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
+    if python_codec(encoding) == "utf-8":
+        return df
     if _KEY in df.columns:
         raise ValueError(f"the DataFrame already has a column {_KEY!r}")
     src = df.withColumn(_KEY, _order_key(df, order_by))
     rows = _collect_arrow(src.where(RF.is_control(_col(payload), envelope, STATE_TAGS)).select(payload, _KEY))
     timeline = Timeline.build(rows.column(payload), rows.column(_KEY), encoding, envelope=envelope,
                               in_stream=in_stream, registry=registry, errors=errors)
-    if timeline.codec == "utf-8":
-        return df
     bc = ship(df.sparkSession, timeline)
     out = src.mapInArrow(_TranscodeMapper(bc, payload, errors), src.schema)
     return out.drop(_KEY).select(*[F.col(f"`{c}`") for c in df.columns])
