@@ -677,7 +677,7 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
     and marked). Returns counts."""
     import pyarrow.parquet as pq
 
-    from .transcode import TranscodeError, Transcoder
+    from .transcode import TRANSCODED_FROM, TranscodeError, Transcoder
 
     try:
         recode = Transcoder(encoding, envelope=envelope, errors=errors)
@@ -696,7 +696,7 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
             print(f"{PROG}: {os.path.basename(part.path)}: left as sent: {why}", file=sys.stderr)
         t = t.set_column(t.column_names.index("data"), "data", data)
         md = dict(t.schema.metadata or {})
-        md[b"pgoutput_codec.transcoded_from"] = encoding.encode()
+        md[TRANSCODED_FROM] = encoding.encode()
         if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
             md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8", transcoded_from=encoding)).encode()
         name = os.path.splitext(os.path.basename(part.path))[0] + ".parquet"

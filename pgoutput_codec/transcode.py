@@ -126,6 +126,8 @@ def python_codec(encoding: str) -> str:
                          "EUC_JP, or a Python codec name)") from None
 
 
+#: the schema metadata key of an archive rewritten here: the encoding it was rewritten from
+TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 #: the rows that carry the walk's state: Relation, Type, Stream Start, Stream Stop (always
 #: decoded; a Timeline is built from them alone)
 STATE_TAGS = b"RYSE"
@@ -169,16 +171,17 @@ class _Walk:
             self.kinds.pop(arg[0], None)
         elif what == "Y":
             self.registry.add_type_message(*arg)
-            self.resolved.clear()
+            self.resolved.clear()   # the Type message may make a column's type a text one
             self.kinds.clear()
 
     def after_failure(self, raw):
-        """A row left as sent still moves the stream state, as its tag says."""
-        tag = raw[25:26] if raw[:1] == b"w" and self.envelope != "none" else raw[:1]
-        if tag == b"S":
-            self.in_stream = True
-        elif tag == b"E":
-            self.in_stream = False
+        """A row left as sent still moves the stream state, as its tag says: the event
+        applied, or None."""
+        tag = _tag(raw, self.envelope)
+        event = ("S", None) if tag == 0x53 else ("E", None) if tag == 0x45 else None
+        if event is not None:
+            self.apply(event)
+        return event
 
     # ---- values
     def text(self, raw):
@@ -245,17 +248,9 @@ class _Walk:
     def message(self, m):
         if isinstance(m, XLogData):
             return replace(m, payload=self.message(m.payload))
-        if isinstance(m, StreamStart):
-            self.in_stream = True
-        elif isinstance(m, StreamStop):
-            self.in_stream = False
-        elif isinstance(m, Relation):
-            self.types[m.relation_id] = tuple(c.type_oid for c in m.columns)
-            self.kinds.pop(m.relation_id, None)
-        elif isinstance(m, Type):
-            self.registry.add_type_message(m)
-            self.resolved.clear()   # the Type message may make a column's type a text one
-            self.kinds.clear()
+        event = _event_of(m)
+        if event is not None:
+            self.apply(event)
         elif isinstance(m, Insert):
             return replace(m, new_tuple=self.tuple_(m.relation_id, m.new_tuple))
         elif isinstance(m, Update):
@@ -275,12 +270,34 @@ class _Walk:
     def payload(self, raw):
         """The payload as a UTF-8 session receives it; raises PgoutputDecodeError,
         UnicodeError or ValueError. (The compiled loop does the first two steps itself.)"""
-        start = 25 if raw[:1] == b"w" and self.envelope != "none" else 0
-        tag = raw[start] if len(raw) > start else 0
-        if tag not in _SKIP_TAGS and raw.isascii():
+        if _tag(raw, self.envelope) not in _SKIP_TAGS and raw.isascii():
             return raw
         m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
         return encode_message(self.message(m))
+
+
+def _tag(raw, envelope):
+    """The tag byte of a payload (inside an XLogData frame unless ``envelope="none"``), 0
+    when there is none: what the compiled loop reads too."""
+    start = 25 if raw[:1] == b"w" and envelope != "none" else 0
+    return raw[start] if len(raw) > start else 0
+
+
+def _event_of(m):
+    """What a state message does to the walk, as a :class:`Timeline` event; None for
+    the other messages."""
+    if isinstance(m, (StreamStart, StreamStop)):
+        return ("S" if isinstance(m, StreamStart) else "E", None)
+    if isinstance(m, Relation):
+        return ("R", (m.relation_id, tuple(c.type_oid for c in m.columns)))
+    if isinstance(m, Type):
+        return ("Y", (m.type_oid, m.namespace, m.type_name))
+    return None
+
+
+def _reason(e, codec):
+    """A failure's text, saying which encoding the text was not."""
+    return f"{e}" + (f" (not {codec})" if isinstance(e, UnicodeError) else "")
 
 
 def _text_kind(r):
@@ -327,32 +344,20 @@ class Timeline:
         for k, raw in zip(keys, rows, strict=True):
             if raw is None:
                 continue
-            start = 25 if raw[:1] == b"w" and envelope != "none" else 0
-            tag = raw[start:start + 1]
             try:
                 m = _decode_row(raw, envelope, walk.in_stream, codec)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:
                 if errors == "strict":
-                    why = f"order key {k}: {e}" + (f" (not {codec})" if isinstance(e, UnicodeError) else "")
-                    raise TranscodeError(why, int(k), getattr(e, "offset", None),
+                    raise TranscodeError(f"order key {k}: {_reason(e, codec)}", int(k), getattr(e, "offset", None),
                                          getattr(e, "message_type", None)) from None
-                if tag in (b"S", b"E"):
-                    ev_keys.append(k)
-                    events.append((tag.decode(), None))
-                    walk.apply(events[-1])
-                continue
-            m = m.payload if isinstance(m, XLogData) else m
-            if isinstance(m, (StreamStart, StreamStop)):
-                event = ("S" if isinstance(m, StreamStart) else "E", None)
-            elif isinstance(m, Relation):
-                event = ("R", (m.relation_id, tuple(c.type_oid for c in m.columns)))
-            elif isinstance(m, Type):
-                event = ("Y", (m.type_oid, m.namespace, m.type_name))
+                event = walk.after_failure(raw)
             else:
-                continue
-            walk.apply(event)
-            ev_keys.append(k)
-            events.append(event)
+                event = _event_of(m.payload if isinstance(m, XLogData) else m)
+                if event is not None:
+                    walk.apply(event)
+            if event is not None:
+                ev_keys.append(k)
+                events.append(event)
         return cls(ev_keys, events, in_stream, codec, envelope, registry)
 
     def for_keys(self, lo, hi):
@@ -460,7 +465,7 @@ class Transcoder:
             try:
                 return walk.payload(raw)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:
-                reason = f"{e}" + (f" (not {self.codec})" if isinstance(e, UnicodeError) else "")
+                reason = _reason(e, self.codec)
                 why = f"archive row {first + i}: {reason}"
                 if self.errors == "strict":
                     raise TranscodeError(why, first + i, getattr(e, "offset", None),
@@ -472,8 +477,9 @@ class Transcoder:
         if _rewrite_batch is not None:
             out, report.rewritten = _rewrite_batch(arr, walk, one, _ENVELOPE_CODE[walk.envelope])
         else:
-            new = [None if raw is None else one(i, raw) for i, raw in enumerate(arr.to_pylist())]
-            report.rewritten = sum(a is not None and a != b for a, b in zip(new, arr.to_pylist(), strict=True))
+            rows = arr.to_pylist()
+            new = [None if raw is None else one(i, raw) for i, raw in enumerate(rows)]
+            report.rewritten = sum(a is not None and a != b for a, b in zip(new, rows, strict=True))
             out = pa.array(new, pa.binary())
         report.kept = report.rows - report.rewritten
         return out, report
@@ -517,8 +523,8 @@ def transcode_archive(table: pa.Table, encoding: str, *, payload: str = "data", 
     col = table.column(payload)
     new, report = transcode_payloads(col, encoding, **options)
     i = table.schema.get_field_index(payload)
-    field_ = table.schema.field(i).with_type(pa.binary())
+    field_ = table.schema.field(i).with_type(new.type)
     out = table.set_column(i, field_, new)
     md = dict(table.schema.metadata or {})
-    md[b"pgoutput_codec.transcoded_from"] = python_codec(encoding).encode()
+    md[TRANSCODED_FROM] = python_codec(encoding).encode()
     return out.replace_schema_metadata(md), report
