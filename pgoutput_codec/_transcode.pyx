@@ -21,10 +21,19 @@ cdef extern from "Python.h":
     object PyUnicode_Decode(const char* s, Py_ssize_t size, const char* encoding, const char* errors)
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 
-#: ``rewrite_batch``'s envelope: decode_batch's ``envelope`` ("auto", "none", "xlogdata")
-ENV_AUTO, ENV_NONE, ENV_XLOGDATA = 0, 1, 2
-#: kinds of a column's binary value (``transcode._Walk.kinds``)
-KIND_NONE, KIND_TEXT, KIND_JSONB, KIND_ARRAY = 0, 1, 2, 3
+# C constants in the loop (a module global would be a dict lookup per value), and
+# Python ints for transcode.py, which builds the codes it hands in from these
+cpdef enum:
+    # ``rewrite_batch``'s envelope: decode_batch's ``envelope`` ("auto", "none", "xlogdata")
+    ENV_AUTO = 0
+    ENV_NONE = 1
+    ENV_XLOGDATA = 2
+cpdef enum:
+    # kinds of a column's binary value (``transcode._Walk.kinds``)
+    KIND_NONE = 0
+    KIND_TEXT = 1
+    KIND_JSONB = 2
+    KIND_ARRAY = 3
 
 
 cdef struct Out:
@@ -142,8 +151,8 @@ cdef Py_ssize_t _tuple(Out* o, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
     return pos
 
 
-cdef object _row_change(const uint8_t* p, Py_ssize_t end, Py_ssize_t start, bint with_xid, const uint8_t* kp,
-                        Py_ssize_t nk, Out* o, bint latin1, const char* codec):
+cdef bint _row_change(const uint8_t* p, Py_ssize_t end, Py_ssize_t start, bint with_xid, const uint8_t* kp,
+                      Py_ssize_t nk, Out* o, bint latin1, const char* codec) except -1:
     """Append the Insert/Update/Delete ``p[:end]`` (its tag at ``start``, after an
     XLogData header, if any; ``kp[:nk]`` its relation's kinds) to ``o`` in UTF-8: True;
     False (``o`` as it was) when the plain path must take it."""

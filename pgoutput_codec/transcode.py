@@ -133,13 +133,15 @@ TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 STATE_TAGS = b"RYSE"
 _SKIP_TAGS = frozenset(STATE_TAGS)
 _ROW_TAGS = frozenset(b"IUD")
-#: envelope -> the compiled loop's code (_transcode.ENV_*)
-_ENVELOPE_CODE = {"auto": 0, "none": 1, "xlogdata": 2}
-#: _Walk._kind -> the compiled loop's code (_transcode.KIND_*)
-_KIND_CODE = {None: 0, "text": 1, "jsonb": 2, "array": 3}
-
 if USING_EXTENSIONS:
+    from . import _transcode as _loop
     from ._transcode import rewrite_batch as _rewrite_batch
+
+    #: envelope -> the compiled loop's code
+    _ENVELOPE_CODE = {"auto": _loop.ENV_AUTO, "none": _loop.ENV_NONE, "xlogdata": _loop.ENV_XLOGDATA}
+    #: _Walk._kind -> the compiled loop's code
+    _KIND_CODE = {None: _loop.KIND_NONE, "text": _loop.KIND_TEXT, "jsonb": _loop.KIND_JSONB,
+                  "array": _loop.KIND_ARRAY}
 else:      # the plain path alone: the twin the compiled loop is tested against
     _rewrite_batch = None
 
