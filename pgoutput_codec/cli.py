@@ -466,7 +466,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
         server_version = conn.execute("SHOW server_version").fetchone()[0]
         server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
         client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
-        if server_encoding == "SQL_ASCII":
+        if client_encoding == "SQL_ASCII":
             print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
                   "the archive holds its text as its clients stored it; if that is not UTF-8, "
                   f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
@@ -645,30 +645,35 @@ class ParquetOut:
         return False
 
 
+def _new_transcoder(encoding, errors, envelope):
+    from .transcode import Transcoder
+
+    try:
+        return Transcoder(encoding, envelope=envelope, errors=errors)
+    except ValueError as e:
+        raise CliError(f"--encoding: {e}") from None
+
+
 def _transcoder(encoding, mode="FAILFAST", envelope="auto"):
     """A Transcoder for an archive captured under ``encoding``, or None for UTF-8/none.
     FAILFAST stops at a payload it cannot rewrite; the other modes leave it as sent, for
     the decoder to report as the malformed row it is."""
     if not encoding:
         return None
-    from .transcode import Transcoder, python_codec
-
-    try:
-        if python_codec(encoding) == "utf-8":
-            return None
-        return Transcoder(encoding, envelope=envelope, errors="strict" if mode == "FAILFAST" else "keep")
-    except ValueError as e:
-        raise CliError(f"--encoding: {e}") from None
+    recode = _new_transcoder(encoding, "strict" if mode == "FAILFAST" else "keep", envelope)
+    return None if recode.codec == "utf-8" else recode
 
 
-def _transcoded(recode, t):
+def _transcoded(recode, t, hint="--mode PERMISSIVE/DROPMALFORMED leaves it as sent", where=""):
+    """(``t`` with its payloads rewritten, the TranscodeReport); a payload it cannot
+    rewrite (errors='strict') ends the command, with ``hint``."""
     from .transcode import TranscodeError
 
     try:
-        data, _ = recode.payloads(t.column("data"))
+        data, report = recode.payloads(t.column("data"))
     except TranscodeError as e:
-        raise CliError(f"{_first_line(e)} (--mode PERMISSIVE/DROPMALFORMED leaves it as sent)") from None
-    return t.set_column(t.column_names.index("data"), "data", data)
+        raise CliError(f"{where}{_first_line(e)} ({hint})") from None
+    return t.set_column(t.column_names.index("data"), "data", data), report
 
 
 def transcode_files(archive, out, *, encoding, errors="strict", payload="data", envelope="auto") -> dict:
@@ -677,24 +682,16 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
     and marked). Returns counts."""
     import pyarrow.parquet as pq
 
-    from .transcode import TRANSCODED_FROM, TranscodeError, Transcoder
+    from .transcode import TRANSCODED_FROM
 
-    try:
-        recode = Transcoder(encoding, envelope=envelope, errors=errors)
-    except ValueError as e:
-        raise CliError(f"--encoding: {e}") from None
+    recode = _new_transcoder(encoding, errors, envelope)
     parts = read_archive_parts(archive)
     os.makedirs(out, exist_ok=True)
     counts = {"files": 0, "rows": 0, "rewritten": 0, "left_as_sent": 0, "out": out}
     for part, t in iter_archive(parts, payload):
-        try:
-            data, report = recode.payloads(t.column("data"))
-        except TranscodeError as e:
-            raise CliError(f"{os.path.basename(part.path)}: {_first_line(e)} (--errors keep leaves it as sent)") \
-                from None
+        t, report = _transcoded(recode, t, "--errors keep leaves it as sent", f"{os.path.basename(part.path)}: ")
         for _, why in report.left_as_sent:
             print(f"{PROG}: {os.path.basename(part.path)}: left as sent: {why}", file=sys.stderr)
-        t = t.set_column(t.column_names.index("data"), "data", data)
         md = dict(t.schema.metadata or {})
         md[TRANSCODED_FROM] = encoding.encode()
         if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
@@ -754,7 +751,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     with dest, _progress(total, "decode") as bar:
         for part, t in iter_archive(parts, payload, skip=skip):
             if recode is not None:
-                t = _transcoded(recode, t)
+                t, _ = _transcoded(recode, t)
             if checkpoint:
                 if "seq" not in t.column_names:
                     raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
@@ -852,7 +849,7 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None) 
     recode = _transcoder(encoding, "PERMISSIVE", envelope)
     for part, t in iter_archive(parts, payload):
         if recode is not None:
-            t = _transcoded(recode, t)
+            t, _ = _transcoded(recode, t)
         if part.meta:
             metas.append(part.meta)
         msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
