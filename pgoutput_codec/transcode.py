@@ -131,7 +131,7 @@ TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 #: the rows that carry the walk's state: Relation, Type, Stream Start, Stream Stop (always
 #: decoded; a Timeline is built from them alone)
 STATE_TAGS = b"RYSE"
-_SKIP_TAGS = frozenset(STATE_TAGS)
+_STATE = frozenset(STATE_TAGS)
 _ROW_TAGS = frozenset(b"IUD")
 if USING_EXTENSIONS:
     from . import _transcode as _loop
@@ -272,7 +272,7 @@ class _Walk:
     def payload(self, raw):
         """The payload as a UTF-8 session receives it; raises PgoutputDecodeError,
         UnicodeError or ValueError. (The compiled loop does the first two steps itself.)"""
-        if _tag(raw, self.envelope) not in _SKIP_TAGS and raw.isascii():
+        if _tag(raw, self.envelope) not in _STATE and raw.isascii():
             return raw
         m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
         return encode_message(self.message(m))
@@ -344,8 +344,8 @@ class Timeline:
         walk = _Walk(codec, copy.deepcopy(registry), envelope, in_stream)
         ev_keys, events = [], []
         for k, raw in zip(keys, rows, strict=True):
-            if raw is None:
-                continue
+            if raw is None or _tag(raw, envelope) not in _STATE:
+                continue        # not a state row: nothing to decode (a data source gives every control row)
             try:
                 m = _decode_row(raw, envelope, walk.in_stream, codec)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:

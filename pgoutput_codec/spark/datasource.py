@@ -183,6 +183,9 @@ class _Config:
                     self.encoding = None
             except ValueError as e:
                 raise ValueError(f"pgoutput data source: encoding: {e}") from None
+        # FAILFAST stops at a payload the transcoder cannot rewrite; the other modes leave
+        # it as sent, for the decoder to judge as the malformed row it is
+        self.transcode_errors = "strict" if self.mode == FAILFAST else "keep"
 
     def archive_schema(self):
         """Arrow schema of the archive's columns (from the first file)."""
@@ -347,13 +350,12 @@ class _ArchiveRows:
         from ..transcode import Timeline
         cfg = self.config
         return Timeline.build(values, keys, cfg.encoding, envelope=cfg.envelope, in_stream=cfg.in_stream,
-                              errors="strict" if cfg.mode == FAILFAST else "keep")
+                              errors=cfg.transcode_errors)
 
     def _transcoder(self, timeline):
         from ..transcode import Transcoder
         cfg = self.config
-        return Transcoder(cfg.encoding, envelope=cfg.envelope, timeline=timeline,
-                          errors="strict" if cfg.mode == FAILFAST else "keep")
+        return Transcoder(cfg.encoding, envelope=cfg.envelope, timeline=timeline, errors=cfg.transcode_errors)
 
     def _messages(self, batches):
         """Batches of (payload, kept columns...) decoded: the output rows."""
@@ -409,11 +411,17 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
         # Built here, when the reader is made (its errors surface at load()), and kept out
         # of the pickled reader (__getstate__): Spark pickles the reader for every task,
         # so each partition carries its own key range's part of the plan instead.
+        self._plan_here()
+
+    def _plan_here(self):
+        """Pass 1 in this process when the partitions need it: the control plan (output
+        'changes'), the transcoding timeline (option ``encoding``: output 'messages'
+        needs it alone), and the order-key range each partition holds."""
+        cfg = self.config
         self._ranges = {}   # (path, row group) -> (lowest, highest) order key, from pass 1
-        self.timeline = None
-        self.plan = self._build_plan() if config.output == "changes" else None
-        if config.encoding is not None and self.plan is None:
-            self._build_plan(plan=False)       # the timeline of the state rows, and the ranges
+        self.timeline = self.plan = None
+        if cfg.output == "changes" or cfg.encoding is not None:
+            self.plan = self._build_plan(plan=cfg.output == "changes")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("plan", "_ranges", "timeline")}
@@ -434,16 +442,15 @@ class _PgoutputReader(_ArchiveRows, DataSourceReader):
 
     def partitions(self):
         parts = self._parts()
-        if self.config.output == "changes" or self.config.encoding is not None:
-            plan = getattr(self, "plan", None)
-            if (plan is None and self.config.output == "changes") or \
-                    (self.config.encoding is not None and getattr(self, "timeline", None) is None):
-                plan = self._build_plan(plan=self.config.output == "changes")   # a reader unpickled: again
+        cfg = self.config
+        if cfg.output == "changes" or cfg.encoding is not None:
+            if not hasattr(self, "_ranges"):
+                self._plan_here()   # a reader unpickled: plan again
             for p in parts:
                 lo, hi = self._ranges.get((p.path, p.row_group), (0, -1))
-                if self.config.output == "changes":
-                    p.plan = plan.for_keys(lo, hi)
-                if self.config.encoding is not None:
+                if cfg.output == "changes":
+                    p.plan = self.plan.for_keys(lo, hi)
+                if cfg.encoding is not None:
                     p.timeline = self.timeline.for_keys(lo, hi)
         return parts
 
