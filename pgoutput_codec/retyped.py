@@ -5,7 +5,8 @@ pgoutput sends nothing for the ``ALTER`` and not the rows it rewrites; the table
 change comes with a Relation giving the new type. So one column holds values sent under
 several types, in binary mode in several encodings (``int4`` is 4 bytes, ``int8`` 8).
 Each is read by the type it was sent under (``tables._locate``'s ``variants``), then cast
-here to the column's newest type; a value the cast cannot hold is null, with what was
+to the column's newest type as the server's rewrite cast it (:mod:`pgoutput_codec.casts`:
+rounded, fitted to the typmod); a value the cast cannot hold is null, with what was
 sent in ``<column>__special``. Key values are compared by their newest type's text form
 (:func:`text_form`, ``tables._canonical_keys``). Observed on PostgreSQL 15, 16 and 18:
 tests/conformance/test_retyped_columns.py, docs/CONFORMANCE.md item 20.
@@ -21,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .casts import cast_value
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column
 
-__all__ = ["cast_checked", "cast_each", "retyped_names", "text_form", "with_earlier_types"]
+__all__ = ["cast_each", "retyped_names", "text_form", "with_earlier_types"]
 
 
 def retyped_names(column_lists: list) -> set:
@@ -52,9 +54,11 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
         idx = _materialize(idx)
         at = idx >= 0
         mask = pa.array(at)
+        src = (oid, typmod)
         if isinstance(r, ConversionError):
-            try:
-                r = convert_column(kinds, data, col["type_oid"], col["type_modifier"], registry, index=idx)
+            try:   # read as the column's type: there is nothing left to cast
+                src, r = (col["type_oid"], col["type_modifier"]), convert_column(
+                    kinds, data, col["type_oid"], col["type_modifier"], registry, index=idx)
             except ConversionError:
                 pass
         if isinstance(r, ConversionError):
@@ -64,44 +68,45 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
             values = pc.if_else(mask, pa.nulls(n, values.type), values)
             special = pc.if_else(mask, pa.array(raw, pa.string()), special)
             continue
+        notes = r.special if r.special is not None else pa.nulls(n, pa.string())
+        texts = _texts_at(kinds, data, idx) if pa.types.is_string(values.type) else None
         try:
-            cast = cast_checked(r.values, values.type)
-            notes = r.special if r.special is not None else pa.nulls(n, pa.string())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            cast, notes = cast_each(r.values, values.type, at, col, sent)
+            cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts)
+            notes = notes if marks is None else pc.coalesce(marks, notes)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+            cast, notes = cast_each(r.values, notes, values.type, at, col, sent, src, texts)
         values = pc.if_else(mask, cast, values)
         special = pc.if_else(mask, notes, special)
     return values, special
 
 
-def cast_checked(arr: pa.Array, to: pa.DataType) -> pa.Array:
-    """``arr`` as type ``to``, values checked. Arrow casts an integer to a decimal only
-    when the decimal's precision holds every value of the integer type (int8 into
-    ``numeric(20,2)`` needs 21 digits): such a cast goes through the widest decimal of
-    ``to``'s scale, and the values are checked against ``to`` there."""
-    try:
-        return arr.cast(to)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if not pa.types.is_decimal(to) or pa.types.is_decimal(arr.type) and arr.type.precision <= to.precision:
-            raise
-        wide = pa.decimal256(76, to.scale) if pa.types.is_decimal256(to) else pa.decimal128(38, to.scale)
-        return arr.cast(wide).cast(to)
-
-
-def cast_each(arr: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str):
-    """``arr`` cast value by value at ``rows``: (values, notes), a value the cast refuses
-    null with a note that holds it."""
-    out, notes = [None] * len(arr), [None] * len(arr)
+def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str,
+              src: tuple, texts=None):
+    """``arr`` cast value by value at ``rows`` (:func:`~pgoutput_codec.casts.cast_value`):
+    (values, notes), a value the cast refuses null with a note that holds it."""
+    out, notes = [None] * len(arr), special.to_pylist()
+    dst = (col["type_oid"], col["type_modifier"])
     for i in np.flatnonzero(rows):
         v = arr[int(i)]
         if not v.is_valid:
             continue
+        one = None if texts is None else texts.slice(int(i), 1)
         try:
-            out[i] = cast_checked(pa.array([v.as_py()], arr.type), to)[0].as_py()
+            value, mark = cast_value(arr.slice(int(i), 1), src, dst, to, one)
+            out[i] = value[0].as_py()
+            notes[i] = mark[0].as_py() if mark is not None else notes[i]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:
             notes[i] = (f"{sent} by an earlier definition of {col['name']!r}: "
                         f"{v.as_py()!r} does not convert to {to} ({e})")
     return pa.array(out, to), pa.array(notes, pa.string())
+
+
+def _texts_at(kinds, data, idx) -> pa.Array:
+    """The values at ``idx`` that were sent as text, as strings (null elsewhere): the
+    text a cast to ``text`` gives (the type's output function) where it was sent."""
+    k, d = _take_at(kinds, data, idx)
+    sent = pc.equal(k, "t")
+    return pc.if_else(sent, d, pa.nulls(len(d), d.type)).cast(pa.string())
 
 
 def text_form(v) -> bytes | None:

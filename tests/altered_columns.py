@@ -12,30 +12,34 @@ from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColu
 #: the table's rows after the messages: (id, i, code, word), word None where the server
 #: rewrote a text value by ``length(word)``, which the archive never saw
 RETYPED_FINAL = [(1, 1000, 11, None), (2, 5_000_000_000, 22, 2), (3, 3000, 33, None), (4, 6, 44, 4)]
+#: ``f`` by id: a float8 ``k + 0.5`` rounds half to even into int4 (``rint``), as the
+#: server's rewrite rounds it; an Arrow cast refused it, and the value was null
+RETYPED_F = {1: 2, 2: 20, 3: 4, 4: 40}
 
 
 def retyped(binary: bool) -> list:
     """What a server sends around ``ALTER TABLE … ALTER COLUMN id TYPE bigint, … i TYPE
-    bigint, … code TYPE int USING code::int, … word TYPE int USING length(word)``
+    bigint, … code TYPE int USING code::int, … word TYPE int USING length(word), … f TYPE
+    int``
     (tests/conformance/test_retyped_columns.py: PostgreSQL 15/16/18, text and binary):
     Inserts under the old types, then a new Relation with the next change."""
     def val(oid, v):
         if not binary or oid == 25:
             return TupleColumn("b" if binary else "t", str(v).encode())
-        return TupleColumn("b", struct.pack({23: ">i", 20: ">q"}[oid], v))
+        return TupleColumn("b", struct.pack({23: ">i", 20: ">q", 701: ">d"}[oid], v))
 
     def rel(types):
         return Relation(relation_id=16500, namespace="public", relation_name="retyped", replica_identity="d",
                         columns=tuple(RelationColumn(int(n == "id"), n, o, -1) for n, o in types))
-    old = [("id", 23), ("i", 23), ("code", 25), ("word", 25)]
-    new = [("id", 20), ("i", 20), ("code", 23), ("word", 23)]
+    old = [("id", 23), ("i", 23), ("code", 25), ("word", 25), ("f", 701)]
+    new = [("id", 20), ("i", 20), ("code", 23), ("word", 23), ("f", 23)]
 
     def row(types, *vs):
         return tuple(val(o, v) for (_, o), v in zip(types, vs, strict=True))
-    txns = [[rel(old), *(Insert(relation_id=16500, new_tuple=row(old, k, k * 1000, str(k * 11), "w" * k))
+    txns = [[rel(old), *(Insert(relation_id=16500, new_tuple=row(old, k, k * 1000, str(k * 11), "w" * k, k + 0.5))
                          for k in (1, 2, 3))],
-            [rel(new), Update(relation_id=16500, new_tuple=row(new, 2, 5_000_000_000, 22, 2))],
-            [Insert(relation_id=16500, new_tuple=row(new, 4, 6, 44, 4))]]
+            [rel(new), Update(relation_id=16500, new_tuple=row(new, 2, 5_000_000_000, 22, 2, 20))],
+            [Insert(relation_id=16500, new_tuple=row(new, 4, 6, 44, 4, 40))]]
     return _transactions(txns)
 
 

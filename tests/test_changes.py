@@ -1713,6 +1713,7 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
         f"(Failed to parse string: '{'w' * k}' as a scalar of type int32)" for k in (1, 2, 3)]
     snap = snapshot(changes, name).sort_by("id")
     assert [(r["id"], r["i"], r["code"], r["word"]) for r in snap.to_pylist()] == altered_columns.RETYPED_FINAL
+    assert {r["id"]: r["f"] for r in snap.to_pylist()} == altered_columns.RETYPED_F
     hist = history(changes, name)
     alive = hist.filter(pc.is_null(hist.column("__END_LSN"))).select(snap.column_names).sort_by("id")
     assert alive.equals(snap) and len(hist) == 5

@@ -1439,6 +1439,7 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
     name = "public.retyped"
     want = snapshot_1(single, name).sort_by("id").to_pylist()
     assert [(r["id"], r["i"], r["code"], r["word"]) for r in want] == altered_columns.RETYPED_FINAL
+    assert {r["id"]: r["f"] for r in want} == altered_columns.RETYPED_F
     assert "'www'" in want[2]["word__special"]
     df = spark.read.parquet(*write_files(t, tmp_path / "retyped", 3))
 
