@@ -682,7 +682,7 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
     and marked). Returns counts."""
     import pyarrow.parquet as pq
 
-    from .transcode import TRANSCODED_FROM
+    from .transcode import TRANSCODED_FROM, pg_encoding_name
 
     recode = _new_transcoder(encoding, errors, envelope)
     parts = read_archive_parts(archive)
@@ -693,9 +693,10 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
         for _, why in report.left_as_sent:
             print(f"{PROG}: {os.path.basename(part.path)}: left as sent: {why}", file=sys.stderr)
         md = dict(t.schema.metadata or {})
-        md[TRANSCODED_FROM] = encoding.encode()
+        md[TRANSCODED_FROM] = pg_encoding_name(encoding).encode()
         if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
-            md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8", transcoded_from=encoding)).encode()
+            md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8",
+                                           transcoded_from=pg_encoding_name(encoding))).encode()
         name = os.path.splitext(os.path.basename(part.path))[0] + ".parquet"
         dest = os.path.join(out, name)
         if os.path.abspath(dest) == os.path.abspath(part.path):

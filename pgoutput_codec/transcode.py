@@ -55,7 +55,7 @@ from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
-__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "python_codec", "transcode_payloads",
+__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "pg_encoding_name", "python_codec", "transcode_payloads",
            "transcode_archive"]
 
 #: PostgreSQL's encoding names (``pg_encoding_to_char``) -> Python codec names. PostgreSQL's
@@ -126,7 +126,19 @@ def python_codec(encoding: str) -> str:
                          "EUC_JP, or a Python codec name)") from None
 
 
-#: the schema metadata key of an archive rewritten here: the encoding it was rewritten from
+def pg_encoding_name(encoding: str) -> str:
+    """PostgreSQL's name (``LATIN1``) of an encoding named as :func:`python_codec` reads
+    names (``latin-1``, ``iso-8859-1``, ``Latin1``); Python's codec name for one
+    PostgreSQL does not have. What an archive rewritten here records, one spelling
+    whoever named it."""
+    codec = python_codec(encoding)
+    key = {"ISO88591": "LATIN1"}.get(_clean(encoding), _clean(encoding))
+    names = [k for k, v in PG_ENCODINGS.items() if v is not None and codecs.lookup(v).name == codec]
+    return next((k for k in names if _clean(k) == key), names[0] if names else codec)
+
+
+#: the schema metadata key of an archive rewritten here: the encoding it was rewritten
+#: from, by PostgreSQL's name (:func:`pg_encoding_name`)
 TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 #: the rows that carry the walk's state: Relation, Type, Stream Start, Stream Stop (always
 #: decoded; a Timeline is built from them alone)
@@ -528,5 +540,5 @@ def transcode_archive(table: pa.Table, encoding: str, *, payload: str = "data", 
     field_ = table.schema.field(i).with_type(new.type)
     out = table.set_column(i, field_, new)
     md = dict(table.schema.metadata or {})
-    md[TRANSCODED_FROM] = python_codec(encoding).encode()
+    md[TRANSCODED_FROM] = pg_encoding_name(encoding).encode()
     return out.replace_schema_metadata(md), report

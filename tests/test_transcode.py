@@ -14,7 +14,7 @@ from pgoutput_codec import (Begin, Commit, Delete, Insert, LogicalMessage, Relat
                             StreamStop, Transcoder, TupleColumn, Type, Update, XLogData, decode_changes,
                             encode_message, table_changes, transcode_archive, transcode_payloads)
 from pgoutput_codec import USING_EXTENSIONS, transcode
-from pgoutput_codec.transcode import TranscodeError, python_codec
+from pgoutput_codec.transcode import TranscodeError, pg_encoding_name, python_codec
 
 # text, int4, jsonb, text[], a user type sent by a Type message as a domain over varchar, bytea
 COLUMNS = (("t", 25), ("i", 23), ("jb", 3802), ("ta", 1009), ("d", 70000), ("by", 17))
@@ -95,10 +95,10 @@ def test_an_archive_table_keeps_its_columns_and_says_what_it_was():
     theirs = _session("latin-1", False)
     table = pa.table({"seq": list(range(len(theirs))), "data": pa.array(theirs, pa.binary())},
                      metadata={b"x": b"y"})
-    out, report = transcode_archive(table, "LATIN1")
+    out, report = transcode_archive(table, "latin-1")
     assert out.column("seq").to_pylist() == list(range(len(theirs)))
     assert out.column("data").to_pylist() == _session("utf-8", False)
-    assert out.schema.metadata[b"x"] == b"y" and out.schema.metadata[b"pgoutput_codec.transcoded_from"] == b"iso8859-1"
+    assert out.schema.metadata[b"x"] == b"y" and out.schema.metadata[b"pgoutput_codec.transcoded_from"] == b"LATIN1"
     rows = table_changes(decode_changes(out), "public.t").column("after").to_pylist()
     assert rows[0]["t"] == "caf\u00e9 cr\u00e8me" and rows[0]["ta"] == ["caf\u00e9 cr\u00e8me", "x"]
 
@@ -133,6 +133,15 @@ def test_a_payload_it_cannot_rewrite():
                                         ("utf-8", "utf-8"), ("latin-1", "iso8859-1"), ("EUC_JP", "euc_jp")])
 def test_encoding_names(name, codec):
     assert python_codec(name) == codec
+
+
+@pytest.mark.parametrize("name,pg", [("LATIN1", "LATIN1"), ("latin-1", "LATIN1"), ("iso-8859-1", "LATIN1"),
+                                     ("cp1252", "WIN1252"), ("euc-jp", "EUC_JP"), ("iso8859-15", "LATIN9"),
+                                     ("ISO_8859_5", "ISO_8859_5"), ("utf-8", "UTF8"), ("mac_roman", "mac-roman")])
+def test_an_archive_records_the_encoding_by_postgresql_s_name(name, pg):
+    """The CLI recorded ``LATIN1`` as given and ``transcode_archive`` Python's
+    ``iso8859-1``: one spelling now, PostgreSQL's, or Python's where it has none."""
+    assert pg_encoding_name(name) == pg
 
 
 def test_names_that_are_no_encoding():
