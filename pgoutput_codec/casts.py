@@ -22,7 +22,11 @@ from the server's sources and seen on PostgreSQL 15, 16 and 18
   the last one named are cut, the time part's fraction rounds half away from zero;
 - ``char(n)`` pads with spaces to n characters; ``char`` into ``text``/``varchar``
   loses its trailing spaces (``rtrim1``);
-- to ``text``: the old type's output form (``true``, ``1e+20``, ``2024-01-02 03:04:05.5``).
+- to ``text``: the old type's output form (``true``, ``1e+20``, ``2024-01-02 03:04:05.5``);
+  to ``bool``: an ``int4`` is ``<> 0``, text as ``boolin`` reads it (`` yes ``, ``of``);
+- between two catalog types with no cast (``int`` → ``time``) the ``ALTER`` had a
+  ``USING`` the archive does not hold: refused, so the caller keeps the value in a note
+  (Arrow's cast made ``-1`` a time of day Arrow itself calls invalid).
 
 Not followed (README Limits): a time zone. ``timestamp`` ↔ ``timestamptz`` and
 ``timestamptz`` → ``date`` are read in UTC, where the server used the ``ALTER``
@@ -37,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .typecatalog import ARRAY_ELEM
+from .typecatalog import ARRAY_ELEM, BY_OID
 
 __all__ = ["cast_checked", "cast_value"]
 
@@ -50,6 +54,16 @@ TIME, INTERVAL, DATE, INET = 1083, 1186, 1082, 869
 # types whose cast to text is a function of its own, not the output function
 OWN_TEXT_CASTS = frozenset((BOOL, INET))
 
+_NUMBERS = frozenset((*INTS, FLOAT4, FLOAT8, NUMERIC))
+_DATETIMES = frozenset((DATE, *TIMESTAMPS))
+#: the casts PostgreSQL has between the types here (pg_cast; text to and from any type
+#: by its input and output functions), by target: an ALTER between others needs USING
+_CASTS_TO = {
+    **{t: _NUMBERS | ({BOOL} if t == 23 else set()) for t in _NUMBERS},
+    BOOL: {23},
+    DATE: _DATETIMES, 1114: _DATETIMES, 1184: _DATETIMES,
+    TIME: {TIME, *TIMESTAMPS},
+}
 # the server's timestamps count microseconds from 2000-01-01, and round there
 _PG_EPOCH_US = 946_684_800 * 1_000_000
 _US_PER_DAY = 86_400 * 1_000_000
@@ -83,8 +97,16 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     (soid, smod), (doid, dmod) = src, dst
     if doid in ARRAY_ELEM and pa.types.is_list(arr.type) and pa.types.is_list(to):
         return _elementwise(arr, (ARRAY_ELEM.get(soid, soid), smod), (ARRAY_ELEM[doid], dmod), to), None
+    if soid != doid and doid not in TEXTS and soid not in TEXTS and soid in BY_OID and doid in BY_OID \
+            and soid not in _CASTS_TO.get(doid, ()):
+        # no cast: the ALTER had a USING expression, which the archive does not hold (a
+        # domain's or an enum's OID is not in the catalog: Arrow's cast, as before)
+        raise pa.ArrowInvalid(f"no cast from type OID {soid} to {doid}: the value was rewritten by the "
+                              "ALTER's USING expression")
     special = None
-    if doid == NUMERIC:
+    if doid == BOOL:
+        arr = _to_bool(arr)
+    elif doid == NUMERIC:
         arr, special = _to_numeric(arr, soid, to)
     elif doid in INTS:
         arr = _to_int(arr, soid, to)
@@ -116,6 +138,24 @@ def _elementwise(arr, src, dst, to):
 
 
 # ------------------------------------------------------------------ numbers
+
+def _to_bool(arr):
+    """``int4`` → ``bool`` is ``<> 0``; text as ``boolin`` reads it."""
+    if pa.types.is_integer(arr.type):
+        return pc.not_equal(arr, 0)
+    if not pa.types.is_string(arr.type):
+        return arr.cast(pa.bool_())
+    word = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
+    true, false = pc.is_in(word, pa.array(_TRUE)), pc.is_in(word, pa.array(_FALSE))
+    if pc.any(pc.and_(pc.is_valid(arr), pc.invert(pc.or_(true, false)))).as_py():
+        raise pa.ArrowInvalid("not a boolean (boolin reads t/f, true/false, yes/no, on/off, 1/0)")
+    return pc.if_else(pc.is_valid(arr), true, pa.nulls(len(arr), pa.bool_()))
+
+
+# boolin: any unique prefix of true/false/yes/no, on/off (two letters at least), 1/0
+_TRUE = ["t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"]
+_FALSE = ["f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0"]
+
 
 def _to_numeric(arr, soid, to):
     if soid in (FLOAT4, FLOAT8):
@@ -150,10 +190,16 @@ def _numeric_of_floats(arr, digits, to):
             continue
         d = decimal.Decimal(format(x, f".{digits}g"))
         d = abs(d) if d == 0 else d   # numeric has no -0
-        values.append(d.quantize(quantum, decimal.ROUND_HALF_UP) if dec else format(d, "f"))
+        try:
+            values.append(d.quantize(quantum, decimal.ROUND_HALF_UP, _WIDE) if dec else format(d, "f"))
+        except decimal.InvalidOperation:
+            raise pa.ArrowInvalid(f"{x!r} does not fit {to}") from None
         special.append(None)
     out = pa.array(values, to)
     return out, (pa.array(special, pa.string()) if any(s is not None for s in special) else None)
+
+
+_WIDE = decimal.Context(prec=80)   # past any decimal Arrow holds: what does not fit is refused
 
 
 def _decimals_of_text(arr: pa.Array) -> pa.Array:

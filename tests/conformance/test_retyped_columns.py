@@ -182,6 +182,10 @@ CASTS = [
     ("text", "int USING c{i}::int", ["' 12 '", "'+7'"]),
     ("text", "numeric(6,2) USING c{i}::numeric(6,2)", ["'1.255'", "' 2.5 '", "'1e2'", "'NaN'"]),
     ("numeric(10,4)[]", "numeric(10,1)[]", ["'{1.25,2.35}'", "'{}'", "'{-0.05,NULL}'"]),
+    ("int", "boolean USING c{i}::boolean", ["0", "5", "-1"]),
+    ("text", "boolean USING c{i}::boolean", ["' yes '", "'of'", "'0'", "'T'"]),
+    ("timestamp", "time", ["'1969-12-31 23:59:59.5'", "'2024-01-01 12:00:00.25'"]),
+    ("timestamp", "date", ["'1969-12-31 23:59:59.5'", "'2024-01-01 00:00:00'"]),
 ]
 CAST_SLOT, CAST_PUB = "cast_slot", "cast_pub"
 
