@@ -28,9 +28,13 @@ from the server's sources and seen on PostgreSQL 15, 16 and 18
   ``USING`` the archive does not hold: refused, so the caller keeps the value in a note
   (Arrow's cast made ``-1`` a time of day Arrow itself calls invalid).
 
-Not followed (README Limits): a time zone. ``timestamp`` ↔ ``timestamptz`` and
-``timestamptz`` → ``date`` are read in UTC, where the server used the ``ALTER``
-session's ``TimeZone``; ``timetz`` keeps its text, unrounded.
+- ``timestamp``/``date`` ↔ ``timestamptz`` (and ``timestamptz`` → ``time``, ``text``) on
+  the ``ALTER`` session's clock, ``TypeRegistry.timezone`` (UTC when not given): a time
+  the fall back repeats is standard time, one the spring forward skips reads by the
+  offset before it (``DetermineTimeZoneOffset``).
+
+Not followed (README Limits): ``timetz`` keeps its text, unrounded; DateStyle and
+IntervalStyle are ISO and postgres.
 """
 
 from __future__ import annotations
@@ -49,10 +53,13 @@ NUMERIC, FLOAT4, FLOAT8, BOOL = 1700, 700, 701, 16
 INTS = frozenset((20, 21, 23))
 BPCHAR = 1042
 TEXTS = frozenset((25, 1043, BPCHAR, 19))
-TIMESTAMPS = frozenset((1114, 1184))
+TIMESTAMPTZ = 1184
+TIMESTAMPS = frozenset((1114, TIMESTAMPTZ))
 TIME, INTERVAL, DATE, INET = 1083, 1186, 1082, 869
-# types whose cast to text is a function of its own, not the output function
-OWN_TEXT_CASTS = frozenset((BOOL, INET))
+# types whose text in the archive is not what the ALTER's cast to text gave: bool's and
+# inet's cast is a function of its own, and a timestamptz was written on the capture
+# session's clock, not the ALTER session's
+OWN_TEXT_CASTS = frozenset((BOOL, INET, 1184))
 
 _NUMBERS = frozenset((*INTS, FLOAT4, FLOAT8, NUMERIC))
 _DATETIMES = frozenset((DATE, *TIMESTAMPS))
@@ -87,23 +94,31 @@ def cast_checked(arr: pa.Array, to: pa.DataType) -> pa.Array:
         return arr.cast(wide).cast(to)
 
 
-def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa.Array | None = None):
+def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa.Array | None = None,
+               timezone: str | None = None):
     """``arr``, read by type ``src`` (OID, typmod), as the server's ``ALTER`` made it of
     type ``dst`` held as ``to``: (values, special), ``special`` the marker of a value the
     type holds as null plus a name (float ``NaN`` into ``numeric(p,s)``), or None.
     ``texts``: the values' text form where they were sent as text (None elsewhere), the
-    exact ``… TYPE text`` result. Raises Arrow's errors when a value does not fit (the
-    caller casts value by value then, :func:`pgoutput_codec.retyped.cast_each`)."""
+    exact ``… TYPE text`` result. ``timezone``: the ``ALTER`` session's ``TimeZone``
+    (``TypeRegistry.timezone``), in which a ``timestamp`` meets a ``timestamptz``; UTC
+    when not known. Raises Arrow's errors when a value does not fit (the caller casts
+    value by value then, :func:`pgoutput_codec.retyped.cast_each`)."""
     (soid, smod), (doid, dmod) = src, dst
     if doid in ARRAY_ELEM and pa.types.is_list(arr.type) and pa.types.is_list(to):
-        return _elementwise(arr, (ARRAY_ELEM.get(soid, soid), smod), (ARRAY_ELEM[doid], dmod), to), None
+        return _elementwise(arr, (ARRAY_ELEM.get(soid, soid), smod), (ARRAY_ELEM[doid], dmod), to,
+                            timezone), None
     if soid != doid and doid not in TEXTS and soid not in TEXTS and soid in BY_OID and doid in BY_OID \
             and soid not in _CASTS_TO.get(doid, ()):
         # no cast: the ALTER had a USING expression, which the archive does not hold (a
         # domain's or an enum's OID is not in the catalog: Arrow's cast, as before)
         raise pa.ArrowInvalid(f"no cast from type OID {soid} to {doid}: the value was rewritten by the "
                               "ALTER's USING expression")
-    special = None
+    special, zone = None, timezone or "UTC"
+    if soid == TIMESTAMPTZ and doid in (1114, DATE, TIME):
+        arr = pc.local_timestamp(arr.cast(pa.timestamp("us", tz=zone)))   # the wall clock there
+    elif soid in (1114, DATE) and doid == TIMESTAMPTZ:
+        arr = _from_wall_clock(arr.cast(pa.timestamp("us")), zone)
     if doid == BOOL:
         arr = _to_bool(arr)
     elif doid == NUMERIC:
@@ -113,7 +128,7 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     elif doid in (FLOAT4, FLOAT8):
         arr = _to_float(arr, soid, to)
     elif doid in TEXTS and pa.types.is_string(to):
-        arr = _to_text(arr, soid, doid, dmod, texts)
+        arr = _to_text(arr, soid, doid, dmod, texts, zone)
     else:
         arr = cast_checked(arr, to)
     if doid in TIMESTAMPS and 0 <= dmod < 6:
@@ -125,12 +140,12 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     return arr, special
 
 
-def _elementwise(arr, src, dst, to):
+def _elementwise(arr, src, dst, to, timezone):
     """An array's elements cast one type to the other, its shape kept (the typmod of an
     array column is its elements'). A NaN element of a ``numeric(p,s)[]`` has no place
     in a decimal list: the cast is refused, and the value kept in ``__special``."""
     flat = arr.values.slice(arr.offsets[0].as_py(), arr.offsets[-1].as_py() - arr.offsets[0].as_py())
-    values, special = cast_value(flat, src, dst, to.value_type)
+    values, special = cast_value(flat, src, dst, to.value_type, timezone=timezone)
     if special is not None and special.null_count < len(special):
         raise pa.ArrowInvalid(f"{to} cannot hold NaN")
     offsets = pc.subtract(arr.offsets, arr.offsets[0])
@@ -249,7 +264,7 @@ def _to_float(arr, soid, to):
 
 # ------------------------------------------------------------------ text
 
-def _to_text(arr, soid, doid, dmod, texts):
+def _to_text(arr, soid, doid, dmod, texts, zone):
     if soid in OWN_TEXT_CASTS:
         texts = None            # their cast to text is not their output function
     if texts is not None and not pc.any(pc.and_(pc.is_valid(arr), pc.is_null(texts))).as_py():
@@ -263,7 +278,7 @@ def _to_text(arr, soid, doid, dmod, texts):
         elif pa.types.is_floating(arr.type):
             out = _float_text(arr)
         elif soid in TIMESTAMPS:
-            out = _timestamp_text(arr, soid)
+            out = _timestamp_text(arr, soid, zone)
         elif pa.types.is_interval(arr.type):
             out = _interval_text(arr)
         else:
@@ -303,13 +318,35 @@ def _float_text(arr):
     return pa.array(out, pa.string())
 
 
-def _timestamp_text(arr, soid):
-    """``timestamp_out`` under DateStyle ISO: the fraction without trailing zeros, and
-    ``+00`` for a timestamptz (read in UTC, see the module's note). Arrow's ``%S``
-    carries the unit's fraction, always six digits here."""
-    out = pc.utf8_rtrim(pc.utf8_rtrim(pc.strftime(arr, format="%Y-%m-%d %H:%M:%S"), characters="0"),
+def _timestamp_text(arr, soid, zone):
+    """``timestamp_out`` under DateStyle ISO: the fraction without trailing zeros; a
+    timestamptz on ``zone``'s wall clock with its offset (``-04``, ``+05:30``,
+    ``-04:56:02`` before standard time). Arrow's ``%S`` carries the unit's fraction,
+    always six digits here."""
+    wall = pc.local_timestamp(arr.cast(pa.timestamp("us", tz=zone))) if soid == TIMESTAMPTZ else arr
+    out = pc.utf8_rtrim(pc.utf8_rtrim(pc.strftime(wall, format="%Y-%m-%d %H:%M:%S"), characters="0"),
                         characters=".")
-    return pc.binary_join_element_wise(out, "+00", "") if soid == 1184 else out
+    if soid != TIMESTAMPTZ:
+        return out
+    offset = pc.divide(pc.subtract(wall.cast(pa.int64()), arr.cast(pa.int64())), 1_000_000)
+    kinds = pc.unique(offset)        # a zone has few offsets: each written once
+    texts = pa.array([None if o is None else _offset_text(o) for o in kinds.to_pylist()], pa.string())
+    return pc.binary_join_element_wise(out, pc.take(texts, pc.index_in(offset, kinds)), "")
+
+
+def _offset_text(seconds: int) -> str:
+    sign, s = ("-" if seconds < 0 else "+"), abs(seconds)
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{sign}{h:02d}" + (f":{m:02d}" if m or sec else "") + (f":{sec:02d}" if sec else "")
+
+
+def _from_wall_clock(arr: pa.Array, zone: str) -> pa.Array:
+    """Wall-clock times of ``zone`` as instants, as ``DetermineTimeZoneOffset`` reads
+    them: a time the fall back repeats is the later (standard time), a time the spring
+    forward skips is read by the offset before it (02:30 becomes 03:30 summer time)."""
+    at = pc.assume_timezone(arr, zone, ambiguous="latest", nonexistent="earliest")
+    offset = pc.subtract(pc.local_timestamp(at).cast(pa.int64()), at.cast(pa.int64()))
+    return pc.subtract(arr.cast(pa.int64()), offset).cast(pa.timestamp("us", tz="UTC"))
 
 
 def _interval_text(arr):

@@ -71,17 +71,19 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
         notes = r.special if r.special is not None else pa.nulls(n, pa.string())
         texts = _texts_at(kinds, data, idx) if pa.types.is_string(values.type) else None
         try:
-            cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts)
+            cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts,
+                                     getattr(registry, "timezone", None))
             notes = notes if marks is None else pc.coalesce(marks, notes)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-            cast, notes = cast_each(r.values, notes, values.type, at, col, sent, src, texts)
+            cast, notes = cast_each(r.values, notes, values.type, at, col, sent, src, texts,
+                                    getattr(registry, "timezone", None))
         values = pc.if_else(mask, cast, values)
         special = pc.if_else(mask, notes, special)
     return values, special
 
 
 def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str,
-              src: tuple, texts=None):
+              src: tuple, texts=None, timezone=None):
     """``arr`` cast value by value at ``rows`` (:func:`~pgoutput_codec.casts.cast_value`):
     (values, notes), a value the cast refuses null with a note that holds it."""
     out, notes = [None] * len(arr), special.to_pylist()
@@ -92,7 +94,7 @@ def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarra
             continue
         one = None if texts is None else texts.slice(int(i), 1)
         try:
-            value, mark = cast_value(arr.slice(int(i), 1), src, dst, to, one)
+            value, mark = cast_value(arr.slice(int(i), 1), src, dst, to, one, timezone)
             out[i] = value[0].as_py()
             notes[i] = mark[0].as_py() if mark is not None else notes[i]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as e:

@@ -243,9 +243,15 @@ class TypeRegistry:
     know an enum from a domain: register those explicitly (:meth:`register_enum`,
     :meth:`register_domain`, :meth:`register_array`) or load them all from the server
     catalog (:meth:`load_from_connection`). Unregistered types convert as unknown.
+
+    ``timezone`` is the server's ``TimeZone`` (an IANA name such as ``Europe/Berlin``;
+    :meth:`load_from_connection` reads the session's): what an ``ALTER COLUMN … TYPE``
+    between ``timestamp``, ``date`` and ``timestamptz`` read the values in, where the
+    archive holds them as sent before it (:mod:`pgoutput_codec.casts`). None: UTC.
     """
 
     types: dict = field(default_factory=dict)
+    timezone: str | None = None
 
     def _get(self, oid):
         return self.types.setdefault(oid, UserType(oid))
@@ -320,10 +326,16 @@ class TypeRegistry:
         return self
 
     def load_from_connection(self, conn):
-        """Read enums, domains and arrays of user types from a DB-API connection."""
+        """Read enums, domains and arrays of user types from a DB-API connection, and
+        its session's ``TimeZone`` (kept where one was given)."""
         cur = conn.cursor()
         cur.execute(self._CATALOG_SQL)
-        return self.load_rows(cur.fetchall())
+        self.load_rows(cur.fetchall())
+        if self.timezone is None:
+            cur.execute("SHOW TimeZone")
+            zone = cur.fetchone()[0]
+            self.timezone = zone.decode() if isinstance(zone, bytes) else zone
+        return self
 
 
 class _Resolved(NamedTuple):

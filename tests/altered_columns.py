@@ -43,6 +43,37 @@ def retyped(binary: bool) -> list:
     return _transactions(txns)
 
 
+#: ``zoned``'s rows by id as the server left them under ``SET TimeZone =
+#: 'America/New_York'`` (tests/conformance/test_retyped_columns.py's ``ZONED``): the
+#: instants, in µs since 1970, of a time the fall back repeats (standard time), one the
+#: spring forward skips (the offset before it), and a summer time
+ZONED_FINAL = {1: 1_541_313_000_000_000, 2: 1_520_753_400_000_000, 3: 1_719_849_600_000_000}
+
+
+def zoned(binary: bool) -> list:
+    """What a server sends around ``ALTER COLUMN ts TYPE timestamptz`` in a session whose
+    ``TimeZone`` is America/New_York: Inserts of wall-clock ``timestamp`` values, then a
+    Relation of the new type with the next change."""
+    walls = {1: (2018, 11, 4, 1, 30), 2: (2018, 3, 11, 2, 30), 3: (2024, 7, 1, 12, 0)}
+
+    def ts(parts):
+        if not binary:
+            return TupleColumn("t", "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:00".format(*parts).encode())
+        import datetime
+        us = int((datetime.datetime(*parts) - datetime.datetime(2000, 1, 1)).total_seconds()) * 10**6
+        return TupleColumn("b", struct.pack(">q", us))
+
+    def key(k):
+        return TupleColumn("b", struct.pack(">i", k)) if binary else TupleColumn("t", str(k).encode())
+
+    def rel(oid):
+        return Relation(relation_id=16600, namespace="public", relation_name="zoned", replica_identity="d",
+                        columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "ts", oid, -1)))
+    return _transactions([[rel(1114), *(Insert(relation_id=16600, new_tuple=(key(k), ts(walls[k])))
+                                        for k in (1, 2, 3))],
+                          [rel(1184), Insert(relation_id=16600, new_tuple=(key(4), TupleColumn("n", None)))]])
+
+
 def _transactions(txns: list) -> list:
     """Each body as one transaction, committed at LSN 100, 110, …"""
     out = []

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pgoutput_codec import decode_changes, decode_table_changes, history, net_changes, snapshot, table_changes
+from pgoutput_codec.typecatalog import TypeRegistry
 
 SLOT, PUB = "retype_slot", "retype_pub"
 OLD_COLUMNS = [("id", 23), ("i", 23), ("f", 700), ("s", 25), ("ts", 1114), ("n", 23), ("code", 25),
@@ -190,35 +191,72 @@ CASTS = [
 CAST_SLOT, CAST_PUB = "cast_slot", "cast_pub"
 
 
-@pytest.fixture(scope="module", params=["text", "binary"])
-def server_casts(pg_server, request):
-    """(the archive up to the first change after the ALTER, the same archive with every
-    row the ALTER rewrote updated after it): the second's last images are the server's
-    own bytes of the rewritten values, under the new types."""
-    binary = request.param == "binary"
-    rows = max(len(v) for _, _, v in CASTS)
+#: casts a session's TimeZone decides, run in America/New_York: an ambiguous time of the
+#: fall back, one the spring forward skips, one before standard time (LMT -04:56:02)
+ZONED = [
+    ("timestamp", "timestamptz", ["'2018-11-04 01:30'", "'2018-03-11 02:30'", "'1850-01-01 00:00'",
+                                  "'2024-07-01 12:00:00.5'"]),
+    ("timestamptz", "timestamp", ["'2018-11-04 05:30+00'", "'2018-11-04 06:30+00'", "'1850-01-01 00:00+00'"]),
+    ("date", "timestamptz", ["'2018-11-04'", "'2018-03-11'"]),
+    ("timestamptz", "date", ["'2018-11-04 03:30+00'", "'2018-11-05 05:30+00'"]),
+    ("timestamptz", "time", ["'2018-11-04 05:30+00'", "'2024-07-01 03:59:59.5+00'"]),
+    ("timestamptz", "text", ["'2018-11-04 05:30+00'", "'2018-11-04 06:30:00.25+00'", "'1850-01-01 00:00+00'"]),
+    ("timestamp(6)", "timestamptz(0)", ["'2018-11-04 01:30:00.5'"]),
+]
+
+
+def _alter_and_rewrite(pg_server, casts, binary: bool, zone: str):
+    """(the archive up to the first change after one ALTER of every column, the same
+    archive with every row the ALTER rewrote updated after it, a registry loaded from
+    the session): the second's last images are the server's own bytes of the rewritten
+    values, under the new types."""
+    rows = max(len(v) for _, _, v in casts)
     with pg_server.connect() as conn:
         x = conn.execute
-        x("SET TimeZone = 'UTC'")
+        x(f"SET TimeZone = '{zone}'")
         x("CREATE TABLE casts (id int PRIMARY KEY, " + ", ".join(f"c{i} {old}" for i, (old, _, _) in
-                                                                 enumerate(CASTS)) + ")")
+                                                                 enumerate(casts)) + ")")
         x(f"CREATE PUBLICATION {CAST_PUB} FOR TABLE casts")
         x(f"SELECT pg_create_logical_replication_slot('{CAST_SLOT}', 'pgoutput')")
         try:
             for r in range(rows):
                 x(f"INSERT INTO casts VALUES ({r}, " + ", ".join(
-                    vals[r] if r < len(vals) else "NULL" for _, _, vals in CASTS) + ")")
+                    vals[r] if r < len(vals) else "NULL" for _, _, vals in casts) + ")")
             x("ALTER TABLE casts " + ", ".join(f"ALTER COLUMN c{i} TYPE {new.format(i=i)}"
-                                               for i, (_, new, _) in enumerate(CASTS)))
+                                               for i, (_, new, _) in enumerate(casts)))
             x(f"INSERT INTO casts (id) VALUES ({rows})")
             before = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
             x(f"UPDATE casts SET id = id WHERE id < {rows}")
             after = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
+            registry = TypeRegistry().load_from_connection(conn)
         finally:
             x(f"SELECT pg_drop_replication_slot('{CAST_SLOT}')")
             x(f"DROP PUBLICATION {CAST_PUB}")
             x("DROP TABLE casts")
-    return checks.archive_of(before), checks.archive_of(before + after)
+    return checks.archive_of(before), checks.archive_of(before + after), registry
+
+
+@pytest.fixture(scope="module", params=["text", "binary"])
+def server_casts(pg_server, request):
+    return _alter_and_rewrite(pg_server, CASTS, request.param == "binary", "UTC")
+
+
+@pytest.fixture(scope="module", params=["text", "binary"])
+def zoned_casts(pg_server, request):
+    return _alter_and_rewrite(pg_server, ZONED, request.param == "binary", "America/New_York")
+
+
+def _assert_same_columns(mine, server, casts):
+    assert mine.column_names == server.column_names
+    assert len(mine) == max(len(v) for _, _, v in casts) + 1
+    for i, (old, new, vals) in enumerate(casts):
+        for name in (f"c{i}", f"c{i}__special"):
+            if name not in mine.column_names:
+                continue
+            a, b = mine.column(name), server.column(name)
+            assert a.type == b.type, (old, new, name)
+            assert a.cast(pa.int64()).equals(b.cast(pa.int64())) if pa.types.is_time(a.type) else a.equals(b), (
+                old, new, name, a.to_pylist()[:len(vals)], b.to_pylist()[:len(vals)])
 
 
 def _get_from(conn, slot, pub, binary: bool) -> list:
@@ -235,19 +273,10 @@ def test_a_value_sent_before_the_alter_is_what_the_server_s_cast_made_of_it(serv
     (1.005 is 1.01), integers to the nearest float, timestamp, time and interval
     precisions and fields, ``char(n)``'s padding, and the text forms of an ``… TYPE
     text``. Before, Arrow's casts refused most of them (null, with a note) or truncated."""
-    early, late = server_casts
+    early, late, _ = server_casts
     mine = snapshot(decode_changes(early), "public.casts").sort_by("id")
     server = snapshot(decode_changes(late), "public.casts").sort_by("id")
-    assert mine.column_names == server.column_names
-    assert len(mine) == max(len(v) for _, _, v in CASTS) + 1
-    for i, (old, new, vals) in enumerate(CASTS):
-        for name in (f"c{i}", f"c{i}__special"):
-            if name not in mine.column_names:
-                continue
-            a, b = mine.column(name), server.column(name)
-            assert a.type == b.type, (old, new, name)
-            assert a.cast(pa.int64()).equals(b.cast(pa.int64())) if pa.types.is_time(a.type) else a.equals(b), (
-                old, new, name, a.to_pylist()[:len(vals)], b.to_pylist()[:len(vals)])
+    _assert_same_columns(mine, server, CASTS)
     assert mine.column("c0").to_pylist()[:5] == [decimal.Decimal(v) for v in ("1.3", "1.4", "-1.3", "2.4", "-0.1")]
     assert mine.column("c4").to_pylist()[:4] == [2, 4, -2, 0]
 
@@ -255,10 +284,28 @@ def test_a_value_sent_before_the_alter_is_what_the_server_s_cast_made_of_it(serv
 def test_the_server_sends_the_rewritten_rows_under_the_new_types(server_casts):
     """The reference above is the server's: after the ALTER every Update carries the
     Relation's new types, and each column's values there are typed by them."""
-    _, late = server_casts
+    _, late, _ = server_casts
     changes = decode_changes(late)
     ops = changes.column("op").to_pylist()
     rows = max(len(v) for _, _, v in CASTS)
     assert ops == ["I"] * (rows + 1) + ["U"] * rows
     newest = changes.column("columns")[len(ops) - 1].as_py()
     assert [c["name"] for c in newest] == ["id"] + [f"c{i}" for i in range(len(CASTS))]
+
+
+def test_timestamps_meet_timestamptz_on_the_alter_session_s_clock(zoned_casts):
+    """``timestamp`` ↔ ``timestamptz`` (and ``date``, ``time``, ``text``) are cast in the
+    ``ALTER`` session's ``TimeZone``, which ``TypeRegistry.load_from_connection`` reads
+    (``registry.timezone``): a time the fall back repeats is standard time, one the
+    spring forward skips reads by the offset before it, 1850 by local mean time, and a
+    timestamptz's text carries the zone's offset. Without the zone they are read in UTC,
+    and differ (the README's Limits said so)."""
+    early, late, registry = zoned_casts
+    assert registry.timezone == "America/New_York"
+    mine = snapshot(decode_changes(early), "public.casts", registry=registry).sort_by("id")
+    server = snapshot(decode_changes(late), "public.casts", registry=registry).sort_by("id")
+    _assert_same_columns(mine, server, ZONED)
+    assert mine.column("c5").to_pylist()[:3] == ["2018-11-04 01:30:00-04", "2018-11-04 01:30:00.25-05",
+                                                 "1849-12-31 19:03:58-04:56:02"]
+    in_utc = snapshot(decode_changes(early), "public.casts").sort_by("id")
+    assert [in_utc.column(f"c{i}").equals(server.column(f"c{i}")) for i in range(len(ZONED))] == [False] * len(ZONED)

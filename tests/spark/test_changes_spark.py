@@ -1455,6 +1455,31 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
         assert said(hist.to_pylist()) == said(one.to_pylist()) and len(one) == 5, impl
 
 
+@pytest.mark.parametrize("binary", [pytest.param(False, marks=_SHARED), True])
+def test_a_timestamp_retyped_to_timestamptz_is_read_on_the_registry_s_clock(spark, tmp_path, binary):
+    """The registry carries the ALTER session's TimeZone to Spark's tasks: values sent as
+    ``timestamp`` before an ``ALTER … TYPE timestamptz`` become the instants the server
+    made of them in America/New_York (tests/conformance/test_retyped_columns.py's
+    ``ZONED``), as in the single process; without the zone, in UTC, they differ."""
+    import altered_columns
+    from pgoutput_codec.typecatalog import TypeRegistry
+    t, single = _encoded(altered_columns.zoned(binary))
+    name, reg = "public.zoned", TypeRegistry(timezone="America/New_York")
+
+    def instants(rows):
+        return {r["id"]: r["ts"] for r in rows.cast(pa.schema([("id", pa.int32()), ("ts", pa.int64())])).to_pylist()
+                if r["ts"] is not None}
+    want = snapshot_1(single, name, registry=reg).select(["id", "ts"])
+    assert instants(want) == altered_columns.ZONED_FINAL
+    df = spark.read.parquet(*write_files(t, tmp_path / "zoned", 2))
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+        assert instants(collect(snapshot(ch, name, registry=reg)).select(["id", "ts"])) == \
+            altered_columns.ZONED_FINAL, impl
+        in_utc = instants(collect(snapshot(ch, name)).select(["id", "ts"]))
+        assert all(in_utc[k] != v for k, v in altered_columns.ZONED_FINAL.items()), impl
+
+
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
 def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
     """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
