@@ -24,6 +24,7 @@ from the server's sources and seen on PostgreSQL 15, 16 and 18
   loses its trailing spaces (``rtrim1``);
 - to ``text``: the old type's output form (``true``, ``1e+20``, ``2024-01-02 03:04:05.5``);
   to ``bool``: an ``int4`` is ``<> 0``, text as ``boolin`` reads it (`` yes ``, ``of``);
+  ``json`` to ``jsonb``: ``jsonb_out``'s text (keys sorted, duplicates gone, ``1e2`` → ``100``);
 - between two catalog types with no cast (``int`` → ``time``) the ``ALTER`` had a
   ``USING`` the archive does not hold: refused, so the caller keeps the value in a note
   (Arrow's cast made ``-1`` a time of day Arrow itself calls invalid).
@@ -40,6 +41,7 @@ IntervalStyle are ISO and postgres.
 from __future__ import annotations
 
 import decimal
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +57,7 @@ BPCHAR = 1042
 TEXTS = frozenset((25, 1043, BPCHAR, 19))
 TIMESTAMPTZ = 1184
 TIMESTAMPS = frozenset((1114, TIMESTAMPTZ))
-TIME, INTERVAL, DATE, INET = 1083, 1186, 1082, 869
+TIME, INTERVAL, DATE, INET, JSONB = 1083, 1186, 1082, 869, 3802
 # types whose text in the archive is not what the ALTER's cast to text gave: bool's and
 # inet's cast is a function of its own, and a timestamptz was written on the capture
 # session's clock, not the ALTER session's
@@ -108,10 +110,10 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     if doid in ARRAY_ELEM and pa.types.is_list(arr.type) and pa.types.is_list(to):
         return _elementwise(arr, (ARRAY_ELEM.get(soid, soid), smod), (ARRAY_ELEM[doid], dmod), to,
                             timezone), None
-    if soid != doid and doid not in TEXTS and soid not in TEXTS and soid in BY_OID and doid in BY_OID \
-            and soid not in _CASTS_TO.get(doid, ()):
+    if soid != doid and doid in _CASTS_TO and soid in BY_OID and soid not in TEXTS and soid not in _CASTS_TO[doid]:
         # no cast: the ALTER had a USING expression, which the archive does not hold (a
-        # domain's or an enum's OID is not in the catalog: Arrow's cast, as before)
+        # domain's or an enum's OID is not in the catalog, and other targets than these
+        # keep Arrow's cast: json -> jsonb, inet -> cidr...)
         raise pa.ArrowInvalid(f"no cast from type OID {soid} to {doid}: the value was rewritten by the "
                               "ALTER's USING expression")
     special, zone = None, timezone or "UTC"
@@ -129,6 +131,8 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
         arr = _to_float(arr, soid, to)
     elif doid in TEXTS and pa.types.is_string(to):
         arr = _to_text(arr, soid, doid, dmod, texts, zone)
+    elif doid == JSONB and soid != JSONB and pa.types.is_string(to) and pa.types.is_string(arr.type):
+        arr = _jsonb_text(arr)
     else:
         arr = cast_checked(arr, to)
     if doid in TIMESTAMPS and 0 <= dmod < 6:
@@ -347,6 +351,55 @@ def _from_wall_clock(arr: pa.Array, zone: str) -> pa.Array:
     at = pc.assume_timezone(arr, zone, ambiguous="latest", nonexistent="earliest")
     offset = pc.subtract(pc.local_timestamp(at).cast(pa.int64()), at.cast(pa.int64()))
     return pc.subtract(arr.cast(pa.int64()), offset).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _jsonb_text(arr):
+    """``json`` (or text) read as ``jsonb`` and written as ``jsonb_out`` writes it, one
+    by one: keys by length then bytes, the last of a duplicate kept, numbers as
+    ``numeric_out`` (``1e2`` is ``100``, ``-0`` is ``0``), ``", "`` and ``": "``."""
+    def bad(word):
+        raise ValueError(f"{word} is not JSON")
+
+    out = []
+    for text in arr.to_pylist():
+        if text is None:
+            out.append(None)
+            continue
+        try:
+            value = json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, parse_constant=bad)
+            out.append(_jsonb_out(value).encode().decode())   # a lone surrogate is no UTF-8
+        except (ValueError, RecursionError) as e:   # UnicodeError is a ValueError
+            raise pa.ArrowInvalid(f"not jsonb: {e}") from None
+    return pa.array(out, pa.string())
+
+
+def _jsonb_out(v) -> str:
+    if isinstance(v, dict):
+        keys = sorted(v, key=lambda k: (len(k.encode()), k.encode()))
+        return "{" + ", ".join(f"{_json_string(k)}: {_jsonb_out(v[k])}" for k in keys) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_jsonb_out(x) for x in v) + "]"
+    if isinstance(v, str):
+        return _json_string(v)
+    if isinstance(v, decimal.Decimal):
+        return format(abs(v) if v == 0 else v, "f")
+    return "null" if v is None else "true" if v else "false"
+
+
+def _json_string(s: str) -> str:
+    """``escape_json``: quotes, backslashes and control characters escaped, the rest as is."""
+    out = ['"']
+    for ch in s:
+        if ch in _JSON_ESCAPES:
+            out.append(_JSON_ESCAPES[ch])
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _interval_text(arr):

@@ -96,7 +96,7 @@ def test_floats_into_numerics_go_through_their_significant_digits():
 _TYPES = [(16, -1), (21, -1), (23, -1), (20, -1), (700, -1), (701, -1), (1700, -1), (1700, ((12 << 16) | 2) + 4),
           (1700, ((5 << 16) | 0) + 4), (25, -1), (1043, 9), (1042, 7), (1114, -1), (1114, 0), (1184, 3),
           (1083, -1), (1083, 1), (1186, -1), (1186, ((1 << 10) << 16) | 0xFFFF), (1186, (0x7FFF << 16) | 2),
-          (1082, -1), (869, -1), (1231, ((10 << 16) | 1) + 4), (1231, -1)]
+          (1082, -1), (869, -1), (1231, ((10 << 16) | 1) + 4), (1231, -1), (114, -1), (3802, -1)]
 
 
 def _values(oid, typmod, arrow):
@@ -118,7 +118,8 @@ def _values(oid, typmod, arrow):
         one = st.booleans()
     elif pa.types.is_string(arrow):
         one = st.one_of(st.text(max_size=8), st.decimals(allow_nan=True).map(str),
-                        st.floats().map(repr), st.sampled_from([" 12 ", "+7", "NaN", "1e400", "-0", "::1", "1.2.3.4"]))
+                        st.floats().map(repr), st.sampled_from([" 12 ", "+7", "NaN", "1e400", "-0", "::1", "1.2.3.4",
+                                                                '"\\ud83d"', '{"a": [1, {"b": 1e2}]}', "[" * 2000]))
     elif pa.types.is_timestamp(arrow):
         one = st.integers(-210_000_000_000 * 10**6, 200_000_000_000 * 10**6)
     elif pa.types.is_time(arrow):
