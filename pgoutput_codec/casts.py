@@ -34,7 +34,10 @@ from the server's sources and seen on PostgreSQL 15, 16 and 18
   the fall back repeats is standard time, one the spring forward skips reads by the
   offset before it (``DetermineTimeZoneOffset``).
 
-Not followed (README Limits): ``timetz`` keeps its text, unrounded; DateStyle and
+- ``timetz(p)`` rounds its clock half up, its zone kept; ``timetz`` → ``time`` drops it.
+
+Not followed (README Limits): ``time`` → ``timetz`` takes the zone's offset on the day of
+the ``ALTER``, which the archive does not hold (refused into a note); DateStyle and
 IntervalStyle are ISO and postgres.
 """
 
@@ -47,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .typecatalog import ARRAY_ELEM, BY_OID
+from .typecatalog import _TIME_RE, ARRAY_ELEM, BY_OID, _fmt_offset, _fmt_time_us
 
 __all__ = ["cast_checked", "cast_value"]
 
@@ -55,7 +58,7 @@ NUMERIC, FLOAT4, FLOAT8, BOOL = 1700, 700, 701, 16
 INTS = frozenset((20, 21, 23))
 BPCHAR = 1042
 TEXTS = frozenset((25, 1043, BPCHAR, 19))
-TIMESTAMPTZ = 1184
+TIMESTAMPTZ, TIMETZ = 1184, 1266
 TIMESTAMPS = frozenset((1114, TIMESTAMPTZ))
 TIME, INTERVAL, DATE, INET, JSONB = 1083, 1186, 1082, 869, 3802
 # types whose text in the archive is not what the ALTER's cast to text gave: bool's and
@@ -71,7 +74,9 @@ _CASTS_TO = {
     **{t: _NUMBERS | ({BOOL} if t == 23 else set()) for t in _NUMBERS},
     BOOL: {23},
     DATE: _DATETIMES, 1114: _DATETIMES, 1184: _DATETIMES,
-    TIME: {TIME, *TIMESTAMPS},
+    TIME: {TIME, TIMETZ, *TIMESTAMPS},
+    # time -> timetz takes the session zone's offset on the day of the ALTER, unknown
+    TIMETZ: {TIMETZ},
 }
 # the server's timestamps count microseconds from 2000-01-01, and round there
 _PG_EPOCH_US = 946_684_800 * 1_000_000
@@ -114,10 +119,12 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
         # no cast: the ALTER had a USING expression, which the archive does not hold (a
         # domain's or an enum's OID is not in the catalog, and other targets than these
         # keep Arrow's cast: json -> jsonb, inet -> cidr...)
-        raise pa.ArrowInvalid(f"no cast from type OID {soid} to {doid}: the value was rewritten by the "
-                              "ALTER's USING expression")
+        raise pa.ArrowInvalid(f"no cast from type OID {soid} to {doid} to redo: the ALTER's needs what the "
+                              "archive does not hold (its USING expression, or the day it ran)")
     special, zone = None, timezone or "UTC"
-    if soid == TIMESTAMPTZ and doid in (1114, DATE, TIME):
+    if soid == TIMETZ and doid == TIME:
+        arr = _timetz(arr, 1, keep_zone=False)   # timetz_time: the clock, the zone dropped
+    elif soid == TIMESTAMPTZ and doid in (1114, DATE, TIME):
         arr = pc.local_timestamp(arr.cast(pa.timestamp("us", tz=zone)))   # the wall clock there
     elif soid in (1114, DATE) and doid == TIMESTAMPTZ:
         arr = _from_wall_clock(arr.cast(pa.timestamp("us")), zone)
@@ -139,6 +146,8 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
         arr = _round_timestamps(arr, dmod)
     elif doid == TIME and 0 <= dmod < 6:
         arr = _round_times(arr, dmod)
+    elif doid == TIMETZ and 0 <= dmod < 6 and pa.types.is_string(arr.type):
+        arr = _timetz(arr, 10 ** (6 - dmod), keep_zone=True)
     elif doid == INTERVAL and dmod >= 0:
         arr = _fit_intervals(arr, dmod)
     return arr, special
@@ -334,14 +343,8 @@ def _timestamp_text(arr, soid, zone):
         return out
     offset = pc.divide(pc.subtract(wall.cast(pa.int64()), arr.cast(pa.int64())), 1_000_000)
     kinds = pc.unique(offset)        # a zone has few offsets: each written once
-    texts = pa.array([None if o is None else _offset_text(o) for o in kinds.to_pylist()], pa.string())
+    texts = pa.array([None if o is None else _fmt_offset(o) for o in kinds.to_pylist()], pa.string())
     return pc.binary_join_element_wise(out, pc.take(texts, pc.index_in(offset, kinds)), "")
-
-
-def _offset_text(seconds: int) -> str:
-    sign, s = ("-" if seconds < 0 else "+"), abs(seconds)
-    h, m, sec = s // 3600, s // 60 % 60, s % 60
-    return f"{sign}{h:02d}" + (f":{m:02d}" if m or sec else "") + (f":{sec:02d}" if sec else "")
 
 
 def _from_wall_clock(arr: pa.Array, zone: str) -> pa.Array:
@@ -449,6 +452,27 @@ def _round_timestamps(arr, precision):
 def _round_times(arr, precision):
     scale = 10 ** (6 - precision)
     return _with_storage(arr, lambda v: (v + scale // 2) // scale * scale)
+
+
+def _timetz(arr, scale: int, keep_zone: bool):
+    """A ``timetz`` (held as its text) rounded half up to ``scale`` µs
+    (``AdjustTimeForTypmod``, so ``23:59:59.99+02`` into ``timetz(1)`` is ``24:00:00+02``),
+    as text with its zone, or as a ``time`` without it. One by one: rare."""
+    out = []
+    for text in arr.to_pylist():
+        m = None if text is None else _TIME_RE.match(text.encode())
+        if text is not None and (m is None or not m[5]):
+            raise pa.ArrowInvalid(f"{text!r} is not a time with time zone")
+        if m is None:
+            out.append(None)
+            continue
+        us = (int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) * 1_000_000 + int((m[4] or b".").decode()[1:]
+                                                                                .ljust(6, "0"))
+        us = (us + scale // 2) // scale * scale
+        off = (int(m[6]) * 3600 + int(m[7] or 0) * 60 + int(m[8] or 0)) * (1 if m[5] == b"+" else -1)
+        out.append(_fmt_time_us(us) + _fmt_offset(off) if keep_zone else us)
+    return pa.array(out, pa.string() if keep_zone else pa.int64()).cast(
+        pa.string() if keep_zone else pa.time64("us"))
 
 
 def _cut(v: np.ndarray, unit: int) -> np.ndarray:
