@@ -317,3 +317,30 @@ def test_timestamps_meet_timestamptz_on_the_alter_session_s_clock(zoned_casts):
                                                  "1849-12-31 19:03:58-04:56:02"]
     in_utc = snapshot(decode_changes(early), "public.casts").sort_by("id")
     assert [in_utc.column(f"c{i}").equals(server.column(f"c{i}")) for i in range(len(ZONED))] == [False] * len(ZONED)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_a_key_the_alter_rounded_finds_its_row(pg_server, binary):
+    """A key whose type's scale shrinks is rounded by the rewrite: the Update after the
+    ALTER names the row by the rounded key (1.3 for 1.250), and the snapshot finds the
+    row inserted before it, as the server's table has one row per key. Before, Arrow
+    refused the cast, the key was null, and the row was held twice."""
+    with pg_server.connect() as conn:
+        x = conn.execute
+        x("CREATE TABLE rkey (id numeric(12,3) PRIMARY KEY, v int)")
+        x(f"CREATE PUBLICATION {CAST_PUB} FOR TABLE rkey")
+        x(f"SELECT pg_create_logical_replication_slot('{CAST_SLOT}', 'pgoutput')")
+        try:
+            x("INSERT INTO rkey VALUES (1.250, 1), (2.449, 2), (-0.050, 3)")
+            x("ALTER TABLE rkey ALTER COLUMN id TYPE numeric(12,1)")
+            x("UPDATE rkey SET v = v * 10 WHERE id IN (1.3, -0.1)")
+            x("DELETE FROM rkey WHERE id = 2.4")
+            rows = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
+            final = sorted(x("SELECT id, v FROM rkey").fetchall())
+        finally:
+            x(f"SELECT pg_drop_replication_slot('{CAST_SLOT}')")
+            x(f"DROP PUBLICATION {CAST_PUB}")
+            x("DROP TABLE rkey")
+    snap = snapshot(decode_changes(checks.archive_of(rows)), "public.rkey")
+    assert sorted((r["id"], r["v"]) for r in snap.to_pylist()) == final
+    assert final == [(decimal.Decimal("-0.1"), 30), (decimal.Decimal("1.3"), 10)]
