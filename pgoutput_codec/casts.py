@@ -6,7 +6,7 @@ before the ``ALTER`` is read by its own type (:mod:`pgoutput_codec.retyped`) and
 here as the server cast it. Arrow's casts are not PostgreSQL's: Arrow refuses what
 loses digits where the server rounds, and knows no typmod but a decimal's. The rules,
 from the server's sources and seen on PostgreSQL 15, 16 and 18
-(tests/conformance/test_retyped_columns.py, ``CASTS``):
+(tests/conformance/test_retyped_columns.py, ``CASTS`` and ``ZONED``):
 
 - to ``numeric(p,s)``: round half away from zero (``numeric.c`` ``apply_typmod``); from
   ``float8``/``float4`` through the text of its 15/6 significant digits first
@@ -27,13 +27,11 @@ from the server's sources and seen on PostgreSQL 15, 16 and 18
   ``json`` to ``jsonb``: ``jsonb_out``'s text (keys sorted, duplicates gone, ``1e2`` → ``100``);
 - between two catalog types with no cast (``int`` → ``time``) the ``ALTER`` had a
   ``USING`` the archive does not hold: refused, so the caller keeps the value in a note
-  (Arrow's cast made ``-1`` a time of day Arrow itself calls invalid).
-
+  (Arrow's cast made ``-1`` a time of day Arrow itself calls invalid);
 - ``timestamp``/``date`` ↔ ``timestamptz`` (and ``timestamptz`` → ``time``, ``text``) on
   the ``ALTER`` session's clock, ``TypeRegistry.timezone`` (UTC when not given): a time
   the fall back repeats is standard time, one the spring forward skips reads by the
-  offset before it (``DetermineTimeZoneOffset``).
-
+  offset before it (``DetermineTimeZoneOffset``);
 - ``timetz(p)`` rounds its clock half up, its zone kept; ``timetz`` → ``time`` drops it.
 
 Not followed (README Limits): ``time`` → ``timetz`` takes the zone's offset on the day of
@@ -58,13 +56,13 @@ NUMERIC, FLOAT4, FLOAT8, BOOL = 1700, 700, 701, 16
 INTS = frozenset((20, 21, 23))
 BPCHAR = 1042
 TEXTS = frozenset((25, 1043, BPCHAR, 19))
-TIMESTAMPTZ, TIMETZ = 1184, 1266
-TIMESTAMPS = frozenset((1114, TIMESTAMPTZ))
+TIMESTAMP, TIMESTAMPTZ, TIMETZ = 1114, 1184, 1266
+TIMESTAMPS = frozenset((TIMESTAMP, TIMESTAMPTZ))
 TIME, INTERVAL, DATE, INET, JSONB = 1083, 1186, 1082, 869, 3802
 # types whose text in the archive is not what the ALTER's cast to text gave: bool's and
 # inet's cast is a function of its own, and a timestamptz was written on the capture
 # session's clock, not the ALTER session's
-OWN_TEXT_CASTS = frozenset((BOOL, INET, 1184))
+OWN_TEXT_CASTS = frozenset((BOOL, INET, TIMESTAMPTZ))
 
 _NUMBERS = frozenset((*INTS, FLOAT4, FLOAT8, NUMERIC))
 _DATETIMES = frozenset((DATE, *TIMESTAMPS))
@@ -73,14 +71,13 @@ _DATETIMES = frozenset((DATE, *TIMESTAMPS))
 _CASTS_TO = {
     **{t: _NUMBERS | ({BOOL} if t == 23 else set()) for t in _NUMBERS},
     BOOL: {23},
-    DATE: _DATETIMES, 1114: _DATETIMES, 1184: _DATETIMES,
+    DATE: _DATETIMES, TIMESTAMP: _DATETIMES, TIMESTAMPTZ: _DATETIMES,
     TIME: {TIME, TIMETZ, *TIMESTAMPS},
     # time -> timetz takes the session zone's offset on the day of the ALTER, unknown
     TIMETZ: {TIMETZ},
 }
 # the server's timestamps count microseconds from 2000-01-01, and round there
 _PG_EPOCH_US = 946_684_800 * 1_000_000
-_US_PER_DAY = 86_400 * 1_000_000
 # datetime.h's field bits (INTERVAL_MASK) and the unit each cuts the time part to
 _YEAR, _MONTH, _DAY = 1 << 2, 1 << 1, 1 << 3
 _HOUR, _MINUTE, _SECOND = 1 << 10, 1 << 11, 1 << 12
@@ -124,9 +121,9 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     special, zone = None, timezone or "UTC"
     if soid == TIMETZ and doid == TIME:
         arr = _timetz(arr, 1, keep_zone=False)   # timetz_time: the clock, the zone dropped
-    elif soid == TIMESTAMPTZ and doid in (1114, DATE, TIME):
+    elif soid == TIMESTAMPTZ and doid in (TIMESTAMP, DATE, TIME):
         arr = pc.local_timestamp(arr.cast(pa.timestamp("us", tz=zone)))   # the wall clock there
-    elif soid in (1114, DATE) and doid == TIMESTAMPTZ:
+    elif soid in (TIMESTAMP, DATE) and doid == TIMESTAMPTZ:
         arr = _from_wall_clock(arr.cast(pa.timestamp("us")), zone)
     if doid == BOOL:
         arr = _to_bool(arr)
