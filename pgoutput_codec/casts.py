@@ -291,6 +291,11 @@ def _to_text(arr, soid, doid, dmod, texts, zone):
             out = _timestamp_text(arr, soid, zone)
         elif pa.types.is_interval(arr.type):
             out = _interval_text(arr)
+        elif pa.types.is_time(arr.type):      # time_out: 24:00:00 is a time, no fraction of zeros
+            out = pa.array([None if v is None else _fmt_time_us(v) for v in arr.cast(pa.int64()).to_pylist()],
+                           pa.string())
+        elif pa.types.is_binary(arr.type):    # byteaout's hex form
+            out = pa.array([None if v is None else "\\x" + v.hex() for v in arr.to_pylist()], pa.string())
         else:
             out = cast_checked(arr, pa.string())
         if texts is not None:
