@@ -29,6 +29,7 @@ import ipaddress
 import os
 import re
 import struct
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -334,8 +335,28 @@ class TypeRegistry:
         if self.timezone is None:
             cur.execute("SHOW TimeZone")
             zone = cur.fetchone()[0]
-            self.timezone = zone.decode() if isinstance(zone, bytes) else zone
+            zone = zone.decode() if isinstance(zone, bytes) else zone
+            if _arrow_places(zone):
+                self.timezone = zone
+            else:   # a POSIX rule ('UTC+3'), or the server machine's own 'localtime'
+                warnings.warn(f"the session's TimeZone {zone!r} is not a zone Arrow's database places: values "
+                              "retyped between timestamp and timestamptz are read in UTC unless "
+                              "TypeRegistry.timezone names the zone", stacklevel=2)
         return self
+
+
+def _arrow_places(zone: str) -> bool:
+    """Whether Arrow's time zone database knows ``zone`` as the server did: not
+    ``localtime``, which is the machine's own (this one's, for Arrow)."""
+    import pyarrow.compute as pc
+
+    if zone.lower() == "localtime":
+        return False
+    try:
+        pc.assume_timezone(pa.array([0], pa.timestamp("us")), zone)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 class _Resolved(NamedTuple):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 
 import checks
 import pyarrow as pa
@@ -347,3 +348,21 @@ def test_a_key_the_alter_rounded_finds_its_row(pg_server, binary):
     snap = snapshot(decode_changes(checks.archive_of(rows)), "public.rkey")
     assert sorted((r["id"], r["v"]) for r in snap.to_pylist()) == final
     assert final == [(decimal.Decimal("-0.1"), 30), (decimal.Decimal("1.3"), 10)]
+
+
+def test_a_session_zone_arrow_cannot_place_is_said_not_guessed(pg_server):
+    """A POSIX rule (``UTC+3``, which PostgreSQL reads as three hours *west*, or
+    ``<+03>-03``) is no zone Arrow's database places (nor is a server machine's
+    ``localtime``, which this server refuses to be SET to): load_from_connection warns
+    and leaves ``timezone`` unset (UTC), rather than read the values on another clock;
+    an IANA name is kept."""
+    with pg_server.connect() as conn:
+        for zone, kept in (("UTC+3", None), ("<+03>-03", None), ("Asia/Kolkata", "Asia/Kolkata")):
+            conn.execute(f"SET TimeZone = '{zone}'")
+            if kept is None:
+                with pytest.warns(UserWarning, match=re.escape(f"TimeZone '{zone}' is not a zone Arrow")):
+                    reg = TypeRegistry().load_from_connection(conn)
+            else:
+                reg = TypeRegistry().load_from_connection(conn)
+            assert reg.timezone == kept
+        assert TypeRegistry(timezone="Europe/Berlin").load_from_connection(conn).timezone == "Europe/Berlin"
