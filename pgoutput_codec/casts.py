@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .typecatalog import _TIME_RE, ARRAY_ELEM, BY_OID, _fmt_offset, _fmt_time_us
+from .typecatalog import _TIME_RE, ARRAY_ELEM, BY_OID, _fmt_float8, _fmt_offset, _fmt_time_us, _frac_us
 
 __all__ = ["cast_checked", "cast_value"]
 
@@ -187,8 +187,7 @@ def _to_numeric(arr, soid, to):
         return _numeric_of_floats(arr, 15 if soid == FLOAT8 else 6, to)
     special = None
     if pa.types.is_string(arr.type) and pa.types.is_decimal(to):
-        arr = pc.utf8_trim_whitespace(arr)
-        nan = pc.fill_null(pc.match_substring_regex(arr, "^[Nn][Aa][Nn]$"), False)
+        nan = pc.fill_null(pc.match_substring_regex(arr, r"^\s*[Nn][Aa][Nn]\s*$"), False)
         if pc.any(nan).as_py():   # NaN fits any numeric(p,s): null, and named
             special = pc.if_else(nan, "NaN", pa.nulls(len(arr), pa.string()))
             arr = pc.if_else(nan, pa.nulls(len(arr), pa.string()), arr)
@@ -308,29 +307,10 @@ def _to_text(arr, soid, doid, dmod, texts, zone):
 
 
 def _float_text(arr):
-    """``float8out``/``float4out``'s form, one by one (a float column altered to text is
-    rare): the shortest digits that read back as the value, in exponent form when the
-    exponent is below -4 or at least 15 (6 for ``float4``), the exponent of two digits."""
+    """``float8out``/``float4out``'s form (``typecatalog._fmt_float8``), one by one: a
+    float column altered to text is rare."""
     f4 = pa.types.is_float32(arr.type)
-    limit, out = (6 if f4 else 15), []
-    for x in arr.to_pylist():
-        if x is None or x != x or x in (float("inf"), float("-inf")):
-            out.append(None if x is None else "NaN" if x != x else "Infinity" if x > 0 else "-Infinity")
-            continue
-        if x == 0:
-            out.append("-0" if str(x).startswith("-") else "0")
-            continue
-        mant, exp = np.format_float_scientific(np.float32(x) if f4 else x, unique=True, trim="-").split("e")
-        exp, sign, digits = int(exp), "-" if mant[0] == "-" else "", mant.lstrip("-").replace(".", "")
-        if exp < -4 or exp >= limit:
-            text = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + f"e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-        elif exp >= 0:
-            whole, frac = digits[:exp + 1].ljust(exp + 1, "0"), digits[exp + 1:]
-            text = whole + ("." + frac if frac else "")
-        else:
-            text = "0." + "0" * (-exp - 1) + digits
-        out.append(sign + text)
-    return pa.array(out, pa.string())
+    return pa.array([None if x is None else _fmt_float8(x, f4) for x in arr.to_pylist()], pa.string())
 
 
 def _timestamp_text(arr, soid, zone):
@@ -422,12 +402,7 @@ def _interval_text(arr):
                 parts.append(f"{'+' if before and n > 0 else ''}{n} {unit}{'' if n == 1 else 's'}")
                 before = before or n < 0
         if us or not parts:
-            sign = "-" if us < 0 else "+" if before else ""
-            h, rest = divmod(abs(us), 3_600_000_000)
-            m, rest = divmod(rest, 60_000_000)
-            sec, frac = divmod(rest, 1_000_000)
-            text = f"{sign}{h:02d}:{m:02d}:{sec:02d}" + (f".{frac:06d}".rstrip("0") if frac else "")
-            parts.append(text)
+            parts.append(("-" if us < 0 else "+" if before else "") + _fmt_time_us(abs(us)))
         out.append(" ".join(parts))
     return pa.array(out, pa.string())
 
@@ -451,9 +426,13 @@ def _round_timestamps(arr, precision):
     return _with_storage(arr, lambda v: _round_away(v - _PG_EPOCH_US, scale) + _PG_EPOCH_US)
 
 
+def _round_up(v, scale: int):
+    """Half up (``AdjustTimeForTypmod``: a time of day is never negative)."""
+    return (v + scale // 2) // scale * scale
+
+
 def _round_times(arr, precision):
-    scale = 10 ** (6 - precision)
-    return _with_storage(arr, lambda v: (v + scale // 2) // scale * scale)
+    return _with_storage(arr, lambda v: _round_up(v, 10 ** (6 - precision)))
 
 
 def _timetz(arr, scale: int, keep_zone: bool):
@@ -468,9 +447,7 @@ def _timetz(arr, scale: int, keep_zone: bool):
         if m is None:
             out.append(None)
             continue
-        us = (int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) * 1_000_000 + int((m[4] or b".").decode()[1:]
-                                                                                .ljust(6, "0"))
-        us = (us + scale // 2) // scale * scale
+        us = _round_up((int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) * 1_000_000 + _frac_us(m[4]), scale)
         off = (int(m[6]) * 3600 + int(m[7] or 0) * 60 + int(m[8] or 0)) * (1 if m[5] == b"+" else -1)
         out.append(_fmt_time_us(us) + _fmt_offset(off) if keep_zone else us)
     return pa.array(out, pa.string() if keep_zone else pa.int64()).cast(

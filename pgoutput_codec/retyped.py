@@ -49,6 +49,7 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
     the column's (what was done for every value before)."""
     n = len(values)
     special = special if special is not None else pa.nulls(n, pa.string())
+    zone = getattr(registry, "timezone", None)
     for (oid, typmod), idx, r in earlier:
         sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
         idx = _materialize(idx)
@@ -71,12 +72,10 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
         notes = r.special if r.special is not None else pa.nulls(n, pa.string())
         texts = _texts_at(kinds, data, idx) if pa.types.is_string(values.type) else None
         try:
-            cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts,
-                                     getattr(registry, "timezone", None))
+            cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts, zone)
             notes = notes if marks is None else pc.coalesce(marks, notes)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-            cast, notes = cast_each(r.values, notes, values.type, at, col, sent, src, texts,
-                                    getattr(registry, "timezone", None))
+            cast, notes = cast_each(r.values, notes, values.type, at, col, sent, src, texts, zone)
         values = pc.if_else(mask, cast, values)
         special = pc.if_else(mask, notes, special)
     return values, special

@@ -895,21 +895,22 @@ def _b_pg_lsn(b, tm):
     return f"{v >> 32:X}/{v & 0xFFFFFFFF:X}"
 
 
-def _fmt_float8(x):
+def _fmt_float8(x, float4=False):
     """float8out (shortest round-trip, Ryu): exponent form when the decimal exponent is
-    < -4 or >= 15, as PostgreSQL 12+ prints with extra_float_digits >= 1."""
+    < -4 or >= 15, as PostgreSQL 12+ prints with extra_float_digits >= 1; ``float4``:
+    float4out, the shortest digits of the float4 and the exponent form from 6."""
     if x != x:
         return "NaN"
     if x in (float("inf"), float("-inf")):
         return "Infinity" if x > 0 else "-Infinity"
     if x == 0:
         return "-0" if str(x).startswith("-") else "0"
-    d = decimal.Decimal(repr(x))
+    d = decimal.Decimal(str(np.float32(x)) if float4 else repr(x))
     sign, digits, exp = d.normalize().as_tuple()
     digs = "".join(map(str, digits))
     e10 = exp + len(digs) - 1
     sg = "-" if sign else ""
-    if e10 < -4 or e10 >= 15:
+    if e10 < -4 or e10 >= (6 if float4 else 15):
         mant = digs[0] + ("." + digs[1:] if len(digs) > 1 else "")
         return f"{sg}{mant}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
     return format(d.normalize(), "f")
