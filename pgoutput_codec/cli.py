@@ -685,6 +685,7 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
     from .transcode import TRANSCODED_FROM, pg_encoding_name
 
     recode = _new_transcoder(encoding, errors, envelope)
+    source = pg_encoding_name(encoding)
     parts = read_archive_parts(archive)
     os.makedirs(out, exist_ok=True)
     counts = {"files": 0, "rows": 0, "rewritten": 0, "left_as_sent": 0, "out": out}
@@ -693,10 +694,9 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
         for _, why in report.left_as_sent:
             print(f"{PROG}: {os.path.basename(part.path)}: left as sent: {why}", file=sys.stderr)
         md = dict(t.schema.metadata or {})
-        md[TRANSCODED_FROM] = pg_encoding_name(encoding).encode()
+        md[TRANSCODED_FROM] = source.encode()
         if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
-            md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8",
-                                           transcoded_from=pg_encoding_name(encoding))).encode()
+            md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8", transcoded_from=source)).encode()
         name = os.path.splitext(os.path.basename(part.path))[0] + ".parquet"
         dest = os.path.join(out, name)
         if os.path.abspath(dest) == os.path.abspath(part.path):

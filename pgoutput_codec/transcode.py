@@ -55,8 +55,8 @@ from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
-__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "pg_encoding_name", "python_codec", "transcode_payloads",
-           "transcode_archive"]
+__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "pg_encoding_name", "python_codec",
+           "transcode_payloads", "transcode_archive"]
 
 #: PostgreSQL's encoding names (``pg_encoding_to_char``) -> Python codec names. PostgreSQL's
 #: SJIS is Microsoft's code page 932 (its aliases include WIN932), UHC is 949. SQL_ASCII is
@@ -78,6 +78,12 @@ PG_ENCODINGS = {
 def _clean(name):
     """As PostgreSQL's clean_encoding_name: letters and digits only, case ignored."""
     return "".join(ch for ch in name.upper() if ch.isalnum())
+
+
+def _pg_key(name):
+    """``name`` cleaned, ISO-8859-1 read as PostgreSQL's LATIN1 (its alias there)."""
+    key = _clean(name)
+    return {"ISO88591": "LATIN1"}.get(key, key)
 
 
 _BY_CLEAN_NAME = {_clean(k): v for k, v in PG_ENCODINGS.items()}
@@ -111,8 +117,7 @@ def python_codec(encoding: str) -> str:
     """The Python codec of a PostgreSQL encoding name (``LATIN1``, ``WIN1252``, ``EUC_JP``;
     as PostgreSQL reads them, case and punctuation ignored: ``euc-jp``) or of a Python
     codec name (``latin-1``, ``cp1252``)."""
-    key = _clean(encoding)
-    key = {"ISO88591": "LATIN1"}.get(key, key)
+    key = _pg_key(encoding)
     if key in _BY_CLEAN_NAME:
         name = _BY_CLEAN_NAME[key]
         if name is None:
@@ -131,8 +136,7 @@ def pg_encoding_name(encoding: str) -> str:
     names (``latin-1``, ``iso-8859-1``, ``Latin1``); Python's codec name for one
     PostgreSQL does not have. What an archive rewritten here records, one spelling
     whoever named it."""
-    codec = python_codec(encoding)
-    key = {"ISO88591": "LATIN1"}.get(_clean(encoding), _clean(encoding))
+    codec, key = python_codec(encoding), _pg_key(encoding)
     names = [k for k, v in PG_ENCODINGS.items() if v is not None and codecs.lookup(v).name == codec]
     return next((k for k in names if _clean(k) == key), names[0] if names else codec)
 
