@@ -14,6 +14,7 @@ archive never saw (text ``'abc'`` to ``int4`` by ``length``): that value is null
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import re
@@ -35,10 +36,24 @@ NEW_TYPES = {"id": 20, "i": 20, "f": 701, "s": 1043, "ts": 1184, "n": 1700, "cod
 UNTOUCHED = (3, 4)
 
 
-def _get(conn, binary: bool) -> list:
-    opts = ["proto_version", "1", "publication_names", PUB] + (["binary", "true"] if binary else [])
-    return conn.execute(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{SLOT}', NULL, NULL, "
+def _get(conn, slot, pub, binary: bool) -> list:
+    opts = ["proto_version", "1", "publication_names", pub] + (["binary", "true"] if binary else [])
+    return conn.execute(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{slot}', NULL, NULL, "
                         "VARIADIC %s::text[])", (opts,)).fetchall()
+
+
+@contextlib.contextmanager
+def _published(conn, table: str, slot: str, pub: str):
+    """``table`` (made by the caller) in a publication with a slot, all three dropped after."""
+    x = conn.execute
+    x(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+    x(f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')")
+    try:
+        yield
+    finally:
+        x(f"SELECT pg_drop_replication_slot('{slot}')")
+        x(f"DROP PUBLICATION {pub}")
+        x(f"DROP TABLE {table}")
 
 
 @pytest.fixture(scope="module", params=["text", "binary"])
@@ -50,9 +65,7 @@ def retyped(pg_server, request):
         x("SET TimeZone = 'UTC'")   # timestamp -> timestamptz is read in the session's zone
         x("CREATE TABLE retyped (id int PRIMARY KEY, i int, f real, s text, ts timestamp, n int, code text, "
           "word text)")
-        x(f"CREATE PUBLICATION {PUB} FOR TABLE retyped")
-        x(f"SELECT pg_create_logical_replication_slot('{SLOT}', 'pgoutput')")
-        try:
+        with _published(conn, "retyped", SLOT, PUB):
             x("INSERT INTO retyped SELECT g, g * 1000000, g + 0.5, 's' || g, "
               "timestamp '2024-01-02 03:04:05.25' + g * interval '1 day', g * 7, (g * 11)::text, "
               "repeat('w', g) FROM generate_series(1, 4) g")
@@ -64,12 +77,8 @@ def retyped(pg_server, request):
             x("UPDATE retyped SET i = 5000000000, f = 0.1, n = 2.5 WHERE id = 2")
             x("INSERT INTO retyped VALUES (5, 6, 7.25, 'five', '2025-05-05 05:05:05+00', 1.25, 55, 5)")
             x("DELETE FROM retyped WHERE id = 4 AND false")   # nothing: row 4 stays as sent
-            rows = _get(conn, binary)
+            rows = _get(conn, SLOT, PUB, binary)
             final, names = checks.rows_by_id(conn, "retyped")
-        finally:
-            x(f"SELECT pg_drop_replication_slot('{SLOT}')")
-            x(f"DROP PUBLICATION {PUB}")
-            x("DROP TABLE retyped")
     return checks.archive_of(rows), final, names
 
 
@@ -228,23 +237,17 @@ def _alter_and_rewrite(pg_server, casts, binary: bool, zone: str):
         x(f"SET TimeZone = '{zone}'")
         x("CREATE TABLE casts (id int PRIMARY KEY, " + ", ".join(f"c{i} {old}" for i, (old, _, _) in
                                                                  enumerate(casts)) + ")")
-        x(f"CREATE PUBLICATION {CAST_PUB} FOR TABLE casts")
-        x(f"SELECT pg_create_logical_replication_slot('{CAST_SLOT}', 'pgoutput')")
-        try:
+        with _published(conn, "casts", CAST_SLOT, CAST_PUB):
             for r in range(rows):
                 x(f"INSERT INTO casts VALUES ({r}, " + ", ".join(
                     vals[r] if r < len(vals) else "NULL" for _, _, vals in casts) + ")")
             x("ALTER TABLE casts " + ", ".join(f"ALTER COLUMN c{i} TYPE {new.format(i=i)}"
                                                for i, (_, new, _) in enumerate(casts)))
             x(f"INSERT INTO casts (id) VALUES ({rows})")
-            before = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
+            before = _get(conn, CAST_SLOT, CAST_PUB, binary)
             x(f"UPDATE casts SET id = id WHERE id < {rows}")
-            after = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
+            after = _get(conn, CAST_SLOT, CAST_PUB, binary)
             registry = TypeRegistry().load_from_connection(conn)
-        finally:
-            x(f"SELECT pg_drop_replication_slot('{CAST_SLOT}')")
-            x(f"DROP PUBLICATION {CAST_PUB}")
-            x("DROP TABLE casts")
     return checks.archive_of(before), checks.archive_of(before + after), registry
 
 
@@ -269,12 +272,6 @@ def _assert_same_columns(mine, server, casts):
             assert a.type == b.type, (old, new, name)
             assert a.cast(pa.int64()).equals(b.cast(pa.int64())) if pa.types.is_time(a.type) else a.equals(b), (
                 old, new, name, a.to_pylist()[:len(vals)], b.to_pylist()[:len(vals)])
-
-
-def _get_from(conn, slot, pub, binary: bool) -> list:
-    opts = ["proto_version", "1", "publication_names", pub] + (["binary", "true"] if binary else [])
-    return conn.execute(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{slot}', NULL, NULL, "
-                        "VARIADIC %s::text[])", (opts,)).fetchall()
 
 
 def test_a_value_sent_before_the_alter_is_what_the_server_s_cast_made_of_it(server_casts):
@@ -332,19 +329,13 @@ def test_a_key_the_alter_rounded_finds_its_row(pg_server, binary):
     with pg_server.connect() as conn:
         x = conn.execute
         x("CREATE TABLE rkey (id numeric(12,3) PRIMARY KEY, v int)")
-        x(f"CREATE PUBLICATION {CAST_PUB} FOR TABLE rkey")
-        x(f"SELECT pg_create_logical_replication_slot('{CAST_SLOT}', 'pgoutput')")
-        try:
+        with _published(conn, "rkey", CAST_SLOT, CAST_PUB):
             x("INSERT INTO rkey VALUES (1.250, 1), (2.449, 2), (-0.050, 3)")
             x("ALTER TABLE rkey ALTER COLUMN id TYPE numeric(12,1)")
             x("UPDATE rkey SET v = v * 10 WHERE id IN (1.3, -0.1)")
             x("DELETE FROM rkey WHERE id = 2.4")
-            rows = _get_from(conn, CAST_SLOT, CAST_PUB, binary)
+            rows = _get(conn, CAST_SLOT, CAST_PUB, binary)
             final = sorted(x("SELECT id, v FROM rkey").fetchall())
-        finally:
-            x(f"SELECT pg_drop_replication_slot('{CAST_SLOT}')")
-            x(f"DROP PUBLICATION {CAST_PUB}")
-            x("DROP TABLE rkey")
     snap = snapshot(decode_changes(checks.archive_of(rows)), "public.rkey")
     assert sorted((r["id"], r["v"]) for r in snap.to_pylist()) == final
     assert final == [(decimal.Decimal("-0.1"), 30), (decimal.Decimal("1.3"), 10)]
