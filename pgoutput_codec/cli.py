@@ -660,8 +660,10 @@ def _transcoder(encoding, mode="FAILFAST", envelope="auto"):
     the decoder to report as the malformed row it is."""
     if not encoding:
         return None
+    from .transcode import is_utf8
+
     recode = _new_transcoder(encoding, "strict" if mode == "FAILFAST" else "keep", envelope)
-    return None if recode.codec == "utf-8" else recode
+    return None if is_utf8(encoding) else recode
 
 
 def _transcoded(recode, t, hint="--mode PERMISSIVE/DROPMALFORMED leaves it as sent", where=""):

@@ -55,7 +55,7 @@ from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
-__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "pg_encoding_name", "python_codec",
+__all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "is_utf8", "pg_encoding_name", "python_codec",
            "transcode_payloads", "transcode_archive"]
 
 #: PostgreSQL's encoding names (``pg_encoding_to_char``) -> Python codec names. PostgreSQL's
@@ -75,15 +75,34 @@ PG_ENCODINGS = {
 }
 
 
+#: PostgreSQL's other names for its encodings (``pg_encname_tbl``, cleaned), as a server
+#: reads them: ``pg_encoding_to_char(pg_char_to_encoding(alias))`` on 15, 16 and 18
+#: (tests/conformance/test_encodings.py asks the server). Python's codec registry knows
+#: some under other spellings only (``windows1252`` no, ``windows-1252`` yes), and reads
+#: ``shiftjis`` as ``shift_jis`` where PostgreSQL's is SJIS, code page 932.
+_PG_ALIASES = {
+    "ABC": "WIN1258", "TCVN": "WIN1258", "TCVN5712": "WIN1258", "VSCII": "WIN1258", "ALT": "WIN866",
+    "WIN": "WIN1251", "KOI8": "KOI8R", "UNICODE": "UTF8", "MSKANJI": "SJIS", "SHIFTJIS": "SJIS",
+    "WIN932": "SJIS", "WINDOWS932": "SJIS", "WIN936": "GBK", "WINDOWS936": "GBK", "WIN949": "UHC",
+    "WINDOWS949": "UHC", "WIN950": "BIG5", "WINDOWS950": "BIG5", "WINDOWS866": "WIN866",
+    "WINDOWS874": "WIN874",
+    **{f"ISO8859{n}": f"LATIN{k}" for n, k in ((1, 1), (2, 2), (3, 3), (4, 4), (9, 5), (10, 6), (13, 7),
+                                                 (14, 8), (15, 9), (16, 10))},
+    **{f"WINDOWS{n}": f"WIN{n}" for n in range(1250, 1259)},
+}
+#: PostgreSQL encodings Python has no codec for: named, so the error says so.
+_NO_PYTHON_CODEC = {"EUCTW", "MULEINTERNAL"}
+
+
 def _clean(name):
     """As PostgreSQL's clean_encoding_name: letters and digits only, case ignored."""
     return "".join(ch for ch in name.upper() if ch.isalnum())
 
 
 def _pg_key(name):
-    """``name`` cleaned, ISO-8859-1 read as PostgreSQL's LATIN1 (its alias there)."""
+    """``name`` cleaned, an alias read as the PostgreSQL name it stands for."""
     key = _clean(name)
-    return {"ISO88591": "LATIN1"}.get(key, key)
+    return _PG_ALIASES.get(key, key)
 
 
 _BY_CLEAN_NAME = {_clean(k): v for k, v in PG_ENCODINGS.items()}
@@ -124,11 +143,20 @@ def python_codec(encoding: str) -> str:
             raise ValueError("SQL_ASCII is no encoding: a SQL_ASCII database stores its clients' bytes "
                              "unconverted; name the encoding they wrote (e.g. LATIN1, WIN1252)")
         return codecs.lookup(name).name
+    if key in _NO_PYTHON_CODEC:
+        raise ValueError(f"{encoding!r} is a PostgreSQL encoding Python has no codec for: not supported")
     try:
         return codecs.lookup(encoding).name
     except LookupError:
         raise ValueError(f"unknown encoding {encoding!r} (a PostgreSQL name such as LATIN1, WIN1252, "
                          "EUC_JP, or a Python codec name)") from None
+
+
+def is_utf8(encoding: str) -> bool:
+    """Whether an archive captured under ``encoding`` is already what the decoders read, so
+    nothing is rewritten (``UTF8``, ``utf-8``, ``unicode``...). Raises ValueError for a name
+    :func:`python_codec` does not know, SQL_ASCII included."""
+    return python_codec(encoding) == "utf-8"
 
 
 def pg_encoding_name(encoding: str) -> str:

@@ -14,7 +14,7 @@ from pgoutput_codec import (Begin, Commit, Delete, Insert, LogicalMessage, Relat
                             StreamStop, Transcoder, TupleColumn, Type, Update, XLogData, decode_changes,
                             encode_message, table_changes, transcode_archive, transcode_payloads)
 from pgoutput_codec import USING_EXTENSIONS, transcode
-from pgoutput_codec.transcode import TranscodeError, pg_encoding_name, python_codec
+from pgoutput_codec.transcode import TranscodeError, is_utf8, pg_encoding_name, python_codec
 
 # text, int4, jsonb, text[], a user type sent by a Type message as a domain over varchar, bytea
 COLUMNS = (("t", 25), ("i", 23), ("jb", 3802), ("ta", 1009), ("d", 70000), ("by", 17))
@@ -144,11 +144,21 @@ def test_an_archive_records_the_encoding_by_postgresql_s_name(name, pg):
     assert pg_encoding_name(name) == pg
 
 
+@pytest.mark.parametrize("name,utf8", [("UTF8", True), ("utf-8", True), ("Utf_8", True), ("unicode", True),
+                                       ("LATIN1", False), ("cp1252", False), ("utf-16", False)])
+def test_one_answer_to_whether_an_archive_needs_rewriting(name, utf8):
+    """The CLI, the data source and spark.transcode ask is_utf8: each had its own test."""
+    assert is_utf8(name) is utf8
+
+
 def test_names_that_are_no_encoding():
     with pytest.raises(ValueError, match="SQL_ASCII is no encoding"):
         python_codec("SQL_ASCII")
     with pytest.raises(ValueError, match="unknown encoding 'KLINGON'"):
         python_codec("KLINGON")
+    for name in ("SQL_ASCII", "KLINGON"):
+        with pytest.raises(ValueError):
+            is_utf8(name)
     with pytest.raises(ValueError, match="errors must be"):
         Transcoder("LATIN1", errors="ignore")
 

@@ -177,9 +177,9 @@ class _Config:
                 self.change_options[k] = options[k]
         self.encoding = options.get("encoding") or None
         if self.encoding is not None:
-            from ..transcode import python_codec
+            from ..transcode import is_utf8
             try:
-                if python_codec(self.encoding) == "utf-8":
+                if is_utf8(self.encoding):
                     self.encoding = None
             except ValueError as e:
                 raise ValueError(f"pgoutput data source: encoding: {e}") from None

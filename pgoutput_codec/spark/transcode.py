@@ -21,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..transcode import STATE_TAGS, Timeline, Transcoder, python_codec
+from ..transcode import STATE_TAGS, Timeline, Transcoder, is_utf8
 from . import rowfilter as RF
 from .changes import _collect_arrow, _col, _order_key
 from .rowfilter import KEY as _KEY
@@ -63,7 +63,7 @@ def transcode(df: DataFrame, encoding: str, *, payload: str = "data", order_by=N
     them). Runs one Spark job eagerly (the state rows to the driver)."""
     if errors not in ("strict", "keep"):
         raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
-    if python_codec(encoding) == "utf-8":
+    if is_utf8(encoding):
         return df
     if _KEY in df.columns:
         raise ValueError(f"the DataFrame already has a column {_KEY!r}")

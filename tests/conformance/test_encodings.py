@@ -143,3 +143,39 @@ def test_a_payload_it_cannot_rewrite_is_named_or_left_as_sent(encoded):
     got, report = transcode_payloads(broken, enc, registry=registry, errors="keep")
     assert got.to_pylist()[i] == broken[i] and [r for r, _ in report.left_as_sent] == [i]
     assert report.rows == len(broken) == report.rewritten + report.kept
+
+
+#: Every name PostgreSQL reads as an encoding (its pg_encname_tbl: official names and
+#: aliases), spelled as users type them, plus a few it refuses. Listed here, not taken
+#: from transcode._PG_ALIASES, so that an alias the table lacks fails.
+PG_NAMES = (
+    "abc alt big5 euccn eucjis2004 eucjp euckr euctw gb18030 gbk iso88591 iso885910 iso885913 iso885914 "
+    "iso885915 iso885916 iso88592 iso88593 iso88594 iso88595 iso88596 iso88597 iso88598 iso88599 johab koi8 "
+    "koi8r koi8u latin1 latin10 latin2 latin3 latin4 latin5 latin6 latin7 latin8 latin9 mskanji muleinternal "
+    "shiftjis shiftjis2004 sjis sqlascii tcvn tcvn5712 uhc unicode utf8 vscii win win1250 win1251 win1252 "
+    "win1253 win1254 win1255 win1256 win1257 win1258 win866 win874 win932 win936 win949 win950 windows1250 "
+    "windows1251 windows1252 windows1253 windows1254 windows1255 windows1256 windows1257 windows1258 "
+    "windows866 windows874 windows932 windows936 windows949 windows950 "
+    "ISO-8859-2 Windows-1252 Shift_JIS EUC_TW UTF-8 KOI8-U cp1252 utf16 iso8859"
+).split()
+#: Encodings the server knows that no archive here can be rewritten from (each refused).
+REFUSED = {"SQL_ASCII", "EUC_TW", "MULE_INTERNAL"}
+
+
+def test_an_encoding_is_read_by_every_name_the_server_reads_it_by(pg_server):
+    """``--encoding windows1252``, ``unicode`` or ``iso88592`` were refused as unknown, and
+    ``shiftjis`` read as Python's shift_jis where PostgreSQL's SJIS is code page 932."""
+    from pgoutput_codec.transcode import pg_encoding_name
+
+    with pg_server.connect() as c:
+        server = {n: c.execute("SELECT pg_encoding_to_char(pg_char_to_encoding(%s))", (n,)).fetchone()[0]
+                  for n in PG_NAMES}
+    assert server["unicode"] == "UTF8" and server["cp1252"] == ""    # the list is read as we think
+    for name, canonical in server.items():
+        if not canonical:
+            continue        # not PostgreSQL's: Python's codec names stay accepted as they are
+        if canonical in REFUSED:
+            with pytest.raises(ValueError):
+                python_codec(name)
+            continue
+        assert (pg_encoding_name(name), python_codec(name)) == (canonical, python_codec(canonical)), name
