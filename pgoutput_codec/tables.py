@@ -715,6 +715,7 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
     newest = {c["name"]: _type_of(c) for c in cols}
     odd_of: dict = {}    # relation_version -> [(column, type)] of its columns typed otherwise
     canon = _canonical_keys(rows, cols)
+    listed, listed_fp = None, object()   # the column names of the change before (None: none yet)
 
     def close(key, lsn, ts):
         if keep_history and key in held.open_ver:
@@ -734,6 +735,17 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             continue
         rcols = r["columns"] or []
         names = [c["name"] for c in rcols]
+        fp = r.get("relation_version")
+        if rcols and (fp is None or fp != listed_fp):
+            new = set(added_columns(listed, names)) if listed is not None and names != listed else ()
+            if new:
+                # a column added since the rows held were stored is not in them: where one
+                # of its name was (dropped, then added again), that value is the dropped
+                # column's. history keeps its versions' images as sent (new dicts here)
+                for k, img in held.store.items():
+                    if not new.isdisjoint(img):
+                        held.store[k] = {c: v for c, v in img.items() if c not in new}
+            listed, listed_fp = names, fp
         flagged = [c["name"] for c in rcols if c["flags"] & 1]
         keycols = tuple(flagged or names)
         held.rekey(keycols)
@@ -742,7 +754,6 @@ def _replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = No
             if r["before"] is not None else None
         after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
             if r["after"] is not None else None
-        fp = r.get("relation_version")
         odd = odd_of.get(fp) if fp is not None else None
         if odd is None:
             odd = [(c["name"], _type_of(c)) for c in rcols if newest.get(c["name"], _type_of(c)) != _type_of(c)]
@@ -899,6 +910,23 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     shown = cols if current is None else [c for c in cols if c["name"] in current]
     arrays, names = _typed_rows(list(store.values()), shown, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def added_columns(before: list, after: list) -> list:
+    """The names of Relation column list ``after`` that are columns added since list
+    ``before`` (the same table's, the one in force before it). PostgreSQL keeps a
+    table's columns in the order they were added and puts a new one last, and pgoutput
+    sends no DDL, so ``after`` is the columns kept, in ``before``'s order, then those
+    added: every name past the longest start of ``after`` that runs in ``before``'s
+    order. A name ``before`` had among those was dropped and added again — its values
+    from before are the dropped column's, not this one's (the server's rows not changed
+    since hold null, or the ``DEFAULT``). A publication whose column list changed in the
+    archive is read the same way (its Relation says nothing else)."""
+    rest = iter(before)
+    for i, name in enumerate(after):
+        if name not in rest:      # consumes ``rest`` up to the name: ``after``'s start in order
+            return list(after[i:])
+    return []
 
 
 def columns_in_force(rows: pa.Table) -> set | None:

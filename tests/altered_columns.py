@@ -108,6 +108,32 @@ def dropped() -> list:
     ])
 
 
+def readded() -> list:
+    """What a server sends for test_dropped_columns.READDED: ``b`` dropped, an Update,
+    ``b`` added again, an Insert; ``a`` dropped and added in one statement (it comes
+    back last), an Update; ``c`` dropped, a Delete; ``c`` added again as
+    ``varchar(10)``, an Update."""
+    def rel(*cols):
+        return Relation(relation_id=16520, namespace="public", relation_name="readded", replica_identity="d",
+                        columns=tuple(RelationColumn(int(n == "id"), n, o, m) for n, o, m in cols))
+
+    def tup(*vs):
+        return tuple(TupleColumn("n", None) if v is None else TupleColumn("t", str(v).encode()) for v in vs)
+    i, a, b, c, cv = ("id", 23, -1), ("a", 25, -1), ("b", 23, -1), ("c", 25, -1), ("c", 1043, 14)
+    return _transactions([
+        [rel(i, a, b, c), *(Insert(relation_id=16520, new_tuple=tup(k, f"a{k}", 10 * k, f"c{k}")) for k in (1, 2, 3))],
+        [rel(i, a, c), Update(relation_id=16520, new_tuple=tup(2, "a2", "x2"))],
+        [rel(i, a, c, b), Insert(relation_id=16520, new_tuple=tup(4, "a4", "c4", 40))],
+        [rel(i, c, b, a), Update(relation_id=16520, new_tuple=tup(3, "y3", None, None))],
+        [rel(i, b, a), Delete(relation_id=16520, old_kind="K", old_tuple=tup(4, None, None))],
+        [rel(i, b, a, cv), Update(relation_id=16520, new_tuple=tup(1, None, None, "c5"))],
+    ])
+
+
+#: the table after :func:`readded`, as the server has it: (b, a, c) by id
+READDED_FINAL = {1: (None, None, "c5"), 2: (None, None, None), 3: (None, None, None)}
+
+
 def said(rows: list) -> list:
     """Change or table rows (dicts) with null ``__special`` fields left out, in the images
     too: Spark's schema gives every retyped column one, the single process only where a

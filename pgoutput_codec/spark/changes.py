@@ -415,6 +415,11 @@ class _TableInfo(NamedTuple):
     replaced: bool = False    # another relation bore the name before it
     found: bool = True        # some relation bears it (False: renamed away, none does)
     current: list | None = None   # as of the cut asked for: the column list of its last change
+    # each version's last change (rank, seq), as ``versions``: rank None where the key alone
+    # orders commits (GivenHeads.serial); as of the cut asked for, ``upto``: (column list,
+    # last change) of the versions used up to it, in that order (change rows read back)
+    lasts: list = []
+    upto: list | None = None
 
 
 class _Pass2:
@@ -472,9 +477,11 @@ class _Pass2:
             used = (rows.where(given).groupBy(RF.version_of(heads).alias("v"))
                     .agg(F.max(_KEY).alias("last"), F.max(old).alias("old"), F.max(dels).alias("dels")).collect())
             by_version = plan.columns_by_version()
-            fps = [heads.fingerprints[r["v"]] for r in sorted(used, key=lambda r: r["last"])]
+            used = sorted(used, key=lambda r: r["last"])
+            fps = [heads.fingerprints[r["v"]] for r in used]
             return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan),
-                              any(r["old"] for r in used), any(r["dels"] for r in used), fps)
+                              any(r["old"] for r in used), any(r["dels"] for r in used), fps,
+                              lasts=[(None, r["last"]) for r in used])
         # the Delete fact from the heads too, where the tag byte is read anyway: only the
         # heads cross into Python, and no whole payload is kept beside them
         f = (rows.select(_KEY, F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES).alias("h"))
@@ -491,7 +498,7 @@ class _Pass2:
         by_version = plan.columns_by_version()
         fps = [fp for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
         return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan), any(r["old"] for r in used),
-                          any(r["dels"] for r in used), fps)
+                          any(r["dels"] for r in used), fps, lasts=[last[fp] for fp in fps])
 
     def _truncate_facts(self, plan) -> list:
         """``_TableInfo.truncates``: (rank, seq, commit_lsn, commit_ts) of each Truncate."""

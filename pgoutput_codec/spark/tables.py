@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 
 from ..retyped import retyped_names
 from ..schema import CHANGE_SCHEMA
-from ..tables import bearer, net_key, unknown_key_error
+from ..tables import added_columns, bearer, net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .changes import _attached, _TableInfo, physical_plan
@@ -176,11 +176,13 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     fps = [r["relation_version"] for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    at = [(r["last_by"]["r"], r["last_by"]["s"], i) for i, r in enumerate(rows)
-          if as_of_lsn is not None and r["last_by"] is not None and cols[i] is not None]
-    current = [c.asDict() for c in cols[max(at)[2]]] if at else None
+    at = sorted((r["last_by"]["r"], r["last_by"]["s"], i) for i, r in enumerate(rows)
+                if as_of_lsn is not None and r["last_by"] is not None and cols[i] is not None)
+    current = [c.asDict() for c in cols[at[-1][2]]] if at else None
+    upto = [([c.asDict() for c in cols[i]], (r, s)) for r, s, i in at] if as_of_lsn is not None else None
+    lasts = [(r["last"]["r"], r["last"]["s"]) for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
     return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
-                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current)
+                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current, lasts, upto)
 
 
 #: physical plan nodes that run Python: a DataFrame whose rows come through one is costly
@@ -822,29 +824,62 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
-    out = last.select("after.*")
-    keep = _in_force(changes, name, as_of_lsn, info)
-    if keep is None:
+    seq = _versions_upto(changes, name, as_of_lsn, info)
+    out = _without_dropped_values(last, cols, seq).select("after.*")
+    if seq is None:
         return out
+    keep = {c["name"] for c in seq[-1][0]}
     return out.select(*[f"`{c}`" for c in out.columns
                         if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
 
 
-def _in_force(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) -> set | None:
-    """The column names of the Relation in force at the cut (``tables.columns_in_force``):
-    a column dropped is not in the server's table, so not in the snapshot. None: every
-    column (the table's versions list the same columns, or openGauss rows: no Relation).
-    Over a DataFrame straight from ``decode_changes``, a cut costs one more small job (the
-    payload heads up to it), only for a table whose versions list different columns."""
+def _versions_upto(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) -> list | None:
+    """(column list, last change) of the Relation versions used up to the cut, in that
+    order: the last is in force there (``tables.columns_in_force``; a column dropped is
+    not in the server's table, so not in the snapshot). None: every column (the table's
+    versions list the same columns, or openGauss rows: no Relation). Over a DataFrame
+    straight from ``decode_changes``, a cut costs one more small job (the payload heads up
+    to it), only for a table whose versions list different columns."""
     if info.relation_id is None or len({frozenset(c["name"] for c in v) for v in info.versions}) <= 1:
         return None
     if as_of_lsn is None:
-        return {c["name"] for c in info.versions[-1]}
+        return list(zip(info.versions, info.lasts, strict=True))
     pass2 = _pass2_of(changes)
     if pass2 is not None:
         cut = pass2._table_info(*pass2._narrowed(*_split_name(name), as_of_lsn))
-        return {c["name"] for c in cut.versions[-1]} if cut.versions else None
-    return {c["name"] for c in info.current} if info.current else None
+        return list(zip(cut.versions, cut.lasts, strict=True)) or None
+    return info.upto or None
+
+
+def _without_dropped_values(ev: DataFrame, cols: T.StructType, seq: list | None) -> DataFrame:
+    """``ev`` with the values of a column dropped and added again by its name left out
+    of the images sent before (``tables.added_columns``): the column is a new one, null
+    in the rows not changed since, as in the single-process replay. ``seq``:
+    :func:`_versions_upto`'s; a column is added again past the last change of the version
+    before the one that lists it again."""
+    if not seq:
+        return ev
+    cut, seen = {}, set()
+    for (before, last), (after, _) in zip(seq, seq[1:], strict=False):
+        seen.update(c["name"] for c in before)
+        for c in added_columns([c["name"] for c in before], [c["name"] for c in after]):
+            if c in seen and c in cols.names:
+                cut[c] = last
+    if not cut:
+        return ev
+    rank = ev.schema["__pos"].dataType["r"].dataType
+
+    def before(last):
+        r, s = last
+        if r is None:   # the order key orders the commits
+            return F.col("__pos.s") <= F.lit(s)
+        return F.col("__pos") <= F.struct(F.lit(r).cast(rank).alias("r"), F.lit(s).cast(T.LongType()).alias("s"))
+
+    def field(f):
+        nm = f.name[:-9] if f.name.endswith("__special") and f.name[:-9] in cut else f.name
+        v = F.col(f"after.`{f.name}`")
+        return (F.when(before(cut[nm]), F.lit(None).cast(f.dataType)).otherwise(v) if nm in cut else v).alias(f.name)
+    return ev.withColumn("after", F.when(F.col("after").isNotNull(), F.struct(*[field(f) for f in cols.fields])))
 
 
 def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
@@ -880,6 +915,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     else:
         replaced = []
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
+    ev = _without_dropped_values(ev, cols, _versions_upto(changes, name, None, info))
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
         return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import checks
 import pytest
 
-from pgoutput_codec import decode_changes, history, snapshot, table_changes
+from pgoutput_codec import decode_changes, history, net_changes, snapshot, table_changes
 
 SLOT, PUB = "dropped_slot", "dropped_pub"
 STEPS = [
@@ -29,27 +29,57 @@ STEPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def dropped(pg_server):
+#: a column dropped and added again by its name: a new column, null in the rows not
+#: changed since (the dropped one's values are gone on the server). ``b``: a change comes
+#: between the DROP and the ADD, so a Relation without ``b`` is sent; ``a``: dropped and
+#: added in one statement, nothing sent between, but the column comes back last; ``c``:
+#: back as another type (``varchar``: a snapshot types a column by its newest type at
+#: every cut, and the server's ``text`` ones read as it)
+READDED = [
+    "INSERT INTO readded VALUES (1, 'a1', 10, 'c1'), (2, 'a2', 20, 'c2'), (3, 'a3', 30, 'c3')",
+    "ALTER TABLE readded DROP COLUMN b",
+    "UPDATE readded SET c = 'x2' WHERE id = 2",
+    "ALTER TABLE readded ADD COLUMN b int",
+    "INSERT INTO readded VALUES (4, 'a4', 'c4', 40)",
+    "ALTER TABLE readded DROP COLUMN a, ADD COLUMN a text",
+    "UPDATE readded SET c = 'y3' WHERE id = 3",
+    "ALTER TABLE readded DROP COLUMN c",
+    "DELETE FROM readded WHERE id = 4",
+    "ALTER TABLE readded ADD COLUMN c varchar(10)",
+    "UPDATE readded SET c = 'c5' WHERE id = 1",
+]
+
+
+def _run(pg_server, table: str, ddl: str, steps: list) -> tuple:
     """(archive, the server's table after each committed change: rows by id)."""
     with pg_server.connect() as conn:
         x = conn.execute
-        x("CREATE TABLE dropped (id int PRIMARY KEY, a text, b int, c text)")
-        x(f"CREATE PUBLICATION {PUB} FOR TABLE dropped")
+        x(ddl)
+        x(f"CREATE PUBLICATION {PUB} FOR TABLE {table}")
         x(f"SELECT pg_create_logical_replication_slot('{SLOT}', 'pgoutput')")
         states = []
         try:
-            for step in STEPS:
+            for step in steps:
                 x(step)
                 if not step.startswith("ALTER"):
-                    states.append(checks.rows_by_id(conn, "dropped")[0])
+                    states.append(checks.rows_by_id(conn, table)[0])
             rows = x(f"SELECT lsn::text, data FROM pg_logical_slot_get_binary_changes('{SLOT}', NULL, NULL, "
                      "'proto_version', '1', 'publication_names', %s)", (PUB,)).fetchall()
         finally:
             x(f"SELECT pg_drop_replication_slot('{SLOT}')")
             x(f"DROP PUBLICATION {PUB}")
-            x("DROP TABLE dropped")
+            x(f"DROP TABLE {table}")
     return checks.archive_of(rows), states
+
+
+@pytest.fixture(scope="module")
+def dropped(pg_server):
+    return _run(pg_server, "dropped", "CREATE TABLE dropped (id int PRIMARY KEY, a text, b int, c text)", STEPS)
+
+
+@pytest.fixture(scope="module")
+def readded(pg_server):
+    return _run(pg_server, "readded", "CREATE TABLE readded (id int PRIMARY KEY, a text, b int, c text)", READDED)
 
 
 def test_the_snapshot_as_of_each_commit_is_the_servers_table(dropped):
@@ -79,3 +109,27 @@ def test_table_changes_and_history_keep_every_column(dropped):
     hist = history(changes, "public.dropped").to_pylist()
     alive = {h["id"]: {k: h[k] for k in ("id", "c", "d")} for h in hist if h["__END_LSN"] is None}
     assert alive == states[-1]
+
+
+def test_a_column_dropped_and_added_again_is_a_new_column(readded):
+    """The snapshot as of every commit is the server's table: a column of a name dropped
+    before holds null in the rows not changed since it was added again (before stop 34
+    the dropped column's values came back: 10 and 30 in ``b``, ``a1`` and ``a2`` in ``a``,
+    ``x2`` in ``c``); so do the net changes. history keeps what was sent."""
+    archive, states = readded
+    changes = decode_changes(archive)
+    commits = sorted(set(changes.column("commit_lsn").to_pylist()))
+    assert len(commits) == len(states)
+    for lsn, want in zip(commits, states, strict=True):
+        got = {r["id"]: r for r in snapshot(changes, "public.readded", as_of_lsn=lsn).to_pylist()}
+        assert got == want, lsn
+    final = states[-1]
+    assert final[2] == {"id": 2, "b": None, "a": None, "c": None}
+    # a copy built from nothing by the net changes of the whole archive is the table (a
+    # copy made before a column was added again must drop and add it as the server did:
+    # the net changes hold only the rows changed)
+    net = net_changes(changes, "public.readded").to_pylist()
+    assert {r["__OP"] for r in net} == {"upsert", "delete"}
+    assert {r["id"]: {c: r[c] for c in final[1]} for r in net if r["__OP"] == "upsert"} == final
+    hist = [h for h in history(changes, "public.readded").to_pylist() if h["id"] == 1]
+    assert [(h["b"], h["c"]) for h in hist] == [(10, "c1"), (None, "c5")]

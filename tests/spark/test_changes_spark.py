@@ -1481,6 +1481,39 @@ def test_a_timestamp_retyped_to_timestamptz_is_read_on_the_registry_s_clock(spar
 
 
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
+def test_a_column_dropped_and_added_again_is_a_new_column(spark, tmp_path, form):
+    """tests/altered_columns.readded (the messages of test_dropped_columns.READDED, whose
+    single-process snapshots equal the servers' tables): Spark's snapshot as of every
+    commit leaves the dropped column's values out of the column added again by its name,
+    as the single process does, straight from decode_changes (the versions' last changes
+    from the plan) or from any DataFrame (from the versions job); so do net_changes;
+    history keeps what was sent."""
+    import altered_columns
+    from altered_columns import said
+
+    from pgoutput_codec.tables import net_changes as net_changes_1
+    t, single = _encoded(altered_columns.readded())
+    name = "public.readded"
+    commits = sorted(set(single.column("commit_lsn").to_pylist()))
+    final = {r["id"]: (r["b"], r["a"], r["c"]) for r in snapshot_1(single, name).to_pylist()}
+    assert final == altered_columns.READDED_FINAL
+    df = spark.read.parquet(*write_files(t, tmp_path / "readded", 2))
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+        ch = ch.cache() if form == "cached" else ch
+        for cut in [*commits, None]:
+            want = said(snapshot_1(single, name, cut).sort_by("id").to_pylist())
+            got = said(collect(snapshot(ch, name, as_of_lsn=cut)).sort_by("id").to_pylist())
+            assert got == want, (impl, cut)
+        net = said(collect(net_changes(ch, name)).sort_by("id").drop_columns(["__RELATION_ID"]).to_pylist())
+        assert net == said(net_changes_1(single, name).sort_by("id").drop_columns(["__RELATION_ID"]).to_pylist()), impl
+        order = [("id", "ascending"), ("__START_LSN", "ascending")]
+        hist = said(collect(history(ch, name)).sort_by(order).to_pylist())
+        assert hist == said(history_1(single, name).sort_by(order).to_pylist()), impl
+        ch.unpersist()
+
+
+@pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
 def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
     """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
     the messages of tests/conformance/test_dropped_columns.py, whose single-process
