@@ -275,7 +275,16 @@ class TableSession(Session):
     ``retypes``: now and then, under the same conditions, ``n`` changes type between
     ``int8`` and ``numeric(20,2)`` (``ALTER COLUMN n TYPE``): the server rewrites the rows
     without sending them, and later changes send ``n`` in the new type's text form
-    (``5.00``), old images under FULL included: the same value, other bytes."""
+    (``5.00``), old images under FULL included: the same value, other bytes.
+
+    ``readds``: now and then, under the same conditions, the column of ``v`` and ``n``
+    that is not last is dropped and added again by its name in one statement (``DROP
+    COLUMN v, ADD COLUMN v text``): every row holds null there, the column comes back
+    last (the Relation lists ``id, n, v``), and nothing is sent for the rows; the next
+    change of the table is an Insert. ``dropped``: per table, [commit LSN before the
+    ALTER, column, commit LSN that shows it], in order. An archive shows the ALTER only
+    with the table's next committed change, which sends the Relation, and only where one
+    ALTER came between (after two the columns are listed as before): :meth:`unseen`."""
 
     #: numeric(20,2)'s type modifier: ((precision << 16) | scale) + 4
     NUMERIC_TYPMOD = ((20 << 16) | 2) + 4
@@ -283,9 +292,12 @@ class TableSession(Session):
     TABLES = {16400: ("a", "d"), 16401: ("b", "f")}
     TRUNCATES = True
 
-    def __init__(self, seed: int, *, events: int = 40, flips: bool = False, retypes: bool = False):
+    def __init__(self, seed: int, *, events: int = 40, flips: bool = False, retypes: bool = False,
+                 readds: bool = False):
         super().__init__(seed, events=events)
-        self.flips, self.retypes = flips, retypes
+        self.flips, self.retypes, self.readds = flips, retypes, readds
+        self.order = {rid: ("v", "n") for rid in self.TABLES}   # the columns after id, as listed
+        self.dropped = {rid: [] for rid in self.TABLES}
         self.numeric = {rid: False for rid in self.TABLES}   # n is numeric(20,2), not int8
         self.ident = {rid: ident for rid, (_, ident) in self.TABLES.items()}
         self.ncols = {rid: 3 for rid in self.TABLES}
@@ -301,8 +313,8 @@ class TableSession(Session):
         name, ident = self.TABLES[rid][0], self.ident[rid]
         full = ident == "f"
         n_type = (1700, self.NUMERIC_TYPMOD) if self.numeric[rid] else (20, -1)
-        cols = (RelationColumn(1, "id", 23, -1), RelationColumn(int(full), "v", 25, -1),
-                RelationColumn(int(full), "n", *n_type))
+        by = {"v": RelationColumn(int(full), "v", 25, -1), "n": RelationColumn(int(full), "n", *n_type)}
+        cols = (RelationColumn(1, "id", 23, -1), *(by[c] for c in self.order[rid]))
         self._put(Relation(xid=xid, relation_id=rid, namespace="public", relation_name=name,
                            replica_identity=ident, columns=cols))
         self.sent.add(rid)
@@ -348,19 +360,34 @@ class TableSession(Session):
                     and not any(r == rid for r, _ in self.locks):
                 self.numeric[rid] = not self.numeric[rid]
                 self.sent.discard(rid)
+            if self.readds and xid is None and not self.streams and self.r.random() < 0.1 \
+                    and not any(r == rid for r, _ in self.locks):
+                col, last = self.order[rid]
+                self.order[rid] = (last, col)
+                self.dropped[rid].append([self.states[-1][0] if self.states else 0, col, None])
+                at = 0 if col == "v" else 1
+                self.committed[rid] = {k: tuple(None if i == at else x for i, x in enumerate(row))
+                                       for k, row in self.committed[rid].items()}
+                self.sent.discard(rid)
+                readded = True
+            else:
+                readded = False
             num = self._num if self.numeric[rid] else self._val
             full = self.ident[rid] == "f"
+
+            def tup(key, v, n, rid=rid):
+                return (key, *(v if c == "v" else n for c in self.order[rid]))
             if not self._free(rid, None, txn):
                 continue
             if rid not in self.sent:
                 self._relation(rid, top)
             view = self._view(txn)[rid]
             mine = [k for k in view if self._free(rid, k, txn)]
-            roll = self.r.random()
+            roll = 0.0 if readded else self.r.random()
             if roll < 0.45 or not mine:
                 key, row = self.next_id, (self._text(), self._int())
                 self.next_id += 1
-                m = Insert(xid=xid, relation_id=rid, new_tuple=(self._val(key), self._val(row[0]), num(row[1])))
+                m = Insert(xid=xid, relation_id=rid, new_tuple=tup(self._val(key), self._val(row[0]), num(row[1])))
                 op, args, locked = "I", (key, row), [key]
             elif roll < 0.75:
                 old = self.r.choice(mine)
@@ -374,18 +401,18 @@ class TableSession(Session):
                 vcol = TupleColumn("u", None) if v is _UNCHANGED else self._val(v)
                 old_tuple = None
                 if full:
-                    old_tuple = (self._val(old), self._val(v0), num(n0))
+                    old_tuple = tup(self._val(old), self._val(v0), num(n0))
                 elif new != old:
                     old_tuple = (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
                 m = Update(xid=xid, relation_id=rid, old_kind=None if old_tuple is None else ("O" if full else "K"),
-                           old_tuple=old_tuple, new_tuple=(self._val(new), vcol, num(n1)))
+                           old_tuple=old_tuple, new_tuple=tup(self._val(new), vcol, num(n1)))
                 op, args, locked = "U", (old, new, (v, n1)), [old, new]
             elif roll < 0.95 or not self.TRUNCATES:
                 if rid in self.fixed_keys:
                     continue
                 old = self.r.choice(mine)
                 v0, n0 = view[old]
-                old_tuple = (self._val(old), self._val(v0), num(n0)) if full else \
+                old_tuple = tup(self._val(old), self._val(v0), num(n0)) if full else \
                     (self._val(old), TupleColumn("n", None), TupleColumn("n", None))
                 m = Delete(xid=xid, relation_id=rid, old_kind="O" if full else "K", old_tuple=old_tuple)
                 op, args, locked = "D", old, [old]
@@ -415,6 +442,14 @@ class TableSession(Session):
         self.locks = {k: h for k, h in self.locks.items() if h != txn.xid}
 
     def _on_commit(self, txn, lsn):
+        for rid in {rid for x, rid, _, _ in self.ops.get(txn.xid, ()) if x not in txn.aborted}:
+            # the table's first committed change since ALTERs: its Relation shows one, not two
+            # (each moves the other column last: after two they are listed as before)
+            pending = [e for e in self.dropped[rid] if e[2] is None]
+            if len(pending) == 1:
+                pending[0][2] = lsn
+            for e in pending:
+                e[2] = e[2] or -1        # -1: never shown
         super()._on_commit(txn, lsn)
         self.committed = self._view(txn)
         self.ops.pop(txn.xid, None)
@@ -430,10 +465,12 @@ class TableSession(Session):
         """The rows of table ``rid`` in ``tables`` as snapshot gives them (dicts)."""
         return [dict(id=k, v=v, n=n) for k, (v, n) in tables[rid].items()]
 
-    def table(self, tables, rid):
-        """:meth:`rows` as an Arrow table of the decoded column types."""
+    def table(self, tables, rid, copied_at=None):
+        """:meth:`rows` as an Arrow table of the decoded column types (:meth:`copied` as of
+        commit ``copied_at``, when given)."""
         import pyarrow as pa
-        return pa.Table.from_pylist(self.rows(tables, rid), schema=pa.schema(
+        rows = self.rows(tables, rid) if copied_at is None else self.copied(tables, rid, copied_at)
+        return pa.Table.from_pylist(rows, schema=pa.schema(
             [("id", pa.int32()), ("v", pa.string()), ("n", pa.int64())]))
 
     def key_columns(self, rid, changes=None):
@@ -448,12 +485,29 @@ class TableSession(Session):
                 keys &= {c["name"] for c in cols if c["flags"] & 1}
         return [k for k in ("id", "v", "n") if k in keys]
 
-    @staticmethod
-    def alive(history_rows, lsn):
+    def alive(self, history_rows, lsn, rid=None):
         """The row versions of ``history`` rows (dicts) alive at commit LSN ``lsn``: the
-        table as of that commit."""
-        return [{k: h[k] for k in ("id", "v", "n")} for h in history_rows
+        table as of that commit. history keeps each version's image as sent: a column
+        dropped and added again (``readds``, of table ``rid``) since the version began
+        and by ``lsn`` is null in the table, so it is here."""
+        gone = self.dropped.get(rid, ()) if rid is not None else ()
+        return [{k: None if any(h["__START_LSN"] <= at < lsn and k == c for at, c, _ in gone) else h[k]
+                 for k in ("id", "v", "n")} for h in history_rows
                 if h["__START_LSN"] <= lsn and (h["__END_LSN"] is None or h["__END_LSN"] > lsn)]
+
+    def unseen(self, rid, lsn=None) -> bool:
+        """Whether table ``rid`` had a column dropped and added again (before commit
+        ``lsn``; None: at all) that no committed change of it shows by then: the archive
+        has no Relation saying so, and a snapshot holds the dropped column's values."""
+        last = float("inf") if lsn is None else lsn
+        return any(at < last and (shown is None or shown < 0 or shown > last) for at, _, shown in self.dropped[rid])
+
+    def copied(self, tables, rid, lsn):
+        """:meth:`rows` of ``tables`` (the table as of commit ``lsn``) in a copy that then
+        drops and adds again the columns the server did after it (its net changes hold only
+        the rows changed): where net changes after ``lsn`` are merged."""
+        gone = {c for at, c, _ in self.dropped[rid] if at >= lsn}
+        return [{k: None if k in gone else v for k, v in r.items()} for r in self.rows(tables, rid)]
 
 
 #: an Update's 'u' column: the value stays as it was (unchanged TOAST)

@@ -415,9 +415,11 @@ class _TableInfo(NamedTuple):
     replaced: bool = False    # another relation bore the name before it
     found: bool = True        # some relation bears it (False: renamed away, none does)
     current: list | None = None   # as of the cut asked for: the column list of its last change
-    # each version's last change (rank, seq), as ``versions``: rank None where the key alone
-    # orders commits (GivenHeads.serial); as of the cut asked for, ``upto``: (column list,
-    # last change) of the versions used up to it, in that order (change rows read back)
+    # each version's first and last change (rank, seq), as ``versions``: rank None where the
+    # key alone orders commits (GivenHeads.serial); as of the cut asked for, ``upto``:
+    # (column list, fingerprint, first, last change) of the versions used up to it (change
+    # rows read back)
+    firsts: list = []
     lasts: list = []
     upto: list | None = None
 
@@ -475,30 +477,33 @@ class _Pass2:
         if heads is not None and heads.serial and sum(map(len, heads.versions.values())) <= RF.ROW_DROP_LIMIT:
             given, old, dels = RF.given(heads)
             used = (rows.where(given).groupBy(RF.version_of(heads).alias("v"))
-                    .agg(F.max(_KEY).alias("last"), F.max(old).alias("old"), F.max(dels).alias("dels")).collect())
+                    .agg(F.max(_KEY).alias("last"), F.min(_KEY).alias("first"), F.max(old).alias("old"),
+                         F.max(dels).alias("dels")).collect())
             by_version = plan.columns_by_version()
             used = sorted(used, key=lambda r: r["last"])
             fps = [heads.fingerprints[r["v"]] for r in used]
             return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan),
                               any(r["old"] for r in used), any(r["dels"] for r in used), fps,
-                              lasts=[(None, r["last"]) for r in used])
+                              firsts=[(None, r["first"]) for r in used], lasts=[(None, r["last"]) for r in used])
         # the Delete fact from the heads too, where the tag byte is read anyway: only the
         # heads cross into Python, and no whole payload is kept beside them
         f = (rows.select(_KEY, F.substring(F.col(_PAYLOAD), 1, HEAD_BYTES).alias("h"))
              .mapInArrow(_HeadFacts(bc), HEAD_FACTS_ROW))
         used = (f.where(F.col("f.rank") >= 0).groupBy(F.col("f.version").alias("v"))
                 .agg(F.max(F.struct(F.col("f.rank").alias("r"), "s")).alias("last"),
+                     F.min(F.struct(F.col("f.rank").alias("r"), "s")).alias("first"),
                      F.max("f.old").alias("old"), F.max("f.del").alias("dels")).collect())
         # one entry per definition (the same definition sent again is one version)
         fingerprint = plan.version_table.column("relation_version").to_pylist()
-        last = {}
+        last, first = {}, {}
         for r in used:
-            fp, pos = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"])
-            last[fp] = max(last.get(fp, pos), pos)
+            fp, pos, at = fingerprint[r["v"]], (r["last"]["r"], r["last"]["s"]), (r["first"]["r"], r["first"]["s"])
+            last[fp], first[fp] = max(last.get(fp, pos), pos), min(first.get(fp, at), at)
         by_version = plan.columns_by_version()
         fps = [fp for fp, _ in sorted(last.items(), key=lambda kv: kv[1])]
         return _TableInfo([by_version[fp] for fp in fps], self._truncate_facts(plan), any(r["old"] for r in used),
-                          any(r["dels"] for r in used), fps, lasts=[last[fp] for fp in fps])
+                          any(r["dels"] for r in used), fps, firsts=[first[fp] for fp in fps],
+                          lasts=[last[fp] for fp in fps])
 
     def _truncate_facts(self, plan) -> list:
         """``_TableInfo.truncates``: (rank, seq, commit_lsn, commit_ts) of each Truncate."""

@@ -158,7 +158,8 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     rows = (changes.groupBy("relation_version")
             .agg(F.first("relation_id", ignorenulls=True).alias("relation_id"),
                  F.first("schema", ignorenulls=True).alias("schema"), F.first("table", ignorenulls=True).alias("table"),
-                 F.max(pos).alias("last"), F.max(by).alias("last_by"),
+                 F.max(pos).alias("last"), F.max(by).alias("last_by"), F.min(pos).alias("first"),
+                 F.min(by).alias("first_by"),
                  F.min("seq").alias("first_seq") if apart else F.first("columns", ignorenulls=True).alias("columns"),
                  F.collect_list(F.when(F.col("op") == "T", F.struct(pos.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
@@ -179,10 +180,14 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     at = sorted((r["last_by"]["r"], r["last_by"]["s"], i) for i, r in enumerate(rows)
                 if as_of_lsn is not None and r["last_by"] is not None and cols[i] is not None)
     current = [c.asDict() for c in cols[at[-1][2]]] if at else None
-    upto = [([c.asDict() for c in cols[i]], (r, s)) for r, s, i in at] if as_of_lsn is not None else None
-    lasts = [(r["last"]["r"], r["last"]["s"]) for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
+    def pos(p):
+        return p["r"], p["s"]
+    upto = [([c.asDict() for c in cols[i]], rows[i]["relation_version"], pos(rows[i]["first_by"]), (r, s))
+            for r, s, i in at] if as_of_lsn is not None else None
+    kept = [r for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
     return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
-                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current, lasts, upto)
+                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current,
+                      [pos(r["first"]) for r in kept], [pos(r["last"]) for r in kept], upto)
 
 
 #: physical plan nodes that run Python: a DataFrame whose rows come through one is costly
@@ -824,45 +829,82 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
-    seq = _versions_upto(changes, name, as_of_lsn, info)
-    out = _without_dropped_values(last, cols, seq).select("after.*")
-    if seq is None:
+    spans = _column_spans(changes, name, as_of_lsn, info)
+    out = _without_dropped_values(last, cols, spans).select("after.*")
+    if spans is None:
         return out
-    keep = {c["name"] for c in seq[-1][0]}
+    keep = set(spans[-1][0])
     return out.select(*[f"`{c}`" for c in out.columns
                         if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
 
 
-def _versions_upto(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) -> list | None:
-    """(column list, last change) of the Relation versions used up to the cut, in that
-    order: the last is in force there (``tables.columns_in_force``; a column dropped is
-    not in the server's table, so not in the snapshot). None: every column (the table's
-    versions list the same columns, or openGauss rows: no Relation). Over a DataFrame
-    straight from ``decode_changes``, a cut costs one more small job (the payload heads up
-    to it), only for a table whose versions list different columns."""
-    if info.relation_id is None or len({frozenset(c["name"] for c in v) for v in info.versions}) <= 1:
+def _column_spans(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) -> list | None:
+    """The table's column lists as its changes up to the cut were sent under them, in
+    commit order: [(names, the last change under them: (rank, seq); rank None where the
+    order key orders commits)], the same list sent again (retyped, another identity) one
+    span. The last is in force at the cut (``tables.columns_in_force``: a column dropped
+    is not in the server's table, so not in the snapshot). None: one list (or openGauss
+    rows: no Relation). Over a DataFrame straight from ``decode_changes``, a cut costs one
+    more small job (the payload heads up to it), only for a table whose versions list
+    different columns; so does a table whose lists come back after another (a column
+    dropped and added again twice: spans no first and last change can tell apart)."""
+    if info.relation_id is None or len({tuple(c["name"] for c in v) for v in info.versions}) <= 1:
         return None
     if as_of_lsn is None:
-        return list(zip(info.versions, info.lasts, strict=True))
-    pass2 = _pass2_of(changes)
-    if pass2 is not None:
-        cut = pass2._table_info(*pass2._narrowed(*_split_name(name), as_of_lsn))
-        return list(zip(cut.versions, cut.lasts, strict=True)) or None
-    return info.upto or None
+        got = list(zip(info.versions, info.fingerprints, info.firsts, info.lasts, strict=True))
+    else:
+        pass2 = _pass2_of(changes)
+        if pass2 is not None:
+            cut = pass2._table_info(*pass2._narrowed(*_split_name(name), as_of_lsn))
+            got = list(zip(cut.versions, cut.fingerprints, cut.firsts, cut.lasts, strict=True))
+        else:
+            got = info.upto or []
+    if not got:
+        return None
+    key = (lambda p: p[1]) if any(p[0] is None for _, _, f, l_ in got for p in (f, l_)) else (lambda p: p)
+    lists = {}
+    for cols, _, first, last in got:
+        names = tuple(c["name"] for c in cols)
+        f0, l0 = lists.get(names, (first, last))
+        lists[names] = (min(f0, first, key=key), max(l0, last, key=key))
+    spans = sorted(lists.items(), key=lambda kv: key(kv[1][0]))
+    if all(key(a[1][1]) < key(b[1][0]) for a, b in zip(spans, spans[1:], strict=False)):
+        return [(list(names), last) for names, (_, last) in spans]
+    # a list that came back after another: the spans from the rows in commit order
+    by_fp = {int(fp): tuple(c["name"] for c in cols) for cols, fp, _, _ in got}
+    rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
+    rows = changes.where((F.col("relation_id") == F.lit(info.relation_id)) & F.col("op").isin("I", "U", "D"))
+    if as_of_lsn is not None:
+        rows = rows.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
+    pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
+    w = Window.orderBy("__p")
+    turns = (rows.select(pos.alias("__p"), "relation_version")
+             .withColumn("__was", F.lag("relation_version").over(w)).withColumn("__before", F.lag("__p").over(w))
+             .where(F.col("__was").isNull() | (F.col("__was") != F.col("relation_version")))
+             .orderBy("__p").collect())
+    out = []
+    for t in turns:
+        names = list(by_fp[int(t["relation_version"])])
+        if out and out[-1][0] != names:
+            out[-1] = (out[-1][0], (t["__before"]["r"], t["__before"]["s"]))
+            out.append((names, None))
+        elif not out:
+            out.append((names, None))
+    return out
 
 
-def _without_dropped_values(ev: DataFrame, cols: T.StructType, seq: list | None) -> DataFrame:
+def _without_dropped_values(ev: DataFrame, cols: T.StructType, spans: list | None) -> DataFrame:
     """``ev`` with the values of a column dropped and added again by its name left out
     of the images sent before (``tables.added_columns``): the column is a new one, null
-    in the rows not changed since, as in the single-process replay. ``seq``:
-    :func:`_versions_upto`'s; a column is added again past the last change of the version
+    in the rows not changed since, as in the single-process replay. ``spans``:
+    :func:`_column_spans`'; a column is added again past the last change of the span
     before the one that lists it again."""
-    if not seq:
+    if not spans:
         return ev
     cut, seen = {}, set()
-    for (before, last), (after, _) in zip(seq, seq[1:], strict=False):
-        seen.update(c["name"] for c in before)
-        for c in added_columns([c["name"] for c in before], [c["name"] for c in after]):
+    for (before, last), (after, _) in zip(spans, spans[1:], strict=False):
+        seen.update(before)
+        for c in added_columns(before, after):
             if c in seen and c in cols.names:
                 cut[c] = last
     if not cut:
@@ -915,7 +957,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     else:
         replaced = []
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
-    ev = _without_dropped_values(ev, cols, _versions_upto(changes, name, None, info))
+    ev = _without_dropped_values(ev, cols, _column_spans(changes, name, None, info))
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
         return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])
