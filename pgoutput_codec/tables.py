@@ -38,6 +38,8 @@ import pyarrow.compute as pc
 
 from ._gather import take_table
 from .schema import CHANGE_SCHEMA, TS
+from .casts import BOOL as BOOL_OID
+from .casts import _to_bool as bool_text
 from .retyped import retyped_names, text_form, with_earlier_types
 from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
 
@@ -897,19 +899,68 @@ def _typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
     return _columns_out([(k, d, main) for main in triples], cols, registry, variants)
 
 
-def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None) -> pa.Table:
+def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None,
+             missing: dict | None = None) -> pa.Table:
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes): the
-    columns of the Relation in force then (:func:`columns_in_force`)."""
+    columns of the Relation in force then (:func:`columns_in_force`). ``missing``:
+    {column: value} that the server gave a column added to the table (``ADD COLUMN …
+    DEFAULT``) in the rows older than it, which no change has sent since: pgoutput sends
+    nothing for them, so they are null unless named here (:func:`missing_values`)."""
     rows = _rows_of(changes, name, as_of_lsn)
     cols = table_columns(changes, name, _rows=rows)
+    fill = missing_values(missing, cols, registry)
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
     store, _ = _replay(rows, name, False, cols=cols)
     current = columns_in_force(rows)
     shown = cols if current is None else [c for c in cols if c["name"] in current]
-    arrays, names = _typed_rows(list(store.values()), shown, registry)
+    arrays, names = _typed_rows(_filled(store.values(), fill), shown, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def missing_values(missing: dict | None, cols: list[dict], registry=None) -> dict:
+    """``missing`` ({column: value}) as the raw text values the replay fills in: each
+    value as text (``str``, or a Python value written as its ``str``; a ``bool``
+    column's as ``boolin`` reads it: ``True``, ``'true'``, ``'yes'``), read by the column's newest type (what an ``ADD COLUMN …
+    DEFAULT 7`` gave the rows older than the column, ``attmissingval``). Raises
+    ValueError for a column the table never had and for a value its type does not read,
+    so no column is left raw by a typo."""
+    if not missing:
+        return {}
+    by_name = {c["name"]: c for c in cols}
+    unknown = sorted(set(missing) - set(by_name))
+    if unknown:
+        raise ValueError(f"missing= names columns the table does not have: {', '.join(map(repr, unknown))}")
+    out = {}
+    for k, v in missing.items():
+        if v is None:
+            raise ValueError(f"missing={{{k!r}: None}}: a column added without a DEFAULT is null already")
+        text = ("t" if v else "f") if isinstance(v, bool) else v if isinstance(v, str) else str(v)
+        if by_name[k]["type_oid"] == BOOL_OID and not isinstance(v, bool):
+            try:   # as boolin reads it ('true', 'yes', 'on'); pgoutput sends boolout's t/f
+                text = "t" if bool_text(pa.array([text]))[0].as_py() else "f"
+            except pa.ArrowInvalid as e:
+                raise ValueError(f"missing={{{k!r}: {v!r}}}: {e}") from None
+        try:
+            got = convert_column(pa.array(["t"]), pa.array([text.encode()]), by_name[k]["type_oid"],
+                                 by_name[k]["type_modifier"], registry)
+        except ConversionError as e:
+            raise ValueError(f"missing={{{k!r}: {v!r}}}: not a value of the column's type ({e})") from None
+        if got.special is not None and got.special.null_count == 0:
+            raise ValueError(f"missing={{{k!r}: {v!r}}}: a value the column's Arrow type does not hold "
+                             f"({got.special[0].as_py()})")
+        out[k] = ("t", text.encode())
+    return out
+
+
+def _filled(images, fill: dict) -> list:
+    """Row images with the ``fill`` values (:func:`missing_values`) in the columns they
+    lack: a column added after the image was sent (or dropped and added again since:
+    :func:`_replay` took the dropped one's value out)."""
+    if not fill:
+        return list(images)
+    return [img if fill.keys() <= img.keys() else {**fill, **img} for img in images]
 
 
 def added_columns(before: list, after: list) -> list:
@@ -961,7 +1012,7 @@ def net_key(column_lists: list, newest: list) -> list:
     return [n for n in ident(newest) if n in common] or ident(newest)
 
 
-def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None) -> pa.Table:
     """What these changes did to the table, one row per key — the batch to apply to a
     copy of the table (a lake table kept up to date by incremental runs, with a MERGE on
     the replica-identity key; if the identity changed over these changes, on the
@@ -993,13 +1044,15 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     its ``delete`` row has null key columns. Take net changes of ranges that do not
     start before such an ``ALTER`` (the rows these changes hold are named right: an
     Update under the earlier identity that changes a column of the newest key sends no
-    old key, and the row's key it left is named ``delete`` from its image held)."""
+    old key, and the row's key it left is named ``delete`` from its image held).
+    ``missing``: as for :func:`snapshot`, in the upserts' images."""
     rows_of, replaced = _resolve(changes, name)
     # another relation bore the name before this one in these changes (dropped, or
     # renamed away): the target's rows are that relation's, so it is cleared first
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
     cols = table_columns(changes, name, _rows=rows_of)
+    fill = missing_values(missing, cols, registry)
     # every identity the table's changes were sent under, a Truncate's too (its Relation
     # is the identity in force then: a copy made under it is keyed by it), as Spark's
     # versions job counts them
@@ -1034,7 +1087,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
             entries[ikey(img)] = (stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
     stamps = [e[0] for e in entries.values()]
     ops = [e[1] for e in entries.values()]
-    rows = [e[2] for e in entries.values()]
+    rows = [_filled([e[2]], fill)[0] if e[1] == "upsert" else e[2] for e in entries.values()]
     src = [e[3] for e in entries.values()]
     unchanged = [e[4] for e in entries.values()]
     if net["truncated"] is not None:

@@ -134,6 +134,34 @@ def readded() -> list:
 READDED_FINAL = {1: (None, None, "c5"), 2: (None, None, None), 3: (None, None, None)}
 
 
+def defaulted() -> list:
+    """What a server sends for test_dropped_columns.DEFAULTED: ``flag`` and ``n`` added
+    with defaults, an Update, an Insert; ``at`` added, an Update; ``n`` dropped and added
+    again as ``int``, a Delete."""
+    def rel(*cols):
+        return Relation(relation_id=16530, namespace="public", relation_name="defaulted", replica_identity="d",
+                        columns=tuple(RelationColumn(int(n == "id"), n, o, m) for n, o, m in cols))
+
+    def tup(*vs):
+        return tuple(TupleColumn("n", None) if v is None else TupleColumn("t", str(v).encode()) for v in vs)
+    i, a, flag, n, at, n2 = ("id", 23, -1), ("a", 25, -1), ("flag", 16, -1), ("n", 1700, ((6 << 16) | 2) + 4), \
+        ("at", 1082, -1), ("n", 23, -1)
+    return _transactions([
+        [rel(i, a), *(Insert(relation_id=16530, new_tuple=tup(k, f"a{k}")) for k in (1, 2, 3))],
+        [rel(i, a, flag, n), Update(relation_id=16530, new_tuple=tup(2, "x2", "t", "1.50"))],
+        [Insert(relation_id=16530, new_tuple=tup(4, "a4", "t", "1.50"))],
+        [rel(i, a, flag, n, at), Update(relation_id=16530, new_tuple=tup(3, "a3", "f", "1.50", "2024-02-29"))],
+        [rel(i, a, flag, at, n2), Delete(relation_id=16530, old_kind="K", old_tuple=tup(4, None, None, None, None))],
+    ])
+
+
+#: test_dropped_columns.DEFAULTS, and the table after :func:`defaulted` with them, as the
+#: server has it: (a, flag, at, n) by id
+DEFAULTS = {"flag": True, "n": 9, "at": "2024-02-29"}
+DEFAULTED_FINAL = {1: ("a1", True, "2024-02-29", 9), 2: ("x2", True, "2024-02-29", 9),
+                   3: ("a3", False, "2024-02-29", 9)}
+
+
 def said(rows: list) -> list:
     """Change or table rows (dicts) with null ``__special`` fields left out, in the images
     too: Spark's schema gives every retyped column one, the single process only where a

@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 
 from ..retyped import retyped_names
 from ..schema import CHANGE_SCHEMA
-from ..tables import added_columns, bearer, net_key, unknown_key_error
+from ..tables import added_columns, bearer, missing_values, net_key, unknown_key_error
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .changes import _attached, _TableInfo, physical_plan
@@ -814,7 +814,8 @@ def _after_truncate(ev: DataFrame, truncs: list) -> DataFrame:
     return ev.where(F.col("__pos") > F.struct(F.lit(r).alias("r"), F.lit(q).alias("s")))
 
 
-def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None) -> DataFrame:
+def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None,
+             missing: dict | None = None) -> DataFrame:
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None: every change), rebuilt
     with DataFrame operations: changes after the table's last Truncate, grouped by
     replica-identity key (the newest Relation's key columns; FULL identity or no key:
@@ -822,7 +823,9 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     :func:`_found_keys`), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``_carry_toast``).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`
-    that the Relation in force at the cut lists (a column dropped is not the table's)."""
+    that the Relation in force at the cut lists (a column dropped is not the table's).
+    ``missing``: {column: value} the server gave a column added with a ``DEFAULT`` in the
+    rows older than it (:func:`pgoutput_codec.tables.snapshot`)."""
     ev, truncs, names, cols, sends_old, _, info = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
@@ -830,7 +833,7 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     spans = _column_spans(changes, name, as_of_lsn, info)
-    out = _without_dropped_values(last, cols, spans).select("after.*")
+    out = _as_added(last, cols, spans, _fill_values(missing, cols, info, registry)).select("after.*")
     if spans is None:
         return out
     keep = set(spans[-1][0])
@@ -893,19 +896,51 @@ def _column_spans(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) ->
     return out
 
 
-def _without_dropped_values(ev: DataFrame, cols: T.StructType, spans: list | None) -> DataFrame:
-    """``ev`` with the values of a column dropped and added again by its name left out
-    of the images sent before (``tables.added_columns``): the column is a new one, null
-    in the rows not changed since, as in the single-process replay. ``spans``:
-    :func:`_column_spans`'; a column is added again past the last change of the span
-    before the one that lists it again."""
+def _fill_values(missing: dict | None, cols: T.StructType, info: _TableInfo, registry) -> dict:
+    """``missing`` (:func:`pgoutput_codec.tables.missing_values`, checked the same way) as
+    Spark literals of the row struct's fields."""
+    if not missing:
+        return {}
+    table = _merge_columns(info.versions)
+    fill, by_name = missing_values(missing, table, registry), {c["name"]: c for c in table}
+    out = {}
+    for nm, (_, raw) in fill.items():
+        c, ft = by_name[nm], cols[nm].dataType
+        at = arrow_type(c["type_oid"], c["type_modifier"], registry)
+        v = convert_column(pa.array(["t"]), pa.array([raw]), c["type_oid"], c["type_modifier"], registry).values
+        v = v.cast(at)
+        if pa.types.is_time64(at):          # as the typed rows hold it: µs since midnight
+            lit = F.lit(v.cast(pa.int64())[0].as_py())
+        elif pa.types.is_interval(at):
+            m = v[0].as_py()
+            lit = F.struct(F.lit(m.months).alias("months"), F.lit(m.days).alias("days"),
+                           F.lit(m.nanoseconds // 1000).alias("microseconds"))
+        elif isinstance(ft, T.StringType):
+            lit = F.lit(str(v[0].as_py()) if not pa.types.is_string(at) else v[0].as_py())
+        elif isinstance(ft, T.ArrayType):
+            raise ValueError(f"missing={{{nm!r}: …}}: an array column's value is not given to Spark's "
+                             "snapshot (the single-process one takes it)")
+        else:
+            lit = F.lit(v[0].as_py())
+        out[nm] = lit.cast(ft)
+    return out
+
+
+def _as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict | None = None) -> DataFrame:
+    """``ev`` with each column added to the table (``tables.added_columns``) as the rows
+    sent before it hold it: a column dropped and added again by its name is a new one,
+    null in the rows not changed since, as in the single-process replay; ``fill``
+    (:func:`_fill_values`) gives a column added with a ``DEFAULT`` its value there.
+    ``spans``: :func:`_column_spans`'; a column is added past the last change of the
+    span before the one that lists it."""
+    fill = fill or {}
     if not spans:
         return ev
     cut, seen = {}, set()
     for (before, last), (after, _) in zip(spans, spans[1:], strict=False):
         seen.update(before)
         for c in added_columns(before, after):
-            if c in seen and c in cols.names:
+            if (c in seen or c in fill) and c in cols.names:
                 cut[c] = last
     if not cut:
         return ev
@@ -920,11 +955,12 @@ def _without_dropped_values(ev: DataFrame, cols: T.StructType, spans: list | Non
     def field(f):
         nm = f.name[:-9] if f.name.endswith("__special") and f.name[:-9] in cut else f.name
         v = F.col(f"after.`{f.name}`")
-        return (F.when(before(cut[nm]), F.lit(None).cast(f.dataType)).otherwise(v) if nm in cut else v).alias(f.name)
+        was = fill[nm] if nm == f.name and nm in fill else F.lit(None).cast(f.dataType)
+        return (F.when(before(cut[nm]), was).otherwise(v) if nm in cut else v).alias(f.name)
     return ev.withColumn("after", F.when(F.col("after").isNotNull(), F.struct(*[field(f) for f in cols.fields])))
 
 
-def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict | None = None) -> DataFrame:
     """One row per key these changes touched, as the single-process
     :func:`pgoutput_codec.tables.net_changes`: ``__OP`` "upsert" (the key's last image,
     ``__UNCHANGED`` the columns whose unchanged TOAST value these changes never carried —
@@ -957,7 +993,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     else:
         replaced = []
     ev = _carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
-    ev = _without_dropped_values(ev, cols, _column_spans(changes, name, None, info))
+    ev = _as_added(ev, cols, _column_spans(changes, name, None, info), _fill_values(missing, cols, info, registry))
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
         return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])

@@ -50,6 +50,23 @@ READDED = [
 ]
 
 
+#: columns added with a DEFAULT: the server gives the rows older than the column the
+#: default (attmissingval) and sends nothing; ``n`` dropped and added again with another
+DEFAULTED = [
+    "INSERT INTO defaulted VALUES (1, 'a1'), (2, 'a2'), (3, 'a3')",
+    "ALTER TABLE defaulted ADD COLUMN flag boolean NOT NULL DEFAULT true",
+    "ALTER TABLE defaulted ADD COLUMN n numeric(6,2) DEFAULT 1.5",
+    "UPDATE defaulted SET a = 'x2' WHERE id = 2",
+    "INSERT INTO defaulted (id, a) VALUES (4, 'a4')",
+    "ALTER TABLE defaulted ADD COLUMN at date DEFAULT '2024-02-29'",
+    "UPDATE defaulted SET flag = false WHERE id = 3",
+    "ALTER TABLE defaulted DROP COLUMN n, ADD COLUMN n int DEFAULT 9",
+    "DELETE FROM defaulted WHERE id = 4",
+]
+#: the defaults as the archive ends: what ``missing=`` names
+DEFAULTS = {"flag": True, "n": 9, "at": "2024-02-29"}
+
+
 def _run(pg_server, table: str, ddl: str, steps: list) -> tuple:
     """(archive, the server's table after each committed change: rows by id)."""
     with pg_server.connect() as conn:
@@ -75,6 +92,11 @@ def _run(pg_server, table: str, ddl: str, steps: list) -> tuple:
 @pytest.fixture(scope="module")
 def dropped(pg_server):
     return _run(pg_server, "dropped", "CREATE TABLE dropped (id int PRIMARY KEY, a text, b int, c text)", STEPS)
+
+
+@pytest.fixture(scope="module")
+def defaulted(pg_server):
+    return _run(pg_server, "defaulted", "CREATE TABLE defaulted (id int PRIMARY KEY, a text)", DEFAULTED)
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +155,24 @@ def test_a_column_dropped_and_added_again_is_a_new_column(readded):
     assert {r["id"]: {c: r[c] for c in final[1]} for r in net if r["__OP"] == "upsert"} == final
     hist = [h for h in history(changes, "public.readded").to_pylist() if h["id"] == 1]
     assert [(h["b"], h["c"]) for h in hist] == [(10, "c1"), (None, "c5")]
+
+
+def test_the_defaults_of_columns_added_are_given_by_missing(defaulted):
+    """pgoutput sends nothing for the rows an ``ADD COLUMN … DEFAULT`` fills: without
+    ``missing=`` they are null (``flag`` is NOT NULL on the server); with the defaults
+    named, the snapshot is the server's table, and so are the net changes' upserts.
+    A value the column's type does not read, or a column the table never had, is refused."""
+    archive, states = defaulted
+    changes = decode_changes(archive)
+    final = states[-1]
+    assert final[1]["flag"] is True and str(final[2]["n"]) == "9" and str(final[1]["at"]) == "2024-02-29"
+    plain = {r["id"]: r for r in snapshot(changes, "public.defaulted").to_pylist()}
+    assert plain[1]["flag"] is None and plain[1]["n"] is None and plain != final
+    got = {r["id"]: r for r in snapshot(changes, "public.defaulted", missing=DEFAULTS).to_pylist()}
+    assert got == final
+    net = net_changes(changes, "public.defaulted", missing=DEFAULTS).to_pylist()
+    assert {r["id"]: {c: r[c] for c in final[1]} for r in net if r["__OP"] == "upsert"} == final
+    with pytest.raises(ValueError, match="not a value of the column's type"):
+        snapshot(changes, "public.defaulted", missing={"at": "tomorrowish"})
+    with pytest.raises(ValueError, match="does not have: 'nope'"):
+        snapshot(changes, "public.defaulted", missing={"nope": 1})

@@ -1522,6 +1522,35 @@ def test_a_column_dropped_and_added_again_is_a_new_column(spark, tmp_path, form)
 
 
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
+def test_the_defaults_of_columns_added_are_given_by_missing(spark, tmp_path, form):
+    """tests/altered_columns.defaulted (the messages of test_dropped_columns.DEFAULTED,
+    whose single-process snapshot with ``missing=`` equals the servers' tables): Spark's
+    snapshot and net_changes with the defaults named are the single process's: bool,
+    date and int literals in the rows older than their columns, and none without them."""
+    import altered_columns
+    from altered_columns import said
+
+    from pgoutput_codec.tables import net_changes as net_changes_1
+    t, single = _encoded(altered_columns.defaulted())
+    name, fill = "public.defaulted", altered_columns.DEFAULTS
+    want = snapshot_1(single, name, missing=fill).sort_by("id")
+    assert {r["id"]: (r["a"], r["flag"], str(r["at"]), r["n"]) for r in want.to_pylist()} == \
+        altered_columns.DEFAULTED_FINAL
+    df = spark.read.parquet(*write_files(t, tmp_path / "defaulted", 2))
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
+        ch = ch.cache() if form == "cached" else ch
+        assert said(collect(snapshot(ch, name, missing=fill)).sort_by("id").to_pylist()) == \
+            said(want.to_pylist()), impl
+        assert said(collect(snapshot(ch, name)).sort_by("id").to_pylist()) == \
+            said(snapshot_1(single, name).sort_by("id").to_pylist()), impl
+        net = collect(net_changes(ch, name, missing=fill)).sort_by("id").drop_columns(["__RELATION_ID"])
+        assert said(net.to_pylist()) == said(net_changes_1(single, name, missing=fill).sort_by("id")
+                                             .drop_columns(["__RELATION_ID"]).to_pylist()), impl
+        ch.unpersist()
+
+
+@pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
 def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
     """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
     the messages of tests/conformance/test_dropped_columns.py, whose single-process
