@@ -104,17 +104,20 @@ def readded(pg_server):
     return _run(pg_server, "readded", "CREATE TABLE readded (id int PRIMARY KEY, a text, b int, c text)", READDED)
 
 
-def test_the_snapshot_as_of_each_commit_is_the_servers_table(dropped):
-    """As of every commit (each change statement is one transaction; the ALTERs send
-    nothing), the snapshot has the server's columns and rows then."""
-    archive, states = dropped
-    changes = decode_changes(archive)
+def _as_of_each_commit(changes, name: str, states: list) -> None:
+    """The snapshot as of every commit (each change statement is one transaction; the
+    ALTERs send nothing) has the server's columns and rows then, and so has the last."""
     commits = sorted(set(changes.column("commit_lsn").to_pylist()))
     assert len(commits) == len(states)
     for lsn, want in zip(commits, states, strict=True):
-        got = {r["id"]: r for r in snapshot(changes, "public.dropped", as_of_lsn=lsn).to_pylist()}
+        got = {r["id"]: r for r in snapshot(changes, name, as_of_lsn=lsn).to_pylist()}
         assert got == want, lsn
-    assert {r["id"]: r for r in snapshot(changes, "public.dropped").to_pylist()} == states[-1]
+    assert {r["id"]: r for r in snapshot(changes, name).to_pylist()} == states[-1]
+
+
+def test_the_snapshot_as_of_each_commit_is_the_servers_table(dropped):
+    archive, states = dropped
+    _as_of_each_commit(decode_changes(archive), "public.dropped", states)
 
 
 def test_table_changes_and_history_keep_every_column(dropped):
@@ -140,11 +143,7 @@ def test_a_column_dropped_and_added_again_is_a_new_column(readded):
     ``x2`` in ``c``); so do the net changes. history keeps what was sent."""
     archive, states = readded
     changes = decode_changes(archive)
-    commits = sorted(set(changes.column("commit_lsn").to_pylist()))
-    assert len(commits) == len(states)
-    for lsn, want in zip(commits, states, strict=True):
-        got = {r["id"]: r for r in snapshot(changes, "public.readded", as_of_lsn=lsn).to_pylist()}
-        assert got == want, lsn
+    _as_of_each_commit(changes, "public.readded", states)
     final = states[-1]
     assert final[2] == {"id": 2, "b": None, "a": None, "c": None}
     # a copy built from nothing by the net changes of the whole archive is the table (a
