@@ -922,10 +922,10 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
 def missing_values(missing: dict | None, cols: list[dict], registry=None) -> dict:
     """``missing`` ({column: value}) as the raw text values the replay fills in: each
     value as text (``str``, or a Python value written as its ``str``; a ``bool``
-    column's as ``boolin`` reads it: ``True``, ``'true'``, ``'yes'``), read by the column's newest type (what an ``ADD COLUMN …
-    DEFAULT 7`` gave the rows older than the column, ``attmissingval``). Raises
-    ValueError for a column the table never had and for a value its type does not read,
-    so no column is left raw by a typo."""
+    column's as ``boolin`` reads it: ``True``, ``'true'``, ``'yes'``), read by the
+    column's newest type (what an ``ADD COLUMN … DEFAULT 7`` gave the rows older than
+    the column, ``attmissingval``). Raises ValueError for a column the table never had
+    and for a value its type does not read, so no column is left raw by a typo."""
     if not missing:
         return {}
     by_name = {c["name"]: c for c in cols}

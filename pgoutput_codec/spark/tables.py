@@ -901,6 +901,9 @@ def _fill_values(missing: dict | None, cols: T.StructType, info: _TableInfo, reg
     Spark literals of the row struct's fields."""
     if not missing:
         return {}
+    if info.relation_id is None and info.versions:
+        # openGauss rows carry no Relation: where a column was added is not known here
+        raise ValueError("missing= needs pgoutput change rows in Spark (openGauss rows name no column list)")
     table = _merge_columns(info.versions)
     fill, by_name = missing_values(missing, table, registry), {c["name"]: c for c in table}
     out = {}
