@@ -468,12 +468,15 @@ class _Pass2:
         rows = RF.kept(self.src.where(RF.may_be_row_change(F.col(_PAYLOAD), self.envelope)), plan)
         heads = RF.given_heads(plan)
         if heads is not None and len(heads.fingerprints) <= 1:
-            used = [False, False, False]
+            used = [False, False, False, None, None]
             if heads.fingerprints and heads.firsts:
-                used = list(rows.agg(*[F.max(c) for c in RF.given(heads)]).collect()[0])
+                given = RF.given(heads)
+                used = list(rows.agg(*[F.max(c) for c in given], F.min(F.when(given[0], F.col(_KEY))),
+                                     F.max(F.when(given[0], F.col(_KEY)))).collect()[0])
             fps = [heads.fingerprints[0]] if used[0] else []
             versions = [plan.columns_by_version()[fp] for fp in fps]
-            return _TableInfo(versions, self._truncate_facts(plan), bool(used[1]), bool(used[2]), fps)
+            return _TableInfo(versions, self._truncate_facts(plan), bool(used[1]), bool(used[2]), fps,
+                              firsts=[(None, used[3])] if fps else [], lasts=[(None, used[4])] if fps else [])
         if heads is not None and heads.serial and sum(map(len, heads.versions.values())) <= RF.ROW_DROP_LIMIT:
             given, old, dels = RF.given(heads)
             used = (rows.where(given).groupBy(RF.version_of(heads).alias("v"))
