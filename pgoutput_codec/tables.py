@@ -908,7 +908,7 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     nothing for them, so they are null unless named here (:func:`missing_values`)."""
     rows = _rows_of(changes, name, as_of_lsn)
     cols = table_columns(changes, name, _rows=rows)
-    fill = missing_values(missing, cols, registry)
+    fill = missing_values(missing, cols, registry).raw
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
@@ -919,20 +919,28 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
 
-def missing_values(missing: dict | None, cols: list[dict], registry=None) -> dict:
-    """``missing`` ({column: value}) as the raw text values the replay fills in: each
-    value as text (``str``, or a Python value written as its ``str``; a ``bool``
+class Missing(NamedTuple):
+    """:func:`missing_values`' result: ``raw`` {column: (kind, data)}, what the replay
+    fills in; ``typed`` {column: the value read, a one-value Arrow array of the column's
+    catalog type}, what Spark writes as a literal."""
+
+    raw: dict
+    typed: dict
+
+
+def missing_values(missing: dict | None, cols: list[dict], registry=None) -> Missing:
+    """``missing`` ({column: value}) as the values the replay fills in: each value as text (``str``, or a Python value written as its ``str``; a ``bool``
     column's as ``boolin`` reads it: ``True``, ``'true'``, ``'yes'``), read by the
     column's newest type (what an ``ADD COLUMN … DEFAULT 7`` gave the rows older than
     the column, ``attmissingval``). Raises ValueError for a column the table never had
     and for a value its type does not read, so no column is left raw by a typo."""
+    out = Missing({}, {})
     if not missing:
-        return {}
+        return out
     by_name = {c["name"]: c for c in cols}
     unknown = sorted(set(missing) - set(by_name))
     if unknown:
         raise ValueError(f"missing= names columns the table does not have: {', '.join(map(repr, unknown))}")
-    out = {}
     for k, v in missing.items():
         if v is None:
             raise ValueError(f"missing={{{k!r}: None}}: a column added without a DEFAULT is null already")
@@ -950,14 +958,14 @@ def missing_values(missing: dict | None, cols: list[dict], registry=None) -> dic
         if got.special is not None and got.special.null_count == 0:
             raise ValueError(f"missing={{{k!r}: {v!r}}}: a value the column's Arrow type does not hold "
                              f"({got.special[0].as_py()})")
-        out[k] = ("t", text.encode())
+        out.raw[k], out.typed[k] = ("t", text.encode()), got.values
     return out
 
 
 def _filled(images, fill: dict) -> list:
-    """Row images with the ``fill`` values (:func:`missing_values`) in the columns they
-    lack: a column added after the image was sent (or dropped and added again since:
-    :func:`_replay` took the dropped one's value out)."""
+    """Row images with the ``fill`` values (:func:`missing_values`' ``raw``) in the
+    columns they lack: a column added after the image was sent (or dropped and added
+    again since: :func:`_replay` took the dropped one's value out)."""
     if not fill:
         return list(images)
     return [img if fill.keys() <= img.keys() else {**fill, **img} for img in images]
@@ -1052,7 +1060,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
     cols = table_columns(changes, name, _rows=rows_of)
-    fill = missing_values(missing, cols, registry)
+    fill = missing_values(missing, cols, registry).raw
     # every identity the table's changes were sent under, a Truncate's too (its Relation
     # is the identity in force then: a copy made under it is keyed by it), as Spark's
     # versions job counts them
