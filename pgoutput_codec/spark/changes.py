@@ -414,7 +414,6 @@ class _TableInfo(NamedTuple):
     relation_id: int | None = None   # the relation that bears the name (tables.bearer; None: by name)
     replaced: bool = False    # another relation bore the name before it
     found: bool = True        # some relation bears it (False: renamed away, none does)
-    current: list | None = None   # as of the cut asked for: the column list of its last change
     # each version's first and last change (rank, seq), as ``versions``: rank None where the
     # key alone orders commits (GivenHeads.serial); as of the cut asked for, ``upto``:
     # (column list, fingerprint, first, last change) of the versions used up to it (change

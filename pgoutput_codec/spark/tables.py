@@ -169,25 +169,26 @@ def _table_info(changes: DataFrame, name: str, as_of_lsn=None) -> _TableInfo:
     # openGauss rows carry no relation id: there the name is the table
     chosen, replaced = bearer([(r["relation_id"] if r["relation_id"] is not None else (r["schema"], r["table"]),
                                 r["schema"] == schema and r["table"] == table) for r in rows],
-                              [None if r["last_by"] is None else (r["last_by"]["r"], r["last_by"]["s"]) for r in rows])
-    rows = sorted((rows[k] for k in chosen), key=lambda r: (r["last"]["r"], r["last"]["s"]))
+                              [None if r["last_by"] is None else _pos(r["last_by"]) for r in rows])
+    rows = sorted((rows[k] for k in chosen), key=lambda r: _pos(r["last"]))
     cols = _columns_apart(changes, {r["relation_version"]: r["first_seq"] for r in rows}) if apart \
         else [r["columns"] for r in rows]
-    versions = [[c.asDict() for c in c_] for c_ in cols if c_ is not None]
-    fps = [r["relation_version"] for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
+    lists = [None if c_ is None else [c.asDict() for c in c_] for c_ in cols]
+    kept = [(r, c_) for r, c_ in zip(rows, lists, strict=True) if c_ is not None]
     truncs = sorted((t["pos"]["r"], t["pos"]["s"], t["commit_lsn"], t["commit_ts"])
                     for r in rows for t in r["truncates"])
-    at = sorted((r["last_by"]["r"], r["last_by"]["s"], i) for i, r in enumerate(rows)
-                if as_of_lsn is not None and r["last_by"] is not None and cols[i] is not None)
-    current = [c.asDict() for c in cols[at[-1][2]]] if at else None
-    def pos(p):
-        return p["r"], p["s"]
-    upto = [([c.asDict() for c in cols[i]], rows[i]["relation_version"], pos(rows[i]["first_by"]), (r, s))
-            for r, s, i in at] if as_of_lsn is not None else None
-    kept = [r for r, c_ in zip(rows, cols, strict=True) if c_ is not None]
-    return _TableInfo(versions, truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows), fps,
-                      rows[0]["relation_id"] if rows else None, replaced, bool(rows), current,
-                      [pos(r["first"]) for r in kept], [pos(r["last"]) for r in kept], upto)
+    upto = None
+    if as_of_lsn is not None:   # the versions used up to the cut, by their last change there
+        used = sorted((k for k in kept if k[0]["last_by"] is not None), key=lambda k: _pos(k[0]["last_by"]))
+        upto = [(c_, r["relation_version"], _pos(r["first_by"]), _pos(r["last_by"])) for r, c_ in used]
+    return _TableInfo([c_ for _, c_ in kept], truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows),
+                      [r["relation_version"] for r, _ in kept], rows[0]["relation_id"] if rows else None, replaced,
+                      bool(rows), [_pos(r["first"]) for r, _ in kept], [_pos(r["last"]) for r, _ in kept], upto)
+
+
+def _pos(p) -> tuple:
+    """A (rank, seq) struct as a tuple."""
+    return p["r"], p["s"]
 
 
 #: physical plan nodes that run Python: a DataFrame whose rows come through one is costly
@@ -705,14 +706,14 @@ def _moved_values(got: DataFrame, moves: DataFrame, keycols: list) -> DataFrame:
     if not moves.take(1):   # a pass over the table's changes, without the window
         return got
     rows = got.join(moves, F.col("__fp") == F.col("__pos"), "left_semi").collect()
-    rows.sort(key=lambda r: (r["__fp"]["r"], r["__fp"]["s"]))
+    rows.sort(key=lambda r: _pos(r["__fp"]))
     value = {}   # (move position, column) -> its resolved value struct, or None: unknown
     for r in rows:
-        p = (r["__fp"]["r"], r["__fp"]["s"])
+        p = _pos(r["__fp"])
         for i in range(len(keycols)):
             g = r[f"__g{i}"]
             if g is not None and g["m"] is not None:
-                g = value.get(((g["m"]["r"], g["m"]["s"]), i))
+                g = value.get((_pos(g["m"]), i))
             value[(p, i)] = g
     spark = got.sparkSession
     pos_t = got.schema["__fp"].dataType
@@ -889,7 +890,7 @@ def _column_spans(changes: DataFrame, name: str, as_of_lsn, info: _TableInfo) ->
     for t in turns:
         names = list(by_fp[int(t["relation_version"])])
         if out and out[-1][0] != names:
-            out[-1] = (out[-1][0], (t["__before"]["r"], t["__before"]["s"]))
+            out[-1] = (out[-1][0], _pos(t["__before"]))
             out.append((names, None))
         elif not out:
             out.append((names, None))
@@ -905,12 +906,11 @@ def _fill_values(missing: dict | None, cols: T.StructType, info: _TableInfo, reg
         # openGauss rows carry no Relation: where a column was added is not known here
         raise ValueError("missing= needs pgoutput change rows in Spark (openGauss rows name no column list)")
     table = _merge_columns(info.versions)
-    fill, by_name = missing_values(missing, table, registry), {c["name"]: c for c in table}
+    by_name = {c["name"]: c for c in table}
     out = {}
-    for nm, (_, raw) in fill.items():
+    for nm, v in missing_values(missing, table, registry).typed.items():
         c, ft = by_name[nm], cols[nm].dataType
         at = arrow_type(c["type_oid"], c["type_modifier"], registry)
-        v = convert_column(pa.array(["t"]), pa.array([raw]), c["type_oid"], c["type_modifier"], registry).values
         v = v.cast(at)
         if pa.types.is_time64(at):          # as the typed rows hold it: µs since midnight
             lit = F.lit(v.cast(pa.int64())[0].as_py())
