@@ -42,13 +42,15 @@ _LAZY = {
     "transcode_payloads": (".transcode", "transcode_payloads"),
     "transcode_archive": (".transcode", "transcode_archive"),
     "Transcoder": (".transcode", "Transcoder"),
+    "sample_archive_path": (".data", "sample_archive_path"),
 }
 
 # The first names resolve lazily through __getattr__ below.
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "net_changes", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
+    "net_changes", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "sample_archive_path",
+    "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
     "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
 ]

@@ -9,7 +9,7 @@ committed, which Relation definition and stream state apply. So:
    parallel, no decoding);
 2. :meth:`ControlPlan.build` decodes those rows in arrival order (on one machine: they
    are few) and runs the same transaction state machine as :class:`ChangeDecoder`
-   (``ChangeDecoder._walk``): every segment between two control rows gets its
+   (:class:`~pgoutput_codec.walk.TransactionWalk`): every segment between two control rows gets its
    transaction and stream state, every transaction its commit facts and rank;
 3. :meth:`ControlPlan.changes` decodes ANY subset of the archive's rows — any partition,
    any order — given each row's arrival-order key, and returns their committed change
@@ -35,16 +35,17 @@ import pyarrow.compute as pc
 
 from ._batch import initial_stream_state
 from ._gather import take_table
-from .batch import _as_binary_chunks, _envelope_code, decode_batch_rows, decode_batch_with_state, message_tags
+from .arrays import lsn_array, one_binary
+from .batch import decode_batch_rows, decode_batch_with_state, envelope_code, message_tags
 from .checkpoint import Checkpoint
-from .changes import (
-    ChangeDecoder, _lsn_array, _Txn, _table_selected, _tag_codes, change_columns, commit_window, control_rows,
-    in_commit_window, intersect_windows, rows_at, truncate_row,
-)
+from .changerows import change_columns, control_rows, rows_at, tag_codes, truncate_row
+from .changes import ChangeDecoder
+from .relations import one_bearer
+from .selection import commit_window, in_commit_window, intersect_windows, table_selected
 from .errors import PgoutputDecodeError
 from .messages import format_lsn
+from .walk import TransactionWalk, Txn
 from .schema import CHANGE_SCHEMA
-from .tables import _one_bearer
 
 __all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS",
            "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]
@@ -146,14 +147,14 @@ def _definition_rows(ctrl: list, where) -> tuple:
             np.array([k for k, _ in y], np.int64), [(m["type_oid"], m["namespace"], m["type_name"]) for _, m in y])
 
 
-def _python_walk(dec, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) -> _Walked:
-    """A chunk of control rows (message rows ``idx``) through ``ChangeDecoder._walk``;
+def _python_walk(walk: TransactionWalk, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) -> _Walked:
+    """A chunk of control rows (message rows ``idx``) through :meth:`TransactionWalk.walk`;
     its committed transactions are let go."""
     ctrl = control_rows(msgs, idx)
     counts = np.zeros(len(idx) + 1, dtype=np.int64)
     counts[0] = phantom
-    seg_slot, commits, r_v, seg_stream = dec._walk(ctrl, counts, keys)
-    txns = [dec._txns.pop(slot) for slot, _ in commits]   # in commit order
+    seg_slot, commits, r_v, seg_stream = walk.walk(ctrl, counts, keys)
+    txns = [walk.txns.pop(slot) for slot, _ in commits]   # in commit order
     r_keys, r_rel, y_keys, y_types = _definition_rows(ctrl, range(len(ctrl)))
     return _Walked(
         seg_slot, seg_stream, np.array([slot for slot, _ in commits], np.int64),
@@ -171,17 +172,17 @@ for _t in b"BCRY":
     _PLAIN_TAGS[_t] = True
 
 
-def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> _Walked | None:
+def _plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> _Walked | None:
     """The common chunk, with array operations: Begin … Commit pairs that never
     interleave, Relations and Types, no stream or two-phase marker, no Origin — then
-    what ``_walk`` does is a function of the B/C pattern. None for any other chunk
+    what the walk does is a function of the B/C pattern. None for any other chunk
     (the Python walk takes it; tests compare the two)."""
     t = tags[idx]
-    if dec._walk_stream or not _PLAIN_TAGS[t].all():
+    if walk.in_stream or not _PLAIN_TAGS[t].all():
         return None
     bc = np.flatnonzero((t == ord("B")) | (t == ord("C")))
     pattern = t[bc]
-    ctx = dec._ctx
+    ctx = walk.ctx
     if phantom and ctx < 0:   # rows before the first control row: a transaction begun before the archive
         ctx = -2              # (made below, once the chunk is known to be plain)
     # a Commit of the transaction open before the chunk, then B C pairs, maybe a last B left open
@@ -197,15 +198,15 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
     if lead:
         c_rows = np.concatenate([idx[bc[:1]], c_rows])
     lsn = msgs.field("commit_lsn").take(pa.array(c_rows, pa.int64()))
-    taken = dec._plain_commits(lsn)   # None: a commit to judge (replay, order): the walk does
+    taken = walk.plain_commits(lsn)   # None: a commit to judge (replay, order): the walk does
     if taken is None:
         return None
     # plain: from here on the chunk is walked
     if ctx == -2:
-        ctx = dec._ctx = dec._new_slot(_Txn(xid=None))
+        ctx = walk.ctx = walk.new_slot(Txn(xid=None))
     n_b = int((pairs == ord("B")).sum())
-    first = dec._next_slot
-    dec._next_slot += n_b
+    first = walk.next_slot
+    walk.next_slot += n_b
     # the open transaction after each control row: a B opens slot first + j, a C closes
     opened = np.full(len(idx) + 1, -2, dtype=np.int64)
     opened[0] = ctx
@@ -223,22 +224,22 @@ def _plain_walk(dec, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> 
     origin = pa.nulls(committed_b, pa.string())
     aborted = {}
     if lead:                  # the transaction open before the chunk commits first
-        before = dec._txns.pop(ctx)
+        before = walk.txns.pop(ctx)
         slots = np.concatenate([[ctx], slots])
         xid = pa.concat_arrays([pa.array([before.xid], pa.uint32()), xid])
         origin = pa.concat_arrays([pa.array([before.origin], pa.string()), origin])
         if before.aborted_subxids:
             aborted[0] = np.fromiter(before.aborted_subxids, np.int64)
     if open_end:              # the last Begin's transaction stays open into the next chunk
-        dec._txns[first + n_b - 1] = _Txn(xid=b_xid[n_b - 1].as_py())
-    dec._ctx = int(seg_slot[-1])
-    dec._committed.frombytes(taken.tobytes())
+        walk.txns[first + n_b - 1] = Txn(xid=b_xid[n_b - 1].as_py())
+    walk.ctx = int(seg_slot[-1])
+    walk.committed.frombytes(taken.tobytes())
     ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64())).cast(pa.int64())
     ry = np.flatnonzero((t == ord("R")) | (t == ord("Y")))
     defs = control_rows(msgs, idx[ry])
     r_keys, r_rel, y_keys, y_types = _definition_rows(defs, ry)
     return _Walked(seg_slot, np.zeros(len(idx) + 1, bool), slots, xid, lsn, ts, origin, aborted,
-                   r_keys, r_rel, np.array(dec._definitions(defs), np.int64), y_keys, y_types)
+                   r_keys, r_rel, np.array(walk.definitions(defs), np.int64), y_keys, y_types)
 
 
 def _walk_bounds(t: np.ndarray) -> list:
@@ -285,11 +286,6 @@ def _glob_exact(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def _one_binary(values) -> pa.Array:
-    """Payloads (array, chunked array or list) as one binary array."""
-    return values if isinstance(values, pa.Array) else pa.concat_arrays(_as_binary_chunks(values))
-
-
 def spread_rows(table: pa.Table, at: np.ndarray, n: int) -> pa.Table:
     """``n`` rows: ``table``'s rows at positions ``at`` (in order), null rows elsewhere."""
     pick = np.full(n, -1, dtype=np.int64)
@@ -333,13 +329,13 @@ class ControlPlan:
                 raise ValueError(f"order key {int(keys.min())} is before the checkpoint's from_key {cp.from_key}: "
                                  "resume over the archive's rows with order key >= from_key")
             in_stream = cp.in_stream
-        values = _one_binary(payloads)
+        values = one_binary(payloads)
         srt = np.argsort(keys, kind="stable")
         keys = keys[srt]
         if len(keys) > 1 and (np.diff(keys) == 0).any():
             raise ValueError("order keys of control rows are not unique")
         values = values.take(pa.array(srt, pa.int64()))
-        env = _envelope_code(envelope)
+        env = envelope_code(envelope)
         if in_stream is None:
             in_stream = bool(initial_stream_state(values, env))
         options.setdefault("errors", "raise")
@@ -348,7 +344,8 @@ class ControlPlan:
         self.start_key = None if cp is None else cp.from_key
         # commit ranks given out start here (a run resumed: past the runs before)
         self.rank_base = 0 if cp is None else cp.rank_base
-        seeded = dec._seeded
+        walk = dec.walk
+        seeded = walk.seeded
         self.options = dict(options)
         self.envelope = envelope
         msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream))
@@ -360,13 +357,13 @@ class ControlPlan:
             self.errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
             if options["errors"] == "raise":
                 i = int(srt[bad[0]])
-                raise PgoutputDecodeError(f"{_row_name(keys[bad[0]], _lsn_array(lsn, len(values)), i)}: "
+                raise PgoutputDecodeError(f"{_row_name(keys[bad[0]], lsn_array(lsn, len(values)), i)}: "
                                           f"{self.errors[0]['error']}")
-        tags = _tag_codes(msgs.field("type"))
+        tags = tag_codes(msgs.field("type"))
         keep = ok & _IS_CONTROL[tags]
         ctrl_idx = np.flatnonzero(keep)
         self.ctrl_keys = keys[ctrl_idx]
-        dec._walk_stream = bool(in_stream)
+        walk.in_stream = bool(in_stream)
         n_ctrl = len(ctrl_idx)
         self.seg_slot = np.empty(n_ctrl + 1, np.int64)
         self.seg_stream = np.empty(n_ctrl + 1, bool)
@@ -384,8 +381,8 @@ class ControlPlan:
                 # rows before the first control row: changes whose Begin precedes the archive —
                 # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
                 phantom = a == 0 and (cp is None or cp.from_key == _BEFORE_ALL)
-                w = (_plain_walk(dec, msgs, tags, ctrl_idx[a:b], phantom) if array else None) \
-                    or _python_walk(dec, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
+                w = (_plain_walk(walk, msgs, tags, ctrl_idx[a:b], phantom) if array else None) \
+                    or _python_walk(walk, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
                 end = b + 1 if b == n_ctrl else b     # segment b is the next chunk's first
                 self.seg_slot[a:end] = w.seg_slot[:end - a]
                 self.seg_stream[a:end] = w.seg_stream[:end - a]
@@ -405,12 +402,12 @@ class ControlPlan:
         for w in walked:
             self.aborted.update((done + j, v) for j, v in w.aborted.items())
             done += len(w.slots)
-        self._window(dec._window)
+        self._window(dec.window)
         # what is left open (committed transactions were let go above)
-        self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in dec._txns.items()]
+        self.open_transactions = [dict(slot=s, xid=t.xid, kind=t.kind, gid=t.gid) for s, t in walk.txns.items()]
         # the open ones that can still commit: the transaction in progress, streamed ones,
         # prepared ones (a Begin after rows whose Begin preceded the archive leaves those behind)
-        self.live_slots = {s for s in [dec._ctx, *dec._streams.values(), *dec._prepared.values()] if s >= 0}
+        self.live_slots = {s for s in [walk.ctx, *walk.streams.values(), *walk.prepared.values()] if s >= 0}
         # relation events: (relid, key) -> version, sorted by relid then key
         # (a checkpoint's definitions: events before every key)
         ev_rel = np.concatenate([np.array([rid for rid, _ in seeded], np.int64), *[w.r_rel for w in walked]])
@@ -418,18 +415,18 @@ class ControlPlan:
         ev_ver = np.concatenate([np.array([v for _, v in seeded], np.int64), *[w.r_versions for w in walked]])
         o = np.lexsort((ev_key, ev_rel))
         self.ev_rel, self.ev_key, self.ev_ver = ev_rel[o], ev_key[o], ev_ver[o]
-        self.versions = dec._versions
-        self.version_table = dec._version_table()
+        self.versions = walk.versions
+        self.version_table = walk.version_table()
         self.type_events = [(_BEFORE_ALL, t) for t in (cp.types if cp is not None else ())] + [
             (int(k), t) for w in walked for k, t in zip(w.y_keys.tolist(), w.y_types, strict=True)]
-        self.patterns = dec._patterns
+        self.patterns = dec.patterns
         self.output_schema = pa.schema(list(dec.output_schema) + [pa.field("commit_rank", pa.int64())])
         self.registry = options.get("registry")
         return self
 
     def _window(self, window):
         """Give only the transactions whose commit LSN lies in ``window`` (see
-        :func:`~pgoutput_codec.changes.commit_window`; None: all). Ranks stay those of
+        :func:`~pgoutput_codec.selection.commit_window`; None: all). Ranks stay those of
         the whole archive."""
         self.window = window
         self.in_window = None if window is None else in_commit_window(self.commit_lsn, window)
@@ -516,11 +513,11 @@ class ControlPlan:
         with ``commit_rank``. ``errors``: "raise" or "collect" (default: the plan's)."""
         errors = errors or self.options.get("errors", "raise")
         keys = _keys(order)
-        values = _one_binary(values)
+        values = one_binary(values)
         n = len(values)
         seg = np.searchsorted(self.ctrl_keys, keys, side="left")
         msgs = decode_batch_rows(values, self.seg_stream[seg], envelope=self.envelope)
-        lsn_arr = _lsn_array(lsn, n)
+        lsn_arr = lsn_array(lsn, n)
         self.last_counts = counts = {"rows_in": n, "rows_in_error": 0, "orphans": 0}
         self.last_errors = []
         err = msgs.field("error")
@@ -532,7 +529,7 @@ class ControlPlan:
                 raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {err[i].as_py()}")
             self.last_errors = [dict(seq=int(keys[i]), error=err[int(i)].as_py()) for i in bad]
         counts["rows_decoded"] = n - counts["rows_in_error"]
-        tags = _tag_codes(msgs.field("type"))
+        tags = tag_codes(msgs.field("type"))
         idx = np.flatnonzero(_IS_CHANGE[tags])
         slot = self.seg_slot[seg[idx]]
         orphan = slot < 0
@@ -563,7 +560,7 @@ class ControlPlan:
         elif self.patterns is not None and len(table):
             key = pc.binary_join_element_wise(pc.fill_null(table.column("schema"), ""),
                                               pc.fill_null(table.column("table"), ""), "\x00")
-            chosen = [k for k in pc.unique(key).to_pylist() if _table_selected(self.patterns, *k.split("\x00", 1))]
+            chosen = [k for k in pc.unique(key).to_pylist() if table_selected(self.patterns, *k.split("\x00", 1))]
             table = table.filter(pc.is_in(key, value_set=pa.array(chosen, pa.string())))
         return table.select(self.output_schema.names).cast(self.output_schema)
 
@@ -605,7 +602,7 @@ class ControlPlan:
         if self.patterns is None:
             return None
         if getattr(self, "_vsel_len", -1) != len(self.versions):
-            self._vsel = np.array([_table_selected(self.patterns, v["schema"], v["table"]) for v in self.versions],
+            self._vsel = np.array([table_selected(self.patterns, v["schema"], v["table"]) for v in self.versions],
                                   dtype=bool)
             self._vsel_len = len(self.versions)
         return self._vsel
@@ -630,7 +627,7 @@ class ControlPlan:
     def bearer(self, schema: str, table: str, until_lsn=None) -> tuple:
         """(the relation id of the table named ``schema.table``, or None; whether
         another relation bore the name while these changes ran): the rule of
-        :func:`pgoutput_codec.tables.bearer`, on the Relation messages of the
+        :func:`pgoutput_codec.relations.bearer`, on the Relation messages of the
         transactions that committed (up to the window's end, and ``until_lsn``), in
         commit order. A Relation under the name starts a relation's time with it; the
         next one of the relation, or another's under the name, ends it. The relation
@@ -641,7 +638,7 @@ class ControlPlan:
         if not len(self.ev_rel):
             return None, False
         named = np.array([v["schema"] == schema and v["table"] == table for v in self.versions], dtype=bool)
-        one = _one_bearer([(v["relation_id"], ok) for v, ok in zip(self.versions, named, strict=True)])
+        one = one_bearer([(v["relation_id"], ok) for v, ok in zip(self.versions, named, strict=True)])
         if one and self.versions[one[0]]["relation_id"] is not None:
             # one relation ever bore the name, and only it (the common case; the rows'
             # rule too): it bears it as of any commit. Its Relation may have come in a
@@ -875,7 +872,7 @@ class ControlPlan:
         judged (``rows``), their transaction's commit rank (-1: not given; see
         :meth:`_rank`), the segment's slot, a function giving their relation ids and one
         telling the Updates that send their old key or row, and their tag bytes."""
-        heads = _one_binary(heads)
+        heads = one_binary(heads)
         n = len(heads)
         if pa.types.is_large_binary(heads.type):
             heads = heads.cast(pa.binary())
@@ -1004,7 +1001,7 @@ def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **op
     """The checkpoint of a single-process run (``decode_changes(..., resume=)`` or a
     ``ChangeDecoder``) over these rows — the ones it was fed, with their order keys:
     a :class:`ControlPlan` over their control rows, with the run's options."""
-    values = _one_binary(values)
+    values = one_binary(values)
     keys = _keys(order)
     mask = control_candidates(values, envelope=envelope)
     return ControlPlan.build(values.filter(pa.array(mask)), keys[mask], envelope=envelope, resume=resume,
@@ -1014,11 +1011,11 @@ def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **op
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:
     """Single-process demonstration of the parallel path: plan over the control rows,
     then decode the archive in ``splits`` independent pieces; equals ``decode_changes``."""
-    values = _one_binary(values)
+    values = one_binary(values)
     keys = np.arange(len(values), dtype=np.int64) if order is None else _keys(order)
     mask = control_candidates(values)
     plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
-    lsn_arr = None if lsn is None else _lsn_array(lsn, len(values))
+    lsn_arr = None if lsn is None else lsn_array(lsn, len(values))
     bounds = np.linspace(0, len(values), splits + 1, dtype=int)
     parts = [plan.changes(values.slice(a, b - a), keys[a:b], None if lsn_arr is None else lsn_arr.slice(a, b - a))
              for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

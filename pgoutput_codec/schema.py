@@ -18,9 +18,11 @@ Representation choices (and why):
 
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
 
-__all__ = ["TUPLE_TYPE", "RELATION_COLUMNS_TYPE", "MESSAGE_FIELDS", "MESSAGE_STRUCT", "TS"]
+__all__ = ["TUPLE_TYPE", "RELATION_COLUMNS_TYPE", "MESSAGE_FIELDS", "MESSAGE_STRUCT", "TS", "relation_fingerprint"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -124,3 +126,11 @@ CHANGE_SCHEMA = pa.schema(CHANGE_FIELDS)
 
 #: Columns dropped from change rows by include_xids / include_timestamp / include_origin = False.
 CHANGE_OPTIONAL = {"include_xids": "xid", "include_timestamp": "commit_ts", "include_origin": "origin"}
+
+
+def relation_fingerprint(rel: dict) -> int:
+    """64-bit content hash of a Relation definition (the ``relation_version`` column)."""
+    cols = ";".join(f"{c['name']}\x00{c['type_oid']}\x00{c['type_modifier']}\x00{c['flags']}"
+                    for c in rel["columns"] or ())
+    text = f"{rel['schema']}\x01{rel['table']}\x01{rel['relation_id']}\x01{rel['replica_identity']}\x01{cols}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")

@@ -37,23 +37,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._gather import take_table
-from .schema import CHANGE_SCHEMA, TS
+from .changes import ChangeDecoder, LightChangeDecoder
+from .relations import bearer, merge_columns, one_bearer, split_name
+from .schema import CHANGE_SCHEMA, TS, relation_fingerprint
 from .casts import BOOL as BOOL_OID
-from .casts import _to_bool as bool_text
+from .casts import to_bool as bool_text
 from .retyped import retyped_names, text_form, with_earlier_types
-from .typecatalog import ConversionError, _materialize, _take_at, convert_column, convert_columns
+from .typecatalog.columns import convert_column, convert_columns
+from .typecatalog.columns import materialize as _materialize
+from .typecatalog.columns import take_at as _take_at
+from .typecatalog.errors import ConversionError
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns"]
 
 _COMMIT_COLS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin"]
-
-
-def _split_name(name: str):
-    if "." in name:
-        schema, table = name.split(".", 1)
-    else:
-        schema, table = "public", name
-    return schema.strip('"'), table.strip('"')
 
 
 def _one_array(col) -> pa.Array:
@@ -74,7 +71,7 @@ def _holder(versions: list, row_versions):
     (relation, named so) per Relation version, ``row_versions()`` the version index of
     every change row in order (-1: none; asked only when the name moved). Gives (the
     indexes of the holder's versions, whether another relation bore the name)."""
-    one = _one_bearer(versions)
+    one = one_bearer(versions)
     if one or not any(ok for _, ok in versions):
         return one, False
     ids = row_versions()
@@ -85,40 +82,6 @@ def _holder(versions: list, row_versions):
             at = np.flatnonzero(ids == k)
             last[k] = int(at[-1]) if len(at) else None
     return bearer(versions, last)
-
-
-def _one_bearer(versions: list) -> list:
-    """The versions of the one relation that ever bore the name, when it never bore
-    another (the common case: no order to look at); else []."""
-    named = {r for r, ok in versions if ok}
-    mine = [k for k, (r, _) in enumerate(versions) if r in named]
-    return mine if len(named) == 1 and all(versions[k][1] for k in mine) else []
-
-
-def bearer(versions: list, last: list) -> tuple:
-    """The rule of :func:`_resolve` (Spark's versions job over any DataFrame too;
-    ``ControlPlan.bearer`` walks the same rule over Relation messages, and
-    tests/test_changes.py holds the two to one answer as of every commit):
-    ``versions`` is one (relation, named so) per Relation version, ``last`` the
-    position of each version's last change (comparable; None: none). The relation
-    last changed under the name bears it, unless it has been changed under another
-    since (renamed away: then none the changes show does). Gives (the indexes of the
-    bearer's versions, whether another relation bore the name)."""
-    named = {r for (r, ok), at in zip(versions, last, strict=True) if ok and at is not None}
-    last_named, newest = {}, {}   # relation -> position of its newest change under the name / at all
-    for (r, ok), at in zip(versions, last, strict=True):
-        if at is None:
-            continue
-        if r not in newest or newest[r] < at:
-            newest[r] = at
-        if ok and (r not in last_named or last_named[r] < at):
-            last_named[r] = at
-    if not last_named:
-        return [], False
-    holder = max(last_named, key=last_named.get)
-    if newest[holder] != last_named[holder]:
-        return [], False
-    return [k for k, (r, _) in enumerate(versions) if r == holder], len(named) > 1
 
 
 def _as_change_rows(changes: pa.Table) -> pa.Table:
@@ -197,7 +160,7 @@ def _resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
 
     Rows are selected once per relation version (few, by ``relation_version``), then
     with one vector ``is_in`` on the uint64 fingerprint instead of string comparisons."""
-    schema, table = _split_name(name)
+    schema, table = split_name(name)
     if not len(changes):
         return changes, False
     changes = _in_commit_order(_as_change_rows(changes))
@@ -241,25 +204,6 @@ def _column_set_ids(rows: pa.Table):
     return ids, reps
 
 
-def _merge_columns(reps: list, last) -> list[dict]:
-    """Columns over several Relation versions (``reps``: their column lists), newest
-    definition of each column winning, in the order of ``last`` (the newest version;
-    columns dropped later keep their place at the end)."""
-    seen: dict[str, dict] = {}
-    order: list[str] = []
-    for cols in reps:
-        for c in cols or ():
-            seen[c["name"]] = c
-            if c["name"] not in order:
-                order.append(c["name"])
-    if last is not None:
-        newest = [c["name"] for c in last]
-        order = newest + [n for n in order if n not in newest]
-        for c in last:
-            seen[c["name"]] = c
-    return [seen[n] for n in order]
-
-
 def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
     """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
     versions in the changes, newest definition of each column winning, in the order of
@@ -268,7 +212,7 @@ def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None
     if not len(rows):
         return []
     reps = _column_set_ids(rows)[1]
-    return _merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
+    return merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
 
 
 def _validity(arr: pa.Array) -> np.ndarray:
@@ -551,16 +495,15 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     decoded messages. Same result, ~1.7x faster than the two steps (``bench/changes_bench.py``).
     One input in one call (no ``state`` to resume from: use :class:`ChangeDecoder` and
     :func:`table_changes` for chunked decoding)."""
-    from .changes import ChangeDecoder, relation_fingerprint
-    dec = ChangeDecoder(_light=True, registry=registry, **options)   # learns domains from Type messages
+    dec = LightChangeDecoder(registry=registry, **options)   # learns domains from Type messages
     light = dec.feed(input)
-    schema, table = _split_name(name)
+    schema, table = split_name(name)
     ver_all = _one_array(light.column("_ver")).to_numpy(zero_copy_only=False)
     # the relation that bears the name (_resolve's rule), by each row's Relation version
     mine = np.asarray(_holder([(d["relation_id"] if d["relation_id"] is not None else (d["schema"], d["table"]),
-                                d["schema"] == schema and d["table"] == table) for d in dec._versions],
+                                d["schema"] == schema and d["table"] == table) for d in dec.walk.versions],
                               lambda: ver_all)[0], dtype=np.int64)
-    keep = (ver_all >= 0) if len(mine) == len(dec._versions) else np.isin(ver_all, mine)
+    keep = (ver_all >= 0) if len(mine) == len(dec.walk.versions) else np.isin(ver_all, mine)
     rows = light if keep.all() else light.filter(pa.array(keep))
     n = len(rows)
     head = {c: rows.column(c) for c in _COMMIT_COLS if c in rows.column_names}
@@ -576,13 +519,13 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     reps, rep_of_fp = [], {}
     ver_to_id = np.full(int(uniq.max()) + 1, -1, dtype=np.int64)
     for v in uniq[np.argsort(first, kind="stable")]:
-        key = relation_fingerprint(dec._versions[v])
+        key = relation_fingerprint(dec.walk.versions[v])
         if key not in rep_of_fp:
             rep_of_fp[key] = len(reps)
-            reps.append(dec._versions[v]["columns"])
+            reps.append(dec.walk.versions[v]["columns"])
         ver_to_id[v] = rep_of_fp[key]
     ids = ver_to_id[ver]
-    cols = _merge_columns(reps, dec._versions[int(ver[-1])]["columns"] or [])
+    cols = merge_columns(reps, dec.walk.versions[int(ver[-1])]["columns"] or [])
     msgs = dec.last_batch
     pos = np.maximum(src, 0)
     ids = np.where(src >= 0, ids, -1)
@@ -598,7 +541,6 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
 
 
 def _empty_changes(options) -> pa.Table:
-    from .changes import ChangeDecoder
     return ChangeDecoder(**options).output_schema.empty_table()
 
 

@@ -383,9 +383,9 @@ def test_batch_differential(compiled_impl, python_impl, data):
 def test_large_binary_input_is_sliced_under_the_offset_limit(monkeypatch):
     """Output columns have int32 offsets: a LargeBinary input over the slice limit is
     decoded in slices and returned chunked, rows and stream state intact."""
-    from pgoutput_codec import batch as batch_mod
+    from pgoutput_codec import arrays as arrays_mod
     from pgoutput_codec import decode_batch, decode_message
-    monkeypatch.setattr(batch_mod, "MAX_CHUNK_BYTES", 40)
+    monkeypatch.setattr(arrays_mod, "MAX_CHUNK_BYTES", 40)
     rows = [V("stream_start_first"), V("insert_streamed"), V("insert_streamed"), V("stream_stop"),
             V("insert_text_null_unchanged")] * 3
     out = decode_batch(pa.array(rows, pa.large_binary()))

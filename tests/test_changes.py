@@ -22,7 +22,8 @@ from pgoutput_codec import (
     StreamStop, Truncate, TupleColumn, Update, encode_message,
 )
 from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, decode_batch
-from pgoutput_codec.changes import ChangeDecoder, decode_changes, parse_table_list
+from pgoutput_codec.changes import ChangeDecoder, decode_changes
+from pgoutput_codec.selection import parse_table_list
 from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.tables import _columns_out, _in_commit_order, decode_table_changes, history, net_changes, snapshot, table_changes
 from pgoutput_codec._gather import take_table
@@ -816,9 +817,10 @@ def _plan_and_rows(plan, values, keys, whole, name: str, cut):
     """The table ``name`` as of commit ``cut`` (None: all) both ways: (the plan narrowed
     to it, the plan's change rows up to the cut, ``_resolve``'s (rows, replaced) over the
     change rows ``whole``, those rows up to the cut)."""
-    from pgoutput_codec.tables import _resolve, _split_name
+    from pgoutput_codec.relations import split_name
+    from pgoutput_codec.tables import _resolve
     resolved = _resolve(whole, name, cut)
-    mine = plan.for_table(*_split_name(name), cut)
+    mine = plan.for_table(*split_name(name), cut)
     got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
     rows = resolved[0]
     at_cut = rows.filter(pc.less_equal(rows.column("commit_lsn"), pa.scalar(cut or 2 ** 63, pa.uint64())))
@@ -1085,7 +1087,7 @@ def test_rows_at_reads_few_rows_by_slices_and_many_by_one_take():
     the type column equal the gathered ones (an error row among them: gathered)."""
     import numpy as np
 
-    from pgoutput_codec.changes import _tag_codes, rows_at
+    from pgoutput_codec.changerows import rows_at, tag_codes
     msgs = decode_batch(enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, REL2,
                              Insert(relation_id=16400, new_tuple=row(1, "a")),
                              Truncate(options=1, relation_ids=(16400, 16401)),
@@ -1093,10 +1095,10 @@ def test_rows_at_reads_few_rows_by_slices_and_many_by_one_take():
     for idx in (np.array([1, 2, 4]), np.arange(1, 30, 2), np.array([], np.int64)):
         assert rows_at(msgs, idx) == msgs.take(pa.array(idx, pa.int64())).to_pylist()
     types = msgs.field("type")
-    assert _tag_codes(types).tolist() == [ord(t) for t in types.to_pylist()]
-    assert _tag_codes(types.slice(7, 9)).tolist() == [ord(t) for t in types.slice(7, 9).to_pylist()]
+    assert tag_codes(types).tolist() == [ord(t) for t in types.to_pylist()]
+    assert tag_codes(types.slice(7, 9)).tolist() == [ord(t) for t in types.slice(7, 9).to_pylist()]
     bad = decode_batch(enc([REL]) + [b"Z"] + enc([REL2]))
-    assert _tag_codes(bad.field("type")).tolist() == [ord("R"), 0, ord("R")]
+    assert tag_codes(bad.field("type")).tolist() == [ord("R"), 0, ord("R")]
 
 
 def _same(a, b) -> bool:
@@ -1189,7 +1191,7 @@ def test_commit_rank_with_far_apart_transaction_slots():
     slots): the rank lookup must not allocate a table spanning the whole slot range."""
     dec = ChangeDecoder()
     dec.feed(enc([REL, Begin(final_lsn=1, commit_ts=0, xid=7), Insert(relation_id=16400, new_tuple=row(1, "a"))]))
-    dec._next_slot = 5_000_000          # as after millions of transactions
+    dec.walk.next_slot = 5_000_000          # as after millions of transactions
     out = dec.feed(enc([Insert(relation_id=16400, new_tuple=row(2, "b")),
                         Commit(commit_lsn=9, end_lsn=10, commit_ts=0),
                         Begin(final_lsn=11, commit_ts=0, xid=8), Insert(relation_id=16400, new_tuple=row(3, "c")),

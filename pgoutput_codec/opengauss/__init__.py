@@ -16,6 +16,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import payload_chunks
 from ..errors import PgoutputDecodeError
 from ._binary_py import ENVELOPES, decode_frame_items
 from ._binary_py import decode_frame as _decode_frame_b
@@ -28,14 +29,6 @@ __all__ = ["decode_batch", "decode_frame", "decode_record", "Column", "Record", 
 
 STYLES = ("b", "t", "j")
 USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
-
-
-def _chunks(values):
-    if isinstance(values, pa.ChunkedArray):
-        return list(values.chunks)
-    if isinstance(values, pa.Array):
-        return [values]
-    return [pa.array(list(values), pa.binary())]
 
 
 def heartbeats(table: pa.Table) -> int:
@@ -58,7 +51,7 @@ def _rows_to_batch(rows):
 def decode_batch_py(values, *, envelope="auto"):
     """Plain-Python twin of the 'b' path of :func:`decode_batch` (reference and oracle)."""
     batches, hb, base = [], 0, 0
-    for chunk in _chunks(values):
+    for chunk in payload_chunks(values):
         rows = []
         for i, data in enumerate(chunk.to_pylist()):
             items, h, _end, _x = decode_frame_items(data, envelope)
@@ -98,7 +91,7 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
             return decode_batch_py(values, envelope=envelope)
         from ._binary import decode_binary_chunk
         batches, hb, base = [], 0, 0
-        for chunk in _chunks(values):
+        for chunk in payload_chunks(values):
             if pa.types.is_null(chunk.type):
                 chunk = chunk.cast(pa.binary())
             b, h = decode_binary_chunk(chunk, base, envelope)

@@ -1,7 +1,7 @@
 """openGauss DML records → change rows, a column at a time: no Python object per record
 or per value.
 
-The rules are those of :func:`.changes.change_row` and :func:`.changes.record_columns`,
+The rules are those of :func:`.columns.change_row` and :func:`.columns.record_columns`,
 which stay as their one-record statement (and the tests' reference). What makes a whole
 batch cheap is that a table has few column lists and its tuples few shapes: each record's
 tuples are named by a *shape* (the names and types of its columns: a hash, checked
@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 
 from .. import USING_EXTENSIONS
 from .._gather import take_lists
-from ..tables import _one_array
+from ..arrays import one_array, typed_array
 from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
-from ..changes import _table_selected
-from .changes import OPENGAUSS_CHANGE_SCHEMA, _relation, _unquote, column_types, key_names, record_columns
+from ..selection import table_selected
+from .columns import OPENGAUSS_CHANGE_SCHEMA, column_types, key_names, record_columns, relation_of, unquote
 
 __all__ = ["change_rows", "record_kinds", "selected_dml", "transaction_runs", "RecordKinds", "Runs"]
 
@@ -49,8 +49,8 @@ def _codes(values: pa.Array) -> np.ndarray:
 def table_ids(recs: pa.Table):
     """(per record its table's number, the number of tables): (schema, table) pairs,
     a null name apart from an empty one."""
-    s = _codes(_one_array(recs.column("schema")))
-    t = _codes(_one_array(recs.column("table")))
+    s = _codes(one_array(recs.column("schema")))
+    t = _codes(one_array(recs.column("table")))
     u, inv = np.unique(s * (int(t.max(initial=0)) + 2) + (t + 1), return_inverse=True)
     return inv.reshape(len(s)).astype(np.int64), len(u)
 
@@ -86,7 +86,7 @@ def selected_dml(kinds: RecordKinds, recs: pa.Table, patterns, cache: dict | Non
                     strict=True):
         t = (r["schema"], r["table"])
         if t not in cache:
-            cache[t] = _table_selected(patterns, t[0] or "", t[1] or "")
+            cache[t] = table_selected(patterns, t[0] or "", t[1] or "")
         chosen[u] = cache[t]
     return kinds.dml & chosen[kinds.table]
 
@@ -124,11 +124,6 @@ def transaction_runs(kinds: RecordKinds, selected: np.ndarray, frame: np.ndarray
     cut = start | new_frame
     first = np.flatnonzero(cut)
     return Runs(ev, kind, np.cumsum(cut) - 1, first, start[first])
-
-
-def _array(values, typ) -> pa.Array:
-    """An Arrow array of ``typ`` from an array (cast) or a list."""
-    return _one_array(values).cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
 
 
 class _Tuples:
@@ -293,7 +288,7 @@ def _aligned(side: _Tuples, rows: np.ndarray, lists: np.ndarray, names_of, out_v
             i0 = members[0]
             names = names_of(int(lists[i0]))
             tup = side.tuple_of(int(shape[i0]))
-            at = {_unquote(c["name"]): p for p, c in enumerate(tup)}    # a name twice: the last
+            at = {unquote(c["name"]): p for p, c in enumerate(tup)}    # a name twice: the last
             pmap = np.array([at.get(nm, -1) for nm in names], np.int64)
             if not len(pmap):
                 continue
@@ -337,12 +332,12 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     ``declared`` ({table: key columns}) names the table's. ``kinds``:
     :func:`record_kinds` of ``recs``, when already read."""
     n_rec = len(recs)
-    new = _Tuples(_one_array(recs.column("new_tuple")))
-    old = _Tuples(_one_array(recs.column("old_tuple")))
+    new = _Tuples(one_array(recs.column("new_tuple")))
+    old = _Tuples(one_array(recs.column("old_tuple")))
     kinds = kinds or record_kinds(recs)
     dml, table = kinds.dml, kinds.table
-    sch = _one_array(recs.column("schema"))
-    tbl = _one_array(recs.column("table"))
+    sch = one_array(recs.column("schema"))
+    tbl = one_array(recs.column("table"))
 
     lists = _Lists()
     grp = np.zeros(n_rec, np.int64) if group is None else np.asarray(group, np.int64)
@@ -392,7 +387,7 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             c = lists.cols[int(final[i0])]
             k = int(key_ids[rows[i0]])
             key = declared.get((schema, tab)) or (keys.cols[k] if k >= 0 else ())
-            columns, fp = _relation(schema, tab, c, frozenset(key))
+            columns, fp = relation_of(schema, tab, c, frozenset(key))
             col_vals.append(columns)
             fps.append(fp)
         col_ids[sel] = inv
@@ -414,15 +409,15 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
     before_kind = pc.if_else(pa.array(old_valid), before_kind, pa.nulls(n, pa.string()))
 
     rec_take = pa.array(rows, pa.int64(), mask=~is_rec)
-    op = pc.if_else(pa.array(is_rec), _one_array(recs.column("type")).take(rec_take), pa.scalar("C"))
+    op = pc.if_else(pa.array(is_rec), one_array(recs.column("type")).take(rec_take), pa.scalar("C"))
     cols = {
         "op": op,
         "seq": pa.array(seq, pa.int64(), mask=~is_rec),
-        "lsn": _one_array(recs.column("lsn")).take(rec_take),
-        "xid": _array(commit["xid"], pa.uint64()),
-        "commit_lsn": _array(commit["commit_lsn"], pa.uint64()),
+        "lsn": one_array(recs.column("lsn")).take(rec_take),
+        "xid": typed_array(commit["xid"], pa.uint64()),
+        "commit_lsn": typed_array(commit["commit_lsn"], pa.uint64()),
         "commit_ts": commit["commit_ts"],
-        "origin": _array(commit["origin"], pa.string()),
+        "origin": typed_array(commit["origin"], pa.string()),
         "schema": sch.take(rec_take),
         "table": tbl.take(rec_take),
         "relation_id": pa.nulls(n, pa.uint32()),

@@ -25,6 +25,7 @@ import struct
 
 import pyarrow as pa
 
+from ..arrays import payload_chunks
 from ..errors import PgoutputDecodeError
 from ._binary_py import ENVELOPES
 from .records import Column, Frame, Record
@@ -318,9 +319,8 @@ def decode_text_frame(data, style="t", *, envelope="auto", sending_batch=None) -
 
 def decode_text_batch(values, style="t", *, envelope="auto", sending_batch=None) -> pa.Table:
     """The 't'/'j' path of ``decode_batch``: same schema and error rows as 'b'."""
-    from . import _chunks
     batches, base = [], 0
-    for chunk in _chunks(values):
+    for chunk in payload_chunks(values):
         rows = []
         for i, data in enumerate(chunk.to_pylist()):
             items, _end, _x = _frame_items(data, style, envelope, sending_batch)

@@ -1,0 +1,98 @@
+"""Arrow input in the shapes users hand it, made into what the decoders read.
+
+Every public function accepts payloads and columns as a ``pa.Array``, a
+``pa.ChunkedArray`` or a Python sequence; this module is the one place that turns them
+into arrays, so each decoder states what it needs and not how to get it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ._builders import nulls
+from .messages import parse_lsn
+
+__all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "MAX_CHUNK_BYTES"]
+
+#: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
+#: input chunk holding more payload bytes than this is decoded in slices (the result is
+#: then chunked), so no output column can pass 2 GiB.
+MAX_CHUNK_BYTES = 1 << 30
+
+
+def one_array(a):
+    """One ``pa.Array`` from an array or a chunked one; a single chunk as it is
+    (``combine_chunks`` copies even one chunk, which costs milliseconds per nested
+    column of change rows)."""
+    if isinstance(a, pa.ChunkedArray):
+        return a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()
+    return a
+
+
+def payload_chunks(values) -> list:
+    """Payloads (array, chunked array or sequence) as a list of arrays, types as given."""
+    if isinstance(values, pa.ChunkedArray):
+        return list(values.chunks)
+    if isinstance(values, pa.Array):
+        return [values]
+    return [pa.array(list(values), pa.binary())]
+
+
+def _split_large(arr) -> list:
+    n = len(arr)
+    if n == 0:
+        return [arr]
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
+    if offs[-1] - offs[0] <= MAX_CHUNK_BYTES:
+        return [arr]
+    parts, start = [], 0
+    while start < n:
+        stop = int(np.searchsorted(offs, offs[start] + MAX_CHUNK_BYTES, side="right")) - 1
+        stop = max(stop, start + 1)   # a single payload larger than the limit goes alone
+        parts.append(arr.slice(start, stop - start))
+        start = stop
+    return parts
+
+
+def binary_chunks(values) -> list:
+    """Payloads as ``pa.binary()`` chunks of at most ``MAX_CHUNK_BYTES`` each (a larger
+    LargeBinary chunk is sliced, one oversize payload alone); a list of only None is
+    a null payload per item. Any other Arrow type is a TypeError."""
+    if isinstance(values, (pa.ChunkedArray, pa.Array)):
+        chunks, typ = payload_chunks(values), values.type
+    else:
+        arr = pa.array(list(values), type=pa.binary())
+        chunks, typ = [arr], arr.type
+    if pa.types.is_binary(typ):
+        return chunks
+    if pa.types.is_large_binary(typ):
+        return [part for c in chunks for part in _split_large(c)]
+    if pa.types.is_null(typ):  # a list of only None
+        return [pa.array([None] * len(c), type=pa.binary()) for c in chunks]
+    if pa.types.is_fixed_size_binary(typ) or pa.types.is_binary_view(typ):
+        return [c.cast(pa.binary()) for c in chunks]
+    raise TypeError(f"decode_batch expects binary payloads, got an Arrow column of type {typ}")
+
+
+def one_binary(values) -> pa.Array:
+    """Payloads (array, chunked array or sequence) as one binary array; an array as given."""
+    return values if isinstance(values, pa.Array) else pa.concat_arrays(binary_chunks(values))
+
+
+def lsn_array(lsn, n: int) -> pa.Array:
+    """An archive's ``lsn`` column (``X/Y`` text or integers; None: no column, ``n`` nulls)
+    as uint64."""
+    if lsn is None:
+        return nulls(n, pa.uint64())
+    lsn = one_array(lsn) if isinstance(lsn, pa.ChunkedArray) else lsn
+    if not isinstance(lsn, pa.Array):
+        lsn = pa.array(lsn)
+    if pa.types.is_string(lsn.type) or pa.types.is_large_string(lsn.type):
+        return pa.array([None if v is None else parse_lsn(v) for v in lsn.to_pylist()], pa.uint64())
+    return lsn.cast(pa.uint64())
+
+
+def typed_array(values, typ) -> pa.Array:
+    """``values`` (an Arrow array, chunked or not, or a sequence) as one array of ``typ``."""
+    return one_array(values).cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)

@@ -1,0 +1,87 @@
+"""Which changes a run gives: the table list (openGauss's white-table-list syntax) and the
+commit-LSN window of an incremental run or a replay up to a point."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .messages import parse_lsn
+
+__all__ = ["parse_table_list", "table_selected", "commit_window", "intersect_windows", "in_commit_window"]
+
+
+def parse_table_list(spec):
+    """openGauss white-table-list syntax (``public.t1,*.t3,my_schema.*``) to (schema, table)
+    glob pairs; ``None``/empty means every table. Identifiers with a '.' may be quoted."""
+    if spec is None:
+        return None
+    items = spec if isinstance(spec, (list, tuple)) else [s for s in spec.split(",")]
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith('"'):
+            end = item.index('"', 1)
+            sch, rest = item[1:end], item[end + 1:]
+            tbl = rest[1:] if rest.startswith(".") else "*"
+        elif "." in item:
+            sch, tbl = item.split(".", 1)
+        else:
+            sch, tbl = "*", item
+        out.append((sch, tbl.strip('"')))
+    return out or None
+
+
+def _lsn_bound(v):
+    """An LSN given as an int (NumPy's too), a ``Decimal`` (Spark's ``max(commit_lsn)``),
+    decimal digits or ``X/Y`` text."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return int(v) if v.strip().isdigit() else parse_lsn(v.strip())
+    if isinstance(v, float) or int(v) != v:
+        raise ValueError(f"not an LSN: {v!r}")
+    return int(v)
+
+
+def commit_window(after_lsn=None, until_lsn=None):
+    """The commit-LSN window ``(after_lsn, until_lsn]`` (ints, Decimals or ``X/Y`` text;
+    None: an open end) as a pair of ints or None, or None when both ends are open: the
+    transactions whose commit LSN lies in it are the ones given."""
+    after, until = _lsn_bound(after_lsn), _lsn_bound(until_lsn)
+    if after is not None and until is not None and until < after:
+        raise ValueError(f"until_lsn {until_lsn} is before after_lsn {after_lsn}")
+    return None if after is None and until is None else (after, until)
+
+
+def intersect_windows(w0, w1):
+    """The intersection of two commit windows (None: unbounded)."""
+    (a0, u0), (a1, u1) = w0 or (None, None), w1 or (None, None)
+    a = max((v for v in (a0, a1) if v is not None), default=None)
+    u = min((v for v in (u0, u1) if v is not None), default=None)
+    return None if a is None and u is None else (a, u)
+
+
+def in_commit_window(commit_lsn, window) -> np.ndarray:
+    """Per commit LSN (uint64 Arrow array, chunked or not; null: outside): inside ``window``."""
+    lsn = commit_lsn.combine_chunks() if isinstance(commit_lsn, pa.ChunkedArray) else commit_lsn
+    inside = lsn.is_valid().to_numpy(zero_copy_only=False)
+    v = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False)
+    after, until = window
+    if after is not None:
+        inside &= v > np.uint64(after)
+    if until is not None:
+        inside &= v <= np.uint64(until)
+    return inside
+
+
+def table_selected(patterns, schema: str, table: str) -> bool:
+    """Whether ``schema.table`` is among ``patterns`` (:func:`parse_table_list`; None: all)."""
+    if patterns is None:
+        return True
+    return any(fnmatch.fnmatchcase(schema, s) and fnmatch.fnmatchcase(table, t) for s, t in patterns)

@@ -1,0 +1,310 @@
+"""The transaction state machine of pgoutput, run over control messages only.
+
+Which transaction a change row belongs to, whether that transaction commits, and which
+Relation definition applies, are decided by the control messages around the row (Begin,
+Commit, Relation, Type, Origin, Stream Start/Stop/Commit/Abort, Begin Prepare, Prepare,
+Commit/Rollback Prepared, Stream Prepare). :class:`TransactionWalk` holds that state and
+walks it forward; the sequential :class:`~pgoutput_codec.changes.ChangeDecoder` and the
+parallel :class:`~pgoutput_codec.plan.ControlPlan` each own one and read it through the
+attributes below.
+
+A transaction is a *slot* (an int handed out in arrival order); the rows of a slot are
+held by the decoder (``Txn.pending``), not here.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from .changerows import VERSION_SCHEMA
+from .checkpoint import Checkpoint
+from .commitorder import TAKE, REPLAY, judge_commit, order_error
+from .schema import relation_fingerprint
+
+__all__ = ["Txn", "TransactionWalk"]
+
+
+@dataclass
+class Txn:
+    """One transaction the walk knows, from its first row or Begin to its end."""
+    xid: int | None                     # None: its Begin came before the archive started
+    kind: str = "tx"                    # "tx", "stream", "prepared"
+    origin: str | None = None
+    gid: str | None = None
+    aborted_subxids: set = field(default_factory=set)
+    pending: list = field(default_factory=list)   # pa.Table pieces or spill-file paths
+    pending_bytes: int = 0
+
+    def discard(self) -> None:
+        """Remove the spill files of the rows held (the transaction will not commit)."""
+        for p in self.pending:
+            if isinstance(p, str) and os.path.exists(p):
+                os.unlink(p)
+
+
+class TransactionWalk:
+    """The state of the transaction walk.
+
+    ``replays``: "drop" judges every commit (a commit LSN not above every one before is a
+    replay, dropped and listed in :attr:`replayed`, or an archive out of order:
+    ``ArchiveOrderError``); "keep" takes every commit as it comes. ``registry``: a
+    ``TypeRegistry`` taught every Type message.
+
+    Attributes (read and advanced by the decoders):
+
+    - ``versions``: the Relation definitions seen, index = version; ``relmap``:
+      relation id → the version in force;  ``types``: the Type messages seen
+      (type_oid, namespace, name);
+    - ``ctx``: the slot the next change rows belong to (-1: none); ``txns``: slot →
+      :class:`Txn` of the transactions open; ``streams``: streamed xid → slot;
+      ``prepared``: gid → slot; ``next_slot``: the next slot to hand out;
+    - ``in_stream``: inside a Stream Start … Stream Stop block;
+    - ``committed``: the commit LSNs taken, rising (``replays="drop"``); ``floor``: a
+      checkpoint's ``after_lsn`` (commits at or below it are the run before's, not
+      judged); ``replayed``: the replays dropped (xid, commit_lsn, seq);
+    - ``seeded``: (relation id, version) pairs a checkpoint taught.
+    """
+
+    def __init__(self, *, replays: str = "drop", registry=None):
+        self.replays = replays
+        self.registry = registry
+        self.versions: list[dict] = []
+        self.relmap: dict[int, int] = {}
+        self.types: list[tuple] = []
+        self.ctx = -1
+        self.txns: dict[int, Txn] = {}
+        self.streams: dict[int, int] = {}
+        self.prepared: dict[str, int] = {}
+        self.next_slot = 0
+        self.in_stream = False
+        self.committed = array("Q")
+        self.floor = None
+        self.replayed: list[dict] = []
+        self.seeded: list[tuple] = []
+        self._vt = None
+        self._vt_len = -1
+
+    # ------------------------------------------------------------------ resuming
+    def resume(self, cp: Checkpoint) -> None:
+        """Start where a checkpoint says: its definitions, stream state and commit LSN."""
+        self.floor = cp.after_lsn
+        self.in_stream = cp.in_stream
+        for oid, ns, name in cp.types:
+            self.learn_type(dict(type_oid=oid, namespace=ns, type_name=name))
+        for rel in cp.relations:
+            v = self.add_version(copy.deepcopy(rel))
+            self.relmap[rel["relation_id"]] = v
+            self.seeded.append((rel["relation_id"], v))
+
+    def state(self) -> dict:
+        """The walk's part of a decoder's picklable state (transactions without their rows)."""
+        return {
+            "versions": copy.deepcopy(self.versions), "relmap": dict(self.relmap), "types": list(self.types),
+            "ctx": self.ctx, "streams": dict(self.streams), "prepared": dict(self.prepared),
+            "next_slot": self.next_slot, "committed": self.committed.tobytes(),
+            "replayed": copy.deepcopy(self.replayed),
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Take back what :meth:`state` gave (transactions are the decoder's to restore)."""
+        self.versions = copy.deepcopy(state["versions"])
+        self.relmap = {int(k): v for k, v in state["relmap"].items()}
+        self.types = list(state["types"])
+        self.ctx = state["ctx"]
+        self.streams = {int(k): v for k, v in state["streams"].items()}
+        self.prepared = dict(state["prepared"])
+        self.next_slot = state["next_slot"]
+        self.committed = array("Q")
+        self.committed.frombytes(state.get("committed", b""))
+        self.replayed = copy.deepcopy(state.get("replayed", []))
+
+    # ------------------------------------------------------------------ definitions
+    def new_slot(self, txn: Txn) -> int:
+        slot = self.next_slot
+        self.next_slot += 1
+        self.txns[slot] = txn
+        return slot
+
+    def add_version(self, rel: dict) -> int:
+        cur = self.relmap.get(rel["relation_id"])
+        if cur is not None and self.versions[cur] == rel:
+            return cur     # streamed transactions resend unchanged Relations: keep one version
+        self.versions.append(rel)
+        return len(self.versions) - 1
+
+    def relation(self, m: dict) -> int:
+        """A Relation message: its version (the newest definition wins from here on)."""
+        v = self.add_version(dict(
+            schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
+            relation_id=m["relation_id"], replica_identity=m["replica_identity"],
+            columns=m["columns"]))
+        self.relmap[m["relation_id"]] = v
+        return v
+
+    def learn_type(self, m: dict) -> None:
+        """A Type message: kept, and taught to the registry (domains resolve through it)."""
+        self.types.append((m["type_oid"], m["namespace"], m["type_name"]))
+        if self.registry is not None:
+            self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
+
+    def definitions(self, rows) -> list[int]:
+        """Relation and Type rows (dicts, in arrival order) learnt: the version each
+        Relation defines."""
+        versions = []
+        for m in rows:
+            if m["type"] == "R":
+                versions.append(self.relation(m))
+            else:
+                self.learn_type(m)
+        return versions
+
+    def version_table(self) -> pa.Table:
+        """The Relation versions as a table (``changerows.VERSION_SCHEMA``), rebuilt only
+        when a version was added."""
+        if self._vt_len != len(self.versions):
+            self._vt = pa.Table.from_pylist(
+                [dict({k: v[k] for k in ("schema", "table", "relation_id", "columns")},
+                      relation_version=relation_fingerprint(v)) for v in self.versions],
+                schema=VERSION_SCHEMA)
+            self._vt_len = len(self.versions)
+        return self._vt
+
+    # ------------------------------------------------------------------ commits
+    def plain_commits(self, lsn: pa.Array) -> np.ndarray | None:
+        """For the vectorized paths: the commit LSNs of a chunk's plain transactions (in
+        order) to record once they are taken, when :meth:`walk` would take every one
+        without judging it — each above every commit taken before and above a
+        checkpoint's ``after_lsn``. None when one needs judging (a replay, out of order,
+        at or below that floor, no LSN): the walk must take the chunk. With
+        ``replays="keep"`` nothing is judged or recorded (empty)."""
+        if self.replays == "keep":
+            return np.zeros(0, np.uint64)
+        if lsn.null_count:
+            return None
+        v = lsn.to_numpy(zero_copy_only=False).astype(np.uint64)
+        floor = max(self.committed[-1] if self.committed else 0, self.floor or 0)
+        if len(v) and (v[0] <= floor or (np.diff(v.astype(np.int64)) <= 0).any()):
+            return None
+        return v
+
+    def _commit(self, commits: list, slot: int, m: dict, keys, k: int):
+        """Transaction ``slot`` commits (control row ``k``): taken, or dropped as a replay
+        of an earlier commit, or refused out of order (see ``replays``)."""
+        lsn = m["commit_lsn"]
+        unchecked = self.floor is not None and lsn is not None and lsn <= self.floor   # the run before's
+        if self.replays == "keep" or lsn is None or unchecked:
+            commits.append((slot, m))
+            return
+        verdict = judge_commit(self.committed, lsn)
+        if verdict == TAKE:
+            commits.append((slot, m))
+            return
+        key = None if keys is None else int(keys[k])
+        if verdict == REPLAY:
+            xid = self.txns[slot].xid
+            self.replayed.append(dict(xid=m["xid"] if xid is None else xid, commit_lsn=lsn, seq=key))
+            self.drop(slot)
+            return
+        raise order_error(m["type"], lsn, self.committed[-1], key)
+
+    def drop(self, slot: int) -> None:
+        """Transaction ``slot`` will not commit (aborted, rolled back, replayed, superseded)."""
+        txn = self.txns.pop(slot, None)
+        if txn is None:
+            return
+        txn.discard()
+        if self.ctx == slot:
+            self.ctx = -1
+
+    # ------------------------------------------------------------------ the walk
+    def walk(self, ctrl: list, seg_counts, keys=None):
+        """The transaction state machine, run over the control messages of a chunk.
+
+        ``ctrl``: the decoded control rows in arrival order; ``seg_counts[k]``: how many
+        change rows sit between control rows k-1 and k (segment k). Returns, per segment,
+        the transaction slot its rows belong to and the stream state, the commits in
+        order as (slot, commit message), and the relation version of each Relation row.
+        ``keys``:
+        the control rows' order keys, to name a commit out of order or replayed.
+        """
+        seg_slot = np.full(len(ctrl) + 1, -1, dtype=np.int64)
+        seg_stream = np.zeros(len(ctrl) + 1, dtype=bool)
+        commits = []          # (slot, commit facts) in commit order
+        r_versions = []
+        for k in range(len(ctrl) + 1):
+            if seg_counts[k] and self.ctx < 0:
+                # changes whose Begin is not in the archive: their Commit will come
+                self.ctx = self.new_slot(Txn(xid=None))
+            seg_slot[k] = self.ctx
+            seg_stream[k] = self.in_stream
+            if k == len(ctrl):
+                break
+            m = ctrl[k]
+            t = m["type"]
+            if t == "B":
+                self.ctx = self.new_slot(Txn(xid=m["xid"]))
+            elif t == "C":
+                if self.ctx >= 0:
+                    self._commit(commits, self.ctx, m, keys, k)
+                self.ctx = -1
+            elif t == "O":
+                if self.ctx >= 0:
+                    self.txns[self.ctx].origin = m["origin_name"]
+            elif t == "R":
+                r_versions.append(self.relation(m))
+            elif t == "Y":
+                self.learn_type(m)
+            elif t == "S":
+                self.in_stream = True
+                slot = self.streams.get(m["xid"])
+                if slot is not None and m["first_segment"]:
+                    # the server streams this transaction again from its start (a new
+                    # decoding session after a reconnect): what we hold is superseded
+                    self.drop(self.streams.pop(m["xid"]))
+                    slot = None
+                if slot is None:
+                    slot = self.streams[m["xid"]] = self.new_slot(Txn(xid=m["xid"], kind="stream"))
+                self.ctx = slot
+            elif t == "E":
+                self.in_stream = False
+                self.ctx = -1
+            elif t == "c":
+                slot = self.streams.pop(m["xid"], None)
+                if slot is not None:
+                    self._commit(commits, slot, m, keys, k)
+            elif t == "A":
+                slot = self.streams.get(m["xid"])
+                if slot is not None:   # a stray abort (unknown xid) is tolerated
+                    if m["subxid"] == m["xid"]:
+                        self.drop(self.streams.pop(m["xid"]))
+                    else:
+                        self.txns[slot].aborted_subxids.add(m["subxid"])
+            elif t == "b":
+                self.ctx = self.new_slot(Txn(xid=m["xid"], kind="prepared", gid=m["gid"]))
+            elif t == "P":
+                if self.ctx >= 0:
+                    self.txns[self.ctx].gid = m["gid"]
+                    self.prepared[m["gid"]] = self.ctx
+                self.ctx = -1
+            elif t == "p":
+                slot = self.streams.pop(m["xid"], None)
+                if slot is not None:
+                    self.txns[slot].gid = m["gid"]
+                    self.txns[slot].kind = "prepared"
+                    self.prepared[m["gid"]] = slot
+            elif t == "K":
+                slot = self.prepared.pop(m["gid"], None)
+                if slot is not None:
+                    self._commit(commits, slot, m, keys, k)
+            elif t == "r":
+                slot = self.prepared.pop(m["gid"], None)
+                if slot is not None:
+                    self.drop(slot)
+            # 'M' logical messages and 'k' keepalives carry no row changes
+        return seg_slot, commits, r_versions, seg_stream
