@@ -10,14 +10,15 @@ plain-Python converters (on 1/20 of the values, it is slow).
 from __future__ import annotations
 
 import argparse
-import struct
-import time
-
 import os
+import struct
 import sys
+import time
+import uuid
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from pgoutput_codec.typecatalog import convert_column  # noqa: E402
@@ -62,12 +63,10 @@ def columns(n):
         "uuid": (2950, -1, [], [bytes(u) for u in uuids]),
     }
     tsa = pa.array(ts.astype("datetime64[us]"))
-    import pyarrow.compute as pc
     cols["timestamptz"][2].extend(
         s.encode() + b"+00" for s in pc.strftime(tsa, "%Y-%m-%d %H:%M:%S").to_pylist())
     cols["date"][2].extend(s.encode() for s in
                            pc.strftime(pa.array(days.astype("datetime64[D]")), "%Y-%m-%d").to_pylist())
-    import uuid
     cols["uuid"][2].extend(str(uuid.UUID(bytes=bytes(u))).encode() for u in uuids)
     return cols
 

@@ -5,7 +5,7 @@ One call (``convert_columns_fast``) converts columns of TupleData values (``kind
 array of 'n'/'u'/'t'/'b', ``data`` binary array, each column's values picked by an index)
 to the Arrow layout that :mod:`pgoutput_codec.typecatalog` names for the type. No Python
 object is made per value. Which type uses which converter code is a fact of
-``typecatalog.py`` (the ``fast`` column of its table), not of this module.
+``typecatalog/facts.py`` (the ``fast`` column of its table), not of this module.
 
 Each value converter returns ``OK``, ``SPECIAL`` (the value is null in Arrow and
 ``special`` holds +/-infinity or NaN), ``FAIL`` (the static message in ``Conv.err``) or
@@ -49,7 +49,7 @@ cdef extern from *:
     void pgc_store_i128(void* dst, pgc_i128 v) noexcept nogil
 
 
-# converter codes (typecatalog.FAST_CODES names them)
+# converter codes (typecatalog.facts repeats them as F_BOOL…)
 cpdef enum Code:
     C_BOOL = 1
     C_INT2 = 2
@@ -77,7 +77,7 @@ cdef enum:
     SLOW = -2
     NOMEM = -3         # a column's output could not grow
 
-# special codes (typecatalog.SPECIAL_NAMES)
+# special codes (typecatalog.markers.SPECIAL_NAMES)
 cdef enum:
     S_POS_INF = 1
     S_NEG_INF = 2
@@ -1056,7 +1056,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
     (element ``offsets[i] + k``; offsets -1 = null: columns of one row layout share
     ``offsets``) or None (value i = element i).
     Returns per column ``(array, special_codes or None)``, ``None`` when a value needs the
-    Python converters (SLOW), or ``_ConvertFailure(index, message)`` (returned, not raised:
+    Python converters (SLOW), or ``ConvertFailure(index, message)`` (returned, not raised:
     the other columns are still good)."""
     cdef Py_ssize_t nsrc = len(kinds), ncols = len(specs), j, n = -1, span, b0, b1
     if len(data) != nsrc:
@@ -1177,7 +1177,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
 cdef object _finish(Col* col, Py_ssize_t n, validity, specials, out, vout):
     cdef int code = col.c.code
     if col.rc == FAIL:
-        return _ConvertFailure(col.bad, col.why.decode())
+        return ConvertFailure(col.bad, col.why.decode())
     if col.rc == SLOW:
         return None
     null_count = n - col.nvalid
@@ -1200,8 +1200,8 @@ cdef object _finish(Col* col, Py_ssize_t n, validity, specials, out, vout):
     return arr, codes
 
 
-class _ConvertFailure(ValueError):
-    """Raised with (index, message); typecatalog adds the type and the value."""
+class ConvertFailure(ValueError):
+    """Returned with (index, message); typecatalog.columns adds the type and the value."""
 
     def __init__(self, index, message):
         super().__init__(index, message)

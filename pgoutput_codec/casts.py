@@ -48,9 +48,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .typecatalog import _TIME_RE, ARRAY_ELEM, BY_OID, _fmt_float8, _fmt_offset, _fmt_time_us, _frac_us
+from .typecatalog.facts import ARRAY_ELEM, BY_OID
+from .typecatalog.formats import fmt_float8, fmt_offset, fmt_time_us
+from .typecatalog.text import TIME_RE, frac_us
 
-__all__ = ["cast_checked", "cast_value"]
+__all__ = ["cast_checked", "cast_value", "to_bool"]
 
 NUMERIC, FLOAT4, FLOAT8, BOOL = 1700, 700, 701, 16
 INTS = frozenset((20, 21, 23))
@@ -126,7 +128,7 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     elif soid in (TIMESTAMP, DATE) and doid == TIMESTAMPTZ:
         arr = _from_wall_clock(arr.cast(pa.timestamp("us")), zone)
     if doid == BOOL:
-        arr = _to_bool(arr)
+        arr = to_bool(arr)
     elif doid == NUMERIC:
         arr, special = _to_numeric(arr, soid, to)
     elif doid in INTS:
@@ -164,7 +166,7 @@ def _elementwise(arr, src, dst, to, timezone):
 
 # ------------------------------------------------------------------ numbers
 
-def _to_bool(arr):
+def to_bool(arr):
     """``int4`` → ``bool`` is ``<> 0``; text as ``boolin`` reads it."""
     if pa.types.is_integer(arr.type):
         return pc.not_equal(arr, 0)
@@ -291,7 +293,7 @@ def _to_text(arr, soid, doid, dmod, texts, zone):
         elif pa.types.is_interval(arr.type):
             out = _interval_text(arr)
         elif pa.types.is_time(arr.type):      # time_out: 24:00:00 is a time, no fraction of zeros
-            out = pa.array([None if v is None else _fmt_time_us(v) for v in arr.cast(pa.int64()).to_pylist()],
+            out = pa.array([None if v is None else fmt_time_us(v) for v in arr.cast(pa.int64()).to_pylist()],
                            pa.string())
         elif pa.types.is_binary(arr.type):    # byteaout's hex form
             out = pa.array([None if v is None else "\\x" + v.hex() for v in arr.to_pylist()], pa.string())
@@ -307,10 +309,10 @@ def _to_text(arr, soid, doid, dmod, texts, zone):
 
 
 def _float_text(arr):
-    """``float8out``/``float4out``'s form (``typecatalog._fmt_float8``), one by one: a
+    """``float8out``/``float4out``'s form (:func:`.typecatalog.formats.fmt_float8`), one by one: a
     float column altered to text is rare."""
     f4 = pa.types.is_float32(arr.type)
-    return pa.array([None if x is None else _fmt_float8(x, f4) for x in arr.to_pylist()], pa.string())
+    return pa.array([None if x is None else fmt_float8(x, f4) for x in arr.to_pylist()], pa.string())
 
 
 def _timestamp_text(arr, soid, zone):
@@ -325,7 +327,7 @@ def _timestamp_text(arr, soid, zone):
         return out
     offset = pc.divide(pc.subtract(wall.cast(pa.int64()), arr.cast(pa.int64())), 1_000_000)
     kinds = pc.unique(offset)        # a zone has few offsets: each written once
-    texts = pa.array([None if o is None else _fmt_offset(o) for o in kinds.to_pylist()], pa.string())
+    texts = pa.array([None if o is None else fmt_offset(o) for o in kinds.to_pylist()], pa.string())
     return pc.binary_join_element_wise(out, pc.take(texts, pc.index_in(offset, kinds)), "")
 
 
@@ -402,7 +404,7 @@ def _interval_text(arr):
                 parts.append(f"{'+' if before and n > 0 else ''}{n} {unit}{'' if n == 1 else 's'}")
                 before = before or n < 0
         if us or not parts:
-            parts.append(("-" if us < 0 else "+" if before else "") + _fmt_time_us(abs(us)))
+            parts.append(("-" if us < 0 else "+" if before else "") + fmt_time_us(abs(us)))
         out.append(" ".join(parts))
     return pa.array(out, pa.string())
 
@@ -441,15 +443,15 @@ def _timetz(arr, scale: int, keep_zone: bool):
     as text with its zone, or as a ``time`` without it. One by one: rare."""
     out = []
     for text in arr.to_pylist():
-        m = None if text is None else _TIME_RE.match(text.encode())
+        m = None if text is None else TIME_RE.match(text.encode())
         if text is not None and (m is None or not m[5]):
             raise pa.ArrowInvalid(f"{text!r} is not a time with time zone")
         if m is None:
             out.append(None)
             continue
-        us = _round_up((int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) * 1_000_000 + _frac_us(m[4]), scale)
+        us = _round_up((int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) * 1_000_000 + frac_us(m[4]), scale)
         off = (int(m[6]) * 3600 + int(m[7] or 0) * 60 + int(m[8] or 0)) * (1 if m[5] == b"+" else -1)
-        out.append(_fmt_time_us(us) + _fmt_offset(off) if keep_zone else us)
+        out.append(fmt_time_us(us) + fmt_offset(off) if keep_zone else us)
     return pa.array(out, pa.string() if keep_zone else pa.int64()).cast(
         pa.string() if keep_zone else pa.time64("us"))
 

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .casts import cast_value
-from .typecatalog import ConversionError, _materialize, _take_at, convert_column
+from .typecatalog.columns import convert_column, materialize, take_at
+from .typecatalog.errors import ConversionError
 
 __all__ = ["cast_each", "retyped_names", "text_form", "with_earlier_types"]
 
@@ -52,7 +53,7 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
     zone = getattr(registry, "timezone", None)
     for (oid, typmod), idx, r in earlier:
         sent = f"sent as type OID {oid}" + (f" (typmod {typmod})" if typmod != -1 else "")
-        idx = _materialize(idx)
+        idx = materialize(idx)
         at = idx >= 0
         mask = pa.array(at)
         src = (oid, typmod)
@@ -63,7 +64,7 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
             except ConversionError:
                 pass
         if isinstance(r, ConversionError):
-            _, d = _take_at(kinds, data, idx)
+            _, d = take_at(kinds, data, idx)
             raw = [f"{sent} by an earlier definition of {col['name']!r} "
                    f"({r}): {v!r}" if a else None for a, v in zip(at, d.to_pylist(), strict=True)]
             values = pc.if_else(mask, pa.nulls(n, values.type), values)
@@ -105,7 +106,7 @@ def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarra
 def _texts_at(kinds, data, idx) -> pa.Array:
     """The values at ``idx`` that were sent as text, as strings (null elsewhere): the
     text a cast to ``text`` gives (the type's output function) where it was sent."""
-    k, d = _take_at(kinds, data, idx)
+    k, d = take_at(kinds, data, idx)
     sent = pc.equal(k, "t")
     return pc.if_else(sent, d, pa.nulls(len(d), d.type)).cast(pa.string())
 

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec.casts import cast_value
+from pgoutput_codec.typecatalog.arrow import arrow_type
 
 NUMERIC_12_1 = (1700, ((12 << 16) | 1) + 4)
 PG_EPOCH = dt.datetime(2000, 1, 1)
@@ -135,7 +136,6 @@ def _values(oid, typmod, arrow):
 
 @st.composite
 def _cases(draw):
-    from pgoutput_codec.typecatalog import arrow_type
     src, dst = draw(st.sampled_from(_TYPES)), draw(st.sampled_from(_TYPES))
     arrow = arrow_type(*src)
     values = draw(_values(*src, arrow))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import decimal
 import math
+import os
 import struct
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +28,7 @@ import types_data
 import types_server
 from pgoutput_codec import typecatalog as tc
 from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column, convert_value
+from pgoutput_codec.typecatalog.registry import resolve
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +160,7 @@ def test_text_form_is_what_pgoutput_parses_back(conn):
     """For the string-represented types, the binary form renders the server's own text."""
     for name, sqltype, literals, gucs in types_data.CASES:
         rows = fetch(conn, sqltype, literals, gucs)
-        r = tc._resolve(rows[0][0], rows[0][1])
+        r = resolve(rows[0][0], rows[0][1])
         if r.conv in ("inet", "macaddr", "money", "bit", "pg_lsn", "point", "timetz", "char", "uuid") \
                 or r.conv.startswith("range:") or (r.conv == "numeric" and rows[0][1] == -1):
             for oid, mod, t, b in rows:
@@ -186,13 +189,10 @@ def test_catalog_matches_server(conn):
 
 
 def test_compiled_module_loaded():
-    import os
-
     if os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS"):
         pytest.skip("pure-Python mode")
-    from pgoutput_codec import _convert
-
-    assert _convert.__file__.endswith((".so", ".pyd"))
+    convert_column(["t"], [b"1"], 23)
+    assert sys.modules["pgoutput_codec._convert"].__file__.endswith((".so", ".pyd"))
 
 
 # ------------------------------------------------------------------ errors

@@ -77,7 +77,7 @@ class TypesServer:
         return f"host={self.sockdir} dbname=postgres user=postgres"
 
     def connect(self, **kw):
-        import psycopg
+        import psycopg   # optional (the tests that need a server skip without it): imported when used
 
         return psycopg.connect(self.conninfo, autocommit=True, **kw)
 
@@ -89,7 +89,7 @@ class TypesServer:
 
 def start() -> TypesServer:
     try:
-        import psycopg  # noqa: F401
+        import psycopg  # noqa: F401  (optional: its absence skips the server tests)
     except ImportError as e:
         raise ServerUnavailable(f"psycopg not installed: {e}") from None
     bindirs = list(_candidate_bindirs())

@@ -1,0 +1,167 @@
+"""Arrays in text form (``array_out``: braces, quoting, an optional bounds prefix) and in
+binary form (``array_send``), each element read by its type's parser. An array comes out
+as nested lists plus the marker of what lists cannot hold: lower bounds other than 1 and
+special elements."""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import NamedTuple
+
+from .binary import BINARY_PARSERS, binary_as_bytes
+from .markers import Special
+from .text import TEXT_PARSERS, text_as_str
+
+__all__ = ["parse_text_array", "parse_binary_array"]
+
+
+_ARRAY_DIMS = re.compile(rb"((?:\[-?[0-9]+:-?[0-9]+\])+)=")
+
+
+class _ArrayOut(NamedTuple):
+    value: list
+    special: str | None
+
+
+def _shape(flat, dims):
+    """Nest a row-major flat list into ``dims`` lengths."""
+    for n in reversed(dims[1:]):
+        flat = [flat[i:i + n] for i in range(0, len(flat), n)]
+    return flat
+
+
+def _array_special(bounds, elem_specials):
+    parts = []
+    if any(lb != 1 for lb, _ in bounds):
+        parts.append("".join(f"[{lb}:{lb + n - 1}]" for lb, n in bounds))
+    parts += [f"{i}={s}" for i, s in elem_specials]
+    return ";".join(parts) or None
+
+
+def _elem(conv_fn, raw, r, elem_specials, idx):
+    v = conv_fn(raw, r.typmod)
+    if isinstance(v, Special):
+        elem_specials.append((idx, str(v)))
+        return None
+    return v
+
+
+def parse_text_array(s, r):
+    elem = r.elem
+    conv_fn = TEXT_PARSERS.get(elem.conv, text_as_str)
+    bounds = None
+    m = _ARRAY_DIMS.match(s)
+    pos = 0
+    if m:
+        bounds = [tuple(int(x) for x in d.split(b":")) for d in re.findall(rb"\[(-?[0-9]+:-?[0-9]+)\]", m[1])]
+        pos = m.end()
+    flat, especials, dims_seen = [], [], {}
+    depth, n = 0, len(s)
+    counts = []
+
+    def fail(why):
+        raise ValueError(f"bad array text at byte {pos}: {why}")
+
+    if s[pos:pos + 1] != b"{":
+        fail("expected '{'")
+    while pos < n:
+        c = s[pos:pos + 1]
+        if c == b"{":
+            depth += 1
+            counts.append(0)
+            pos += 1
+            continue
+        if c == b"}":
+            if depth == 0:
+                fail("unbalanced '}'")
+            k = counts.pop()
+            if dims_seen.setdefault(depth, k) != k:
+                fail("sub-arrays of different lengths")
+            depth -= 1
+            pos += 1
+            if depth and s[pos:pos + 1] == b",":
+                pos += 1
+            if depth == 0:
+                break
+            counts[-1] += 1
+            continue
+        if c == b",":
+            fail("empty element")
+        if c == b'"':
+            pos += 1
+            buf = bytearray()
+            while True:
+                if pos >= n:
+                    fail("unterminated quoted element")
+                ch = s[pos]
+                if ch == 0x5C:
+                    if pos + 1 >= n:
+                        fail("backslash at end")
+                    buf.append(s[pos + 1])
+                    pos += 2
+                elif ch == 0x22:
+                    pos += 1
+                    break
+                else:
+                    buf.append(ch)
+                    pos += 1
+            flat.append(_elem(conv_fn, bytes(buf), elem, especials, len(flat)))
+        else:
+            j = pos
+            while j < n and s[j:j + 1] not in (b",", b"}"):
+                j += 1
+            tok = s[pos:j].strip()
+            pos = j
+            if tok.upper() == b"NULL":
+                flat.append(None)
+            else:
+                flat.append(_elem(conv_fn, tok, elem, especials, len(flat)))
+        counts[-1] += 1
+        if s[pos:pos + 1] == b",":
+            pos += 1
+    if depth != 0 or pos != n:
+        fail("trailing bytes or unbalanced braces")
+    ndim = len(dims_seen) if flat or dims_seen.get(1, 0) else 0
+    dims = [dims_seen[d] for d in range(1, ndim + 1)]
+    if bounds is not None and [b - a + 1 for a, b in bounds] != dims:
+        fail("bounds prefix does not match the dimensions")
+    lbs = [a for a, _ in bounds] if bounds else [1] * ndim
+    if not dims:
+        return _ArrayOut([], None), 0
+    return _ArrayOut(_shape(flat, dims), _array_special(list(zip(lbs, dims, strict=True)), especials)), ndim
+
+
+def parse_binary_array(b, r):
+    elem = r.elem
+    conv_fn = BINARY_PARSERS.get(elem.conv, binary_as_bytes)
+    if len(b) < 12:
+        raise ValueError("array send form shorter than its header")
+    ndim, hasnull, elemoid = struct.unpack_from(">iiI", b)
+    if ndim < 0 or ndim > 6 or hasnull not in (0, 1) or len(b) < 12 + 8 * ndim:
+        raise ValueError("bad array header")
+    dims = [struct.unpack_from(">ii", b, 12 + 8 * k) for k in range(ndim)]
+    total = 1
+    for n, _ in dims:
+        if n < 0:
+            raise ValueError("negative array dimension")
+        total *= n
+    pos, flat, especials = 12 + 8 * ndim, [], []
+    for _ in range(total if ndim else 0):
+        if len(b) < pos + 4:
+            raise ValueError("array element length missing")
+        (n,) = struct.unpack_from(">i", b, pos)
+        pos += 4
+        if n == -1:
+            flat.append(None)
+            continue
+        if n < 0 or len(b) < pos + n:
+            raise ValueError("bad array element length")
+        flat.append(_elem(conv_fn, b[pos:pos + n], elem, especials, len(flat)))
+        pos += n
+    if pos != len(b):
+        raise ValueError("trailing bytes in array send form")
+    if not ndim or total == 0:
+        return _ArrayOut([], None), 0
+    return _ArrayOut(_shape(flat, [n for n, _ in dims]),
+                     _array_special([(lb, n) for n, lb in dims], especials)), ndim

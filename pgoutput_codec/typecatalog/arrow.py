@@ -1,0 +1,64 @@
+"""The Arrow type of each column type."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .registry import TypeRegistry, resolve
+from .typmods import numeric_typmod
+
+__all__ = ["arrow_type", "arrow_of", "numeric_arrow"]
+
+
+def numeric_arrow(tm):
+    """A numeric's Arrow type: the decimal of its typmod, string when unconstrained or
+    wider than decimal256."""
+    ps = numeric_typmod(tm)
+    if ps is None:
+        return pa.string()
+    p, s = ps
+    if 1 <= p <= 38:
+        return pa.decimal128(p, s)
+    if p <= 76:
+        return pa.decimal256(p, s)
+    return pa.string()
+
+
+_ARROW = {
+    "bool": lambda tm: pa.bool_(),
+    "int2": lambda tm: pa.int16(),
+    "int4": lambda tm: pa.int32(),
+    "int8": lambda tm: pa.int64(),
+    "oid": lambda tm: pa.uint32(),
+    "float4": lambda tm: pa.float32(),
+    "float8": lambda tm: pa.float64(),
+    "numeric": numeric_arrow,
+    "date": lambda tm: pa.date32(),
+    "time": lambda tm: pa.time64("us"),
+    "timestamp": lambda tm: pa.timestamp("us"),
+    "timestamptz": lambda tm: pa.timestamp("us", tz="UTC"),
+    "interval": lambda tm: pa.month_day_nano_interval(),
+    "bytea": lambda tm: pa.binary(),
+    "unknown_binary": lambda tm: pa.binary(),
+}
+
+
+def arrow_of(r, binary, ndim=1):
+    """The Arrow type of a :class:`~.registry.Resolved` type (see :func:`arrow_type`)."""
+    if r.conv == "array":
+        t = arrow_of(r.elem, binary)
+        for _ in range(max(ndim, 1)):
+            t = pa.list_(t)
+        return t
+    if r.conv == "unknown":
+        return pa.binary() if binary else pa.string()
+    f = _ARROW.get(r.conv)
+    return f(r.typmod) if f else pa.string()
+
+
+def arrow_type(type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None, *,
+               binary: bool = False, ndim: int = 1) -> pa.DataType:
+    """The Arrow type of a column. ``binary`` matters only for unknown types (string of
+    the text form, or binary of the send form); ``ndim`` only for arrays (lists nested
+    ``ndim`` deep; PostgreSQL does not record a column's dimensionality)."""
+    return arrow_of(resolve(type_oid, type_modifier, registry), binary, ndim)

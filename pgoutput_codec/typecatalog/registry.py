@@ -1,0 +1,184 @@
+"""User types and how any type OID resolves.
+
+:class:`TypeRegistry` holds the enums, domains, user arrays and names learned from Type
+('Y') messages or from the server catalog; :func:`resolve` follows an OID through the
+built-in table (:mod:`.facts`) and the registry to the converter that reads it."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import ConversionError
+from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_NAME, BY_OID, F_TEXT
+
+__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve"]
+
+
+@dataclass
+class UserType:
+    oid: int
+    namespace: str | None = None
+    name: str | None = None
+    kind: str = "unknown"            # 'enum' | 'domain' | 'array' | 'unknown' (text/bytes)
+    base_oid: int | None = None      # domain: the base type; array: the element type
+    base_typmod: int = -1
+    labels: tuple = ()
+
+
+@dataclass
+class TypeRegistry:
+    """User types (OID >= 16384 or anything not in :data:`.facts.TYPES`).
+
+    A Type ('Y') message only gives OID, namespace and name, which is not enough to
+    know an enum from a domain: register those explicitly (:meth:`register_enum`,
+    :meth:`register_domain`, :meth:`register_array`) or load them all from the server
+    catalog (:meth:`load_from_connection`). Unregistered types convert as unknown.
+
+    ``timezone`` is the server's ``TimeZone`` (an IANA name such as ``Europe/Berlin``;
+    :meth:`load_from_connection` reads the session's): what an ``ALTER COLUMN … TYPE``
+    between ``timestamp``, ``date`` and ``timestamptz`` read the values in, where the
+    archive holds them as sent before it (:mod:`pgoutput_codec.casts`). None: UTC.
+    """
+
+    types: dict = field(default_factory=dict)
+    timezone: str | None = None
+
+    def _get(self, oid):
+        return self.types.setdefault(oid, UserType(oid))
+
+    def add_type_message(self, type_oid, namespace=None, type_name=None):
+        """Record a Type ('Y') message (or any object with those attributes).
+
+        pgoutput (``logicalrep_write_typ``) sends the OID of the column type but the
+        namespace and name of its *base* type: a domain over numeric arrives as
+        (domain OID, "pg_catalog", "numeric"). Such a message registers a domain over
+        that builtin (its typmod is not sent: -1). A name '_x' where 'x' is a known
+        user type of the same namespace registers an array of it. Facts already known
+        (from the catalog or ``register_*``) are kept."""
+        if not isinstance(type_oid, int):
+            msg = type_oid
+            type_oid, namespace, type_name = msg.type_oid, msg.namespace, msg.type_name
+        t = self._get(type_oid)
+        if t.kind == "unknown":
+            if namespace in ("", "pg_catalog") and type_name in BY_NAME and BY_NAME[type_name].oid != type_oid:
+                t.kind, t.base_oid, t.base_typmod = "domain", BY_NAME[type_name].oid, -1
+            elif namespace in ("", "pg_catalog") and type_name in ARRAY_BY_NAME:
+                t.kind, t.base_oid = "array", ARRAY_BY_NAME[type_name]
+            elif type_name and type_name.startswith("_"):
+                for u in self.types.values():
+                    if u.name == type_name[1:] and u.namespace == namespace and u.oid != type_oid:
+                        t.kind, t.base_oid = "array", u.oid
+                        break
+        t.namespace = namespace if t.namespace is None else t.namespace
+        t.name = type_name if t.name is None else t.name
+        return t
+
+    def register_enum(self, oid, labels=(), name=None, array_oid=None):
+        t = self._get(oid)
+        t.kind, t.labels = "enum", tuple(labels)
+        t.name = name or t.name
+        if array_oid:
+            self.register_array(array_oid, oid)
+        return t
+
+    def register_domain(self, oid, base_oid, base_typmod=-1, name=None, array_oid=None):
+        t = self._get(oid)
+        t.kind, t.base_oid, t.base_typmod = "domain", base_oid, base_typmod
+        t.name = name or t.name
+        if array_oid:
+            self.register_array(array_oid, oid)
+        return t
+
+    def register_array(self, array_oid, elem_oid):
+        t = self._get(array_oid)
+        t.kind, t.base_oid = "array", elem_oid
+        return t
+
+    _CATALOG_SQL = (
+        "SELECT t.oid::int8, n.nspname, t.typname, t.typtype::text, t.typbasetype::int8, t.typtypmod,"
+        " t.typelem::int8, t.typcategory::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+        " WHERE t.oid >= 16384 OR t.typtype IN ('e', 'd')"
+    )
+
+    def load_rows(self, rows):
+        """Rows of ``_CATALOG_SQL``: (oid, nspname, typname, typtype, typbasetype,
+        typtypmod, typelem, typcategory)."""
+        for oid, nsp, name, typtype, base, typmod, elem, cat in rows:
+            if typtype == "e":
+                self.register_enum(oid, name=name)
+            elif typtype == "d":
+                self.register_domain(oid, base, typmod, name=name)
+            elif cat == "A" and elem:
+                self.register_array(oid, elem)
+            else:
+                self._get(oid).name = name
+            self.types[oid].namespace = nsp
+        return self
+
+    def load_from_connection(self, conn):
+        """Read enums, domains and arrays of user types from a DB-API connection, and
+        its session's ``TimeZone`` (kept where one was given)."""
+        cur = conn.cursor()
+        cur.execute(self._CATALOG_SQL)
+        self.load_rows(cur.fetchall())
+        if self.timezone is None:
+            cur.execute("SHOW TimeZone")
+            zone = cur.fetchone()[0]
+            zone = zone.decode() if isinstance(zone, bytes) else zone
+            if _arrow_places(zone):
+                self.timezone = zone
+            else:   # a POSIX rule ('UTC+3'), or the server machine's own 'localtime'
+                warnings.warn(f"the session's TimeZone {zone!r} is not a zone Arrow's database places: values "
+                              "retyped between timestamp and timestamptz are read in UTC unless "
+                              "TypeRegistry.timezone names the zone", stacklevel=2)
+        return self
+
+
+def _arrow_places(zone: str) -> bool:
+    """Whether Arrow's time zone database knows ``zone`` as the server did: not
+    ``localtime``, which is the machine's own (this one's, for Arrow)."""
+    if zone.lower() == "localtime":
+        return False
+    try:
+        pc.assume_timezone(pa.array([0], pa.timestamp("us")), zone)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+class Resolved(NamedTuple):
+    """A type as its converters see it: a domain is its base type, an enum text."""
+
+    oid: int
+    name: str
+    conv: str          # converter name; 'array' for arrays
+    typmod: int
+    fast: int
+    elem: Any = None   # Resolved of the element for arrays
+
+
+def resolve(oid, typmod=-1, registry=None, depth=0):
+    """The :class:`Resolved` of type ``oid`` (with ``typmod``), through ``registry``."""
+    if depth > 32:
+        raise ConversionError(f"type OID {oid}: domain/array chain too deep")
+    info = BY_OID.get(oid)
+    if info is not None:
+        return Resolved(oid, info.name, info.conv, typmod, info.fast)
+    if oid in ARRAY_ELEM:
+        return Resolved(oid, ARRAY_NAME[oid], "array", typmod, 0, resolve(ARRAY_ELEM[oid], typmod, registry, depth + 1))
+    u = registry.types.get(oid) if registry is not None else None
+    if u is None:
+        return Resolved(oid, f"oid {oid}", "unknown", typmod, 0)
+    if u.kind == "enum":
+        return Resolved(oid, u.name or f"oid {oid}", "text", typmod, F_TEXT)
+    if u.kind == "domain":
+        return resolve(u.base_oid, u.base_typmod if typmod == -1 else typmod, registry, depth + 1)
+    if u.kind == "array":
+        elem = resolve(u.base_oid, typmod, registry, depth + 1)
+        return Resolved(oid, "_" + elem.name, "array", typmod, 0, elem)
+    return Resolved(oid, u.name or f"oid {oid}", "unknown", typmod, 0)
