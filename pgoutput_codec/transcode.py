@@ -50,7 +50,7 @@ import pyarrow as pa
 
 from . import USING_EXTENSIONS
 from . import typecatalog as tc
-from ._decode_py import _as_bytes, _decode_row, _infer_initial_state, _rows
+from .pyreader import as_bytes, decode_row, infer_initial_state, payload_values
 from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
@@ -318,7 +318,7 @@ class _Walk:
         UnicodeError or ValueError. (The compiled loop does the first two steps itself.)"""
         if _tag(raw, self.envelope) not in _STATE and raw.isascii():
             return raw
-        m = _decode_row(raw, self.envelope, self.in_stream, self.codec)
+        m = decode_row(raw, self.envelope, self.in_stream, self.codec)
         return encode_message(self.message(m))
 
 
@@ -381,17 +381,17 @@ class Timeline:
         codec = python_codec(encoding)
         keys = np.asarray(pa.array(keys).to_numpy(zero_copy_only=False), dtype=np.int64)
         order = np.argsort(keys, kind="stable")
-        rows = [_as_bytes(r) if r is not None else None for r in pa.array(payloads).take(pa.array(order)).to_pylist()]
+        rows = [as_bytes(r) if r is not None else None for r in pa.array(payloads).take(pa.array(order)).to_pylist()]
         keys = keys[order]
         if in_stream is None:
-            in_stream = _infer_initial_state(rows, envelope, codec)
+            in_stream = infer_initial_state(rows, envelope, codec)
         walk = _Walk(codec, copy.deepcopy(registry), envelope, in_stream)
         ev_keys, events = [], []
         for k, raw in zip(keys, rows, strict=True):
             if raw is None or _tag(raw, envelope) not in _STATE:
                 continue        # not a state row: nothing to decode (a data source gives every control row)
             try:
-                m = _decode_row(raw, envelope, walk.in_stream, codec)
+                m = decode_row(raw, envelope, walk.in_stream, codec)
             except (PgoutputDecodeError, UnicodeError, ValueError) as e:
                 if errors == "strict":
                     raise TranscodeError(f"order key {k}: {_reason(e, codec)}", int(k), getattr(e, "offset", None),
@@ -499,7 +499,7 @@ class Transcoder:
         walk = self._walk
         arr = _binary_array(values)
         if walk.in_stream is None:
-            walk.in_stream = _infer_initial_state(_rows(arr), walk.envelope, self.codec)
+            walk.in_stream = infer_initial_state(payload_values(arr), walk.envelope, self.codec)
         report = TranscodeReport(rows=len(arr))
         first = self.rows
         self.rows += len(arr)
@@ -537,7 +537,7 @@ def _binary_array(values):
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if not isinstance(values, pa.Array):
-        values = pa.array([None if v is None else _as_bytes(v) for v in values], pa.binary())
+        values = pa.array([None if v is None else as_bytes(v) for v in values], pa.binary())
     if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
         raise TypeError(f"payloads must be binary, not {values.type}")
     return values
