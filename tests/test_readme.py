@@ -1,12 +1,14 @@
-"""Every ```python block of README.md runs (from the repository root, in a fresh interpreter,
-each block in a namespace of its own), so the README cannot drift from the code. Blocks that
-use PySpark need Java; they share one interpreter, one after the other, for a JVM's and a
-Spark session's start-up is most of such a block's time (31-36 s each in CI, in processes of
-their own). Each still builds its session itself (``getOrCreate``) and binds every name it
-uses, as a reader's would; only the JVM and module imports are shared."""
+"""Every ```python block of README.md and of every docs/*.md runs (from the repository root,
+in a fresh interpreter, each block in a namespace of its own), so the documentation cannot
+drift from the code. Blocks that use PySpark need Java; all of them, README's and the docs',
+share one interpreter, one after the other, for a JVM's and a Spark session's start-up is
+most of such a block's time (31-36 s each in CI, in processes of their own). Each still
+builds its session itself (``getOrCreate``) and binds every name it uses, as a reader's
+would; only the JVM and module imports are shared."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -17,6 +19,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+#: every docs page, sorted, after the README
+DOCS = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 
 
 def python_blocks(path=README):
@@ -25,14 +29,29 @@ def python_blocks(path=README):
     return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
 
 
+def _named_blocks():
+    """(name, code) of every python block: ``README-block0``, ``docs-guide-block0``…"""
+    out = []
+    for path in [README, *DOCS]:
+        rel = os.path.relpath(path, ROOT)
+        stem = rel[:-len(".md")].replace(os.sep, "-")
+        out += [(f"{stem}-block{i}", code) for i, code in enumerate(python_blocks(path))]
+    return out
+
+
 BLOCKS = python_blocks()
+NAMED = _named_blocks()
+
+
+def _is_spark(code):
+    return "pyspark" in code
 
 
 def test_readme_blocks_found():
     assert len(BLOCKS) >= 4, "README.md lost its examples"
 
 
-SPARK_BLOCKS = [i for i, b in enumerate(BLOCKS) if "pyspark" in b]
+SPARK_BLOCKS = [i for i, b in enumerate(BLOCKS) if _is_spark(b)]
 
 #: runs the blocks named on its command line in order, each in a fresh namespace, and stops
 #: at the first that fails, naming it
@@ -50,7 +69,7 @@ for path in sys.argv[1:]:
 
 
 def _run(codes, tmp_path, names):
-    if any("pyspark" in code for code in codes):
+    if any(_is_spark(code) for code in codes):
         pytest.importorskip("pyspark")
         if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
             pytest.skip("no Java runtime for the PySpark snippet")
@@ -66,14 +85,19 @@ def _run(codes, tmp_path, names):
     assert res.returncode == 0, f"--- stderr ---\n{res.stderr[-4000:]}\n--- the blocks ---\n" + "\n".join(codes)
 
 
-@pytest.mark.parametrize("i", [i for i in range(len(BLOCKS)) if i not in SPARK_BLOCKS])
-def test_readme_block(i, tmp_path):
-    _run([BLOCKS[i]], tmp_path, [f"block{i}"])
+_PLAIN = [(name, code) for name, code in NAMED if not _is_spark(code)]
+_SPARK = [(name, code) for name, code in NAMED if _is_spark(code)]
 
 
-def test_readme_spark_blocks(tmp_path):
+@pytest.mark.parametrize("name,code", _PLAIN, ids=[name for name, _ in _PLAIN])
+def test_doc_block(name, code, tmp_path):
+    _run([code], tmp_path, [name])
+
+
+def test_doc_spark_blocks(tmp_path):
+    """Every Spark block of README and docs, in one interpreter (one JVM)."""
     assert len(SPARK_BLOCKS) >= 2, "README.md lost its Spark examples"
-    _run([BLOCKS[i] for i in SPARK_BLOCKS], tmp_path, [f"block{i}" for i in SPARK_BLOCKS])
+    _run([code for _, code in _SPARK], tmp_path, [name for name, _ in _SPARK])
 
 
 def test_block_runner_names_the_failing_block(tmp_path):
