@@ -1,0 +1,303 @@
+"""Archive files of replication payloads: the layouts the CLI, ``read_archive`` and the
+``pgoutput`` data source read.
+
+Two layouts:
+- Parquet with a binary payload column (and any other columns: lsn, xid, seq, ...);
+- CSV/COPY exports of ``pg_logical_slot_get_binary_changes`` (columns lsn, xid, data):
+  ``\\copy (...) TO 'f.csv' WITH (FORMAT csv, HEADER)`` writes bytea as ``\\x<hex>``;
+  COPY's text format (tab-separated) doubles the backslash (``\\\\x<hex>``): both are
+  accepted. CSV has no types: every other column stays a string.
+
+The hex text is decoded vectorized over the Arrow string buffers (numpy lookup table):
+no Python per row. A value that is not bytea hex text becomes a null payload and an
+error row whose text says so (``HEX_ERROR``), so the parse modes apply to it as to a
+malformed payload.
+
+Reading an archive: :func:`read_archive_parts` lists its files (a Parquet file, a
+directory of them, or a CSV/COPY export) in ``seq`` order as :class:`ArchivePart`
+objects, and :func:`iter_archive` reads them, dropping the rows a resumed capture wrote
+twice. A path that is missing, unreadable or not an archive raises :class:`ArchiveError`.
+
+The files ``pgoutput-codec capture`` writes (their layout: :mod:`pgoutput_codec.cli.capture`)
+carry JSON metadata under :data:`META_KEY`: ``seq_start`` orders a directory's files, and
+``start_lsn``/``end_lsn`` (the slot's position before the file's rows and after them) locate
+the rows of a file that the file before it already holds.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from .arrays import one_array
+from .errors import PgoutputCodecError
+from .messages import parse_lsn
+
+__all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
+           "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq"]
+
+FORMATS = ("parquet", "csv")
+HEX_ERROR = "payload is not bytea hex text ('\\x' followed by an even number of hex digits)"
+
+_NIBBLE = np.full(256, 0, dtype=np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _NIBBLE[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _NIBBLE[_c] = 10 + _i
+
+
+def hex_to_binary(text: pa.Array):
+    """``\\x<hex>`` / ``\\\\x<hex>`` strings → (``pa.binary()`` array, bad mask).
+
+    ``bad`` (a ``pa.BooleanArray``) is true where the value was present but not hex text;
+    those rows and null rows are null in the result."""
+    text = one_array(text)
+    if pa.types.is_binary(text.type) or pa.types.is_large_binary(text.type):
+        text = text.cast(pa.large_string() if pa.types.is_large_binary(text.type) else pa.string())
+    if not pa.types.is_string(text.type):
+        text = text.cast(pa.string())
+    double = pc.starts_with(text, "\\\\x")
+    single = pc.starts_with(text, "\\x")
+    digits = pc.if_else(double, pc.utf8_slice_codeunits(text, 3),
+                        pc.if_else(single, pc.utf8_slice_codeunits(text, 2), pa.scalar(None, pa.string())))
+    good = pc.and_(pc.match_substring_regex(digits, "^([0-9a-fA-F]{2})*$"), pc.is_valid(digits))
+    good = pc.fill_null(good, False)
+    bad = pc.and_(pc.is_valid(text), pc.invert(good))
+    digits = pc.if_else(good, digits, "")
+    digits = digits.cast(pa.string()) if digits.type != pa.string() else digits
+    # Every value now has even length and only hex digits (invalid ones are "").
+    _, off_buf, data_buf = digits.buffers()
+    n = len(digits)
+    offsets = np.frombuffer(off_buf, dtype=np.int32)[digits.offset:digits.offset + n + 1]
+    start, end = int(offsets[0]), int(offsets[-1])
+    chars = np.frombuffer(data_buf, dtype=np.uint8)[start:end] if data_buf is not None else np.zeros(0, np.uint8)
+    raw = (_NIBBLE[chars[0::2]] << 4) | _NIBBLE[chars[1::2]]
+    new_offsets = ((offsets - start) // 2).astype(np.int32)
+    validity = pc.and_(good, pc.is_valid(text))
+    mask = pc.invert(validity).to_numpy(zero_copy_only=False)
+    out = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(new_offsets), pa.py_buffer(raw.tobytes())])
+    if mask.any():
+        out = pc.if_else(pa.array(~mask), out, pa.scalar(None, pa.binary()))
+    return out, bad
+
+
+# ====================================================================== reading archives
+#: the key of a captured file's metadata (JSON) in its Parquet schema
+META_KEY = b"pgoutput_codec.capture"
+
+#: tags of the rows that end a transaction (or stand alone): a captured file ends at one
+_BOUNDARY_TAGS = (b"C", b"P", b"c", b"p", b"K", b"r", b"M")
+
+_log = logging.getLogger(__name__)
+
+
+class ArchiveError(PgoutputCodecError, ValueError):
+    """A path that is not a readable archive: missing, unreadable, corrupt, or files
+    without a binary payload column. The message names the path and says why, in one line."""
+
+
+class ArchivePart:
+    """One file of an archive: path, its capture metadata (or None) and how to read it."""
+
+    def __init__(self, path: str, kind: str, meta=None, num_rows=None):
+        self.path, self.kind, self.meta, self.num_rows = path, kind, meta, num_rows
+
+    def read(self, payload="data"):
+        """pa.Table with ``data`` (binary), and ``seq``/``lsn``/``xid`` when the file has
+        them, rows in ``seq`` order."""
+        t = _read_parquet(self.path) if self.kind == "parquet" else _read_csv(self.path)
+        if payload not in t.column_names:
+            raise ArchiveError(f"{self.path}: no payload column {payload!r} (columns: {', '.join(t.column_names)})")
+        if payload != "data":
+            t = t.drop_columns([c for c in ("data",) if c in t.column_names]).rename_columns(
+                ["data" if c == payload else c for c in t.column_names])
+        typ = t.schema.field("data").type
+        if not (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)):
+            raise ArchiveError(f"{self.path}: payload column {payload!r} is {typ}, not binary")
+        if "seq" in t.column_names and len(t) > 1:
+            seq = t.column("seq")
+            if not pc.all(pc.greater(seq.slice(1), seq.slice(0, len(t) - 1))).as_py():
+                t = t.take(pc.sort_indices(t, [("seq", "ascending")]))
+        return t
+
+
+def _read_parquet(path):
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({_first_line(e)})") from None
+
+
+def _read_csv(path):
+    """A CSV (``\\copy ... WITH (FORMAT csv, HEADER)``) or COPY text export (tab-separated,
+    no header) of ``pg_logical_slot_get_binary_changes``: lsn, xid, data as bytea hex."""
+    with open(path, "rb") as f:
+        head = f.readline()
+    if not head.strip():
+        raise ArchiveError(f"{path}: empty file, not an archive")
+    delim = "\t" if b"\t" in head else ","
+    fields = [x.strip().strip(b'"').lower() for x in head.rstrip(b"\r\n").split(delim.encode())]
+    header = b"data" in fields
+    if not header and not (len(fields) == 3 and fields[2].lstrip(b"\\").startswith(b"x")):
+        raise ArchiveError(f"{path}: not an archive (neither Parquet nor a CSV/COPY export with lsn, xid, data)")
+    names = None if header else ["lsn", "xid", "data"]
+    try:
+        t = pcsv.read_csv(
+            path,
+            read_options=pcsv.ReadOptions(column_names=names, autogenerate_column_names=False),
+            parse_options=pcsv.ParseOptions(delimiter=delim, quote_char='"' if delim == "," else False),
+            convert_options=pcsv.ConvertOptions(column_types={"data": pa.string(), "lsn": pa.string()},
+                                                strings_can_be_null=False))
+    except pa.ArrowException as e:
+        raise ArchiveError(f"{path}: not a readable CSV/COPY export ({_first_line(e)})") from None
+    if "data" not in t.column_names:
+        raise ArchiveError(f"{path}: the CSV has no 'data' column (columns: {', '.join(t.column_names)})")
+    data, _ = hex_to_binary(t.column("data"))
+    i = t.column_names.index("data")
+    return t.set_column(i, "data", data)
+
+
+def _first_line(e) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__
+
+
+def capture_meta(schema):
+    """The capture metadata (a dict) of a Parquet file's ``schema``, or None."""
+    if schema is None:
+        return None
+    raw = schema.metadata.get(META_KEY) if schema.metadata else None
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def parquet_part(path) -> ArchivePart:
+    """The :class:`ArchivePart` of one Parquet file, its metadata read (not its rows)."""
+    try:
+        schema = pq.read_schema(path)
+        n = pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowException, OSError) as e:
+        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({_first_line(e)})") from None
+    meta = capture_meta(schema)
+    if "data" not in schema.names:
+        raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")
+    return ArchivePart(path, "parquet", meta, n)
+
+
+def _is_parquet(path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def read_archive_parts(path: str) -> list:
+    """The files of an archive in ``seq`` order: a Parquet file, a directory of Parquet
+    files (ordered by their capture metadata ``seq_start``, else by the first ``seq``,
+    else by name), or a CSV/COPY export."""
+    if not os.path.exists(path):
+        raise ArchiveError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        files = sorted(f for f in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True)
+                       if not os.path.basename(f).startswith("."))
+        if not files:
+            raise ArchiveError(f"{path}: no Parquet files in this directory")
+        parts = [parquet_part(f) for f in files]
+
+        def key(p):
+            if p.meta and "seq_start" in p.meta:
+                return (0, p.meta["seq_start"], p.path)
+            return (1, _first_seq(p.path), p.path)
+
+        return sorted(parts, key=key)
+    if not os.access(path, os.R_OK):
+        raise ArchiveError(f"{path}: permission denied")
+    try:
+        if _is_parquet(path):
+            return [parquet_part(path)]
+    except OSError as e:
+        raise ArchiveError(f"{path}: {e.strerror or e}") from None
+    return [ArchivePart(path, "csv")]
+
+
+def _seq_stats(path):
+    """The ``seq`` column's statistics of a Parquet file, one (min, max) per row group
+    (None for a row group without them); [] without a ``seq`` column."""
+    md = pq.ParquetFile(path).metadata
+    if "seq" not in md.schema.names:
+        return []
+    i = md.schema.names.index("seq")
+    stats = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+    return [(st.min, st.max) if st is not None and st.has_min_max else None for st in stats]
+
+
+def _first_seq(path):
+    stats = _seq_stats(path)
+    return stats[0][0] if stats and stats[0] is not None else 0
+
+
+def last_seq(path):
+    """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
+    stats = _seq_stats(path)
+    return None if not stats or None in stats else max(hi for _, hi in stats)
+
+
+def _overlap_prefix(part, table, covered_lsn):
+    """Rows of a file that an earlier file already holds: only possible when a capture was
+    resumed without completing the slot advance of its last file (the file's
+    ``start_lsn`` is below the end of the archive so far). They are exactly the prefix up
+    to the row at the earlier file's ``end_lsn`` (files end at transaction boundaries)."""
+    if covered_lsn is None or not part.meta or "start_lsn" not in part.meta:
+        return 0
+    if parse_lsn(part.meta["start_lsn"]) >= covered_lsn or "lsn" not in table.column_names:
+        return 0
+    # the earlier file ended at a transaction boundary row whose LSN is covered_lsn: the
+    # first such boundary row here ends the repeated prefix
+    lsns = table.column("lsn").to_pylist()
+    data = table.column("data")
+    for i, v in enumerate(lsns):
+        if v is not None and parse_lsn(v) == covered_lsn and data[i].as_py()[:1] in _BOUNDARY_TAGS:
+            return i + 1
+    return 0
+
+
+def _log_recaptured(part, rows):
+    _log.warning("%s: skipping %d rows re-captured after an interrupted slot advance",
+                 os.path.basename(part.path), rows)
+
+
+def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=None):
+    """Yield (part, table) with re-captured rows (see :func:`_overlap_prefix`) removed;
+    parts for which ``skip(part)`` is true are not read (their metadata still counts).
+    ``on_recaptured(part, rows)`` is told how many leading rows of a part were dropped
+    (by default a warning on this module's logger)."""
+    report = _log_recaptured if on_recaptured is None else on_recaptured
+    covered = None
+    for part in parts:
+        t = None if skip is not None and skip(part) else part.read(payload)
+        if t is not None and dedupe:
+            k = _overlap_prefix(part, t, covered)
+            if k:
+                report(part, k)
+                t = t.slice(k)
+        if part.meta and part.meta.get("end_lsn"):
+            end = parse_lsn(part.meta["end_lsn"])
+            covered = end if covered is None else max(covered, end)
+        if t is not None:
+            yield part, t
+
+
+def archive_row(table, i: int) -> str:
+    """The archive row ``i`` of ``table`` as a user finds it: its seq and lsn, else its index."""
+    where = [f"{c} {table.column(c)[i].as_py()}" for c in ("seq", "lsn") if c in table.column_names]
+    return ", ".join(where) or f"row {i}"
