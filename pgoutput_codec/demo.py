@@ -219,7 +219,7 @@ def decode_with_spark(spark, archive_dir, tables):
 def decode_locally(archive_dir, tables):
     """The same with the single-process decoder (``--local``, or no Spark change functions)."""
     import pgoutput_codec as pc
-    from pgoutput_codec.cli import iter_archive, read_archive_parts
+    from pgoutput_codec.archive import iter_archive, read_archive_parts
 
     dec = pc.ChangeDecoder()
     pieces = [dec.feed(t) for _, t in iter_archive(read_archive_parts(archive_dir))]
@@ -276,7 +276,7 @@ def write_sample(archive_dir, path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pgoutput_codec.cli import META_KEY, read_archive_parts
+    from pgoutput_codec.archive import META_KEY, read_archive_parts
 
     parts = read_archive_parts(archive_dir)
     tables = [p.read() for p in parts]

@@ -15,10 +15,14 @@ import pytest
 
 import pgoutput_codec as pc
 from pgoutput_codec import cli
+from pgoutput_codec.archive import META_KEY, capture_meta, iter_archive, parquet_part
+from pgoutput_codec.cli.capture import CRASH_ENV
+from pgoutput_codec.cli.inspect import by_table, inspect_archive
+from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.testing import pgserver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE = cli.sample_archive_path()
+SAMPLE = sample_archive_path()
 
 
 def run_cli(*args, env=None, timeout=300):
@@ -82,11 +86,11 @@ def test_inspect_counts_each_relation_that_bore_a_name(tmp_path):
     msgs, _ = TM.messages(TM.SCENARIOS["three_generations"])
     pq.write_table(pa.table({"seq": list(range(len(msgs))), "data": pa.array([pc.encode_message(m) for m in msgs])}),
                    tmp_path / "moves.parquet")
-    by_table = cli.inspect_archive(str(tmp_path / "moves.parquet"))["by_table"]
-    assert by_table == {f"public.{TM.NAME} [relation 16500]": {"I": 1},
+    counts = inspect_archive(str(tmp_path / "moves.parquet"))["by_table"]
+    assert counts == {f"public.{TM.NAME} [relation 16500]": {"I": 1},
                         f"public.{TM.NAME} [relation 16600]": {"I": 2, "D": 1},
                         f"public.{TM.NAME} [relation 16700]": {"I": 1, "U": 1}}
-    assert cli._by_table({1: {"I": 3}, 2: {"I": 4}}, {1: "public.a", 2: "public.b"}) == {
+    assert by_table({1: {"I": 3}, 2: {"I": 4}}, {1: "public.a", 2: "public.b"}) == {
         "public.a": {"I": 3}, "public.b": {"I": 4}}
 
 
@@ -369,7 +373,7 @@ def _workload(srv, base):
 
 def _messages(out):
     parts = cli.read_archive_parts(str(out))
-    return pa.concat_tables([t for _, t in cli.iter_archive(parts)]), parts
+    return pa.concat_tables([t for _, t in iter_archive(parts)]), parts
 
 
 def test_capture_with_crash_and_resume(server, tmp_path):
@@ -384,11 +388,11 @@ def test_capture_with_crash_and_resume(server, tmp_path):
     res = run_cli(*_capture_args(server, "cap_s", out, "--create-slot"))
     assert res.returncode == 0, res.stderr
     _workload(server, 0)
-    res = run_cli(*_capture_args(server, "cap_s", out), env={cli.CRASH_ENV: "1"})
+    res = run_cli(*_capture_args(server, "cap_s", out), env={CRASH_ENV: "1"})
     assert res.returncode == 75, (res.stdout, res.stderr)
     files = sorted(os.listdir(out))
     assert files == ["part-000000.parquet", "part-000001.parquet"], files
-    meta1 = cli._parquet_part(str(out / files[1])).meta
+    meta1 = parquet_part(str(out / files[1])).meta
     with server.connect() as c:
         confirmed = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                               "WHERE slot_name = 'cap_s'").fetchone()[0]
@@ -431,7 +435,7 @@ def test_readers_drop_recaptured_rows(tmp_path):
     """Should an archive hold rows captured twice (a file written again from the same slot
     position), decode/inspect skip the re-captured prefix using the files' start/end LSNs."""
     src = pq.read_table(SAMPLE)
-    meta = cli._capture_meta(src.schema)
+    meta = capture_meta(src.schema)
     lsns = src.column("lsn").to_pylist()
     data = src.column("data").to_pylist()
     cut = max(i for i in range(1200) if data[i][:1] == b"C")
@@ -440,7 +444,7 @@ def test_readers_drop_recaptured_rows(tmp_path):
 
     def write(name, t, **m):
         md = dict(meta, **m)
-        pq.write_table(t.replace_schema_metadata({cli.META_KEY: json.dumps(md).encode()}), d / name)
+        pq.write_table(t.replace_schema_metadata({META_KEY: json.dumps(md).encode()}), d / name)
 
     a = src.slice(0, cut + 1)
     write("part-000000.parquet", a, seq_start=0, seq_end=cut, start_lsn=lsns[0], end_lsn=lsns[cut])

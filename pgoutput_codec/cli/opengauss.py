@@ -1,7 +1,7 @@
 """``pgoutput-codec decode`` and ``inspect`` over archives of openGauss/GaussDB frames
 (``--source opengauss``).
 
-The archive files are read as for pgoutput (:func:`pgoutput_codec.cli.read_archive_parts`:
+The archive files are read as for pgoutput (:func:`pgoutput_codec.archive.read_archive_parts`:
 Parquet with a binary column, a directory of them in ``seq`` order, or a CSV/COPY export
 with ``\\x`` hex), one frame per row: a batch (``sending-batch``) or one record, in the
 'b', 't' or 'j' style. Rows in, decoded and in error are counted per frame, as Spark's
@@ -20,10 +20,18 @@ import collections
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from ..cli import CliError, ParquetOut, archive_row, _commit_order, _progress, iter_archive, read_archive_parts
-from . import RECORD_SCHEMA, decode_batch, heartbeats, record_positions
-from .schema import RECORD_TYPES
+from ..archive import archive_row, iter_archive, read_archive_parts
+from ..messages import format_lsn
+from ..opengauss import decode_batch, heartbeats, record_positions
+from ..opengauss.changes import decode_changes
+from ..opengauss.columns import OPENGAUSS_CHANGE_SCHEMA, commit_timestamps
+from ..opengauss.schema import RECORD_SCHEMA, RECORD_TYPES
+from .errors import CliError
+from .inspect import commit_order
+from .output import ParquetOut
+from .progress import note_recaptured, progress
 
 __all__ = ["decode_archive", "inspect_archive"]
 
@@ -65,19 +73,14 @@ def _message_table(t: pa.Table, recs: pa.Table, rows: np.ndarray) -> pa.Table:
 def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=None, mode="FAILFAST",
                    envelope="auto", payload="data", after_lsn=None, until_lsn=None, replays="drop") -> dict:
     """``decode --source opengauss``: returns the counts printed at the end."""
-    import pyarrow.parquet as pq
-
-    from .changes import OPENGAUSS_CHANGE_SCHEMA
-    from .changes import decode_changes as og_changes
-
     parts = read_archive_parts(archive)
     dest = ParquetOut(out, "changes.parquet" if changes else "records.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0, "heartbeats": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
     frames, bad_frames = [], []
     with dest:
-        with _progress(total, "decode") as bar:
-            for _, t in iter_archive(parts, payload):
+        with progress(total, "decode") as bar:
+            for _, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
                 recs, rows, bad = _records(t, style, envelope)
                 counts["rows_in"] += len(t)
                 counts["rows_in_error"] += len(bad)
@@ -99,9 +102,9 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
             replayed = []
             values = pa.chunked_array([c if c.type == pa.binary() else c.cast(pa.binary())   # a large_binary file
                                        for f in frames for c in f.chunks], pa.binary())
-            rows_out = og_changes(values, style=style, envelope=envelope, tables=tables, keys=keys,
-                                  errors="raise" if mode == "FAILFAST" else "drop", after_lsn=after_lsn,
-                                  until_lsn=until_lsn, replays=replays, replayed=replayed)
+            rows_out = decode_changes(values, style=style, envelope=envelope, tables=tables, keys=keys,
+                                      errors="raise" if mode == "FAILFAST" else "drop", after_lsn=after_lsn,
+                                      until_lsn=until_lsn, replays=replays, replayed=replayed)
             dest.write(rows_out)
             counts["rows_out"] = len(rows_out)
             counts["replayed_transactions"] = len(replayed)
@@ -132,11 +135,8 @@ def _error_rows(t: pa.Table, recs: pa.Table, rows: np.ndarray, bad: np.ndarray) 
 
 
 def inspect_archive(archive, *, style="b", envelope="auto", payload="data") -> dict:
-    """``inspect --source opengauss``: the keys of :func:`pgoutput_codec.cli.inspect_archive`
+    """``inspect --source opengauss``: the keys of :func:`pgoutput_codec.cli.inspect.inspect_archive`
     (``messages`` counts records), plus ``frames`` and ``heartbeats``."""
-    from ..messages import format_lsn
-    from .changes import _commit_ts
-
     parts = read_archive_parts(archive)
     by_type = collections.Counter()
     by_table = collections.defaultdict(collections.Counter)
@@ -153,7 +153,7 @@ def inspect_archive(archive, *, style="b", envelope="auto", payload="data") -> d
             lo[name] = mn if lo[name] is None else min(lo[name], mn)
             hi[name] = mx if hi[name] is None else max(hi[name], mx)
 
-    for _, t in iter_archive(parts, payload):
+    for _, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
         recs, rows, bad = _records(t, style, envelope)
         n_heartbeats += heartbeats(recs)
         types = recs.column("type")
@@ -187,7 +187,7 @@ def inspect_archive(archive, *, style="b", envelope="auto", payload="data") -> d
             widen("seq", t.column("seq"))
         widen("lsn", recs.column("lsn"))
         widen("xid", recs.column("xid"))
-        widen("commit_ts", _commit_ts(pc.drop_null(recs.column("commit_time")).to_pylist()))
+        widen("commit_ts", commit_timestamps(pc.drop_null(recs.column("commit_time")).to_pylist()))
         features["origins"] |= recs.column("origin_id").null_count != len(recs)
         features["batches"] |= len(rows) > len(np.unique(rows))
         n_frames += len(t)
@@ -200,5 +200,5 @@ def inspect_archive(archive, *, style="b", envelope="auto", payload="data") -> d
         "by_type": dict(by_type), "type_names": dict(RECORD_TYPES),
         "by_table": {k: dict(c) for k, c in by_table.items()},
         "features": features, "errors": errors, "first_errors": first_errors, "captured_with": None,
-        "commits": _commit_order(commit_lsns, commit_keys),
+        "commits": commit_order(commit_lsns, commit_keys),
     }

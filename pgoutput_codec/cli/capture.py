@@ -1,0 +1,278 @@
+"""``capture``: a live server's logical replication slot landed into a Parquet archive of
+rolling files, at-least-once and resumable (see :func:`capture` for the protocol with the
+slot); :mod:`pgoutput_codec.archive` reads it.
+
+Archive layout written by ``capture`` (one Parquet file per poll that found complete
+transactions, ``part-<index>.parquet``):
+
+=============== ========= ==================================================================
+column          type      meaning
+=============== ========= ==================================================================
+``seq``         int64     arrival order over the whole archive (continues across files/restarts)
+``lsn``         string    the row's LSN as ``X/Y`` (what the SQL decoding functions return)
+``lsn_ordinal`` int32     position among the file's rows with the same ``lsn`` (0, 1, …)
+``xid``         int64     the row's xid column (0 for non-transactional rows)
+``data``        binary    the pgoutput payload
+=============== ========= ==================================================================
+
+File metadata (key ``pgoutput_codec.capture``, ``archive.META_KEY``; JSON): slot,
+publication, the plugin options used, server version, ``seq_start``/``seq_end``,
+``start_lsn`` (the slot's confirmed flush position the rows were peeked from) and
+``end_lsn`` (the position the slot was advanced to after the file was durably written).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import json
+import os
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..archive import META_KEY, parquet_part
+from ..messages import parse_lsn
+from .errors import PROG, CliError, first_line
+
+__all__ = ["capture", "CRASH_ENV"]
+
+#: test hook: exit (status 75) right after writing file number N, before advancing the slot
+CRASH_ENV = "PGOUTPUT_CODEC_CAPTURE_CRASH_AFTER_FILE"
+
+#: the columns of a captured file (the table above)
+_SCHEMA = pa.schema([
+    pa.field("seq", pa.int64()), pa.field("lsn", pa.string()), pa.field("lsn_ordinal", pa.int32()),
+    pa.field("xid", pa.int64()), pa.field("data", pa.binary()),
+])
+
+
+def _cut(rows):
+    """Index of the last row after which no transaction is open (a transaction boundary
+    whose LSN is the end of a WAL record, so advancing the slot to it re-sends nothing
+    of what precedes it), or -1. ``rows``: (lsn, xid, data) as peeked."""
+    in_tx = False
+    streams = set()
+    cut = -1
+    for i, (_lsn, _xid, data) in enumerate(rows):
+        tag = data[:1]
+        closes = False
+        if tag in (b"B", b"b"):
+            in_tx = True
+        elif tag in (b"C", b"P"):
+            in_tx, closes = False, True
+        elif tag == b"S":
+            streams.add(int.from_bytes(data[1:5], "big"))
+        elif tag in (b"c", b"p"):
+            streams.discard(int.from_bytes(data[1:5], "big"))
+            closes = True
+        elif tag == b"A":
+            xid, sub = int.from_bytes(data[1:5], "big"), int.from_bytes(data[5:9], "big")
+            if xid == sub:
+                streams.discard(xid)
+            # not a cut point: the row's LSN is where the abort record starts
+        elif tag in (b"K", b"r"):
+            closes = True
+        elif tag == b"M":
+            closes = True   # non-transactional outside a transaction; its LSN is the record end
+        if closes and not in_tx and not streams:
+            cut = i
+    return cut
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _existing_files(out):
+    return sorted(glob.glob(os.path.join(out, "part-*.parquet")))
+
+
+def _peek(conn, sql, params, client_encoding):
+    """The slot's rows (lsn text, xid, data) under ``client_encoding``; text comes back
+    as str whatever it is (psycopg gives bytes under SQL_ASCII)."""
+    if client_encoding == "UTF8":
+        return conn.execute(sql, params).fetchall()
+    conn.execute(f"SET client_encoding = '{client_encoding}'")
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    finally:
+        conn.execute("SET client_encoding = 'UTF8'")
+    return [(lsn.decode() if isinstance(lsn, bytes) else lsn, xid, data) for lsn, xid, data in rows]
+
+
+def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=False, messages=False,
+            two_phase=False, create_slot=False, max_files=0, poll_interval=1.0, stop_after=0,
+            rows_per_file=10000, log=None) -> dict:
+    """Land a slot's changes into a Parquet archive under ``out``; returns counters.
+
+    The protocol with the slot (at-least-once, resumable, nothing lost between files):
+
+    1. peek (``pg_logical_slot_peek_binary_changes``, which does not consume) up to
+       ``rows_per_file`` rows from the slot's confirmed position;
+    2. keep the rows up to the last transaction boundary with no transaction open
+       (:func:`_cut`: a Commit, Prepare, Commit/Rollback Prepared, Stream Commit/Prepare
+       or a non-transactional message); the rest (an open streamed transaction) is
+       peeked again next time — if no boundary is in reach, the limit doubles;
+    3. write them to ``.part-N.parquet.tmp``, fsync, rename to ``part-N.parquet``, fsync
+       the directory; the file records ``end_lsn`` = the boundary row's LSN;
+    4. only then ``pg_replication_slot_advance(slot, end_lsn)``.
+
+    A crash before 4 leaves a durable file whose rows the slot would send again. On
+    restart, the last file's ``end_lsn`` is compared with the slot's
+    ``confirmed_flush_lsn`` and the advance is completed first, so those rows are not
+    captured twice; ``seq`` continues from the last file's ``seq_end``. Should an archive
+    still hold re-captured rows (an advance never completed, e.g. files copied from an
+    interrupted run into another directory), every file records ``start_lsn``, and
+    readers (``decode``, ``inspect``) drop the prefix of a file lying below the end of
+    the files before it (:func:`pgoutput_codec.archive.iter_archive`); (``lsn``,
+    ``lsn_ordinal``) identifies a row within a poll for audits.
+    """
+    import psycopg   # optional: the [cli] extra; only capture talks to a server
+
+    say = log or (lambda msg: print(msg, flush=True))
+    if proto < 1 or proto > 4:
+        raise CliError(f"--proto must be 1..4, got {proto}")
+    if streaming and proto < 2:
+        raise CliError("--streaming needs --proto 2 or later")
+    if two_phase and proto < 3:
+        raise CliError("--two-phase needs --proto 3 or later")
+    os.makedirs(out, exist_ok=True)
+    for tmp in glob.glob(os.path.join(out, ".part-*.tmp")):
+        os.unlink(tmp)   # a write that never reached its rename: its rows are still in the slot
+    options = ["proto_version", str(proto), "publication_names", publication]
+    if binary:
+        options += ["binary", "true"]
+    if streaming:
+        options += ["streaming", "true"]
+    if messages:
+        options += ["messages", "true"]
+    if two_phase:
+        options += ["two_phase", "true"]
+
+    files = _existing_files(out)
+    next_seq, next_index, last_meta = 0, 0, None
+    if files:
+        last = parquet_part(files[-1])
+        last_meta = last.meta
+        if not last_meta:
+            raise CliError(f"{files[-1]}: not written by '{PROG} capture' (no capture metadata); "
+                           "use an empty --out directory")
+        if last_meta.get("slot") != slot or last_meta.get("options") != options:
+            raise CliError(f"{out} holds a capture of slot {last_meta.get('slot')!r} with options "
+                           f"{last_meta.get('options')}: resume it with the same --slot and options, "
+                           "or use another --out")
+        next_seq = last_meta["seq_end"] + 1
+        next_index = last_meta["file_index"] + 1
+
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as e:
+        raise CliError(f"cannot connect ({first_line(e)})") from None
+    stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
+    with conn:
+        # The server converts what the slot sends (names, values) into the session's
+        # client_encoding, which defaults to the database's: a LATIN1 database would land
+        # LATIN1 bytes, which no UTF-8 decoder reads (transcode.py). A SQL_ASCII database
+        # converts nothing, and under any other client_encoding it checks each byte (a
+        # non-UTF-8 byte stops the peek: "invalid byte sequence for encoding UTF8"), so
+        # there the session keeps SQL_ASCII and the archive the bytes as stored.
+        conn.execute("SET client_encoding = 'UTF8'")   # the peeks of a SQL_ASCII database set their own
+        server_version = conn.execute("SHOW server_version").fetchone()[0]
+        server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+        client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
+        if client_encoding == "SQL_ASCII":
+            print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
+                  "the archive holds its text as its clients stored it; if that is not UTF-8, "
+                  f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
+        row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
+                           "WHERE slot_name = %s", (slot,)).fetchone()
+        if row is None:
+            if not create_slot:
+                raise CliError(f"replication slot {slot!r} does not exist (add --create-slot)")
+            conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                         (slot, two_phase))
+            say(f"created slot {slot}")
+            row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
+                               "WHERE slot_name = %s", (slot,)).fetchone()
+        if row[0] != "pgoutput":
+            raise CliError(f"slot {slot!r} uses plugin {row[0]!r}, not pgoutput")
+        if last_meta is not None:
+            confirmed, end = parse_lsn(row[1]), parse_lsn(last_meta["end_lsn"])
+            if confirmed < end:
+                conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, last_meta["end_lsn"]))
+                say(f"resume: completed the slot advance to {last_meta['end_lsn']} of "
+                    f"{os.path.basename(files[-1])} (interrupted between write and advance)")
+            elif confirmed > end:
+                print(f"{PROG}: warning: slot {slot} is at {row[1]}, past the archive's end "
+                      f"{last_meta['end_lsn']}: changes in between were consumed elsewhere", file=sys.stderr)
+            say(f"resume: {len(files)} files, continuing at seq {next_seq}")
+
+        limit = rows_per_file
+        idle = 0
+        peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
+                "%s, NULL, %s, VARIADIC %s::text[])")
+        while True:
+            start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                     "WHERE slot_name = %s", (slot,)).fetchone()[0]
+            rows = _peek(conn, peek, (slot, limit, options), client_encoding)
+            stats["polls"] += 1
+            cut = _cut(rows)
+            if cut < 0:
+                if len(rows) >= limit:
+                    limit *= 2          # an open (streamed) transaction larger than the limit
+                    continue
+                idle += 1
+                if stop_after and idle >= stop_after:
+                    break
+                time.sleep(poll_interval)
+                continue
+            idle = 0
+            limit = rows_per_file
+            rows = rows[:cut + 1]
+            lsns = [r[0] for r in rows]
+            ordinal, prev, k = [], None, 0
+            for v in lsns:
+                k = k + 1 if v == prev else 0
+                prev = v
+                ordinal.append(k)
+            meta = {
+                "format": 1, "slot": slot, "publication": publication, "options": options,
+                "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
+                "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
+                "client_encoding": client_encoding, "file_index": next_index,
+                "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
+                "start_lsn": start_lsn, "end_lsn": lsns[-1],
+                "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+            }
+            schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+            table = pa.table([
+                pa.array(range(next_seq, next_seq + len(rows)), pa.int64()), pa.array(lsns, pa.string()),
+                pa.array(ordinal, pa.int32()), pa.array([r[1] for r in rows], pa.int64()),
+                pa.array([bytes(r[2]) for r in rows], pa.binary()),
+            ], schema=schema)
+            name = f"part-{next_index:06d}.parquet"
+            tmp = os.path.join(out, f".{name}.tmp")
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f, compression="zstd")
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, os.path.join(out, name))
+            _fsync_dir(out)
+            if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == next_index:
+                os._exit(75)
+            conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsns[-1]))
+            say(f"{name}: {len(rows)} messages, seq {next_seq}..{meta['seq_end']}, lsn {lsns[0]}..{lsns[-1]}")
+            stats["files"] += 1
+            stats["messages"] += len(rows)
+            next_seq += len(rows)
+            next_index += 1
+            if max_files and stats["files"] >= max_files:
+                break
+    return stats

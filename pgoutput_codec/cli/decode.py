@@ -1,0 +1,153 @@
+"""``decode``: a pgoutput archive to Parquet, one row per message or, with ``--changes``,
+one row per committed row change (single process, no Spark); incremental ``--changes``
+runs resume from a checkpoint file."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..archive import archive_row, iter_archive, last_seq, read_archive_parts
+from ..batch import decode_batch_with_state
+from ..changes import ChangeDecoder
+from ..checkpoint import Checkpoint
+from ..errors import PgoutputDecodeError
+from ..plan import checkpoint_after, control_candidates
+from .errors import PROG, CliError, first_line
+from .output import ParquetOut
+from .progress import note_recaptured, progress
+from .transcode import transcoded, transcoder
+
+__all__ = ["decode_archive"]
+
+
+def _message_table(part_table, msgs, mode):
+    """The decoded struct flattened to columns, with the archive's seq/lsn/xid kept (as
+    ``seq``, ``source_lsn``, ``source_xid`` — Spark's ``decode_messages`` naming)."""
+    cols, names = [], []
+    for src, dst in (("seq", "seq"), ("lsn", "source_lsn"), ("xid", "source_xid")):
+        if src in part_table.column_names:
+            cols.append(part_table.column(src))
+            names.append(dst)
+    for f, arr in zip(msgs.type, msgs.flatten(), strict=True):
+        cols.append(arr)
+        names.append(f.name)
+    t = pa.table(cols, names=names)
+    if mode == "DROPMALFORMED":
+        t = t.filter(pc.is_null(t.column("error")))
+    return t
+
+
+def _fail_first_error(table, errors):
+    i = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
+    raise CliError(f"malformed payload at archive {archive_row(table, i)}: {errors[i].as_py()}"
+                   " (--mode PERMISSIVE keeps error rows, DROPMALFORMED drops them)")
+
+
+def _load_checkpoint(path):
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Checkpoint.from_json(f.read())
+    except (OSError, ValueError, TypeError) as e:
+        raise CliError(f"{path}: not a checkpoint ({first_line(e)})") from None
+
+
+def _save_checkpoint(path, cp):
+    """Atomically, after the run's output: a crash leaves the previous checkpoint."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(cp.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
+                   payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop",
+                   encoding=None) -> dict:
+    """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
+    from when it exists (only the rows from its ``from_key`` on are read) and to write the
+    next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
+    client encoding the archive was captured under, when not UTF-8 (transcode.py)."""
+    parts = read_archive_parts(archive)
+    resume = _load_checkpoint(checkpoint) if checkpoint else None
+    skip, ctrl, skipped = None, [], []
+    recode = transcoder(encoding, mode, envelope)
+    if recode is not None and checkpoint:
+        raise CliError(f"--encoding reads the archive from its start; for incremental runs, rewrite it "
+                       f"once ('{PROG} transcode') and decode the copy with --checkpoint")
+    if checkpoint and any(p.kind != "parquet" for p in parts):
+        raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
+    if resume is not None:
+        def skip(part):   # a file wholly before the checkpoint is not read
+            last = last_seq(part.path)
+            if last is not None and last < resume.from_key:
+                skipped.append(part)
+                return True
+            return False
+    dest = ParquetOut(out, "changes.parquet" if changes else "messages.parquet")
+    counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0}
+    total = sum(p.num_rows or 0 for p in parts) or None
+    dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
+                        until_lsn=until_lsn, resume=resume, replays=replays) if changes else None
+    if changes and envelope != "auto":
+        raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
+    state = None
+    with dest, progress(total, "decode") as bar:
+        for part, t in iter_archive(parts, payload, skip=skip, on_recaptured=note_recaptured):
+            if recode is not None:
+                t, _ = transcoded(recode, t)
+            if checkpoint:
+                if "seq" not in t.column_names:
+                    raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
+                if resume is not None:
+                    t = t.filter(pc.greater_equal(t.column("seq"), resume.from_key))
+                ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
+            if changes:
+                try:
+                    rows = dec.feed(t)
+                except PgoutputDecodeError as e:
+                    raise CliError(f"{first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
+                schema = dec.output_schema
+            else:
+                msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
+                errors = msgs.field("error")
+                counts["rows_in"] += len(msgs)
+                counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
+                if mode == "FAILFAST" and errors.null_count != len(msgs):
+                    _fail_first_error(t, errors)
+                rows = _message_table(t, msgs, mode)
+                schema = rows.schema
+            dest.write(rows, schema)
+            counts["rows_out"] += len(rows)
+            bar.update(len(t))
+        out = dest.finish(dec.output_schema if changes else pa.schema([]))
+    if checkpoint:
+        # the next run's start: a plan over the control rows this run fed its decoder
+        c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),
+                                                          "seq": pa.array([], pa.int64())})
+        nxt = checkpoint_after(c.column("data"), c.column("seq"), resume=resume, tables=tables,
+                               after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,
+                               errors="raise" if mode == "FAILFAST" else "collect")
+        _save_checkpoint(checkpoint, nxt)
+        counts.update(checkpoint=checkpoint, files_skipped=len(skipped), next_from_seq=nxt.from_key,
+                      held_by=len(nxt.held_by))
+    if changes:
+        counts.update(rows_in=dec.counts["rows_in"], rows_decoded=dec.counts["rows_decoded"],
+                      rows_in_error=dec.counts["rows_in_error"],
+                      replayed_transactions=dec.counts["replayed_transactions"])
+        counts["open_transactions"] = len(dec.open_transactions)
+        if mode == "PERMISSIVE" and dec.errors:
+            epath = out + ".errors.parquet"
+            pq.write_table(pa.Table.from_pylist(dec.errors), epath)
+            counts["errors_file"] = epath
+    else:
+        counts["rows_decoded"] = counts["rows_in"] - counts["rows_in_error"]
+    counts["out"] = out
+    return counts

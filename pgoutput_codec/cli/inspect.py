@@ -1,0 +1,209 @@
+"""``inspect``: what a pgoutput archive holds (message types, tables, LSN/xid/commit-time
+ranges, protocol features, commit order, errors), and its table as printed."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import messages
+from ..archive import iter_archive, read_archive_parts
+from ..batch import decode_batch_with_state
+from ..messages import format_lsn, parse_lsn
+from .progress import note_recaptured
+from .transcode import transcoded, transcoder
+
+__all__ = ["inspect_archive", "by_table", "commit_order", "format_inspect", "TAG_NAMES"]
+
+#: message tag -> the name of its message class (``B`` -> ``Begin``)
+TAG_NAMES = {cls.type: name for name, cls in ((n, getattr(messages, n)) for n in messages.__all__)
+             if isinstance(getattr(cls, "type", None), str) and len(cls.type) == 1}
+
+
+def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None) -> dict:
+    """Counts and ranges of an archive (what ``inspect`` prints); ``encoding``: the client
+    encoding it was captured under, when not UTF-8 (read through a Transcoder, payloads it
+    cannot rewrite counted as errors)."""
+    parts = read_archive_parts(archive)
+    by_type = collections.Counter()
+    by_rel = collections.defaultdict(collections.Counter)   # relation_id -> op counts
+    rel_name = {}
+    features = dict.fromkeys(["binary values", "streaming", "two-phase", "logical messages", "origins",
+                              "unchanged TOAST"], False)
+    lsn_lo = lsn_hi = xid_lo = xid_hi = ts_lo = ts_hi = None
+    errors, first_errors = 0, []
+    n = 0
+    state = None
+    seq_lo = seq_hi = None
+    metas = []
+    commit_lsns, commit_keys = [], []   # C/c/K in arrival order: the archive's order check
+    recode = transcoder(encoding, "PERMISSIVE", envelope)
+    for part, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
+        if recode is not None:
+            t, _ = transcoded(recode, t)
+        if part.meta:
+            metas.append(part.meta)
+        msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
+        types = msgs.field("type")
+        is_commit = pc.fill_null(pc.is_in(types, value_set=pa.array(["C", "c", "K"])), False)
+        if pc.any(is_commit).as_py():
+            sel = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
+            commit_lsns.append(msgs.field("commit_lsn").take(sel).fill_null(0).to_numpy().astype(np.int64))
+            commit_keys.append(t.column("seq").take(sel).to_numpy() if "seq" in t.column_names else n + sel)
+        n += len(msgs)
+        for v in pc.value_counts(pc.drop_null(types)).to_pylist():
+            by_type[v["values"]] += v["counts"]
+        err = msgs.field("error")
+        if err.null_count != len(err):
+            bad = np.flatnonzero(err.is_valid().to_numpy(zero_copy_only=False))
+            errors += len(bad)
+            for i in bad[: max(0, 5 - len(first_errors))]:
+                s = t.column("seq")[int(i)].as_py() if "seq" in t.column_names else None
+                first_errors.append(f"seq {s}: {err[int(i)].as_py()}")
+        if "seq" in t.column_names and len(t):
+            mn, mx = pc.min_max(t.column("seq")).values()
+            seq_lo = mn.as_py() if seq_lo is None else min(seq_lo, mn.as_py())
+            seq_hi = mx.as_py() if seq_hi is None else max(seq_hi, mx.as_py())
+        if "lsn" in t.column_names and len(t):
+            lsns = [parse_lsn(v) for v in pc.drop_null(t.column("lsn")).to_pylist()] \
+                if t.schema.field("lsn").type == pa.string() \
+                else pc.drop_null(t.column("lsn")).to_pylist()
+            if lsns:
+                lsn_lo = min(lsns + ([lsn_lo] if lsn_lo is not None else []))
+                lsn_hi = max(lsns + ([lsn_hi] if lsn_hi is not None else []))
+        xids = pc.drop_null(msgs.field("xid"))
+        if len(xids):
+            mn, mx = pc.min_max(xids).values()
+            xid_lo = mn.as_py() if xid_lo is None else min(xid_lo, mn.as_py())
+            xid_hi = mx.as_py() if xid_hi is None else max(xid_hi, mx.as_py())
+        cts = pc.drop_null(msgs.field("commit_ts"))
+        if len(cts):
+            mn, mx = pc.min_max(cts).values()
+            ts_lo = mn.as_py() if ts_lo is None else min(ts_lo, mn.as_py())
+            ts_hi = mx.as_py() if ts_hi is None else max(ts_hi, mx.as_py())
+        tags = set(by_type)
+        features["streaming"] |= bool(tags & set("SEcAp"))
+        features["two-phase"] |= bool(tags & set("bPKrp"))
+        features["logical messages"] |= "M" in tags
+        features["origins"] |= "O" in tags
+        for side in ("new_tuple", "old_tuple"):
+            kinds = pc.list_flatten(msgs.field(side)).field("kind") if len(msgs) else None
+            if kinds is not None and len(kinds):
+                vc = {v["values"] for v in pc.value_counts(kinds).to_pylist()}
+                features["binary values"] |= "b" in vc
+                features["unchanged TOAST"] |= "u" in vc
+        rel_rows = pc.equal(types, "R")
+        if pc.any(rel_rows).as_py():
+            for r in msgs.filter(pc.fill_null(rel_rows, False)).to_pylist():
+                rel_name[r["relation_id"]] = f"{r['namespace'] or 'pg_catalog'}.{r['relation_name']}"
+        iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
+        if pc.any(iud).as_py():
+            sub = msgs.filter(iud)
+            keys = pc.binary_join_element_wise(pc.cast(sub.field("relation_id"), "string"), sub.field("type"), ":")
+            for v in pc.value_counts(keys).to_pylist():
+                rid, op = v["values"].split(":")
+                by_rel[int(rid)][op] += v["counts"]
+        trunc = pc.fill_null(pc.equal(types, "T"), False)
+        if pc.any(trunc).as_py():
+            for r in msgs.filter(trunc).field("relation_ids").to_pylist():
+                for rid in r or ():
+                    by_rel[rid]["T"] += 1
+    return {
+        "archive": archive, "files": len(parts), "messages": n, "seq": (seq_lo, seq_hi),
+        "lsn": (format_lsn(lsn_lo) if lsn_lo is not None else None,
+                format_lsn(lsn_hi) if lsn_hi is not None else None),
+        "xid": (xid_lo, xid_hi), "commit_ts": (ts_lo, ts_hi),
+        "by_type": dict(by_type),
+        "by_table": by_table(by_rel, rel_name),
+        "features": features, "errors": errors, "first_errors": first_errors,
+        "captured_with": metas[-1] if metas else None,
+        "commits": commit_order(commit_lsns, commit_keys),
+    }
+
+
+def by_table(by_rel: dict, rel_name: dict) -> dict:
+    """Counts by table name (a relation under its last name), and by relation where one
+    name was borne by several (a table dropped and created again, or swapped: the
+    counts of each, ``public.t [relation 16385]``, never one overwriting the other)."""
+    names = {rid: rel_name.get(rid, f"relation {rid}") for rid in by_rel}
+    shared = {n for n, k in collections.Counter(names.values()).items() if k > 1}
+    return {(f"{n} [relation {rid}]" if n in shared else n): dict(by_rel[rid]) for rid, n in names.items()}
+
+
+def commit_order(lsns: list, keys: list) -> dict:
+    """The archive's commits in arrival order, judged as the change decoders judge them
+    (``ChangeDecoder`` ``replays``): ``replayed`` — order keys of commits whose LSN an
+    earlier commit had (received again); ``out_of_order`` — the first commit below an
+    earlier one that repeats none (seq, its LSN, the highest before it), or None.
+    ``lsns``/``keys``: arrays of commit LSNs and their order keys, part by part."""
+    lsn = np.concatenate(lsns) if lsns else np.zeros(0, np.int64)
+    key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+    out = {"count": int(len(lsn)), "replayed": [], "out_of_order": None}
+    if not len(lsn):
+        return out
+    high = np.maximum.accumulate(lsn)
+    behind = np.flatnonzero(lsn[1:] <= high[:-1]) + 1
+    if len(behind):
+        _, first = np.unique(lsn, return_index=True)
+        first_of = dict(zip(lsn[first].tolist(), first.tolist(), strict=True))
+        again = np.array([first_of[int(lsn[i])] < i for i in behind], dtype=bool)
+        out["replayed"] = key[behind[again]].tolist()
+        if (~again).any():
+            i = int(behind[~again][0])
+            out["out_of_order"] = {"seq": int(key[i]), "lsn": format_lsn(int(lsn[i])),
+                                   "after": format_lsn(int(high[i - 1]))}
+    return out
+
+
+def format_inspect(r) -> str:
+    """The table ``inspect`` prints for the dict of :func:`inspect_archive` (or of the
+    openGauss one, which names its record types in ``type_names``)."""
+    names = r.get("type_names") or TAG_NAMES
+    files = f"{r['files']} file{'s' * (r['files'] != 1)}"
+    if r.get("source") == "opengauss":
+        lines = [f"archive   {r['archive']}  ({files}, {r['frames']} openGauss '{r['style']}' frames, "
+                 f"{r['messages']} records, {r['heartbeats']} heartbeats skipped)"]
+    else:
+        lines = [f"archive   {r['archive']}  ({files}, {r['messages']} messages)"]
+    if r["seq"][0] is not None:
+        lines.append(f"seq       {r['seq'][0]} .. {r['seq'][1]}")
+    if r["lsn"][0] is not None:
+        lines.append(f"lsn       {r['lsn'][0]} .. {r['lsn'][1]}")
+    if r["xid"][0] is not None:
+        lines.append(f"xid       {r['xid'][0]} .. {r['xid'][1]}")
+    if r["commit_ts"][0] is not None:
+        lines.append(f"commits   {r['commit_ts'][0]:%Y-%m-%d %H:%M:%S.%f%z} .. {r['commit_ts'][1]:%Y-%m-%d %H:%M:%S.%f%z}")
+    m = r["captured_with"]
+    if m:
+        lines.append(f"captured  slot {m.get('slot')}, publication {m.get('publication')}, PostgreSQL "
+                     f"{m.get('server_version')}, options " + (" ".join(
+                         f"{k}={v}" for k, v in zip(m.get("options", [])[0::2], m.get("options", [])[1::2], strict=False)
+                         if k != "publication_names") or "-"))
+    kind = "record type" if r.get("source") == "opengauss" else "message type"
+    lines += ["", f"{kind:28} {'count':>9}", f"{'-' * 28} {'-' * 9}"]
+    for tag, c in sorted(r["by_type"].items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"{tag} {names.get(tag, '?'):26} {c:9}")
+    lines += ["", f"{'table':32} {'insert':>8} {'update':>8} {'delete':>8} {'truncate':>8}",
+              f"{'-' * 32} {'-' * 8} {'-' * 8} {'-' * 8} {'-' * 8}"]
+    for tbl, c in sorted(r["by_table"].items()):
+        lines.append(f"{tbl:32} {c.get('I', 0):8} {c.get('U', 0):8} {c.get('D', 0):8} {c.get('T', 0):8}")
+    if not r["by_table"]:
+        lines.append("(no row changes)")
+    c = r["commits"]
+    order = f"{c['count']} commits, commit LSNs rising in arrival order"
+    if c["replayed"] or c["out_of_order"]:
+        order = f"{c['count']} commits"
+        if c["replayed"]:
+            shown = ", ".join(map(str, c["replayed"][:5])) + (", …" if len(c["replayed"]) > 5 else "")
+            order += f"; {len(c['replayed'])} received again (replays, given once; seq {shown})"
+        if c["out_of_order"]:
+            o = c["out_of_order"]
+            order += (f"; OUT OF ORDER from seq {o['seq']} (commit LSN {o['lsn']} after {o['after']}): "
+                      "the change decoders refuse it (order_by=, or replays='keep')")
+    lines += ["", "features  " + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in r["features"].items()),
+              f"order     {order}", f"errors    {r['errors']}"]
+    lines += [f"          {e}" for e in r["first_errors"]]
+    return "\n".join(lines)

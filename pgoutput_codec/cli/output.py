@@ -1,0 +1,52 @@
+"""``decode``'s output file, written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.parquet as pq
+
+from .errors import CliError
+
+__all__ = ["ParquetOut"]
+
+
+class ParquetOut:
+    """``decode``'s output file, written whole or not at all: into a hidden temporary file
+    beside it, renamed over it by :meth:`finish`; left behind by nothing (a failed run
+    removes the temporary file). ``out``: a file, or an existing directory to write
+    ``default_name`` in."""
+
+    def __init__(self, out: str, default_name: str):
+        if os.path.isdir(out):
+            out = os.path.join(out, default_name)
+        out_dir = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(out_dir):
+            raise CliError(f"{out}: directory {out_dir} does not exist")
+        self.path, self.tmp, self.writer = out, os.path.join(out_dir, f".{os.path.basename(out)}.tmp"), None
+
+    def write(self, rows, schema=None):
+        """Append ``rows`` (cast to ``schema`` when given); the first call fixes the file's schema."""
+        schema = rows.schema if schema is None else schema
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        self.writer.write_table(rows.cast(schema) if rows.schema != schema else rows)
+
+    def finish(self, empty_schema) -> str:
+        """Close the file (of ``empty_schema`` when nothing was written) and put it in place."""
+        if self.writer is None:    # an archive with no rows
+            self.writer = pq.ParquetWriter(self.tmp, empty_schema)
+        self.writer.close()
+        self.writer = None
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.writer is not None:
+            self.writer.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        return False
