@@ -12,14 +12,19 @@
   ``spark.readStream.format("pgoutput")`` (:mod:`.streamsource`) — a lake that grows,
   each run giving what landed since, exactly once (offsets are checkpoints).
 
-Modules: :mod:`.types` (Arrow → Spark types: the one converter), :mod:`.modes` (parse
-modes), :mod:`.functions` (column/DataFrame functions, SQL registration),
-:mod:`.changes` (change rows, tables), :mod:`.batchcache` (one decode per Arrow batch
-for per-field UDFs),
-:mod:`.archive` (archive layouts, bytea hex), :mod:`.datasource` (Python data source),
-:mod:`.streamsource` (its stream reader), :mod:`.shipping` (a driver-side value to the
-workers: a broadcast, or inside the query on Spark Connect, where every function here
-also runs).
+Modules, each importing only those before it: :mod:`.types` (Arrow → Spark types: the
+one converter), :mod:`.modes` (parse modes), :mod:`.shipping` (a driver-side value to
+the workers: a broadcast, or inside the query on Spark Connect, where every function
+here also runs), :mod:`.batchcache` (one decode per Arrow batch for per-field UDFs),
+:mod:`.rowfilter` (Spark's own tests on payload bytes), :mod:`.dataframes`,
+:mod:`.orderkey` (arrival order); :mod:`.functions` (message column/DataFrame
+functions); the change rows: :mod:`.counts`, :mod:`.changetype`, :mod:`.decoded` (what a
+decoder knows about a DataFrame it returned), :mod:`.mappers` (the workers' bodies),
+:mod:`.tableinfo`, :mod:`.pass2`, :mod:`.opengauss_changes`, :mod:`.changes`
+(``decode_changes``); one table typed and rebuilt: :mod:`.crossing`, :mod:`.typedrows`,
+:mod:`.identity`, :mod:`.toast`, :mod:`.spans`, :mod:`.tables`; :mod:`.transcode`;
+archive files: :mod:`.archivefiles`, :mod:`.streamsource`, :mod:`.datasource`,
+:mod:`.reading` (``read_archive``); :mod:`.sql` (``register``).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
 - ``from_pgoutput`` on PySpark >= 4.1: a struct of scalar ``arrow_udf`` calls, one per
@@ -68,16 +73,16 @@ cluster, or ``spark.submit.pyFiles`` / ``PYTHONPATH`` with the built extensions)
 """
 
 from .functions import (
-                        DEFAULT_KEEP,
-                        HAS_ARROW_UDF,
-                        decode_messages,
-                        from_opengauss,
-                        from_pgoutput,
-                        opengauss_messages,
-                        read_archive,
-                        register,
+    DEFAULT_KEEP,
+    HAS_ARROW_UDF,
+    decode_messages,
+    from_opengauss,
+    from_pgoutput,
+    opengauss_messages,
 )
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError
+from .reading import read_archive
+from .sql import register
 from .types import CORRUPT_RECORD, LSN_TYPE, MESSAGE_TYPE, message_type, spark_type
 
 __all__ = [
@@ -86,7 +91,9 @@ __all__ = [
     "MESSAGE_TYPE", "message_type", "spark_type", "CORRUPT_RECORD", "LSN_TYPE",
     "DEFAULT_KEEP", "HAS_ARROW_UDF",
 ]
+
+# public as well (README, docs/spark.md), though not in ``__all__``
 from .changes import checkpoint_of, decode_changes, replayed_of  # noqa: E402,F401
-from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402,F401
+from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .transcode import transcode  # noqa: E402,F401

@@ -23,9 +23,9 @@ Which Spark mechanism for what (and why):
   (PySpark >= 3.3, so 3.5 and 4.x alike): Arrow record batches in and out, no pandas,
   no per-row Python; the only way to drop rows (DROPMALFORMED) or expand one frame into
   many records (openGauss) without a join, and it flattens the struct to columns.
-- ``read_archive``: Spark's own Parquet/CSV readers (splits, pushdown, any Hadoop
-  filesystem) + ``decode_messages``: works on 3.5 and 4.x. On PySpark >= 4.0 the same is
-  ``spark.read.format("pgoutput")`` (Python Data Source API, ``datasource.py``).
+- ``read_archive`` (:mod:`.reading`): Spark's own Parquet/CSV readers (splits, pushdown,
+  any Hadoop filesystem) + ``decode_messages``: works on 3.5 and 4.x. On PySpark >= 4.0
+  the same is ``spark.read.format("pgoutput")`` (Python Data Source API, :mod:`.datasource`).
 
 Stream state: R/Y/I/U/D/T/M carry a streaming xid only inside a Stream Start/Stop
 block, and a Relation often parses both ways. A column function cannot know the state
@@ -47,20 +47,25 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..archive import HEX_ERROR, hex_to_binary
+from ..arrays import one_array
 from ..batch import decode_batch_with_state
+from ..opengauss import STYLES, record_positions
+from ..opengauss import decode_batch as og_decode_batch
+from ..opengauss.schema import RECORD_STRUCT
 from ..schema import MESSAGE_STRUCT
 from . import types as ST
-from .archive import HEX_ERROR, hex_to_binary
 from .batchcache import once_per_batch
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, corrupt_records, raise_first_error
 
 __all__ = [
-    "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "register",
-    "read_archive", "HAS_ARROW_UDF", "DEFAULT_KEEP",
+    "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "pgoutput_udf", "opengauss_udf",
+    "message_fields", "MessagesMapper", "HAS_ARROW_UDF", "DEFAULT_KEEP",
 ]
 
 #: ``pyspark.sql.functions.arrow_udf`` exists (PySpark >= 4.1)
@@ -87,7 +92,7 @@ def decode_pgoutput_arrays(payload: pa.Array, keys: dict, *, envelope: str, stat
     """Decode one Arrow batch of payloads. Returns (message field arrays + ``_corrupt_record``
     as a list in ``MESSAGE_TYPE`` order, the ``error`` array, the stream state after it).
     FAILFAST raises :class:`~.modes.MalformedPayloadError` on the first bad row."""
-    payload = ST.one_array(payload)
+    payload = one_array(payload)
     raw = payload
     bad = None
     if hex_text:
@@ -226,7 +231,6 @@ _STATES: dict = {}
 
 
 def _task_attempt():
-    from pyspark import TaskContext
     tc = TaskContext.get()
     return tc.taskAttemptId() if tc is not None else None
 
@@ -267,6 +271,7 @@ _FIELD_UDFS: dict = {}
 
 
 def _field_udfs(envelope, mode, in_stream, key_name) -> dict:
+    # here, not at the top: a Spark Connect client alone (pyspark-client) has no SparkContext
     from pyspark import SparkContext
     sc = SparkContext._active_spark_context
     ident = (envelope, mode, in_stream, key_name)
@@ -369,7 +374,7 @@ def message_fields(fields, mode: str = FAILFAST) -> list:
     return list(dict.fromkeys(chosen))
 
 
-class _MessagesMapper:
+class MessagesMapper:
     """Arrow batches of (payload, kept columns...) → (kept columns..., message fields...).
     ``fields``: the message fields to give (:func:`message_fields`); the others are
     decoded (the Cython decoder fills every field at once) but never converted or sent:
@@ -426,7 +431,7 @@ def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, 
     if observation is not None and "error" not in inner:
         inner.append("error")
     out_schema = T.StructType(kept_fields + [ST.MESSAGE_TYPE[f] for f in inner])
-    mapper = _MessagesMapper(out_schema, [f.name for f in kept_fields], envelope, in_stream,
+    mapper = MessagesMapper(out_schema, [f.name for f in kept_fields], envelope, in_stream,
                              inner_mode, payload_format == "hex", inner)
     out = _observe(src.mapInArrow(mapper, out_schema), observation)
     if mode == DROPMALFORMED and observation is not None:
@@ -439,18 +444,16 @@ def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, 
 # --------------------------------------------------------------------------- openGauss
 
 def _og_struct():
-    from ..opengauss.schema import RECORD_STRUCT
     return pa.struct([f for f in RECORD_STRUCT if f.name != "row"])
 
 
 def _og_decode(payload, style, mode, keys):
     """Decode frames; returns (record table without ``row``, row index per record)."""
-    from ..opengauss import decode_batch as og_decode_batch
-    payload = ST.one_array(payload)
+    payload = one_array(payload)
     table = og_decode_batch(payload, style)
     rows = table.column("row").to_numpy()
     if mode == FAILFAST:
-        raise_first_error(ST.one_array(table.column("error")), keys,
+        raise_first_error(one_array(table.column("error")), keys,
                           what="openGauss frame", row_of=rows)
     return table.drop_columns(["row"]), rows
 
@@ -464,7 +467,7 @@ class _OpenGaussColumnDecoder:
         n = len(payload)
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-        struct = pa.StructArray.from_arrays([ST.one_array(c) for c in table.columns],
+        struct = pa.StructArray.from_arrays([one_array(c) for c in table.columns],
                                             names=table.column_names)
         lists = pa.ListArray.from_arrays(pa.array(offsets), struct)
         return ST.to_spark_arrow(lists, ST.arrow_type_for(self.spark_type)), state
@@ -498,7 +501,6 @@ class _OpenGaussMapper:
         self.out_schema, self.keep_names, self.style, self.mode = out_schema, keep_names, style, mode
 
     def __call__(self, batches):
-        from ..opengauss import record_positions
         target = ST.arrow_schema_for(self.out_schema)
         nkeep = len(self.keep_names)
         for b in batches:
@@ -506,9 +508,9 @@ class _OpenGaussMapper:
             table, rows = _og_decode(b.column(0), self.style, self.mode, keys)
             take = pa.array(rows, pa.int64())
             record = record_positions(rows)
-            error = ST.one_array(table.column("error"))
+            error = one_array(table.column("error"))
             cols = [c.take(take) for c in b.columns[1:]] + [record]
-            cols += [ST.one_array(c) for c in table.columns]
+            cols += [one_array(c) for c in table.columns]
             cols.append(corrupt_records(b.column(0), error, row_of=rows))
             arrays = [ST.to_spark_arrow(c, target.field(i).type) for i, c in enumerate(cols)]
             rb = pa.RecordBatch.from_arrays(arrays, schema=target)
@@ -524,7 +526,6 @@ def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b"
     ``source_``), ``record`` (position of the record in its frame), the record fields of
     ``opengauss.schema.RECORD_SCHEMA`` except ``row``, and ``_corrupt_record`` (the whole
     frame, on error records). Heartbeats are skipped as by ``decode_batch``."""
-    from ..opengauss import STYLES
     mode = check_mode(mode)
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
@@ -541,62 +542,3 @@ def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b"
     if mode == DROPMALFORMED and observation is not None:
         out = out.filter(F.col("error").isNull())
     return out
-
-
-# --------------------------------------------------------------------------- archives, SQL
-
-def read_archive(spark, path, *, format: str = "parquet", payload: str = "data", output: str = "messages",
-                 keep=None, mode: str = FAILFAST, envelope: str = "auto", in_stream=None,
-                 observation=None, header: bool = True, sep: str = ",", **change_options) -> DataFrame:
-    """Read archive files (see :mod:`.archive`) and decode them: the same rows as
-    ``spark.read.format("pgoutput")`` (PySpark >= 4.0), through Spark's own Parquet/CSV
-    readers, so it works on 3.5. ``keep`` defaults to every non-payload column.
-    ``output``: "messages" (``decode_messages``) or "changes" (``spark.changes.decode_changes``
-    with its default ordering, when that module is installed; NotImplementedError if not;
-    ``change_options`` go to it: ``order_by``, ``tables``, ``replays``…)."""
-    if output not in ("messages", "changes"):
-        raise ValueError(f"output must be 'messages' or 'changes', got {output!r}")
-    if change_options and output != "changes":
-        raise ValueError(f"{sorted(change_options)}: options of output='changes'")
-    decode_changes = None
-    if output == "changes":
-        try:
-            from .changes import decode_changes
-        except ImportError:
-            raise NotImplementedError(
-                "output='changes' needs the Spark change decoder (pgoutput_codec.spark.changes), "
-                "which is not part of this version; use output='messages'") from None
-    if format == "parquet":
-        df = spark.read.parquet(*([path] if isinstance(path, str) else path))
-        hex_text = False
-    elif format == "csv":
-        df = (spark.read.option("header", header).option("sep", sep).option("escape", '"')
-              .option("inferSchema", False).csv(path))
-        hex_text = True
-    else:
-        raise ValueError(f"format must be 'parquet' or 'csv', got {format!r}")
-    if payload not in df.columns:
-        raise ValueError(f"payload column {payload!r} not in the archive (columns: {df.columns})")
-    if decode_changes is not None:
-        if hex_text:  # bytea hex text → binary on the JVM; bad text → null → an error row
-            df = df.withColumn(payload, F.unhex(F.regexp_replace(F.col(f"`{payload}`"), r"^\\?\\x", "")))
-        return decode_changes(df, payload=payload, mode=mode, envelope=envelope, observation=observation,
-                              **change_options)
-    if keep is None:
-        keep = [c for c in df.columns if c != payload]
-    return decode_messages(df, payload=payload, keep=keep, mode=mode, envelope=envelope,
-                           in_stream=in_stream, observation=observation,
-                           payload_format="hex" if hex_text else "binary")
-
-
-def register(spark) -> None:
-    """Register for SQL: ``pgoutput_decode(payload)`` (FAILFAST),
-    ``pgoutput_decode_permissive(payload)``, ``opengauss_decode(payload)`` ('b' style,
-    array of records), and, on PySpark >= 4.0, the ``pgoutput`` data source."""
-    spark.udf.register("pgoutput_decode", pgoutput_udf())
-    spark.udf.register("pgoutput_decode_permissive", pgoutput_udf(mode=PERMISSIVE))
-    spark.udf.register("opengauss_decode", opengauss_udf())
-    from .datasource import HAS_DATASOURCE
-    if HAS_DATASOURCE:
-        from .datasource import PgoutputDataSource
-        spark.dataSource.register(PgoutputDataSource)

@@ -69,17 +69,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..changes import (
-    OUT_OF_ORDER, REPLAY, TAKE, commit_window, judge_commit, order_error, parse_table_list,
-)
+from ..arrays import one_array
+from ..commitorder import OUT_OF_ORDER, REPLAY, TAKE, judge_commit, order_error
 from ..messages import format_lsn
-from ..opengauss.changes import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, _commit_ts, column_types, key_names,
+from ..opengauss import STYLES, decode_batch
+from ..opengauss.columns import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, column_types, commit_timestamps, key_names,
                                  parse_keys)
 from ..opengauss.rows import change_rows, record_kinds, selected_dml, transaction_runs
 from ..schema import CHANGE_OPTIONAL
+from ..selection import commit_window, parse_table_list
 from . import types as ST
-from .changes import COUNT_FIELDS, ERROR_FIELDS, _order_key, drop_malformed, observe_counts, with_count_row
+from .changetype import ERROR_FIELDS, drop_malformed
+from .counts import COUNT_FIELDS, observe_counts, with_count_row
+from .decoded import DecodedChanges, record
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
+from .orderkey import order_key
 from .shipping import ship
 
 __all__ = ["opengauss_decode_changes", "opengauss_change_type"]
@@ -118,8 +122,7 @@ def frame_error(key, lsn, text: str) -> str:
 
 
 def _decode(payload, style, envelope):
-    from ..opengauss import decode_batch
-    payload = ST.one_array(payload)
+    payload = one_array(payload)
     return decode_batch(payload, style=style, envelope=envelope)
 
 
@@ -224,7 +227,7 @@ class _Facts:
 
 def _plan(rows, *, excluded, skip_empty_xacts, mode, replays="drop", declared=None):
     """The driver's walk over every frame's facts, in arrival order; every Commit judged
-    by ``changes.judge_commit`` (``replays="drop"``)."""
+    by :func:`pgoutput_codec.commitorder.judge_commit` (``replays="drop"``)."""
     rows = sorted(rows, key=lambda r: r["key"])
     for a, b in zip(rows, rows[1:], strict=False):
         if a["key"] == b["key"]:
@@ -299,7 +302,7 @@ def _in_force_at(plan, t, f, versions="versions", first="first"):
 class _Changes:
     """Pass 2: the change rows of a partition's frames, placed by the broadcast plan (and,
     but in FAILFAST, one error row per malformed frame; with ``count_rows`` one count row
-    per batch, see ``changes.with_count_row``)."""
+    per batch, see :func:`.counts.with_count_row`)."""
 
     def __init__(self, plan_bc, style, envelope, patterns, drop, out_schema, mode, count_rows):
         self.plan_bc, self.style, self.envelope, self.patterns = plan_bc, style, envelope, patterns
@@ -320,7 +323,7 @@ class _Changes:
         n = len(good)
         if not n:
             return (np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.int64()),
-                    {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": _commit_ts([])})
+                    {"xid": [], "commit_lsn": [], "origin": [], "commit_ts": commit_timestamps([])})
         commits = plan["commits"]
         fstart = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])      # each frame's first record
         frame = np.repeat(np.arange(len(fstart)), np.diff(np.r_[fstart, n]))
@@ -345,7 +348,7 @@ class _Changes:
         entries = [c or (None,) * 8 for c in facts_of]      # per run
         facts = {name: pa.array([c[i] for c in entries], t).take(which) for i, name, t in
                  ((3, "xid", pa.uint64()), (4, "commit_lsn", pa.uint64()), (5, "origin", pa.string()))}
-        facts["commit_ts"] = _commit_ts([c[6] for c in entries]).take(which)
+        facts["commit_ts"] = commit_timestamps([c[6] for c in entries]).take(which)
         ranks = pa.array([c[0] for c in entries], pa.int64()).take(which)
         return take, seqs, ranks, facts
 
@@ -396,7 +399,7 @@ class _Changes:
                     pa.nulls(n, payload.type), payload.take(pa.array(bad_at, pa.int64()))]))
                 n += len(bad_rows)
             table = table.append_column(_RANK, ranks)
-            cols = {name: ST.one_array(table.column(name)) for name in table.column_names}
+            cols = {name: one_array(table.column(name)) for name in table.column_names}
             if self.count_rows:
                 cols = with_count_row(cols, n, len(keys), len(bad_at))
             arrays = [ST.to_spark_arrow(cols[f.name], f.type) for f in target]
@@ -421,7 +424,6 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     the frame holding the second Commit). ``keys``: tables' keys the records may never
     name, as the single-process decoder (``{"schema.table": [columns]}`` or the text
     ``"schema.table(col, ...), ..."``)."""
-    from ..opengauss import STYLES
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
     if style not in STYLES:
@@ -433,7 +435,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
         mode = FAILFAST if errors == "raise" else DROPMALFORMED
     patterns = parse_table_list(tables)
     excluded = set(exclude_users.split(",") if isinstance(exclude_users, str) else exclude_users or ())
-    src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), _order_key(df, order_by).alias(_KEY))
+    src = df.select(F.col(f"`{payload}`").alias(_PAYLOAD), order_key(df, order_by).alias(_KEY))
     facts = src.mapInArrow(_Facts(style, envelope, patterns), _FACTS_SCHEMA).collect()
     plan = _plan([r.asDict() for r in facts], excluded=excluded, skip_empty_xacts=skip_empty_xacts, mode=mode,
                  replays=replays, declared=declared)
@@ -465,6 +467,4 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
         out = out.where(inside if mode == FAILFAST else (inside | F.col("error").isNotNull()))
     if mode == DROPMALFORMED:
         out = drop_malformed(out)
-    out = out.drop(_RANK)
-    out._pgoutput_replayed = replayed   # for replayed_of
-    return out
+    return record(out.drop(_RANK), DecodedChanges(replayed=replayed))

@@ -182,7 +182,7 @@ def given(h: GivenHeads) -> tuple[Column, Column, Column]:
     (its data: ``ControlPlan.given_heads``): per row, whether it is an I/U/D change the
     plan gives, a given Update that sends its old key or row ('K'/'O', the byte after
     the relation id) and a given Delete; never null. What the versions job of one table
-    with one column list needs, with no Python (``_Pass2.table_info``)."""
+    with one column list needs, with no Python (:meth:`.pass2.Pass2.table_info`)."""
     p = F.col(PAYLOAD)
     streamed = in_ranges(h.stream) if h.stream else None
     outside = ~in_ranges(h.orphans) if h.orphans else F.lit(True)

@@ -48,6 +48,8 @@ class Shipped:
     def value(self):
         v = _LOADED.get(self.name)
         if v is None:
+            # here, not at the top: read on the workers; a Spark Connect client alone
+            # (pyspark-client) has no SparkFiles
             from pyspark import SparkFiles
             with open(SparkFiles.get(self.name), "rb") as f:
                 v = pickle.load(f)

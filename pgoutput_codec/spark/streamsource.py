@@ -55,10 +55,11 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..checkpoint import Checkpoint
 from ..errors import ArchiveOrderError
-from .datasource import _ArchiveRows, _check_schema, _fs, list_files
+from .archivefiles import ArchiveRows, check_schema, filesystem_of, list_files
 
 try:
     from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -100,7 +101,7 @@ def _offset_key(offset) -> tuple:
     return offset["key"], json.dumps(offset.get("checkpoint"), sort_keys=True)
 
 
-class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW):
+class PgoutputStreamReader(ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW):
     """See the module docstring. Offsets: ``key`` (the last ``order_by`` value read),
     ``rows`` (archive rows with a key at or below it, when it was reached) and, for
     changes, ``checkpoint`` (the :class:`Checkpoint` there, as JSON)."""
@@ -114,7 +115,7 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
                              "lake grows (capture's seq): offsets are its values")
         self.config = config
         self.keep, self.out_schema = config.layout()
-        _check_schema(schema, self.out_schema)
+        check_schema(schema, self.out_schema)
         self._footers = {}    # path -> (size, [_Group]): files of a lake do not change
         self._plans = {}      # (start offset, end key) -> ControlPlan, from latestOffset to partitions
         self._last = None     # the newest offset seen (latestOffset() without a start: PySpark < 4.2)
@@ -123,7 +124,6 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
     # ---- the archive's row groups and keys ------------------------------------------
 
     def _groups(self) -> list:
-        import pyarrow.parquet as pq
         filesystem, files = list_files(self.config.path)
         groups = []
         for f, info in zip(files, filesystem.get_file_info(files), strict=True):
@@ -150,8 +150,7 @@ class PgoutputStreamReader(_ArchiveRows, DataSourceStreamReader, *_AVAILABLE_NOW
 
     def _keys(self, groups) -> np.ndarray:
         """The ``order_by`` values of ``groups``, one array."""
-        import pyarrow.parquet as pq
-        filesystem, _ = _fs(self.config.path)
+        filesystem, _ = filesystem_of(self.config.path)
         out = [pq.ParquetFile(g.path, filesystem=filesystem).read_row_group(g.row_group, columns=[self.config.order_by])
                .column(0).cast(pa.int64()).to_numpy() for g in groups]
         return np.concatenate(out) if out else np.zeros(0, np.int64)

@@ -23,8 +23,9 @@ from pyspark.sql import functions as F
 
 from ..transcode import STATE_TAGS, Timeline, Transcoder, is_utf8
 from . import rowfilter as RF
-from .changes import _collect_arrow, _col, _order_key
-from .rowfilter import KEY as _KEY
+from .dataframes import col, collect_arrow
+from .orderkey import order_key
+from .rowfilter import KEY
 from .shipping import ship
 
 __all__ = ["transcode"]
@@ -44,7 +45,7 @@ class _TranscodeMapper:
             if rb.num_rows == 0:
                 yield rb
                 continue
-            keys = rb.column(_KEY).to_numpy(zero_copy_only=False)
+            keys = rb.column(KEY).to_numpy(zero_copy_only=False)
             new = t.keyed(rb.column(self.payload), keys)
             i = rb.schema.get_field_index(self.payload)
             yield pa.RecordBatch.from_arrays([new if j == i else rb.column(j) for j in range(rb.num_columns)],
@@ -65,12 +66,12 @@ def transcode(df: DataFrame, encoding: str, *, payload: str = "data", order_by=N
         raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
     if is_utf8(encoding):
         return df
-    if _KEY in df.columns:
-        raise ValueError(f"the DataFrame already has a column {_KEY!r}")
-    src = df.withColumn(_KEY, _order_key(df, order_by))
-    rows = _collect_arrow(src.where(RF.is_control(_col(payload), envelope, STATE_TAGS)).select(payload, _KEY))
-    timeline = Timeline.build(rows.column(payload), rows.column(_KEY), encoding, envelope=envelope,
+    if KEY in df.columns:
+        raise ValueError(f"the DataFrame already has a column {KEY!r}")
+    src = df.withColumn(KEY, order_key(df, order_by))
+    rows = collect_arrow(src.where(RF.is_control(col(payload), envelope, STATE_TAGS)).select(payload, KEY))
+    timeline = Timeline.build(rows.column(payload), rows.column(KEY), encoding, envelope=envelope,
                               in_stream=in_stream, registry=registry, errors=errors)
     bc = ship(df.sparkSession, timeline)
     out = src.mapInArrow(_TranscodeMapper(bc, payload, errors), src.schema)
-    return out.drop(_KEY).select(*[F.col(f"`{c}`") for c in df.columns])
+    return out.drop(KEY).select(*[F.col(f"`{c}`") for c in df.columns])

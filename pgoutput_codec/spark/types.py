@@ -18,11 +18,13 @@ for that Spark type (``to_spark_arrow``). Spark has no unsigned integers, so:
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from ..schema import MESSAGE_STRUCT
 
@@ -77,28 +79,16 @@ def spark_field(f: pa.Field) -> T.StructField:
 def _tz_kwargs(fn):
     # PySpark 4 wants the time zone of TimestampType spelled out; 3.5 always uses UTC.
     # The JVM reads any zone: the values are UTC microseconds either way.
-    import inspect
     return {"timezone": "UTC"} if "timezone" in inspect.signature(fn).parameters else {}
 
 
 def arrow_type_for(dt: T.DataType) -> pa.DataType:
     """The Arrow type Spark's Python workers exchange for Spark type ``dt``."""
-    from pyspark.sql.pandas.types import to_arrow_type
     return to_arrow_type(dt, **_tz_kwargs(to_arrow_type))
 
 
 def arrow_schema_for(schema: T.StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
     return to_arrow_schema(schema, **_tz_kwargs(to_arrow_schema))
-
-
-def one_array(a):
-    """One ``pa.Array`` from an array or a chunked one; a single chunk as it is
-    (``combine_chunks`` copies even one chunk: with the nested columns of change rows,
-    a third of the change mapper's time)."""
-    if isinstance(a, pa.ChunkedArray):
-        return a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()
-    return a
 
 
 def offsets(arr: pa.Array) -> np.ndarray:

@@ -28,8 +28,9 @@ from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark import rowfilter as RF  # noqa: E402
-from pgoutput_codec.spark.changes import change_type, physical_plan  # noqa: E402
-from pgoutput_codec.spark.tables import _conform, convert_values, table_schema  # noqa: E402
+from pgoutput_codec.spark.changetype import change_type  # noqa: E402
+from pgoutput_codec.spark.dataframes import physical_plan  # noqa: E402
+from pgoutput_codec.spark.typedrows import conform, convert_values, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
@@ -99,9 +100,10 @@ def test_the_plan_reaches_the_workers_once_not_with_every_udf(spark, files):
     copy pickled into each UDF (16 copies, within the Connect message limit)."""
     import pickle
 
+    from pgoutput_codec.spark.decoded import pass2_of
     from pgoutput_codec.spark.shipping import Shipped
     ch = decode_changes(spark.read.parquet(*files["v3_2pc_binary_streaming"]), order_by="seq")
-    fields = vars(ch)["_pgoutput_fields"]
+    fields = pass2_of(ch)
     carried = fields.plan_bc
     if is_connect(spark):
         assert isinstance(carried, Shipped)
@@ -188,7 +190,7 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files, monkeypatch):
     assert ch.count() == len(want)
     ops = ch.select("op")
     nodes = _python_nodes(ops)
-    assert len(nodes) == 1 and nodes[0].count("_ChangeField") == 1, nodes
+    assert len(nodes) == 1 and nodes[0].count("ChangeField") == 1, nodes
     assert sorted(r.op for r in ops.collect()) == sorted(want.column("op").to_pylist())
 
     streamed = spark.read.parquet(*files["v2_streaming"])
@@ -200,7 +202,7 @@ def test_change_rows_cost_only_what_a_query_reads(spark, files, monkeypatch):
         if limit:
             assert nodes == [], nodes
         else:
-            assert len(nodes) == 1 and "KeepRows" in nodes[0] and "_ChangeField" not in nodes[0], nodes
+            assert len(nodes) == 1 and "KeepRows" in nodes[0] and "ChangeField" not in nodes[0], nodes
         assert ch.count() == len(want)
         got = collect(ch.select("seq", "xid", "after").orderBy("seq"))
         assert got.column("after").to_pylist() == want.sort_by("seq").column("after").to_pylist()
@@ -225,22 +227,22 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
                      .as_py())]:
         q = ch.where(cond)
         nodes = _python_nodes(q)
-        assert any("_ChangeField" in n_ and ("KeepRows" in n_) == (limit == 0) for n_ in nodes), nodes
+        assert any("ChangeField" in n_ and ("KeepRows" in n_) == (limit == 0) for n_ in nodes), nodes
         assert q.count() == n > 0
 
 
 @pytest.fixture()
 def heads_through_python(monkeypatch) -> list:
     """A list that gets one entry each time a versions job sends the payload heads
-    through Python (a ``_HeadFacts`` built on the driver); clear it before each job."""
-    from pgoutput_codec.spark import changes as SC
+    through Python (a ``HeadFacts`` built on the driver); clear it before each job."""
+    from pgoutput_codec.spark import pass2
     built = []
 
-    class Recorded(SC._HeadFacts):
+    class Recorded(pass2.HeadFacts):
         def __init__(self, plan_bc):
             built.append(plan_bc)
             super().__init__(plan_bc)
-    monkeypatch.setattr(SC, "_HeadFacts", Recorded)
+    monkeypatch.setattr(pass2, "HeadFacts", Recorded)
     return built
 
 
@@ -250,7 +252,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     into a Python node of its own (every payload sent and decoded twice): table_changes
     chooses the table on the payload heads instead, and gets the same rows as over the
     mapInArrow path; a cached DataFrame is filtered as it is. The versions job finds
-    what the decoded rows say without Python (``_HeadFacts``), for a table altered twice
+    what the decoded rows say without Python (``HeadFacts``), for a table altered twice
     too (its column lists ordered by key: this archive's commits follow its rows)."""
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
@@ -260,7 +262,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     ch = decode_changes(df, order_by="seq")
     tc = table_changes(ch, name)
     nodes = _python_nodes(tc)
-    decoding = [n for n in nodes if "_ChangeField" in n]
+    decoding = [n for n in nodes if "ChangeField" in n]
     assert len(decoding) == 1 == len(nodes), nodes   # the other tables' rows: a Spark filter
     got = collect(tc)
     ref = collect(table_changes(decode_changes(df, order_by="seq", impl="map"), name))
@@ -271,7 +273,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     # tables= leaving the table out leaves no rows
     assert table_changes(decode_changes(df, order_by="seq", tables="nosuch.*"), name).count() == 0
     # the versions job reads the payload heads only, and finds what the decoded rows say
-    from pgoutput_codec.spark.tables import _table_info
+    from pgoutput_codec.spark.tableinfo import table_info
     mapped = decode_changes(df, order_by="seq", impl="map").select("*")   # its decoded rows
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
@@ -280,10 +282,10 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     through_python = heads_through_python
     for t in sorted(truncated | {name, "public.schema_change"}):
         through_python.clear()
-        got, want_info = _table_info(ch, t), None
+        got, want_info = table_info(ch, t), None
         versions, truncs, sends_old, deletes, fingerprints = got[:5]
         assert not through_python, t
-        want_info = _table_info(mapped, t)
+        want_info = table_info(mapped, t)
         want_versions, want_truncs, want_sends_old, want_deletes, want_fps = want_info[:5]
         # the relation that bears the name: from the plan's Relations, and from the rows
         facts = ("relation_id", "replaced", "found")
@@ -306,7 +308,7 @@ def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, heads_thr
     follow the rows' order (``GivenHeads.serial``) Spark finds that order by key alone;
     here the versions job must send the heads through Python for the commit ranks."""
     from pgoutput_codec import StreamCommit, StreamStart, StreamStop
-    from pgoutput_codec.spark.tables import _table_info
+    from pgoutput_codec.spark.tableinfo import table_info
 
     def rel(*names, xid=None):
         return Relation(xid=xid, relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
@@ -333,14 +335,14 @@ def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, heads_thr
     for impl in CHANGE_IMPLS:
         ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
         through_python.clear()
-        info = _table_info(ch, "public.t")
+        info = table_info(ch, "public.t")
         assert through_python, impl
         assert [[c["name"] for c in v] for v in info.versions] == [["id"], ["id", "c"], ["id", "b"]], impl
-        assert info.versions == _table_info(ch.select("*"), "public.t").versions   # the decoded rows' order
+        assert info.versions == table_info(ch.select("*"), "public.t").versions   # the decoded rows' order
         # without the stream, after a row of a relation never described: Spark alone, by key
         plain = decode_changes(serial_df, order_by="seq", lsn=None, impl=impl)
         through_python.clear()
-        assert [[c["name"] for c in v] for v in _table_info(plain, "public.t").versions] == [["id"], ["id", "c"]]
+        assert [[c["name"] for c in v] for v in table_info(plain, "public.t").versions] == [["id"], ["id", "c"]]
         assert not through_python, impl
     got = collect(table_changes(decode_changes(df, order_by="seq", lsn=None), "public.t"))
     assert got.column("after").to_pylist() == [{"id": 1, "c": None, "b": None}, {"id": 3, "c": 3, "b": None},
@@ -473,7 +475,7 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     two steps (over a DataFrame derived from the change rows); so for sort=False and for
     snapshot's as_of_lsn. Its versions job reads the payload heads. A malformed row
     still fails with its order key."""
-    from pgoutput_codec.spark.tables import _table_info
+    from pgoutput_codec.spark.tableinfo import table_info
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
     names = pc.binary_join_element_wise(want.column("schema"), want.column("table"), ".")
@@ -486,7 +488,7 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     ch = decode_changes(df, order_by="seq", impl="map")
     for name in (truncated[0], deleted[0]):
         # the versions job reads the heads and finds what the decoded rows say
-        info, want_info = _table_info(ch, name), _table_info(ch.select("*"), name)
+        info, want_info = table_info(ch, name), table_info(ch.select("*"), name)
         facts = ("sends_old", "deletes", "fingerprints", "relation_id", "replaced", "found")
         assert info[0] == want_info[0] and info[0], name
         assert [getattr(info, f) for f in facts] == [getattr(want_info, f) for f in facts], name
@@ -513,7 +515,7 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     bad = df.unionByName(spark.createDataFrame([(b"I\x00\x00", 10 ** 9)], "data binary, seq long")
                          .select(*[F.col(c) if c in ("data", "seq") else F.lit(None).cast(df.schema[c].dataType)
                                    .alias(c) for c in df.columns]))
-    info = _table_info(ch, name)   # (the versions job over the bad rows would fail first)
+    info = table_info(ch, name)   # (the versions job over the bad rows would fail first)
     with pytest.raises(Exception, match=str(10 ** 9)):
         collect(table_changes(decode_changes(bad, order_by="seq", impl="map"), name, _info=info))
 
@@ -721,7 +723,7 @@ def _conformed(t: pa.Table, cols, reg, raw=None) -> pa.Table:
             if raw is None:
                 continue
             v, _ = convert_values(*raw[name], oid, typmod, reg, at)
-        out[name] = _conform(v, at, target.field(name).type)
+        out[name] = conform(v, at, target.field(name).type)
     return pa.table(out)
 
 
@@ -1090,7 +1092,7 @@ def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark
     read from the payload heads by the versions job): with in-place updates alone,
     building them runs the versions job and nothing more, and the unchanged TOAST value
     is still carried along the key."""
-    from pgoutput_codec.spark.tables import _table_info
+    from pgoutput_codec.spark.tableinfo import table_info
     rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
                    columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
     msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), rel,
@@ -1105,7 +1107,7 @@ def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark
         df = spark.read.parquet(*write_files(t, tmp_path / label.replace(" ", "_"), 2))
         for impl in CHANGE_IMPLS:
             ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
-            versions_job = _jobs(spark, lambda ch=ch: _table_info(ch, "public.t"))
+            versions_job = _jobs(spark, lambda ch=ch: table_info(ch, "public.t"))
             assert versions_job >= 1
             for fn in (snapshot, history, net_changes):
                 built = _jobs(spark, lambda fn=fn, ch=ch: fn(ch, "public.t"))
@@ -1166,11 +1168,11 @@ def test_lake_rows_cross_into_python_in_parts(spark, files, tmp_path):
     that is not one letter is an error naming the row."""
     from decimal import Decimal
 
-    from pgoutput_codec.spark.tables import _rescanned_cheaply
+    from pgoutput_codec.spark.tableinfo import rescanned_cheaply
     name = "public.schema_change"
     df = spark.read.parquet(*files["v1_text"])
     ch = decode_changes(df, order_by="seq")
-    assert not _rescanned_cheaply(decode_changes(df, order_by="seq", mode="PERMISSIVE"))
+    assert not rescanned_cheaply(decode_changes(df, order_by="seq", mode="PERMISSIVE"))
     far = Decimal(2**64 - 2**40)
     # each version's first row without its column list where the version has more rows
     first = ch.groupBy("relation_version").agg(F.min("seq").alias("first"), F.count("*").alias("n"))
@@ -1181,7 +1183,7 @@ def test_lake_rows_cross_into_python_in_parts(spark, files, tmp_path):
            .drop("first", "n"))
     odd.write.parquet(str(tmp_path / "odd"))
     lake = spark.read.parquet(str(tmp_path / "odd"))
-    assert _rescanned_cheaply(lake)
+    assert rescanned_cheaply(lake)
     want = collect(table_changes(ch, name)).sort_by("seq")
     got = collect(table_changes(lake, name)).sort_by("seq")
     assert len(collect(ch.where(F.col("table") == "schema_change").select("relation_version").distinct())) > 1
@@ -1209,7 +1211,7 @@ def test_tables_rebuilt_from_runs_appended_to_a_lake(spark, tmp_path):
     second run's commit ranks follow the first's (they started at 0 again before, and
     public.inventory's snapshot had 19 rows where the archive gives 2)."""
     from pgoutput_codec import Checkpoint
-    from pgoutput_codec.cli import sample_archive_path
+    from pgoutput_codec.data import sample_archive_path
     from pgoutput_codec.spark.changes import checkpoint_of
     arch = spark.read.parquet(sample_archive_path())
     out, saved = str(tmp_path / "changes"), None

@@ -41,7 +41,7 @@ from pgoutput_codec.spark import (  # noqa: E402
     spark_type,
 )
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark.changes import physical_plan  # noqa: E402
+from pgoutput_codec.spark.dataframes import physical_plan  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 
@@ -453,18 +453,13 @@ def test_read_archive_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
         assert got.num_rows == corpus.num_rows
         assert got.schema.field("source_xid").type == pa.string()  # CSV has no types
         same(got, want)  # single file: Spark keeps the file order
-    try:
-        from pgoutput_codec.spark.changes import decode_changes
-    except ImportError:
-        with pytest.raises(NotImplementedError, match="change decoder"):
-            read_archive(spark, corpus_path, output="changes")
-    else:
-        # the corpus file holds 14 slots' archives one after another, whose commit LSNs
-        # restart: refused as out of order, unless told to keep every commit
-        with pytest.raises(ArchiveOrderError):
-            read_archive(spark, corpus_path, output="changes")
-        assert read_archive(spark, corpus_path, output="changes", replays="keep").count() == \
-            decode_changes(spark.read.parquet(corpus_path), replays="keep").count()
+    from pgoutput_codec.spark.changes import decode_changes
+    # the corpus file holds 14 slots' archives one after another, whose commit LSNs
+    # restart: refused as out of order, unless told to keep every commit
+    with pytest.raises(ArchiveOrderError):
+        read_archive(spark, corpus_path, output="changes")
+    assert read_archive(spark, corpus_path, output="changes", replays="keep").count() == \
+        decode_changes(spark.read.parquet(corpus_path), replays="keep").count()
 
 
 def test_csv_bad_hex_is_an_error_row(spark, tmp_path):
@@ -743,12 +738,12 @@ def test_intervals_cross_to_spark_from_their_buffer():
     """Spark's interval struct (months, days, microseconds) is read from the Arrow value
     buffer, sliced arrays and nulls included: the same values as field by field
     (microseconds floored, negative ones too)."""
-    from pgoutput_codec.spark.tables import _interval_struct
+    from pgoutput_codec.spark.typedrows import interval_struct
     target = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("microseconds", pa.int64())])
     a = pa.array([pa.MonthDayNano([1, 2, 3000]), None, pa.MonthDayNano([-5, -7, -1500]),
                   pa.MonthDayNano([0, 0, 2**62])], pa.month_day_nano_interval())
     for x in (a, a.slice(1), a.slice(2, 1), a.slice(0, 0)):
         want = [None if v is None else {"months": v.months, "days": v.days, "microseconds": v.nanoseconds // 1000}
                 for v in x.to_pylist()]
-        assert _interval_struct(x, target).to_pylist() == want
-    assert _interval_struct(a, target)[2].as_py() == {"months": -5, "days": -7, "microseconds": -2}
+        assert interval_struct(x, target).to_pylist() == want
+    assert interval_struct(a, target)[2].as_py() == {"months": -5, "days": -7, "microseconds": -2}
