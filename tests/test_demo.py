@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,8 @@ def test_demo_spark_end_to_end(tmp_path):
                          capture_output=True, text=True, timeout=600, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=ROOT, SPARK_LOCAL_IP="127.0.0.1"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    # a quiet front door: no Python warning reaches the newcomer (PySpark warns of pandas 3)
+    assert not re.search(r"\w+Warning: ", res.stderr), res.stderr[-3000:]
     assert "decoding on Spark" in res.stdout
     assert res.stdout.count("OK: equals the server's SELECT *") == 4
     assert os.path.exists(tmp_path / "changes.png")

