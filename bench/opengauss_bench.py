@@ -1,4 +1,4 @@
-"""Benchmark of the openGauss 'b' style decoder (PROTOCOL.md §4).
+"""Benchmark of the openGauss 'b' style decoder (docs/protocol.md, openGauss).
 
 Builds >= 200,000 ten-column Insert records as 'b' batches with the encoder, times
 ``pgoutput_codec.opengauss.decode_batch``, prints records/s and MB/s and, when the

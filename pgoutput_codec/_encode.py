@@ -1,4 +1,4 @@
-"""``encode_message``: the exact inverse of the pgoutput decoder (PROTOCOL.md §1–2).
+"""``encode_message``: the exact inverse of the pgoutput decoder (docs/protocol.md).
 
 Byte layouts follow PostgreSQL's ``src/backend/replication/logical/proto.c``
 (``logicalrep_write_*``) and the walsender's XLogData / keepalive frames. Field widths

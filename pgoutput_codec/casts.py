@@ -1,7 +1,7 @@
 """What ``ALTER TABLE … ALTER COLUMN … TYPE`` makes of a value, over Arrow arrays.
 
 The server rewrites every row by the cast from the old type to the new, then fits the
-new typmod; pgoutput sends none of it (docs/CONFORMANCE.md item 20), so a value sent
+new typmod; pgoutput sends none of it (docs/conformance.md item 20), so a value sent
 before the ``ALTER`` is read by its own type (:mod:`pgoutput_codec.retyped`) and cast
 here as the server cast it. Arrow's casts are not PostgreSQL's: Arrow refuses what
 loses digits where the server rounds, and knows no typmod but a decimal's. The rules,

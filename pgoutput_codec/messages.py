@@ -1,6 +1,6 @@
 """Message objects: one frozen dataclass per pgoutput / envelope message.
 
-Field names are the public names of PROTOCOL.md §1–2; they are the same names the
+Field names are the public names of docs/protocol.md; they are the same names the
 Arrow struct of ``decode_batch`` and the Spark columns use (see ``schema.py``).
 
 Values are kept exactly as they travel on the wire so that ``encode_message`` is an
@@ -267,7 +267,7 @@ MESSAGE_CLASSES = {
         XLogData, PrimaryKeepalive,
     )
 }
-#: The 19 pgoutput message tags, in PROTOCOL.md order.
+#: The 19 pgoutput message tags, in the order of docs/protocol.md.
 PGOUTPUT_TAGS = "BCORYIUDTMSEcAbPKrp"
 #: Replication envelope tags decoded by ``decode_message`` / ``decode_batch``.
 ENVELOPE_TAGS = "wk"

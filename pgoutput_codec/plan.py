@@ -370,11 +370,11 @@ class ControlPlan:
         walked = []
         # The walk, in chunks of control rows: the row dicts it reads and the transactions
         # it committed are let go after each chunk, so what stays is a few values per
-        # commit, not Python objects per transaction (400 000 one-row transactions: 596
-        # MiB at once before, 148 MiB now). It makes a few objects per control row and
-        # no reference cycles; Python's cyclic collector, set off by those allocations,
-        # kept rescanning everything alive and took half the time (6.2 s with it, 3.2 s
-        # without). A run of plain transactions (Begin … Commit, Relations, Types) is
+        # commit, not Python objects per transaction (400 000 one-row transactions: 148
+        # MiB, against 596 MiB holding them all). It makes a few objects per control row
+        # and no reference cycles; Python's cyclic collector, set off by those
+        # allocations, would rescan everything alive and take half the time (6.2 s with
+        # it, 3.2 s without). A run of plain transactions (Begin … Commit, Relations, Types) is
         # walked with array operations instead (see _plain_walk, _walk_bounds).
         with _cyclic_gc_paused():
             for a, b, array in _walk_bounds(tags[ctrl_idx]):

@@ -9,7 +9,7 @@ to the column's newest type as the server's rewrite cast it (:mod:`pgoutput_code
 rounded, fitted to the typmod); a value the cast cannot hold is null, with what was
 sent in ``<column>__special``. Key values are compared by their newest type's text form
 (:func:`text_form`, ``tables._canonical_keys``). Observed on PostgreSQL 15, 16 and 18:
-tests/conformance/test_retyped_columns.py, docs/CONFORMANCE.md item 20.
+tests/conformance/test_retyped_columns.py, docs/conformance.md item 20.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ A table is the relation that bears its name at the end of the changes (or as of
   a truncate), the batch an incremental run applies to a copy of the table by MERGE.
 
 Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null with a
-``<column>__special`` string column saying what they were (see docs/TYPES.md).
+``<column>__special`` string column saying what they were (see docs/types.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Random archives shaped as a pgoutput server sends them, with the changes they must give.
 
 Each archive is what one replication session with ``streaming`` and ``two_phase`` on
-could send (PROTOCOL.md §2, and what the conformance corpus shows real servers do):
+could send (docs/protocol.md, and what the conformance corpus shows real servers do):
 
 - plain transactions (Begin … Commit), some with an Origin, transactional Logical
   Messages and Truncates, never interleaved with each other;

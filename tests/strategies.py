@@ -1,4 +1,4 @@
-"""Hypothesis strategies: one per message type, with wire-range values (PROTOCOL.md §1–2)."""
+"""Hypothesis strategies: one per message type, with wire-range values (docs/protocol.md)."""
 
 from __future__ import annotations
 

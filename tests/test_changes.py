@@ -89,7 +89,7 @@ def same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
 
 
 def known_gap(version, option_set, column, t):
-    """Differences we know of and document (docs/TYPES.md, closing notes)."""
+    """Differences we know of and document (docs/types.md, closing notes)."""
     idx = t["column_names"].index(column.replace("__special", "")) if column.replace("__special", "") in \
         t["column_names"] else None
     oid = t["column_type_oids"][idx] if idx is not None else None

@@ -1,4 +1,4 @@
-"""Hex vectors written by hand from PROTOCOL.md §1–2 (not produced by the encoder).
+"""Hex vectors written by hand from docs/protocol.md (not produced by the encoder).
 
 Each vector: the payload as spaced hex (one group per wire field), the message object
 it decodes to, and the ``in_stream`` to decode it with (True for the streamed variants

@@ -1,4 +1,4 @@
-"""openGauss/GaussDB parallel logical decoding output (PROTOCOL.md §4).
+"""openGauss/GaussDB parallel logical decoding output (docs/protocol.md, openGauss).
 
 - :func:`decode_batch` — an Arrow column of frames (one batch, or one record with
   sending-batch=0, per input row) to a ``pyarrow.Table`` of :data:`schema.RECORD_SCHEMA`

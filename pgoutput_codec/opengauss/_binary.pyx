@@ -807,7 +807,7 @@ cdef inline uint32_t be32_at(const uint8_t* p) noexcept:
 
 cdef extern from *:
     """
-    /* The column loop of the Insert fast path (PROTOCOL.md 4: UInt16 len + name, UInt32
+    /* The column loop of the Insert fast path (docs/protocol.md, 'b' style: UInt16 len + name, UInt32
        type_oid, UInt32 len + value, 0xFFFFFFFF = NULL), in plain C so that every cursor
        stays in a register. "fixed": 32 bytes past the record are readable. *hi gets the
        OR of the record's name bytes: a high bit there means a non-ASCII name, which the

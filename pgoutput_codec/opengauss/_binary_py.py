@@ -1,5 +1,5 @@
 """Plain-Python twin of the 'b' (binary) style decoder: the readable reference of
-PROTOCOL.md §4 and the oracle the compiled ``_binary.pyx`` is tested against (same rows,
+docs/protocol.md, openGauss and the oracle the compiled ``_binary.pyx`` is tested against (same rows,
 same error texts and offsets). ``decode_frame``/``decode_record`` use it.
 
 Layout (openGauss ``parallel_decode.cpp`` ``parallel_decode_change_to_bin``/``AppendTuple``,

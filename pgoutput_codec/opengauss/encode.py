@@ -1,4 +1,4 @@
-"""Encoders for openGauss/GaussDB parallel decoding output (PROTOCOL.md §4): the exact
+"""Encoders for openGauss/GaussDB parallel decoding output (docs/protocol.md, openGauss): the exact
 inverse of the decoders, used by tests and the benchmark.
 
 - 'b': :func:`encode_record` (one record, no separator), :func:`encode_frame` (a batch or

@@ -1,5 +1,5 @@
 """The Arrow schema of decoded openGauss/GaussDB parallel-decoding records: the one place
-it is written down (PROTOCOL.md §4).
+it is written down (docs/protocol.md, openGauss).
 
 ``decode_batch`` returns a ``pyarrow.Table`` of :data:`RECORD_SCHEMA`, one row per record
 (a batch expands to many rows; heartbeats are skipped and counted in the table's schema

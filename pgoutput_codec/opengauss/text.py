@@ -1,5 +1,5 @@
 """Decoders of the 't' (text) and 'j' (json) styles of openGauss/GaussDB parallel decoding
-(PROTOCOL.md §4; openGauss ``parallel_decode.cpp`` ``parallel_decode_change_to_text``/
+(docs/protocol.md, openGauss; openGauss ``parallel_decode.cpp`` ``parallel_decode_change_to_text``/
 ``_to_json``/``PrintLiteral``, ``parallel_reorderbuffer.cpp`` ``ParallelOutputBegin``/
 ``ParallelOutputCommit``). Plain Python: these styles are for people, not throughput.
 

@@ -1,6 +1,6 @@
 """The type catalog: for each PostgreSQL type OID, its Arrow type and its converters.
 
-Public API (every representation choice is argued in ``docs/TYPES.md``):
+Public API (every representation choice is argued in ``docs/types.md``):
 
 - :func:`arrow_type` — the Arrow type of a column (type OID + ``type_modifier``);
 - :func:`convert_column` — a whole column of TupleData values (``kind`` + ``data`` arrays,

@@ -1,4 +1,4 @@
-"""The table of facts of the built-in types (PROTOCOL.md §3), one :class:`TypeInfo` each:
+"""The table of facts of the built-in types (docs/types.md), one :class:`TypeInfo` each:
 OID, name, array OID, the converter pair that reads its text form (``*_out`` under
 DateStyle ISO, IntervalStyle postgres) and its binary send form (``*_send``), and, for
 the common types, the code of its compiled converter in ``_convert.pyx``. The lookups

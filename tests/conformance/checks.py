@@ -4,7 +4,7 @@ Everything here works on a :class:`scenarios.Capture` (live, or rebuilt from the
 corpus), so the committed bytes are held to the same facts as freshly captured ones.
 
 Row/field relations found on PostgreSQL 15.18, 16.14 and 18.4 (SQL interface, see
-docs/CONFORMANCE.md; ``row.lsn``/``row.xid`` are the columns of
+docs/conformance.md; ``row.lsn``/``row.xid`` are the columns of
 ``pg_logical_slot_peek_binary_changes``):
 
 - B: ``row.xid == xid``; ``row.lsn`` = LSN of the first change sent (Begin is lazy), i.e.

@@ -5,7 +5,7 @@ one, and a two-phase one for protocol 3/4), runs the workload, then peeks both s
 ``pg_logical_slot_peek_binary_changes`` once per option set the server accepts. Peeking
 does not consume, so every option set decodes the very same WAL.
 
-What each scenario is for (PROTOCOL.md §1):
+What each scenario is for (docs/protocol.md):
 - ``all_types``: every builtin type of §3 (NULLs, arrays 1-D/2-D/bounds with awkward
   elements, numeric with and without typmod, NaN/±Infinity, ±infinity dates and
   timestamps, timestamptz under a non-UTC TimeZone, …), an enum and a domain (→ 'Y');

@@ -3,9 +3,8 @@
 pgoutput sends nothing for ``ALTER TABLE … DROP COLUMN`` or ``ADD COLUMN``; the table's
 next change comes with a Relation that lists the columns then. A Relation names columns,
 not column numbers, so columns are matched by name. A dropped column is not in the
-server's table: the snapshot leaves out the columns its cut's Relation lacks (before
-stop 31 it kept them at the end, holding the values last sent for rows not changed
-since the drop and null for the others). ``table_changes`` and ``history`` keep every
+server's table: the snapshot leaves out the columns its cut's Relation lacks (it does
+not keep them at the end with the values last sent). ``table_changes`` and ``history`` keep every
 column, with the values sent while it was there.
 """
 
@@ -138,9 +137,9 @@ def test_table_changes_and_history_keep_every_column(dropped):
 
 def test_a_column_dropped_and_added_again_is_a_new_column(readded):
     """The snapshot as of every commit is the server's table: a column of a name dropped
-    before holds null in the rows not changed since it was added again (before stop 34
-    the dropped column's values came back: 10 and 30 in ``b``, ``a1`` and ``a2`` in ``a``,
-    ``x2`` in ``c``); so do the net changes. history keeps what was sent."""
+    before holds null in the rows not changed since it was added again (the dropped
+    column's values, 10 and 30 in ``b``, ``a1`` and ``a2`` in ``a``, ``x2`` in ``c``, must
+    not come back); so do the net changes. history keeps what was sent."""
     archive, states = readded
     changes = decode_changes(archive)
     _as_of_each_commit(changes, "public.readded", states)

@@ -1,4 +1,4 @@
-"""atheris fuzz target for the openGauss decoders (PROTOCOL.md §4).
+"""atheris fuzz target for the openGauss decoders (docs/protocol.md, openGauss).
 
 Feeds arbitrary bytes to the compiled 'b' batch decoder, checks it against the Python
 twin (same table), that the Arrow output is valid, and that the 't'/'j' decoders only
