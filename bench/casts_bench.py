@@ -1,6 +1,7 @@
 """What redoing the server's ``ALTER COLUMN … TYPE`` costs (pgoutput_codec/casts.py):
 values/s of ``cast_value`` over 1M-value columns, beside Arrow's own cast of the same
-values where Arrow has one (what the decoders did before, wrong where they differ).
+values where Arrow has one (what a decoder without these rules would do, wrong where
+they differ).
 
     .venv/bin/python bench/casts_bench.py [--n 1000000] [--repeat 3]
 

@@ -6,13 +6,13 @@ Times, in one run, each in a fresh process (so that its peak RSS is its own):
   (1) the array walk of plain transactions (the default);
   (2) the Python walk of the same rows (what streamed, two-phase or interleaved
       transactions take; ``_VECTORIZED_WALK`` off);
-  (3) the Python walk in one chunk, never letting go of finished transactions (how the
-      plan was built before the chunked walk; ``_WALK_CHUNK`` unbounded);
+  (3) the Python walk in one chunk, never letting go of finished transactions (what the
+      chunked walk saves; ``_WALK_CHUNK`` unbounded);
   (4) a protocol v2+ archive: the same transactions with a streamed one (two chunks and
       its Stream Commit) after every 1 000, by default — the Python walk takes the
       streams' rows and the array walk the runs of plain transactions between them;
-  (5) that archive through the Python walk alone (what every chunk holding a stream row
-      took before the walk was cut at the streams).
+  (5) that archive through the Python walk alone (what cutting the walk at the streams
+      saves every chunk holding a stream row).
 Prints seconds, µs and peak bytes per transaction, and (2)/(1), (5)/(4). Writes
 bench/results/plan.json.
 """

@@ -34,7 +34,7 @@ One run measures, on ``local[2]`` (each the best of ``--repeat`` warm runs):
 (d_op) decode_changes + ``groupBy("op").count()``: every change row decoded, one field read;
 (d_full) decode_changes + ``count(c)`` of every column (every field of every row turned
     into Spark rows), with ``impl="fields"`` and with ``impl="map"`` (mapInArrow: what
-    (d) measured before, and what PERMISSIVE/DROPMALFORMED/observation and PySpark 3.5 run);
+    PERMISSIVE/DROPMALFORMED/observation and PySpark 3.5 run);
 (e) a row-at-a-time Python UDF calling pypgoutput (``decoders.Insert``) on the first
     ``--pyp-rows`` messages (cached in 4 partitions, so that it runs on both cores like
     (c)), scaled to messages/s: the cheapest row UDF (one int per row, Inserts only);

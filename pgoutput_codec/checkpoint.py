@@ -19,8 +19,8 @@ told the run, so the next run reads only the rows from that point on:
   ``ControlPlan.bearer``), and the stream state there;
 - ``rank_base``: where the next run's ``commit_rank`` starts, past every rank this run
   gave, so that the change rows of runs appended to one table keep (``commit_rank``,
-  ``seq``) their commit order (each run's ranks started at 0 before: a table rebuilt
-  from such a lake took an earlier run's row image for the newest).
+  ``seq``) their commit order (were each run's ranks to start at 0, a table rebuilt
+  from such a lake would take an earlier run's row image for the newest).
 
 ``held_by`` lists the transactions that keep ``from_key`` where it is (xid, kind, gid,
 their first key): a prepared transaction nobody commits makes every later run read

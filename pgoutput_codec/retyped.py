@@ -43,11 +43,11 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
     """Column ``col``'s converted ``values``/``special`` with the values its earlier
     Relation versions sent under other types (``ALTER COLUMN … TYPE``) put in: each read
     by its own type, then cast to the column's (``int4`` binary is 4 bytes, ``int8`` 8;
-    read by the newest type, such a value failed, and the whole column stayed raw). A
+    read by the newest type, such a value would fail, and the whole column stay raw). A
     value the cast cannot hold (text ``'abc'`` into ``int4``: PostgreSQL rewrote it by
     the ``USING`` expression, which is not sent) is null, and ``__special`` says what was
     sent, so nothing is lost. Values their own type cannot read as a whole are read by
-    the column's (what was done for every value before)."""
+    the column's."""
     n = len(values)
     special = special if special is not None else pa.nulls(n, pa.string())
     zone = getattr(registry, "timezone", None)

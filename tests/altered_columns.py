@@ -13,7 +13,7 @@ from pgoutput_codec import Begin, Commit, Delete, Insert, Relation, RelationColu
 #: rewrote a text value by ``length(word)``, which the archive never saw
 RETYPED_FINAL = [(1, 1000, 11, None), (2, 5_000_000_000, 22, 2), (3, 3000, 33, None), (4, 6, 44, 4)]
 #: ``f`` by id: a float8 ``k + 0.5`` rounds half to even into int4 (``rint``), as the
-#: server's rewrite rounds it; an Arrow cast refused it, and the value was null
+#: server's rewrite rounds it; an Arrow cast would refuse it, and the value be null
 RETYPED_F = {1: 2, 2: 20, 3: 4, 4: 40}
 
 

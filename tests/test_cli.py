@@ -485,7 +485,8 @@ def _latin1_workload(srv, db):
 def test_capture_of_a_latin1_database_is_utf8(server, tmp_path):
     """The server converts what a slot sends into the session's client_encoding, by
     default the database's: capture sets UTF8, so a LATIN1 database's archive decodes
-    (before, every decoder refused its Relation: 'relation_name is not valid UTF-8')."""
+    (a decoder reading the LATIN1 bytes would refuse its Relation: 'relation_name is not
+    valid UTF-8')."""
     db = "cap_latin1"
     _latin1_database(server, db)
     dsn = " ".join(f"{k}={v}" for k, v in server.conninfo(db).items())

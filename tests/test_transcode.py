@@ -139,8 +139,8 @@ def test_encoding_names(name, codec):
                                      ("cp1252", "WIN1252"), ("euc-jp", "EUC_JP"), ("iso8859-15", "LATIN9"),
                                      ("ISO_8859_5", "ISO_8859_5"), ("utf-8", "UTF8"), ("mac_roman", "mac-roman")])
 def test_an_archive_records_the_encoding_by_postgresql_s_name(name, pg):
-    """The CLI recorded ``LATIN1`` as given and ``transcode_archive`` Python's
-    ``iso8859-1``: one spelling now, PostgreSQL's, or Python's where it has none."""
+    """The CLI and ``transcode_archive`` record one spelling whatever name is given
+    (``LATIN1``, ``iso8859-1``): PostgreSQL's, or Python's where it has none."""
     assert pg_encoding_name(name) == pg
 
 
@@ -231,7 +231,8 @@ def archive(enc, sessions=60):
 @pytest.mark.parametrize("loop", [True, False])
 def test_a_bare_row_where_every_row_must_be_a_frame_is_left_as_sent(loop):
     """envelope='xlogdata': a row change without its 'w' frame is malformed; the compiled
-    loop rewrote it (found by tests/fuzz/fuzz_transcode.py), the plain path refuses it."""
+    loop, like the plain path, leaves it as sent, never rewritten (a case
+    tests/fuzz/fuzz_transcode.py draws)."""
     theirs = _session("latin-1", False)[:4]
     framed = [encode_message(XLogData(wal_start=1, wal_end=2, send_time=0, payload=m)) for m in (
         _rel(), Type(xid=None, type_oid=70000, namespace="pg_catalog", type_name="varchar"))]

@@ -413,10 +413,10 @@ def _mutated(draw):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated())
-# found by CI's random draw: a numeric whose dscale (0) hides digits it carries
+# drawn by CI at random: a numeric whose dscale (0) hides digits it carries
 @example((1700, "b", bytes.fromhex("0003000140000000000109291a7c")))
 @example((1700, "b", bytes.fromhex("0003000140004000000109291a7c")))
-@example((1083, "t", b"12:34:66.000001"))    # the Python twin carried the 66 seconds over
+@example((1083, "t", b"12:34:66.000001"))    # 66 seconds: the Python twin must not carry them over
 def test_compiled_and_python_agree_on_mutations(case):
     oid, kind, raw = case
     mod = ((10 << 16) | 2) + 4 if oid == 1700 else -1

@@ -827,7 +827,7 @@ cdef extern from *:
     #endif
     /* n bytes, in 16-byte moves (up to 15 more bytes read and written: the fast loop's
        slack). No call in that loop: a call would clobber the caller-saved registers, and
-       GCC then kept the loop's cursors on the stack. */
+       GCC would then keep the loop's cursors on the stack. */
     static inline void pgc_copy_long(char* d, const uint8_t* s, Py_ssize_t n) {
         Py_ssize_t k;
         for (k = 0; k < n; k += 16) memcpy(d + k, s + k, 16);
@@ -877,8 +877,8 @@ cdef extern from *:
         return p;
     }
     /* Not inlined into decode_row on purpose: alone, every cursor of the loop gets a
-       register; inlined, GCC spilled seven of them to the stack (callgrind: 72
-       instructions per column inlined, 43 now). */
+       register; inlined, GCC spills seven of them to the stack (callgrind: 72
+       instructions per column inlined, 43 not). */
     #if defined(__GNUC__) || defined(__clang__)
     __attribute__((noinline))
     #endif

@@ -3,7 +3,7 @@
 A logical decoding session receives names and text in its ``client_encoding``, which is
 the database's unless the session sets it: ``psycopg``, ``pg_recvlogical`` or a
 ``SELECT … pg_logical_slot_get_binary_changes`` job against a LATIN1 database lands
-LATIN1 bytes. The decoders read UTF-8, so such an archive was refused outright
+LATIN1 bytes. The decoders read UTF-8, so they would refuse such an archive outright
 ("relation_name is not valid UTF-8"). Here one slot is peeked twice per option set, once
 under the database's encoding and once under UTF8, and ``transcode_payloads`` must turn
 the first into the second byte for byte: names, text and binary values of text types, a
@@ -163,8 +163,9 @@ REFUSED = {"SQL_ASCII", "EUC_TW", "MULE_INTERNAL"}
 
 
 def test_an_encoding_is_read_by_every_name_the_server_reads_it_by(pg_server):
-    """``--encoding windows1252``, ``unicode`` or ``iso88592`` were refused as unknown, and
-    ``shiftjis`` read as Python's shift_jis where PostgreSQL's SJIS is code page 932."""
+    """``--encoding`` takes the names the server takes (``windows1252``, ``unicode``,
+    ``iso88592``), and reads ``shiftjis`` as PostgreSQL's SJIS, code page 932, not as
+    Python's shift_jis."""
     from pgoutput_codec.transcode import pg_encoding_name
 
     with pg_server.connect() as c:

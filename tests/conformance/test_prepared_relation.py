@@ -5,7 +5,7 @@ and a decoded ``PREPARE TRANSACTION`` counts as sending it. So after a prepared 
 that wrote to a table, a plain transaction that commits before ``COMMIT PREPARED`` (or with
 the prepared one rolled back) changes the table with no Relation message of its own. A
 reader that took a relation's definition to start with the commit of the transaction that
-sent it found no table as of the plain commit (Spark's plan, before: snapshot empty; with
+sent it would find no table as of the plain commit (snapshot empty; with
 ``ROLLBACK PREPARED``, every query of the table empty).
 """
 

@@ -3,10 +3,10 @@
 pgoutput sends nothing for the ``ALTER``; the table's next change comes with a new
 Relation giving the column its new type, and the rows rewritten by the ``ALTER`` are not
 decoded. So one column of one table holds values sent under several types, and, in
-binary mode, in several encodings (``int4`` is 4 bytes, ``int8`` 8). Before, every value
-was read by the newest type: an ``int4`` read as ``int8`` failed and the whole column
-came out raw (binary), and text ``'x1'`` read as ``int4`` likewise. Now each value is
-read by the type it was sent under and cast to the column's: the snapshot equals the
+binary mode, in several encodings (``int4`` is 4 bytes, ``int8`` 8). Read by the newest
+type, an ``int4`` read as ``int8`` would fail and the whole column come out raw
+(binary), and text ``'x1'`` read as ``int4`` likewise. Each value is read by the type
+it was sent under and cast to the column's: the snapshot equals the
 server's table, except where PostgreSQL rewrote a value by a ``USING`` expression the
 archive never saw (text ``'abc'`` to ``int4`` by ``length``): that value is null with
 ``__special`` holding what was sent.
@@ -281,7 +281,7 @@ def test_a_value_sent_before_the_alter_is_what_the_server_s_cast_made_of_it(serv
     int), floats half to even into integers and by their 15 or 6 digits into numerics
     (1.005 is 1.01), integers to the nearest float, timestamp, time and interval
     precisions and fields, ``char(n)``'s padding, and the text forms of an ``… TYPE
-    text``. Before, Arrow's casts refused most of them (null, with a note) or truncated."""
+    text``. Arrow's own casts would refuse most of them (null, with a note) or truncate."""
     early, late, _ = server_casts
     mine = snapshot(decode_changes(early), "public.casts").sort_by("id")
     server = snapshot(decode_changes(late), "public.casts").sort_by("id")
@@ -324,8 +324,8 @@ def test_timestamps_meet_timestamptz_on_the_alter_session_s_clock(zoned_casts):
 def test_a_key_the_alter_rounded_finds_its_row(pg_server, binary):
     """A key whose type's scale shrinks is rounded by the rewrite: the Update after the
     ALTER names the row by the rounded key (1.3 for 1.250), and the snapshot finds the
-    row inserted before it, as the server's table has one row per key. Before, Arrow
-    refused the cast, the key was null, and the row was held twice."""
+    row inserted before it, as the server's table has one row per key. Arrow's own cast
+    would refuse it, leave the key null, and the row be held twice."""
     with pg_server.connect() as conn:
         x = conn.execute
         x("CREATE TABLE rkey (id numeric(12,3) PRIMARY KEY, v int)")

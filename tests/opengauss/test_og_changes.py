@@ -150,9 +150,10 @@ def _kept_key_frames():
 
 
 def test_an_update_on_a_table_whose_key_was_never_named_is_refused_not_doubled():
-    """Before: snapshot kept both the old and the new image of the updated row (every
-    column taken as the key). Now snapshot, history and net_changes refuse it, naming
-    the table, the commit and the fix; a declared key (dict or text) rebuilds the table."""
+    """Snapshot, history and net_changes refuse such an Update, naming the table, the
+    commit and the fix, rather than keep both the old and the new image of the updated
+    row (every column taken as the key); a declared key (dict or text) rebuilds the
+    table."""
     from pgoutput_codec.tables import net_changes
     values = _kept_key_frames()
     ch = decode_changes(values)
@@ -194,7 +195,7 @@ _TYPED = [("id", 23, "integer", b"1"), ("v", 25, "text", b"it's"), ("n", 1700, "
 def test_text_styles_type_columns_by_the_names_they_send(style):
     """The text styles send no type OID, only format_type's name: the columns get the
     OID and typmod it names (numeric(10,2) a decimal(10,2)), so tables are typed as from
-    the 'b' style — before, every column of a 't'/'j' archive came out as text. A name the
+    the 'b' style, not every column of a 't'/'j' archive as text. A name the
     catalog does not hold (openGauss's tinyint) stays text, as its unknown OID does."""
     from pgoutput_codec.opengauss.encode import encode_text_frame
 
@@ -275,8 +276,8 @@ def test_random_sessions_rebuild_the_model_tables(seed, style):
 
 def test_an_archive_spanning_alter_table_keeps_every_value():
     """Each change row carries the columns its record names, versioned as pgoutput's
-    Relations are: before, every row took the table's newest column list, so the values
-    of a column dropped later were lost (and so were their rows' values in
+    Relations are: were every row to take the table's newest column list, the values of
+    a column dropped later would be lost (and so would their rows' values in
     table_changes/snapshot). The rules of ``record_columns``, one record each
     (ogdata.altered_table_frames), and the typed table: every value sent is there, the
     columns in the newest list's order, dropped ones after."""

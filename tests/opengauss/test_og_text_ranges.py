@@ -1,5 +1,5 @@
 """Numbers in text/json BEGIN and commit lines must fit their Arrow columns: an
-oversized one is an error row naming it, never an overflow (found by the fuzzer)."""
+oversized one is an error row naming it, never an overflow (a case the fuzzer draws)."""
 
 from pathlib import Path
 
