@@ -25,7 +25,9 @@ from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepar
 from pgoutput_codec.changes import ChangeDecoder, decode_changes
 from pgoutput_codec.selection import parse_table_list
 from pgoutput_codec.errors import PgoutputDecodeError
-from pgoutput_codec.tables import _columns_out, _in_commit_order, decode_table_changes, history, net_changes, snapshot, table_changes
+from pgoutput_codec.tables import decode_table_changes, history, net_changes, snapshot, table_changes
+from pgoutput_codec.tables.rows import in_commit_order as _in_commit_order
+from pgoutput_codec.tables.typed import columns_out as _columns_out
 from pgoutput_codec._gather import take_table
 from pgoutput_codec.typecatalog import TypeRegistry
 
@@ -322,7 +324,8 @@ def test_errors_raise_or_are_collected_and_counted():
 def test_a_truncate_takes_the_relation_as_it_was_when_fed_in_pieces():
     """A Truncate of a relation that the same feed redefines after it keeps the
     definition in force at the Truncate: a decoder fed in two pieces (or resumed from a
-    state) gives what one feed gives. (It took the definition from after the piece.)"""
+    state) gives what one feed gives, not a Truncate read by the definition from after
+    the piece."""
     renamed = Relation(relation_id=16400, namespace="public", relation_name="t_renamed", replica_identity="d",
                        columns=REL.columns[:1])
     msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, Insert(relation_id=16400, new_tuple=row(1, "x")),
@@ -818,7 +821,7 @@ def _plan_and_rows(plan, values, keys, whole, name: str, cut):
     to it, the plan's change rows up to the cut, ``_resolve``'s (rows, replaced) over the
     change rows ``whole``, those rows up to the cut)."""
     from pgoutput_codec.relations import split_name
-    from pgoutput_codec.tables import _resolve
+    from pgoutput_codec.tables.rows import resolve as _resolve
     resolved = _resolve(whole, name, cut)
     mine = plan.for_table(*split_name(name), cut)
     got = (mine if cut is None else mine.between(until_lsn=cut)).changes(values, keys)
@@ -839,7 +842,7 @@ def test_the_plan_and_the_rows_choose_the_same_relation_for_a_name(scenario):
     import table_moves as TM
 
     from pgoutput_codec.plan import ControlPlan, control_candidates
-    from pgoutput_codec.tables import _resolve
+    from pgoutput_codec.tables.rows import resolve as _resolve
     msgs, _ = TM.messages(TM.SCENARIOS[scenario])
     arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array([encode_message(m) for m in msgs])})
     whole = decode_changes(arch)
@@ -894,15 +897,15 @@ def relation_in_a_prepared_transaction(ending: str) -> list:
 
 @pytest.mark.parametrize("ending", ["commit", "rollback", "open"])
 def test_the_plan_finds_a_table_whose_relation_came_in_a_later_committing_transaction(ending):
-    """Found by Spark's random-session test run by hand (seed 3787): a prepared
+    """A case of Spark's random-session test run by hand (seed 3787): a prepared
     transaction sends the table's Relation, and a plain transaction that commits before
     it (or without it: the prepared one rolled back, or still open when the archive
     ends) changes the table with no Relation of its own — PostgreSQL sends a relation's
     schema once, and a decoded prepare counts (seen on 15/16/18:
-    tests/conformance/test_prepared_relation.py). The plan took only Relations of
-    transactions committed by the cut, so Spark's snapshot as of the plain commit (or of
-    any commit, when the prepared one never commits) was empty; the rows' rule finds the
-    table. Now the one relation that ever bore the name bears it, as in the single process."""
+    tests/conformance/test_prepared_relation.py). A plan taking only Relations of
+    transactions committed by the cut would leave Spark's snapshot as of the plain commit
+    (or of any commit, when the prepared one never commits) empty; the rows' rule finds
+    the table: the one relation that ever bore the name bears it, as in the single process."""
     from pgoutput_codec.plan import ControlPlan, control_candidates
     msgs = relation_in_a_prepared_transaction(ending)
     arch = pa.table({"seq": list(range(len(msgs))), "data": pa.array(enc(msgs))})
@@ -923,12 +926,12 @@ def test_the_plan_reads_relations_sent_outside_any_transaction():
     """Relations before the archive's first Begin (an archive put together by hand or a
     tool: bench/spark_tables_bench.py's ten tables) define their relations for all that
     follows, as the decoder reads them: the plan finds the table that bears each name
-    there too (it took only Relations of committed transactions, so such a table was
-    chosen empty in Spark), and its rows are the single process's."""
+    there too (a plan taking only Relations of committed transactions would choose such a
+    table empty in Spark), and its rows are the single process's."""
     import dataclasses
 
     from pgoutput_codec.plan import ControlPlan, control_candidates
-    from pgoutput_codec.tables import _resolve
+    from pgoutput_codec.tables.rows import resolve as _resolve
     rels = [dataclasses.replace(REL, relation_id=16400 + k, relation_name=f"t{k}") for k in range(3)]
     msgs = [*rels]
     for k in range(4):
@@ -1074,7 +1077,7 @@ def test_decode_table_changes_equals_the_two_step_path(version, option_set):
 def test_validity_read_from_the_bitmap_of_sliced_arrays():
     """tables._validity (the bitmap unpacked, where _locate reads which rows have an
     image) equals Arrow's is_valid, on arrays sliced at offsets inside a byte."""
-    from pgoutput_codec.tables import _validity
+    from pgoutput_codec.tables.typed import validity as _validity
     arr = pa.array([None if i % 3 == 0 or i % 7 == 2 else [i] for i in range(53)], pa.list_(pa.int64()))
     for off, n in ((0, 53), (1, 20), (5, 43), (13, 1), (50, 3), (9, 0)):
         part = arr.slice(off, n)
@@ -1500,11 +1503,11 @@ def test_net_changes_applied_to_the_earlier_snapshot_give_the_later_one(version,
 
 
 def test_a_row_older_than_the_changes_found_after_identity_full():
-    """Found by the random-archive test (seed 11185): a row older than the changes moves
+    """A case of the random-archive test (seed 11185): a row older than the changes moves
     4 -> 6 under DEFAULT with its TOAST value v unchanged ('u': unknown here), then the
     identity becomes FULL and an Update names the row by (6, 'big', 1), every column
-    inline. The replay keyed the held row (6, <unknown>, 1) and did not find it: the
-    snapshot and net changes kept a row 6 the server no longer has."""
+    inline. A replay keying the held row (6, <unknown>, 1) would not find it, and the
+    snapshot and net changes would keep a row 6 the server no longer has."""
     from pgoutput_codec.tables import net_changes
     cols = (RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1), RelationColumn(0, "n", 23, -1))
     dflt = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d", columns=cols)
@@ -1525,14 +1528,14 @@ def test_a_row_older_than_the_changes_found_after_identity_full():
 
 
 def test_net_changes_keyed_by_the_identity_a_truncate_was_sent_under():
-    """Found by the random-archive test (seed 3779): the table truncated under DEFAULT,
+    """A case of the random-archive test (seed 3779): the table truncated under DEFAULT,
     then ALTERed to FULL, every row change after it sent under FULL
     (tests/identity_moves.py's truncated_then_full, checked against PostgreSQL 15/16/18
     in tests/conformance/test_identity_change.py). The Truncate's Relation is an
     identity in force over the changes (a copy made under it is keyed by id), and
-    Spark's versions job counts it: net_changes named rows by the FULL key from the row
-    changes alone, so the Update of v gave an upsert and a delete of one id, and a MERGE
-    on id removed the row."""
+    Spark's versions job counts it: net changes naming rows by the FULL key from the row
+    changes alone would give an upsert and a delete of one id for the Update of v, and a
+    MERGE on id would remove the row."""
     import identity_moves as IM
     msgs, final = IM.messages(IM.SCENARIOS["truncated_then_full"])
     changes = decode_changes(pa.table({"seq": list(range(len(msgs))),
@@ -1675,7 +1678,8 @@ def test_net_changes_name_a_key_a_row_left_unsaid():
     15/16/18 in tests/conformance/test_identity_change.py), sends no old key: the row
     leaves its newest key unsaid. The net changes of a batch that holds the row's earlier
     image name that key gone, so a MERGE on u into a copy made before the batch removes
-    it (before, the copy kept the row under its old key as well)."""
+    it (net changes leaving that key out would leave the copy the row under its old key
+    as well)."""
     import identity_moves as IM
     msgs, final = IM.messages(IM.SCENARIOS["no_common_key_toast"])
     changes = decode_changes(pa.table({"seq": list(range(len(msgs))),
@@ -1699,10 +1703,10 @@ def test_net_changes_name_a_key_a_row_left_unsaid():
 def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_under(binary):
     """``ALTER COLUMN … TYPE`` in the archive (tests/altered_columns.py; the servers'
     messages in tests/conformance/test_retyped_columns.py): each value is read by the
-    type its Relation gave the column and cast to the newest. Before, all were read by
-    the newest: in binary mode the int4 ``i`` values failed as int8 and the column came
-    out raw, and the Update of row 2 (its int8 key) missed the row inserted under int4,
-    so the snapshot held row 2 twice. A text value the new int type cannot hold is null,
+    type its Relation gave the column and cast to the newest. Read by the newest, in
+    binary mode the int4 ``i`` values would fail as int8 and the column come out raw, and
+    the Update of row 2 (its int8 key) would miss the row inserted under int4, so the
+    snapshot would hold row 2 twice. A text value the new int type cannot hold is null,
     with what was sent in ``__special``; decode_table_changes equals table_changes."""
     import altered_columns
     msgs = altered_columns.retyped(binary)

@@ -1,0 +1,354 @@
+"""A table's changes replayed in commit order, row by key: its snapshot as of a commit and
+its history (every version of every row with the commits it was valid between)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..arrays import one_array
+from ..retyped import retyped_names, text_form
+from ..schema import TS
+from ..typecatalog.columns import convert_column
+from ..typecatalog.errors import ConversionError
+from .columnlists import added_columns, columns_in_force, filled, missing_values
+from .rows import column_set_ids, rows_of, table_columns
+from .typed import columns_out, type_of, typed_changes, variant_index
+
+__all__ = ["snapshot", "history", "replay", "typed_rows", "unknown_key_error", "unsaid", "NULL", "canonical_keys"]
+
+
+def unknown_key_error(name: str, commit_lsn) -> str:
+    """The refusal of an Update that names no old key on a table with no key column: its
+    row cannot be found (PostgreSQL never sends one; an openGauss archive may, when its
+    records never name the table's key). Shared with the Spark path."""
+    return (f"{name}: an Update committed at {commit_lsn} carries no old key and no column of the table is a "
+            "key, so the row it changed cannot be found; openGauss records name a key only in old tuples "
+            f"(key changes, Deletes): declare it, decode_changes(..., keys={{'{name}': [...]}})")
+
+
+NULL = ("n", None)
+
+
+def row_key(row: dict, keycols) -> tuple:
+    """A row's key: its values of ``keycols``, a column the image lacks (added to the
+    table after it was written) as NULL, which is what the server sends for it."""
+    return tuple(row.get(k, NULL)[:2] for k in keycols)
+
+
+def unsaid(key: tuple) -> bool:
+    """Whether a key holds a value no change said (unchanged TOAST, 'u'): the row's
+    value there is unknown, so the key cannot name it exactly."""
+    return any(v[0] == "u" for v in key)
+
+
+def gone(held: dict | None, before: dict, keycols) -> dict:
+    """The image of a row a change removed: the one held (None: a row older than the
+    changes), with the values of the key columns its old image sends over it (the
+    server's, at that time; under FULL every column, TOASTed values inline; a key-only
+    image's other columns are nulls it does not send)."""
+    return {**(held or {}), **{k: v for k, v in before.items() if k in keycols and v[0] != "u"}}
+
+
+class HeldRows:
+    """The rows a replay holds, keyed by the replica identity of the change being
+    applied. Each change names its row by the key of its own Relation (primary key,
+    index or, under FULL, the whole row), and a table's identity may change while the
+    archive runs (``ALTER TABLE … REPLICA IDENTITY``): when a change's key columns are
+    not the ones the rows are keyed by, every key held is re-made from the images
+    (:meth:`rekey`), as a subscriber looks rows up by the key each change sends.
+
+    ``store``: key → image; ``open_ver``: key → its current version (history);
+    ``net`` (net_changes, or None): ``stamp`` key → last commit (lsn, ts), ``deleted``
+    key → the image of a row the changes removed (its last image, else the old image
+    that named it), ``src`` key → (key, key columns) of the row before these changes it
+    descends from through key changes (None: inserted here), ``moved`` [(image, stamp)]:
+    rows an Update moved off a net key (``keycols``, :func:`net_key`) that its own
+    identity's key does not hold, ``truncated``. ``hides``: the identity in force does
+    not hold every net key column (an Update may then move a row's net key unsaid)."""
+
+    def __init__(self, net):
+        self.keycols = None
+        self.hides = False
+        self.store: dict = {}
+        self.vague: set = set()     # keys of store with an unsaid ('u') value: settle()
+        self.open_ver: dict = {}
+        self.net = net
+
+    def rekey(self, keycols: tuple) -> None:
+        if self.keycols is not None and keycols != self.keycols:
+            live = {k: row_key(row, keycols) for k, row in self.store.items()}
+            self.store = {live[k]: row for k, row in self.store.items()}
+            self.vague = {k for k in self.store if unsaid(k)}
+            self.open_ver = {live[k]: v for k, v in self.open_ver.items()}
+            if self.net is not None:
+                gone = {k: row_key(row, keycols) for k, row in self.net["deleted"].items()}
+                new_live = set(live.values())
+                self.net["deleted"] = {gone[k]: row for k, row in self.net["deleted"].items()
+                                       if gone[k] not in new_live}   # a live row of that key wins
+                self.net["stamp"] = {live.get(k) or gone.get(k): s for k, s in self.net["stamp"].items()
+                                     if k in live or k in gone}
+                self.net["src"] = {live[k]: s for k, s in self.net["src"].items() if k in live}
+        if keycols != self.keycols and self.net is not None:
+            self.hides = not set(self.net["keycols"]) <= set(keycols)
+        self.keycols = keycols
+
+    def settle(self, key: tuple) -> None:
+        """Find the row a change names by ``key`` when it is held under a key with a
+        value the changes never said: a row older than the changes, whose Update under
+        one identity sent a column as unchanged TOAST, keyed after an ``ALTER TABLE …
+        REPLICA IDENTITY FULL`` by every column — that one too, unknown. A change under
+        FULL sends it (the old row, TOAST values inline): the held key is re-made with
+        it, so the change finds its row instead of leaving it held (a row the server no
+        longer has). Only keys with an unsaid value are looked at (rare)."""
+        if key in self.store or not self.vague:
+            return
+        for k in list(self.vague):
+            if k not in self.store:
+                self.vague.discard(k)
+            elif all(a == b or a[0] == "u" for a, b in zip(k, key, strict=True)):
+                break
+        else:
+            return
+        self.vague.discard(k)
+        self.store[key] = self.store.pop(k)
+        if k in self.open_ver:
+            self.open_ver[key] = self.open_ver.pop(k)
+        if self.net is not None:
+            for part in ("stamp", "src"):
+                if k in self.net[part]:
+                    self.net[part][key] = self.net[part].pop(k)
+
+
+def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None, cols: list | None = None):
+    """Replay one table's changes (``rows``, :func:`resolve`'s) on raw (kind, data)
+    values, keyed by replica identity (:class:`HeldRows`; ``net``: its ``net`` dict, filled).
+    A value sent under another type than the column's in ``cols`` (the table's columns;
+    an ``ALTER COLUMN … TYPE`` in the archive) is held as (kind, data, (type_oid,
+    type_modifier)), and :func:`typed_rows` reads it by that type."""
+    held = HeldRows(net)
+    versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
+    if cols is None:
+        cols = table_columns(rows, "", _rows=rows) if len(rows) else []
+    newest = {c["name"]: type_of(c) for c in cols}
+    odd_of: dict = {}    # relation_version -> [(column, type)] of its columns typed otherwise
+    canon = canonical_keys(rows, cols)
+    listed, listed_fp = None, object()   # the column names of the change before (None: none yet)
+
+    def close(key, lsn, ts):
+        if keep_history and key in held.open_ver:
+            versions[held.open_ver.pop(key)][5:7] = [lsn, ts]
+
+    for i, r in enumerate(rows.to_pylist()):
+        op = r["op"]
+        lsn, ts = r["commit_lsn"], r["commit_ts"]
+        if op == "T":
+            for key in list(held.store):
+                close(key, lsn, ts)
+            held.store.clear()
+            if net is not None:
+                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={}, moved=[])
+            continue
+        if op not in ("I", "U", "D"):
+            continue
+        rcols = r["columns"] or []
+        names = [c["name"] for c in rcols]
+        fp = r.get("relation_version")
+        if rcols and (fp is None or fp != listed_fp):
+            new = set(added_columns(listed, names)) if listed is not None and names != listed else ()
+            if new:
+                # a column added since the rows held were stored is not in them: where one
+                # of its name was (dropped, then added again), that value is the dropped
+                # column's. history keeps its versions' images as sent (new dicts here)
+                for k, img in held.store.items():
+                    if not new.isdisjoint(img):
+                        held.store[k] = {c: v for c, v in img.items() if c not in new}
+            listed, listed_fp = names, fp
+        flagged = [c["name"] for c in rcols if c["flags"] & 1]
+        keycols = tuple(flagged or names)
+        held.rekey(keycols)
+        store = held.store
+        before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
+            if r["before"] is not None else None
+        after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
+            if r["after"] is not None else None
+        odd = odd_of.get(fp) if fp is not None else None
+        if odd is None:
+            odd = [(c["name"], type_of(c)) for c in rcols if newest.get(c["name"], type_of(c)) != type_of(c)]
+            if fp is not None:
+                odd_of[fp] = odd
+        for img in (before, after) if odd else ():
+            for nm, t in odd:
+                v = None if img is None else img.get(nm)
+                if v is not None and v[0] in ("t", "b"):
+                    img[nm] = (v[0], v[1], t)
+        for side, img in (("before", before), ("after", after)) if canon else ():
+            for nm, texts in canon[side].items():
+                v = None if img is None else img.get(nm)
+                if v is not None and v[0] in ("t", "b") and texts[i] is not None:
+                    img[nm] = ("t", texts[i])
+        if op == "I":
+            key = row_key(after, keycols)
+            close(key, lsn, ts)
+            store[key] = after
+            if net is not None:
+                net["src"][key] = None
+        elif op == "U":
+            # the old image ('K' key or 'O' whole row under FULL identity) names the row;
+            # without one the key did not change
+            if before is None and not flagged:
+                raise ValueError(unknown_key_error(name, lsn))
+            src = before if before is not None else after
+            old_key = row_key(src, keycols)
+            held.settle(old_key)
+            old = store.pop(old_key, None)
+            new = dict(after)
+            for k, v in after.items():
+                if v[0] == "u":            # unchanged TOAST: the old image's value (FULL identity
+                    # sends it inline), else carry the earlier value
+                    b = (before or {}).get(k)
+                    new[k] = b if b is not None and b[0] in ("t", "b") else (old or {}).get(k, v)
+            new_key = row_key(new, keycols)
+            close(old_key, lsn, ts)
+            close(new_key, lsn, ts)
+            store[new_key] = new
+            if unsaid(new_key):
+                held.vague.add(new_key)
+            after = new
+            key = new_key
+            if net is not None:
+                src = net["src"].pop(old_key) if old_key in net["src"] else (old_key, keycols)
+                net["src"][new_key] = src
+                if old_key != new_key:
+                    net["deleted"][old_key] = gone(old, before, keycols)
+                    net["stamp"][old_key] = (lsn, ts)
+                elif held.hides and old is not None and row_key(old, net["keycols"]) != row_key(new, net["keycols"]):
+                    # the net key holds a column this identity's key does not (u under
+                    # DEFAULT, before USING INDEX (u)): the row left that net key unsaid
+                    net["moved"].append((old, (lsn, ts)))
+        else:   # "D"
+            key = row_key(before, keycols)
+            held.settle(key)
+            old = store.pop(key, None)
+            close(key, lsn, ts)
+            if net is not None:
+                net["deleted"][key] = gone(old, before, keycols)
+                net["stamp"][key] = (lsn, ts)
+                net["src"].pop(key, None)
+            continue
+        if net is not None:
+            net["deleted"].pop(key, None)
+            net["stamp"][key] = (lsn, ts)
+        if keep_history:
+            held.open_ver[key] = len(versions)
+            versions.append([key, after, op, lsn, ts, None, None])
+    return held.store, versions
+
+
+def canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
+    """For the columns that may name a row (key flagged, or every column of a version
+    that flags none) and were sent under several types: each row's value as the text
+    form of its newest type, per side (None where that does not hold it). The replay
+    compares raw values, and an ``ALTER COLUMN id TYPE bigint`` changes them: in binary
+    mode ``int4`` 2 is 4 bytes and ``int8`` 2 is 8, so the Update of a row inserted before
+    the ``ALTER`` found no row and the snapshot held it twice; ``numeric`` ``5`` and
+    ``5.00`` differ as text. Read by type, cast and written back as text, both are one key."""
+    if not len(rows):
+        return {}
+    reps = column_set_ids(rows)[1]
+    keyish = set()
+    for cl in reps:
+        keyish |= {c["name"] for c in cl or () if c["flags"] & 1} or {c["name"] for c in cl or ()}
+    retyped = retyped_names(reps)
+    mine = [c for c in cols if c["name"] in keyish and c["name"] in retyped]
+    if not mine:
+        return {}
+    typed = typed_changes(rows, columns=mine)
+    out = {}
+    for side in ("before", "after"):
+        struct = one_array(typed.column(side))
+        out[side] = {}
+        for c in mine:
+            values = struct.field(c["name"])
+            texts = [text_form(v) for v in values.to_pylist()]
+            # a text form the column's own parser does not read back as the value: not used
+            try:
+                back = convert_column(pa.array(["n" if t is None else "t" for t in texts], pa.string()),
+                                      pa.array(texts, pa.binary()), *type_of(c)).values
+                same = pc.fill_null(pc.equal(back, values), False).to_numpy(zero_copy_only=False)
+            except (ConversionError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                continue
+            out[side][c["name"]] = [t if ok else None for t, ok in zip(texts, same, strict=True)]
+    return out
+
+
+def typed_rows(rowdicts: list[dict], cols: list[dict], registry=None):
+    """Columns ``cols`` of replayed images (column -> raw value), typed; a value held
+    with its own type (:func:`replay`) is read by it and cast."""
+    if any(len(v) > 2 for r in rowdicts for v in r.values()):
+        return typed_rows_of_types(rowdicts, cols, registry)
+    triples = []
+    for c in cols:
+        vals = [r.get(c["name"]) or ("n", None) for r in rowdicts]
+        triples.append((pa.array([v[0] for v in vals], pa.string()), pa.array([v[1] for v in vals], pa.binary()),
+                        None))
+    return columns_out(triples, cols, registry)
+
+
+def typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
+    """:func:`typed_rows` where some values were sent under an earlier type: every
+    column's values in one flat child, indexed by type (:func:`columns_out`)."""
+    n = len(rowdicts)
+    kinds, data, triples, variants = [], [], [], {}
+    for c in cols:
+        main = np.full(n, -1, dtype=np.int64)
+        for i, r in enumerate(rowdicts):
+            v = r.get(c["name"])
+            if v is None:
+                continue
+            idx = variant_index(variants, c["name"], v[2], n) if len(v) > 2 else main
+            idx[i] = len(kinds)
+            kinds.append(v[0])
+            data.append(v[1])
+        triples.append(main)
+    k, d = pa.array(kinds, pa.string()), pa.array(data, pa.binary())
+    return columns_out([(k, d, main) for main in triples], cols, registry, variants)
+
+
+def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None,
+             missing: dict | None = None) -> pa.Table:
+    """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes): the
+    columns of the Relation in force then (:func:`columns_in_force`). ``missing``:
+    {column: value} that the server gave a column added to the table (``ADD COLUMN …
+    DEFAULT``) in the rows older than it, which no change has sent since: pgoutput sends
+    nothing for them, so they are null unless named here (:func:`missing_values`)."""
+    rows = rows_of(changes, name, as_of_lsn)
+    cols = table_columns(changes, name, _rows=rows)
+    fill = missing_values(missing, cols, registry).raw
+    if as_of_lsn is not None and len(rows):
+        rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
+                                        False))
+    store, _ = replay(rows, name, False, cols=cols)
+    current = columns_in_force(rows)
+    shown = cols if current is None else [c for c in cols if c["name"] in current]
+    arrays, names = typed_rows(filled(store.values(), fill), shown, registry)
+    return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+    """Every version of every row (SCD type 2): typed columns, ``__OP`` (the change that
+    made the version), ``__START_LSN``/``__START_AT`` (its commit) and
+    ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
+    rows = rows_of(changes, name)
+    cols = table_columns(changes, name, _rows=rows)
+    _, versions = replay(rows, name, True, cols=cols)
+    arrays, names = typed_rows([v[1] for v in versions], cols, registry)
+    extra = {
+        "__OP": pa.array([v[2] for v in versions], pa.string()),
+        "__START_LSN": pa.array([v[3] for v in versions], pa.uint64()),
+        "__START_AT": pa.array([v[4] for v in versions], TS),
+        "__END_LSN": pa.array([v[5] for v in versions], pa.uint64()),
+        "__END_AT": pa.array([v[6] for v in versions], TS),
+    }
+    return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))

@@ -1,0 +1,169 @@
+"""Which change rows are a table's: the relation that bears its name (as of a commit LSN), its
+rows in commit order, and its columns over all its Relation versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._gather import take_table
+from ..arrays import one_array
+from ..relations import bearer, merge_columns, one_bearer, split_name
+from ..schema import CHANGE_SCHEMA
+
+__all__ = ["resolve", "rows_of", "in_commit_order", "as_change_rows", "holder", "column_set_ids", "table_columns"]
+
+
+def holder(versions: list, row_versions):
+    """Which relation holds a name (:func:`resolve`): ``versions`` is one
+    (relation, named so) per Relation version, ``row_versions()`` the version index of
+    every change row in order (-1: none; asked only when the name moved). Gives (the
+    indexes of the holder's versions, whether another relation bore the name)."""
+    one = one_bearer(versions)
+    if one or not any(ok for _, ok in versions):
+        return one, False
+    ids = row_versions()
+    named = {r for r, ok in versions if ok}
+    last = [None] * len(versions)
+    for k, (r, _) in enumerate(versions):
+        if r in named:    # (the other relations' versions do not matter: one scan each of a few)
+            at = np.flatnonzero(ids == k)
+            last[k] = int(at[-1]) if len(at) else None
+    return bearer(versions, last)
+
+
+def as_change_rows(changes: pa.Table) -> pa.Table:
+    """Change rows with ``schema.CHANGE_SCHEMA``'s types, as given when they have them.
+    Spark's change rows written to Parquet and read back here hold them as Spark types:
+    the uint64 columns (``lsn``, ``commit_lsn``, ``relation_version``) as decimal(20,0),
+    uint32 as int64, uint8 as int16, ``commit_ts`` as naive nanoseconds (INT96, UTC)
+    — the same values, cast back (checked: a value out of range raises, never wraps).
+    ``xid`` passes as given: openGauss's are 64-bit (``OPENGAUSS_CHANGE_SCHEMA``) and
+    the table functions only carry it. So do other columns (``commit_rank``,
+    PERMISSIVE's ``error``)."""
+    want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
+    fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
+    if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
+        return changes
+    try:
+        return changes.cast(pa.schema(fields))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
+            from None
+
+
+def in_commit_order(changes: pa.Table) -> pa.Table:
+    """The change rows in commit order; as given (one check, no copy) when they already
+    are, as the rows of one run are. The rows of several runs read back together — a
+    lake directory of run outputs, which ``pq.read_table`` reads in file-name order and
+    Spark writes under random names — may come in another order of their runs, and a
+    table rebuilt from them in that order takes an earlier run's image for the newest.
+
+    Rows that carry ``commit_rank`` (Spark's, ``ControlPlan.changes``'; ranks rise
+    across resumed runs) are sorted by (``commit_rank``, ``seq``). Others by
+    ``commit_lsn``, but only as whole runs: where the commit LSN goes down the rows are
+    cut into runs, and the runs are put in the order of their commit LSNs when their
+    ranges do not overlap (a run gives whole transactions, each once). Ranges that
+    overlap are not runs out of order but what ``replays="keep"`` lets through (a
+    transaction received twice; a timeline switch, where LSNs start again lower), and
+    LSNs cannot order those: the rows stay as given. So do rows with a null key."""
+    if "commit_rank" in changes.column_names and "seq" in changes.column_names:
+        rank, seq = changes.column("commit_rank"), changes.column("seq")
+        if not rank.null_count and not seq.null_count:
+            r, s = one_array(rank).to_numpy(), one_array(seq).to_numpy()
+            if np.any((r[1:] < r[:-1]) | ((r[1:] == r[:-1]) & (s[1:] < s[:-1]))):
+                return take_table(changes, np.lexsort((s, r)))
+            return changes
+    cl = changes.column("commit_lsn")
+    if cl.null_count or len(cl) < 2:
+        return changes
+    c = one_array(cl).to_numpy()
+    cuts = np.flatnonzero(c[1:] < c[:-1]) + 1
+    if not len(cuts):
+        return changes
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(c)]])
+    order = np.argsort(c[starts], kind="stable")
+    if np.any(c[starts[order[1:]]] <= c[ends[order[:-1]] - 1]):   # ranges overlap
+        return changes
+    return take_table(changes, np.concatenate([np.arange(starts[k], ends[k]) for k in order]))
+
+
+def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
+    """(the rows of the table named ``name`` — of the relation that bore it as of
+    ``as_of_lsn``, all of them —, whether another relation held the name before it in
+    these changes).
+
+    A table is its relation (the ``relation_id`` its Relation messages carry), not its
+    name: pgoutput sends no message for ``DROP TABLE`` or for a rename, so an archive
+    in which ``t`` was dropped and created again, or swapped with a copy built beside it
+    (``t_new`` renamed to ``t``: a full refresh), holds the rows of two relations named
+    ``t``, and the server's ``t`` is only the last one. The table named ``name`` is the
+    relation last changed under that name (by ``as_of_lsn``), unless it has been
+    changed under another name since (then none is: an empty table); its rows are all
+    of that relation's, under whatever name each was sent (a renamed table keeps its
+    history). A relation renamed away shows it only by a change under its new name:
+    until then it still holds the old one. openGauss rows carry no relation id: there
+    the name is the table.
+
+    Rows are selected once per relation version (few, by ``relation_version``), then
+    with one vector ``is_in`` on the uint64 fingerprint instead of string comparisons."""
+    schema, table = split_name(name)
+    if not len(changes):
+        return changes, False
+    changes = in_commit_order(as_change_rows(changes))
+    fp = changes.column("relation_version")
+    uniq = pc.unique(fp)
+    sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
+    first = {}        # fingerprint -> (its relation, named so), from its first change
+    for u in uniq.to_pylist():
+        if u is not None:
+            i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
+            s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
+            first[u] = (r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
+    fps = list(first)
+
+    def row_versions():
+        ids = pc.fill_null(pc.index_in(fp, value_set=pa.array(fps, pa.uint64())), -1).to_numpy(zero_copy_only=False)
+        if as_of_lsn is not None:   # the changes committed after it do not count
+            later = pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())), True)
+            ids = np.where(later.to_numpy(zero_copy_only=False), -1, ids)
+        return ids
+    chosen, replaced = holder([first[u] for u in fps], row_versions)
+    mine = [fps[k] for k in chosen]
+    if changes.column("op").null_count or fp.null_count:   # 'C' markers and unknown relations
+        mask = pc.or_kleene(pc.and_(pc.is_null(fp), pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))),
+                            pc.is_in(fp, value_set=pa.array(mine, pa.uint64())))
+        return changes.filter(pc.fill_null(mask, False)), replaced
+    if len(mine) == len(uniq):          # every row is this table's: no copy
+        return changes, replaced
+    mask = pc.is_in(fp, value_set=pa.array(mine, pa.uint64())).to_numpy(zero_copy_only=False)
+    return take_table(changes, np.flatnonzero(mask)), replaced
+
+
+def rows_of(changes: pa.Table, name: str, as_of_lsn: int | None = None) -> pa.Table:
+    """The rows of the table named ``name`` (as of ``as_of_lsn``): see :func:`resolve`."""
+    return resolve(changes, name, as_of_lsn)[0]
+
+
+def column_set_ids(rows: pa.Table):
+    """(id per row, one column list per id): rows grouped by ``relation_version`` (a
+    fingerprint of the Relation definition), so column lists are never compared."""
+    fp = one_array(rows.column("relation_version"))
+    uniq = pc.unique(pc.drop_null(fp)) if fp.null_count != len(fp) else pa.array([], pa.uint64())
+    ids = pc.fill_null(pc.index_in(fp, value_set=uniq), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    cols = rows.column("columns")
+    reps = [cols[int(pc.index(fp, u).as_py())].as_py() for u in uniq]
+    return ids, reps
+
+
+def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
+    """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
+    versions in the changes, newest definition of each column winning, in the order of
+    the newest version (columns dropped later keep their place at the end)."""
+    rows = _rows if _rows is not None else rows_of(changes, name)
+    if not len(rows):
+        return []
+    reps = column_set_ids(rows)[1]
+    return merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
