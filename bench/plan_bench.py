@@ -5,9 +5,9 @@ transaction, the worst ratio of control rows to changes an OLTP archive has).
 Times, in one run, each in a fresh process (so that its peak RSS is its own):
   (1) the array walk of plain transactions (the default);
   (2) the Python walk of the same rows (what streamed, two-phase or interleaved
-      transactions take; ``_VECTORIZED_WALK`` off);
+      transactions take; ``walking.VECTORIZED_WALK`` off);
   (3) the Python walk in one chunk, never letting go of finished transactions (what the
-      chunked walk saves; ``_WALK_CHUNK`` unbounded);
+      chunked walk saves; ``walking.WALK_CHUNK`` unbounded);
   (4) a protocol v2+ archive: the same transactions with a streamed one (two chunks and
       its Stream Commit) after every 1 000, by default — the Python walk takes the
       streams' rows and the array walk the runs of plain transactions between them;
@@ -34,6 +34,7 @@ _CHILD = r"""
 import json, resource, sys, time
 import numpy as np, pyarrow as pa
 import pgoutput_codec.plan as P
+import pgoutput_codec.plan.walking as W
 from pgoutput_codec import (Begin, Commit, Relation, RelationColumn, StreamCommit, StreamStart, StreamStop,
                             encode_message)
 n, vectorized, chunk, every = int(sys.argv[1]), sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
@@ -59,7 +60,7 @@ for i in range(n):
 values = pa.array(rows, pa.binary())
 keys = np.array(keys, np.int64)
 del rows
-P._VECTORIZED_WALK, P._WALK_CHUNK = vectorized, chunk
+W.VECTORIZED_WALK, W.WALK_CHUNK = vectorized, chunk
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 plan = P.ControlPlan.build(values, keys)
@@ -85,11 +86,11 @@ def main():
                     help="cases (4), (5): a streamed transaction after every N plain ones")
     args = ap.parse_args()
     n, every = args.transactions, args.streamed_every
-    import pgoutput_codec.plan as P
-    cases = {"array walk": (True, P._WALK_CHUNK, 0), "Python walk": (False, P._WALK_CHUNK, 0),
+    import pgoutput_codec.plan.walking as W
+    cases = {"array walk": (True, W.WALK_CHUNK, 0), "Python walk": (False, W.WALK_CHUNK, 0),
              "Python walk, one chunk": (False, 1 << 62, 0),
-             "v2+ streams, cut walk": (True, P._WALK_CHUNK, every),
-             "v2+ streams, Python walk": (False, P._WALK_CHUNK, every)}
+             "v2+ streams, cut walk": (True, W.WALK_CHUNK, every),
+             "v2+ streams, Python walk": (False, W.WALK_CHUNK, every)}
     res = {}
     for name, (vec, chunk, streams) in cases.items():
         runs = [run(n, vec, chunk, streams) for _ in range(args.repeat)]

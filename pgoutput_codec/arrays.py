@@ -13,7 +13,7 @@ import pyarrow as pa
 from ._builders import nulls
 from .messages import parse_lsn
 
-__all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "MAX_CHUNK_BYTES"]
+__all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys", "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
 #: input chunk holding more payload bytes than this is decoded in slices (the result is
@@ -96,3 +96,14 @@ def lsn_array(lsn, n: int) -> pa.Array:
 def typed_array(values, typ) -> pa.Array:
     """``values`` (an Arrow array, chunked or not, or a sequence) as one array of ``typ``."""
     return one_array(values).cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
+
+
+def order_keys(order) -> np.ndarray:
+    """An order-key column (array, chunked array or sequence) as int64; a null is refused."""
+    if isinstance(order, pa.ChunkedArray):
+        order = order.combine_chunks()
+    if isinstance(order, pa.Array):
+        if order.null_count:
+            raise ValueError("the order key must not be null")
+        order = order.to_numpy(zero_copy_only=False)
+    return np.asarray(order, dtype=np.int64)

@@ -384,6 +384,7 @@ def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set
     import numpy as np
 
     import pgoutput_codec.plan as P
+    import pgoutput_codec.plan.walking as W
     arch = archive(version, option_set)
     values = arch.column("data").combine_chunks()
     keys = arch.column("seq").to_numpy()
@@ -392,13 +393,13 @@ def test_the_plan_walks_its_control_rows_in_chunks_as_in_one(version, option_set
     mid = P.ControlPlan.build(cv.slice(0, len(cv) // 2), ck[: len(cv) // 2]).checkpoint()
     later = ck >= mid.from_key
     for resume, v, k in ((None, cv, ck), (mid, cv.filter(pa.array(later)), ck[later])):
-        monkeypatch.setattr(P, "_VECTORIZED_WALK", False)
+        monkeypatch.setattr(W, "VECTORIZED_WALK", False)
         want = P.ControlPlan.build(v, k, resume=resume)      # the Python walk, in one chunk
         for chunk, vectorized, run in ((10**9, True, 64), (10**9, True, 1), (1, True, 1), (2, True, 1),
                                        (7, True, 1), (7, False, 1), (3, True, 2), (5, True, 64)):
-            monkeypatch.setattr(P, "_WALK_CHUNK", chunk)
-            monkeypatch.setattr(P, "_VECTORIZED_WALK", vectorized)
-            monkeypatch.setattr(P, "_MIN_ARRAY_RUN", run)
+            monkeypatch.setattr(W, "WALK_CHUNK", chunk)
+            monkeypatch.setattr(W, "VECTORIZED_WALK", vectorized)
+            monkeypatch.setattr(W, "MIN_ARRAY_RUN", run)
             got = P.ControlPlan.build(v, k, resume=resume)
             for name in ("seg_slot", "seg_stream", "commit_slots", "ev_rel", "ev_key", "ev_ver"):
                 assert np.array_equal(getattr(got, name), getattr(want, name)), (chunk, name)
@@ -422,6 +423,7 @@ def test_a_streamed_transaction_among_plain_ones_costs_the_python_walk_its_own_r
     import numpy as np
 
     import pgoutput_codec.plan as P
+    import pgoutput_codec.plan.walking as W
     from pgoutput_codec import Origin
     rel = Relation(relation_id=1, namespace="public", relation_name="t", replica_identity="d",
                    columns=(RelationColumn(1, "id", 23, -1),))
@@ -449,11 +451,11 @@ def test_a_streamed_transaction_among_plain_ones_costs_the_python_walk_its_own_r
     mask = P.control_candidates(values)
     cv, ck = values.filter(pa.array(mask)), np.flatnonzero(mask).astype(np.int64)
     walked = []
-    real = P._python_walk
-    monkeypatch.setattr(P, "_python_walk", lambda dec, m, idx, *a: walked.append(len(idx)) or real(dec, m, idx, *a))
+    real = W.python_walk
+    monkeypatch.setattr(W, "python_walk", lambda dec, m, idx, *a: walked.append(len(idx)) or real(dec, m, idx, *a))
     got = P.ControlPlan.build(cv, ck)
     assert 0 < sum(walked) <= 12, walked   # S R E, S E c, the Origin transaction's B O C
-    monkeypatch.setattr(P, "_VECTORIZED_WALK", False)
+    monkeypatch.setattr(W, "VECTORIZED_WALK", False)
     walked.clear()
     want = P.ControlPlan.build(cv, ck)
     assert sum(walked) == len(cv)
