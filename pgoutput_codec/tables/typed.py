@@ -21,7 +21,6 @@ from .rows import column_set_ids, holder, rows_of, table_columns
 __all__ = ["table_changes", "typed_changes", "decode_table_changes", "Located", "locate", "columns_out", "type_of",
            "validity", "variant_index", "COMMIT_COLS"]
 
-
 COMMIT_COLS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin"]
 
 
