@@ -73,6 +73,7 @@ def python_walk(walk: TransactionWalk, msgs, idx: np.ndarray, phantom: bool, key
         {j: np.fromiter(t.aborted_subxids, np.int64) for j, t in enumerate(txns) if t.aborted_subxids},
         r_keys, r_rel, np.array(r_v, np.int64), y_keys, y_types)
 
+
 PLAIN_TAGS = np.zeros(256, dtype=bool)
 for _t in b"BCRY":
     PLAIN_TAGS[_t] = True

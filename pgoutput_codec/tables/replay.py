@@ -27,6 +27,7 @@ def unknown_key_error(name: str, commit_lsn) -> str:
             "key, so the row it changed cannot be found; openGauss records name a key only in old tuples "
             f"(key changes, Deletes): declare it, decode_changes(..., keys={{'{name}': [...]}})")
 
+
 NULL = ("n", None)
 
 
