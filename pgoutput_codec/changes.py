@@ -564,7 +564,6 @@ class ChangeDecoder:
         return p
 
 
-
 class LightChangeDecoder(ChangeDecoder):
     """A :class:`ChangeDecoder` whose rows say where their values are instead of holding
     them: the commit columns, ``_src`` (the message's row in :attr:`last_batch`, the
