@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint fuzz bench corpus demo clean wheel system
+.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -67,6 +67,10 @@ test-connect: build
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pgoutput_codec tests bench
 	$(VENV)/bin/cython-lint pgoutput_codec
+
+# the API reference from the docstrings (docs/api), warnings as errors: build/docs/index.html
+docs: build
+	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
 
 fuzz: build
 	$(PY) tests/fuzz/fuzz_decode.py -max_total_time=$${FUZZ_SECONDS:-300}

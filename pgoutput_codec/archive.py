@@ -2,6 +2,7 @@
 ``pgoutput`` data source read.
 
 Two layouts:
+
 - Parquet with a binary payload column (and any other columns: lsn, xid, seq, ...);
 - CSV/COPY exports of ``pg_logical_slot_get_binary_changes`` (columns lsn, xid, data):
   ``\\copy (...) TO 'f.csv' WITH (FORMAT csv, HEADER)`` writes bytea as ``\\x<hex>``;

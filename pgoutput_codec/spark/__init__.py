@@ -27,6 +27,7 @@ archive files: :mod:`.archivefiles`, :mod:`.streamsource`, :mod:`.datasource`,
 :mod:`.reading` (``read_archive``); :mod:`.sql` (``register``).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
+
 - ``from_pgoutput`` on PySpark >= 4.1: a struct of scalar ``arrow_udf`` calls, one per
   field, sharing one decode per Arrow batch: Spark evaluates only the fields a query
   reads (an aggregate over three fields of 5 M messages: 3.7 s; the whole struct from
