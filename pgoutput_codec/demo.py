@@ -29,6 +29,14 @@ import shutil
 import sys
 import time
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import pgoutput_codec as pc
+from pgoutput_codec.archive import META_KEY, iter_archive, read_archive_parts
+from pgoutput_codec.cli import capture
+from pgoutput_codec.testing.pgserver import PgServer, first_available
+
 __all__ = ["main", "run", "WORKLOAD_TABLES", "setup_schema", "workload_part1", "workload_part2",
            "server_rows", "compare_tables"]
 
@@ -176,7 +184,7 @@ def spark_session():
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:   # workers import pgoutput_codec (with its built extensions) from here
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession   # optional: the demo decodes in one process without it
 
     spark = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-demo")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -199,9 +207,8 @@ def spark_changes_available() -> bool:
 
 def decode_with_spark(spark, archive_dir, tables):
     """(changes as an Arrow table, {table: snapshot as a list of dicts}) through Spark."""
-    import pyarrow as pa
 
-    import pgoutput_codec.spark as sc
+    import pgoutput_codec.spark as sc   # optional: PySpark
 
     def arrow(df):   # through Arrow: timestamps stay UTC-aware (Row objects hold naive local times)
         if hasattr(df, "toArrow"):
@@ -218,12 +225,9 @@ def decode_with_spark(spark, archive_dir, tables):
 
 def decode_locally(archive_dir, tables):
     """The same with the single-process decoder (``--local``, or no Spark change functions)."""
-    import pgoutput_codec as pc
-    from pgoutput_codec.archive import iter_archive, read_archive_parts
 
     dec = pc.ChangeDecoder()
     pieces = [dec.feed(t) for _, t in iter_archive(read_archive_parts(archive_dir))]
-    import pyarrow as pa
 
     changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
     snaps = {t: pc.snapshot(changes, t).to_pylist() for t in tables}
@@ -246,7 +250,7 @@ def summary_lines(changes) -> list:
 
 def plot_changes(changes, path):
     """Cumulative changes per table over commit time (matplotlib, Agg)."""
-    import matplotlib
+    import matplotlib   # optional: the [demo] extra; the backend is chosen before pyplot loads
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -273,10 +277,7 @@ def plot_changes(changes, path):
 
 def write_sample(archive_dir, path):
     """All files of the archive as one Parquet file (the package's sample archive)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from pgoutput_codec.archive import META_KEY, read_archive_parts
 
     parts = read_archive_parts(archive_dir)
     tables = [p.read() for p in parts]
@@ -293,8 +294,6 @@ def write_sample(archive_dir, path):
 # ---------------------------------------------------------------------------- the story
 def run(out="demo_out", *, local=False, scale=1, write_sample_to=None, log=print) -> dict:
     """The whole demo; returns timings, counts and the comparison result (``ok``)."""
-    from pgoutput_codec.cli import capture
-    from pgoutput_codec.testing.pgserver import PgServer, first_available
 
     t_start = time.monotonic()
     timings = {}
@@ -356,7 +355,7 @@ def run(out="demo_out", *, local=False, scale=1, write_sample_to=None, log=print
             log("   " + d)
         ok &= not diffs
     log("== rebuilt public.customers (first rows)")
-    import pandas as pd
+    import pandas as pd   # optional: comes with PySpark
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         cust = pd.DataFrame(sorted(snaps["public.customers"], key=lambda r: r["id"]))

@@ -46,6 +46,7 @@ import copy
 import struct
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 
 from . import USING_EXTENSIONS
@@ -177,6 +178,7 @@ TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 STATE_TAGS = b"RYSE"
 _STATE = frozenset(STATE_TAGS)
 _ROW_TAGS = frozenset(b"IUD")
+# the compiled loop, unless PGOUTPUT_CODEC_NO_EXTENSIONS selects the plain-Python rewrite
 if USING_EXTENSIONS:
     from . import _transcode as _loop
     from ._transcode import rewrite_batch as _rewrite_batch
@@ -376,7 +378,6 @@ class Timeline:
     def build(cls, payloads, keys, encoding, *, envelope="auto", in_stream=None, registry=None,
               errors="strict"):
         """From the archive's state rows (any others are ignored) and their order keys."""
-        import numpy as np
 
         codec = python_codec(encoding)
         keys = np.asarray(pa.array(keys).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -465,7 +466,6 @@ class Transcoder:
         a state row of the archive falls between them (it may be in other rows: another
         partition's). Returns the array in the rows' own order; a TranscodeError names
         the order key."""
-        import numpy as np
 
         arr = _binary_array(values)
         keys = np.asarray(keys, dtype=np.int64)

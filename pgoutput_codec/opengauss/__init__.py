@@ -23,12 +23,16 @@ from ._binary_py import decode_frame as _decode_frame_b
 from ._binary_py import decode_record
 from .records import Column, Frame, Record
 from .schema import HEARTBEATS_KEY, RECORD_SCHEMA
+from .text import decode_text_batch, decode_text_frame
 
 __all__ = ["decode_batch", "decode_frame", "decode_record", "Column", "Record", "Frame",
            "RECORD_SCHEMA", "HEARTBEATS_KEY", "heartbeats", "record_positions", "STYLES"]
 
 STYLES = ("b", "t", "j")
 USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
+# the compiled 'b' decoder, unless PGOUTPUT_CODEC_NO_EXTENSIONS selects the plain-Python twin
+if USING_EXTENSIONS:
+    from ._binary import decode_binary_chunk
 
 
 def heartbeats(table: pa.Table) -> int:
@@ -89,7 +93,6 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
     if style == "b":
         if not USING_EXTENSIONS:
             return decode_batch_py(values, envelope=envelope)
-        from ._binary import decode_binary_chunk
         batches, hb, base = [], 0, 0
         for chunk in payload_chunks(values):
             if pa.types.is_null(chunk.type):
@@ -100,7 +103,6 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
             base += len(chunk)
         return _table(batches, hb)
     if style in ("t", "j"):
-        from .text import decode_text_batch
         return decode_text_batch(values, style, envelope=envelope, sending_batch=sending_batch)
     raise ValueError(f"style must be one of {STYLES}, not {style!r}")
 
@@ -110,7 +112,6 @@ def decode_frame(data, style: str = "b", *, envelope: str = "auto", sending_batc
     if style == "b":
         return _decode_frame_b(data, envelope=envelope)
     if style in ("t", "j"):
-        from .text import decode_text_frame
         return decode_text_frame(data, style, envelope=envelope, sending_batch=sending_batch)
     raise ValueError(f"style must be one of {STYLES}, not {style!r}")
 

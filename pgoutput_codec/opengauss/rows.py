@@ -221,6 +221,7 @@ def _shapes_by_text(offsets, valid, vals):
     return shape, rep
 
 
+# the compiled shapes, unless PGOUTPUT_CODEC_NO_EXTENSIONS selects their NumPy twin
 if USING_EXTENSIONS:
     from ._shapes import tuple_shapes
 else:
