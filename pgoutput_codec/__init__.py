@@ -1,6 +1,7 @@
 """pgoutput_codec: decode archived PostgreSQL pgoutput (and openGauss) replication payloads.
 
 Entry points:
+
 - :func:`decode_message` / :func:`encode_message` — one payload to a message object and back;
 - :func:`decode_batch` — a binary Arrow column of payloads to a ``StructArray`` (Cython hot path);
 - :mod:`pgoutput_codec.spark` — the same as Spark column functions.
