@@ -3,7 +3,8 @@
     .venv/bin/python bench/convert_bench.py [--n 1000000] [--repeat 3] [--python]
 
 Columns are synthetic but in the exact text/binary forms PostgreSQL sends (int4,
-text, numeric(12,2), timestamptz, uuid, date); ``--python`` also times the
+text, numeric(12,2), timestamptz, date, uuid, bool, int8, float8, time, interval, bytea,
+jsonb: a column of each family of compiled converters); ``--python`` also times the
 plain-Python converters (on 1/20 of the values, it is slow).
 """
 
@@ -45,6 +46,13 @@ def _numeric_send(cents: int) -> bytes:
     return struct.pack(f">hhHh{len(digits)}h", len(digits), weight, sign, 2, *digits)
 
 
+def _time_text(us: int) -> bytes:
+    # time_out: hh:mm:ss and the fraction without trailing zeros
+    s, f = divmod(us, 10**6)
+    out = b"%02d:%02d:%02d" % (s // 3600, s // 60 % 60, s % 60)
+    return out + (b".%06d" % f).rstrip(b"0") if f else out
+
+
 def columns(n):
     rng = np.random.default_rng(1)
     ints = rng.integers(-2**31, 2**31 - 1, n)
@@ -53,6 +61,8 @@ def columns(n):
     days = rng.integers(-10000, 20000, n)
     words = [b"lorem", b"ipsum dolor", b"sit amet, consectetur", b"x" * 40]
     uuids = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    floats = rng.standard_normal(n) * 1e6
+    times = rng.integers(0, 86400 * 10**6, n)
     cols = {
         "int4": (23, -1, [str(int(x)).encode() for x in ints], [struct.pack(">i", int(x)) for x in ints]),
         "text": (25, -1, [words[i % 4] for i in range(n)], [words[i % 4] for i in range(n)]),
@@ -61,6 +71,15 @@ def columns(n):
         "timestamptz": (1184, -1, [], [struct.pack(">q", int(t) - US_2000) for t in ts]),
         "date": (1082, -1, [], [struct.pack(">i", int(d)) for d in days]),
         "uuid": (2950, -1, [], [bytes(u) for u in uuids]),
+        "bool": (16, -1, [b"t" if x & 1 else b"f" for x in ints], [b"\x01" if x & 1 else b"\x00" for x in ints]),
+        "int8": (20, -1, [str(int(x) * 65537).encode() for x in ints],
+                 [struct.pack(">q", int(x) * 65537) for x in ints]),
+        "float8": (701, -1, [repr(float(x)).encode() for x in floats], [struct.pack(">d", float(x)) for x in floats]),
+        "time": (1083, -1, [_time_text(int(u)) for u in times], [struct.pack(">q", int(u)) for u in times]),
+        "interval": (1186, -1, [f"{int(d)} days ".encode() + _time_text(int(u)) for d, u in zip(days, times, strict=True)],
+                     [struct.pack(">qii", int(u), int(d), 0) for d, u in zip(days, times, strict=True)]),
+        "bytea": (17, -1, [b"\\x" + bytes(u).hex().encode() for u in uuids], [bytes(u) for u in uuids]),
+        "jsonb": (3802, -1, [b'{"a": %d}' % int(x) for x in ints], [b'\x01{"a": %d}' % int(x) for x in ints]),
     }
     tsa = pa.array(ts.astype("datetime64[us]"))
     cols["timestamptz"][2].extend(
