@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from . import USING_EXTENSIONS
 from . import typecatalog as tc
+from .typecatalog.registry import resolve
 from .pyreader import as_bytes, decode_row, infer_initial_state, payload_values
 from ._encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
@@ -240,7 +241,7 @@ class _Walk:
         ``oid`` holds converted text."""
         r = self.resolved.get(oid)
         if r is None:
-            r = self.resolved[oid] = _text_kind(tc._resolve(oid, -1, self.registry))
+            r = self.resolved[oid] = _text_kind(resolve(oid, -1, self.registry))
         return r
 
     def binary(self, raw, kind):

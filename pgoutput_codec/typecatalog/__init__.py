@@ -38,7 +38,6 @@ from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
 from .markers import SPECIAL_NAMES, Physical, Special
 from .names import type_of_name
 from .registry import TypeRegistry
-from .registry import resolve as _resolve  # noqa: F401  (pgoutput_codec.transcode reads tc._resolve)
 from .typmods import numeric_typmod
 
 __all__ = [
