@@ -3,16 +3,18 @@
 
 The batch decoders write values straight into buffers from ``_memory`` laid out as Arrow
 expects (validity bitmaps, offsets, data); ``_builders.pyx`` hands the memory to
-pyarrow without copying (``pa.foreign_buffer`` with an owner that frees it). Row
-counts are known up front (one output row per input row), so fixed-width columns
-never grow; variable-width data grows by doubling.
+pyarrow without copying (``pa.foreign_buffer`` with an owner that frees it). The
+pgoutput batch knows its row count up front (one output row per input row), so its
+fixed-width columns never grow; variable-width data grows by doubling. The append-order
+builders at the end (``GrowVar``, ``GrowFixed``, ``GrowList``, ``Bitmap``) grow every
+buffer, for decoders that learn the row count as they go.
 
 Null slots of fixed-width columns are left unwritten: Arrow leaves their content
 undefined, and not touching them is what keeps columns a row does not use free.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from pgoutput_codec._memory cimport pool_realloc
 
@@ -170,3 +172,172 @@ cdef object zero_buffer(Py_ssize_t size)
 cdef object pool_buffer(Py_ssize_t size, bint zeroed, uint8_t** out)
 cdef bint is_arange_offsets(object buf)
 cdef object hand_off(void* p, Py_ssize_t size)
+
+
+# ---- append-order builders ---------------------------------------------------------------
+# For decoders that learn their row count only as they go (an openGauss frame holds any
+# number of records): every buffer grows, rows are appended in order, and rows appended
+# for a record that then fails are taken back (``bitmap_truncate``, ``Mem.len``). Writers
+# named ``*_nc`` check no capacity: the caller reserved the room (``mem_need``,
+# ``bitmap_need``) for a row or a whole frame at a time.
+
+cdef inline int mem_need(Mem* b, Py_ssize_t extra) except -1:
+    """Room for ``extra`` more bytes, or MemoryError."""
+    if extra > b.cap - b.len and mem_grow(b, extra) < 0:
+        raise MemoryError()
+    return 0
+
+
+cdef inline int mem_put(Mem* b, const void* src, Py_ssize_t n) except -1:
+    if n > b.cap - b.len:
+        mem_need(b, n)
+    memcpy(b.p + b.len, src, <size_t>n)
+    b.len += n
+    return 0
+
+
+cdef inline int mem_put_i32(Mem* b, int32_t v) except -1:
+    return mem_put(b, &v, 4)
+
+
+cdef inline int mem_put_u32(Mem* b, uint32_t v) except -1:
+    return mem_put(b, &v, 4)
+
+
+cdef inline void mem_i32_nc(Mem* b, int32_t v) noexcept:
+    memcpy(b.p + b.len, &v, 4)
+    b.len += 4
+
+
+cdef inline void mem_u32_nc(Mem* b, uint32_t v) noexcept:
+    memcpy(b.p + b.len, &v, 4)
+    b.len += 4
+
+
+cdef inline void mem_u64_nc(Mem* b, uint64_t v) noexcept:
+    memcpy(b.p + b.len, &v, 8)
+    b.len += 8
+
+
+cdef inline void mem_repeat_i32_nc(Mem* b, Py_ssize_t k) noexcept:
+    """``k`` empty entries of an offsets buffer: its last offset repeated."""
+    cdef int32_t* p = <int32_t*>(b.p + b.len)
+    cdef int32_t v = (<int32_t*>(b.p + b.len - 4))[0]
+    cdef Py_ssize_t i
+    for i in range(k):
+        p[i] = v
+    b.len += 4 * k
+
+
+cdef inline int32_t mem_off32(Mem* data) except? -1:
+    """The length of ``data`` as the next int32 offset into it; OverflowError past 2 GiB."""
+    if data.len > 0x7FFFFFFF:
+        raise OverflowError("decoded strings of one chunk exceed 2 GiB; split the input")
+    return <int32_t>data.len
+
+
+# A validity bitmap of ``n`` bits appended in order; bits past ``n`` in its last byte are
+# zero (``bitmap_zeros_nc`` relies on it).
+cdef struct Bitmap:
+    Mem b
+    Py_ssize_t n
+
+
+cdef inline int bitmap_need(Bitmap* t, Py_ssize_t nbits) except -1:
+    """Room for ``nbits`` more bits, and a byte of slack."""
+    return mem_need(&t.b, (nbits >> 3) + 2)
+
+
+cdef inline int bitmap_put(Bitmap* t, bint v) except -1:
+    cdef uint8_t zero = 0
+    if (t.n & 7) == 0:
+        mem_put(&t.b, &zero, 1)
+    if v:
+        t.b.p[t.n >> 3] |= <uint8_t>(1 << (t.n & 7))
+    t.n += 1
+    return 0
+
+
+cdef inline void bitmap_put_nc(Bitmap* t, bint v) noexcept:
+    # the first bit of a byte writes the whole byte: one store, no read-modify-write
+    if (t.n & 7) == 0:
+        t.b.p[t.n >> 3] = 1 if v else 0
+        t.b.len += 1
+    elif v:
+        t.b.p[t.n >> 3] |= <uint8_t>(1 << (t.n & 7))
+    t.n += 1
+
+
+cdef inline void bitmap_zeros_nc(Bitmap* t, Py_ssize_t k) noexcept:
+    """``k`` null bits."""
+    cdef Py_ssize_t nb = (t.n + k + 7) >> 3
+    if nb > t.b.len:
+        memset(t.b.p + t.b.len, 0, <size_t>(nb - t.b.len))
+        t.b.len = nb
+    t.n += k
+
+
+cdef inline void bitmap_truncate(Bitmap* t, Py_ssize_t n) noexcept:
+    """Back to the first ``n`` bits (``n`` at most ``t.n``)."""
+    t.n = n
+    t.b.len = (n + 7) >> 3
+    if n & 7:
+        t.b.p[n >> 3] &= <uint8_t>((1 << (n & 7)) - 1)
+
+
+# A string/binary column: int32 offsets (one more than rows, the first 0), data, validity.
+cdef struct GrowVar:
+    Mem offs
+    Mem data
+    Bitmap valid
+
+
+# A fixed-width column (the width is the caller's: values are appended by ``mem_*_nc``).
+cdef struct GrowFixed:
+    Mem vals
+    Bitmap valid
+
+
+# A list column: int32 offsets into its child (one more than rows, the first 0), validity.
+cdef struct GrowList:
+    Mem offs
+    Bitmap valid
+
+
+cdef inline int gvar_put_nc(GrowVar* s, const void* p, Py_ssize_t n, bint valid) except -1:
+    """One row; the data grows as needed, offsets and validity have room."""
+    if valid:
+        mem_put(&s.data, p, n)
+    mem_i32_nc(&s.offs, mem_off32(&s.data))
+    bitmap_put_nc(&s.valid, valid)
+    return 0
+
+
+cdef inline int pad_nulls_offsets(Mem* offs, Bitmap* valid, Py_ssize_t k) except -1:
+    """``k`` null rows of an offsets column (string, binary, list), with room for one
+    more row after them."""
+    bitmap_need(valid, k + 1)
+    bitmap_zeros_nc(valid, k)
+    mem_need(offs, 4 * (k + 1))
+    mem_repeat_i32_nc(offs, k)
+    return 0
+
+
+cdef inline int pad_nulls_fixed(Mem* vals, Bitmap* valid, Py_ssize_t k, int width) except -1:
+    """``k`` null rows of a fixed-width column, with room for one more row after them.
+    Null slots are skipped, not written: Arrow leaves their content undefined."""
+    bitmap_need(valid, k + 1)
+    bitmap_zeros_nc(valid, k)
+    mem_need(vals, width * (k + 1))
+    vals.len += width * k
+    return 0
+
+
+cdef int offsets_init(Mem* offs) except -1
+cdef void gvar_free(GrowVar* s) noexcept
+cdef void gfixed_free(GrowFixed* c) noexcept
+cdef void glist_free(GrowList* c) noexcept
+cdef object mem_buffer(Mem* b)
+cdef object gvar_finish(GrowVar* s, Py_ssize_t n, object typ)
+cdef object gfixed_finish(GrowFixed* c, Py_ssize_t n, object typ)
+cdef object glist_finish(GrowList* c, Py_ssize_t n, object typ, object child)

@@ -270,3 +270,58 @@ cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ):
     c.vdata.p = NULL
     c.vvalid.p = NULL
     return pa.Array.from_buffers(typ, n, [valid, offs], null_count=n - c.nvalid, children=[struct])
+
+
+# ---- append-order builders (see _builders.pxd) --------------------------------------------
+
+cdef int offsets_init(Mem* offs) except -1:
+    """An empty offsets buffer: the leading 0."""
+    offs.p = NULL
+    offs.len = offs.cap = 0
+    return mem_put_i32(offs, 0)
+
+
+cdef void gvar_free(GrowVar* s) noexcept:
+    pool_free(s.offs.p)
+    pool_free(s.data.p)
+    pool_free(s.valid.b.p)
+    s.offs.p = s.data.p = s.valid.b.p = NULL
+
+
+cdef void gfixed_free(GrowFixed* c) noexcept:
+    pool_free(c.vals.p)
+    pool_free(c.valid.b.p)
+    c.vals.p = c.valid.b.p = NULL
+
+
+cdef void glist_free(GrowList* c) noexcept:
+    pool_free(c.offs.p)
+    pool_free(c.valid.b.p)
+    c.offs.p = c.valid.b.p = NULL
+
+
+cdef object mem_buffer(Mem* b):
+    """Move ``b`` into a pyarrow Buffer of its length (``b`` is left empty)."""
+    cdef void* p = b.p
+    cdef Py_ssize_t n = b.len
+    if p == NULL:
+        return pa.py_buffer(b"")
+    b.p = NULL
+    b.len = b.cap = 0
+    return _hand_off(p, n)
+
+
+cdef object gvar_finish(GrowVar* s, Py_ssize_t n, object typ):
+    """The ``n`` rows of ``s`` as an array of ``typ`` (string or binary); ``s`` is left empty."""
+    return pa.Array.from_buffers(typ, n, [mem_buffer(&s.valid.b), mem_buffer(&s.offs), mem_buffer(&s.data)])
+
+
+cdef object gfixed_finish(GrowFixed* c, Py_ssize_t n, object typ):
+    """The ``n`` rows of ``c`` as an array of the fixed-width ``typ``; ``c`` is left empty."""
+    return pa.Array.from_buffers(typ, n, [mem_buffer(&c.valid.b), mem_buffer(&c.vals)])
+
+
+cdef object glist_finish(GrowList* c, Py_ssize_t n, object typ, object child):
+    """The ``n`` rows of ``c`` over ``child`` as an array of the list type ``typ``; ``c`` is
+    left empty."""
+    return pa.Array.from_buffers(typ, n, [mem_buffer(&c.valid.b), mem_buffer(&c.offs)], children=[child])
