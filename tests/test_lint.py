@@ -177,3 +177,13 @@ def test_import_contracts_catch_breaks(tmp_path):
                        capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode != 0, r.stdout + r.stderr
     assert "Up only BROKEN" in r.stdout and "No cycles BROKEN" in r.stdout, r.stdout
+
+
+def test_the_project_speaks_of_the_product_only():
+    """No text of the repository tells the story of its making by the names that story
+    uses (work stops, issue numbers, run names); history lives in git and CHANGELOG.md."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    r = _run(["git", "grep", "--untracked", "-nE", r"[Ss]top [0-9]|issue [0-9]|fresh[0-9]", "--", ".",
+              ":!tests/test_lint.py"])
+    assert r.returncode == 1 and not r.stdout, f"history told in the repository:\n{r.stdout}{r.stderr}"
