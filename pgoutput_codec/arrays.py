@@ -85,7 +85,7 @@ def lsn_array(lsn, n: int) -> pa.Array:
     as uint64."""
     if lsn is None:
         return nulls(n, pa.uint64())
-    lsn = one_array(lsn) if isinstance(lsn, pa.ChunkedArray) else lsn
+    lsn = one_array(lsn)
     if not isinstance(lsn, pa.Array):
         lsn = pa.array(lsn)
     if pa.types.is_string(lsn.type) or pa.types.is_large_string(lsn.type):

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from ._builders import nulls
 from ._gather import take_table
-from .arrays import lsn_array
+from .arrays import lsn_array, one_array
 from .batch import decode_batch_with_state
 from .changerows import (change_columns, control_rows, light_change_columns, row_versions, rows_at, spread,
                          tag_codes, to_numpy_u, truncate_row)
@@ -224,8 +224,7 @@ class ChangeDecoder:
             if seq is None and "seq" in values.column_names:
                 seq = values.column("seq")
             values = values.column("data")
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        values = one_array(values)
         msgs, self._in_stream = decode_batch_with_state(values, in_stream=self._in_stream)
         n = len(msgs)
         if self._light:

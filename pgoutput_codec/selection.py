@@ -6,9 +6,9 @@ from __future__ import annotations
 import fnmatch
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import one_array
 from .messages import parse_lsn
 
 __all__ = ["parse_table_list", "table_selected", "commit_window", "intersect_windows", "in_commit_window"]
@@ -69,7 +69,7 @@ def intersect_windows(w0, w1):
 
 def in_commit_window(commit_lsn, window) -> np.ndarray:
     """Per commit LSN (uint64 Arrow array, chunked or not; null: outside): inside ``window``."""
-    lsn = commit_lsn.combine_chunks() if isinstance(commit_lsn, pa.ChunkedArray) else commit_lsn
+    lsn = one_array(commit_lsn)
     inside = lsn.is_valid().to_numpy(zero_copy_only=False)
     v = pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False)
     after, until = window
