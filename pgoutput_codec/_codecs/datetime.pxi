@@ -3,6 +3,9 @@
 # IntervalStyle postgres, to Arrow's date32, time64[us], timestamp[us] and
 # month_day_nano_interval (counted from 1970-01-01). +/-infinity are specials.
 
+# the most hours whose microseconds, plus 59:59.999999, still fit in int64
+cdef int64_t MAX_INTERVAL_HOURS = 2562047787
+
 cdef int64_t _days_from_civil(int64_t y, int64_t m, int64_t d) noexcept nogil:
     """Days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's algorithm);
     ``y`` is astronomical (1 BC = 0), as PostgreSQL's date2j."""
@@ -67,6 +70,8 @@ cdef int _time_part(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, int maxh, int
             k += 1
     if maxh == 2 and (h > 24 or (h == 24 and (mi != 0 or s != 0 or f != 0))):
         return -1                # a clock (not an interval): 24:00:00 is the last, as datetime.c
+    if h > MAX_INTERVAL_HOURS:
+        return -4                # the microseconds would not fit in int64
     us[0] = ((h * 60 + mi) * 60 + s) * 1000000 + f
     return 0
 
@@ -134,9 +139,14 @@ cdef int _timestamp_text(const uint8_t* p, Py_ssize_t n, bint tz, int64_t* out) 
 
 cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
                         int64_t* months, int64_t* days, int64_t* us) noexcept nogil:
-    """IntervalStyle postgres: '[N year[s]] [N mon[s]] [N day[s]] [[+-]H:MM:SS[.f]]'."""
+    """IntervalStyle postgres: '[N year[s]] [N mon[s]] [N day[s]] [[+-]H:MM:SS[.f]]'.
+
+    -2: not this style; -1: malformed; -3: months or days beyond int32; -4: hours beyond
+    int64 microseconds.
+    Every field is checked before it is scaled or added, so nothing wraps."""
     cdef Py_ssize_t i = 0, j
     cdef int64_t v, t
+    cdef int rc
     cdef bint neg
     months[0] = 0
     days[0] = 0
@@ -154,10 +164,13 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
             return -2
         if i < n and p[i] == 58:      # the time part
             i = j
-            if _time_part(p, n, &i, 16, &t) < 0:
-                return -1
+            rc = _time_part(p, n, &i, 16, &t)
+            if rc < 0:
+                return rc
             us[0] = -t if neg else t
             continue
+        if v > <int64_t>I32_MAX + 1:     # -2147483648 days is still a field
+            return -3
         if neg:
             v = -v
         if i >= n or p[i] != 32:
@@ -174,8 +187,9 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
             days[0] += v
         else:
             return -2
-    if months[0] < I32_MIN or months[0] > I32_MAX or days[0] < I32_MIN or days[0] > I32_MAX:
-        return -1
+        # |v| <= 2^31 and the sums stay in int32 after each field: no int64 can wrap
+        if months[0] < I32_MIN or months[0] > I32_MAX or days[0] < I32_MIN or days[0] > I32_MAX:
+            return -3
     return 0
 
 
@@ -294,6 +308,12 @@ cdef inline int interval_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize
         rc = _interval_text(p, n, &months, &days, &us)
         if rc == -2:
             return SLOW           # IntervalStyle other than postgres
+        if rc == -3:
+            c.err = b"interval months/days out of int32 range"
+            return FAIL
+        if rc == -4:
+            c.err = b"interval time part overflows int64 nanoseconds"
+            return FAIL
         if rc < 0:
             c.err = b"not an interval"
             return FAIL
