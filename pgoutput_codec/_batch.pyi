@@ -14,3 +14,7 @@ def decode_chunk(
     stream: int,
     stream_rows: npt.ArrayLike | None = None,
 ) -> tuple[pa.StructArray, bool]: ...
+
+MAX_PAYLOAD_BYTES: int
+
+def oversize_error(tag: int, size: int) -> str: ...

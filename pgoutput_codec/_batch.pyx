@@ -25,6 +25,7 @@ from libc.string cimport memcpy
 import numpy as np
 import pyarrow as pa
 
+from pgoutput_codec.messages import MESSAGE_CLASSES
 from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
 
 cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}
@@ -678,6 +679,19 @@ def tags_of(arr, int envelope):
     return out
 
 
+#: The largest payload decoded: the output's binary columns have 32-bit offsets, and one
+#: payload's values (or its Message content) may all land in one of them. A larger
+#: payload is an error row; binary_chunks keeps every other chunk under 1 GiB.
+MAX_PAYLOAD_BYTES = 2147483647 - 64
+
+
+def oversize_error(int tag, Py_ssize_t size) -> str:
+    cls = MESSAGE_CLASSES.get(chr(tag))
+    name = f"{cls.__name__} ({chr(tag)!r})" if cls is not None else f"payload of type byte 0x{tag:02x}"
+    return (f"{name} at byte 0: the payload is {size:,} bytes, more than the {MAX_PAYLOAD_BYTES:,} "
+            "an output column can hold")
+
+
 def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     """Decode one ``pa.BinaryArray``/``pa.LargeBinaryArray`` (any slice offset).
 
@@ -707,7 +721,10 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     if n == 0:
         return _Columns(0, 0).finish(), (stream == STREAM_YES)
     total = (v.o64[v.off + n] - v.o64[v.off]) if v.o64 != NULL else (v.o32[v.off + n] - v.o32[v.off])
-    cols = _Columns(n, total)
+    if total > MAX_PAYLOAD_BYTES and n > 1:
+        raise ValueError(f"decode_chunk takes at most {MAX_PAYLOAD_BYTES:,} payload bytes at once, not "
+                         f"{total:,}: split the input (arrays.binary_chunks)")
+    cols = _Columns(n, total if total <= MAX_PAYLOAD_BYTES else 0)
     # The end of readable input memory (over-reads for short copies stop here).
     src_end = dp + v.data_size
 
@@ -722,6 +739,11 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                 reader_fail(&r, E_NULL_ROW, 0, b"payload", 0, 0)
                 err = error_text(&r, 0).encode()
                 var_append(&cols.c.error, i, err, len(err))
+                continue
+            if end - start > MAX_PAYLOAD_BYTES:
+                err = oversize_error(dp[start], end - start).encode()
+                if var_append(&cols.c.error, i, err, len(err)) < 0:
+                    raise MemoryError()
                 continue
             if explicit:
                 stream = STREAM_YES if per_row[i] else STREAM_NO

@@ -35,6 +35,16 @@ def _supported(typ) -> bool:
     return True
 
 
+cdef Py_ssize_t INT32_MAX = 2147483647
+
+
+cdef _too_big(Py_ssize_t rows, Py_ssize_t size, str what, typ):
+    """Refused before any allocation: the 32-bit offsets of the output cannot hold it
+    (Arrow's own take would allocate the whole result first, then fail the same way)."""
+    raise OverflowError(f"the {rows:,} rows taken hold {size:,} {what}, more than a {typ} "
+                        "array's 32-bit offsets can address: take fewer rows at a time")
+
+
 def take_lists(arr, indices):
     """Rows ``indices`` (int64 numpy array, no nulls) of a list<struct> array."""
     if isinstance(arr, pa.ChunkedArray):
@@ -74,8 +84,8 @@ def take_lists(arr, indices):
                 _set(out_valid, r)
             total += offs[i + 1] - offs[i]
         out_offs[r + 1] = <int32_t>total
-    if total > 2147483647:
-        return arr.take(pa.array(indices, pa.int64()))
+    if total > INT32_MAX:
+        _too_big(m, total, "elements", typ)
     # children: whole-row ranges
     values = arr.values.flatten()          # struct children, parent offset applied
     children = []
@@ -107,6 +117,8 @@ def take_lists(arr, indices):
                 a = offs[i]
                 b = offs[i + 1]
                 dpos += coffs[b] - coffs[a]
+            if dpos > INT32_MAX:
+                _too_big(m, dpos, f"bytes of {field.name!r}", field.type)
             doffs_buf = pool_buffer(4 * (total + 1), False, &p)
             doffs = <int32_t*>p
             data_buf = pool_buffer(max(dpos, 1), False, &dst)

@@ -396,3 +396,33 @@ def test_large_binary_input_is_sliced_under_the_offset_limit(monkeypatch):
     want = decode_batch(pa.array(rows, pa.binary()))
     assert flat.equals(want)
     assert decode_message(rows[1], in_stream=True).relation_id == flat.field("relation_id")[1].as_py()
+
+
+def test_a_payload_over_2_gib_is_an_error_row_not_a_wrapped_offset():
+    """An Insert whose two values hold 2.2 GB cannot land in an output column with 32-bit
+    offsets: it is an error row naming its type and size, and the rows around it decode.
+    The input is calloc'd zeros with three headers written: only those pages are touched."""
+    import numpy as np
+
+    from pgoutput_codec import decode_batch
+    from pgoutput_codec._batch import MAX_PAYLOAD_BYTES
+    half = 1_100_000_000
+    small = V("insert_text_null_unchanged")
+    head = b"I" + (16400).to_bytes(4, "big") + b"N" + (2).to_bytes(2, "big")
+    size = len(head) + 2 * (5 + half)
+    assert size > MAX_PAYLOAD_BYTES
+    data = np.zeros(2 * len(small) + size, np.uint8)
+    for piece, pos in ((small, 0), (head, len(small)), (b"t" + half.to_bytes(4, "big"), len(small) + len(head)),
+                       (b"t" + half.to_bytes(4, "big"), len(small) + len(head) + 5 + half),
+                       (small, len(small) + size)):
+        data[pos:pos + len(piece)] = np.frombuffer(piece, np.uint8)
+    offsets = np.array([0, len(small), len(small) + size, 2 * len(small) + size], np.int64)
+    arr = pa.Array.from_buffers(pa.large_binary(), 3, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    out = decode_batch(arr)
+    out = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    errors = out.field("error").to_pylist()
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] == (f"Insert ('I') at byte 0: the payload is {size:,} bytes, more than the "
+                         f"{MAX_PAYLOAD_BYTES:,} an output column can hold")
+    assert out.field("new_tuple")[1].as_py() is None
+    assert out.field("new_tuple")[0] == out.field("new_tuple")[2]

@@ -41,3 +41,13 @@ def test_relation_columns_and_tables():
     assert take_table(t, idx).equals(t.take(pa.array(idx)))
     with pytest.raises(IndexError):
         take_lists(cols, np.array([3]))
+
+
+def test_a_take_past_32_bit_offsets_is_refused_before_it_allocates():
+    """A 1 MiB column name taken for 2,100 rows is 2.2 GB of text: more than 32-bit
+    offsets address. The gather says so at once, instead of wrapping the offsets."""
+    big = pa.array([[{"flags": 1, "name": "x" * (1 << 20), "type_oid": 23, "type_modifier": -1}]],
+                   RELATION_COLUMNS_TYPE)
+    with pytest.raises(OverflowError, match="2,202,009,600 bytes of 'name'.*32-bit offsets"):
+        take_lists(big, np.zeros(2100, np.int64))
+    assert take_lists(big, np.zeros(3, np.int64)).equals(big.take(pa.array([0, 0, 0])))
