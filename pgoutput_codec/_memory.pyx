@@ -9,12 +9,16 @@ next batch (already touched: no page faults). The cache holds at most
 ``PGOUTPUT_CODEC_CACHE_MB`` (default 256) MiB and 32 blocks; ``cache_clear()`` empties it.
 
 Each block carries a 64-byte header with its capacity, so ``pool_free``/``pool_realloc``
-need only the pointer (the header keeps malloc's 16-byte alignment). All calls run
-with the GIL held (the decoders never release it), which serializes the cache.
+need only the pointer (the header keeps malloc's 16-byte alignment). The converters
+grow their buffers with the GIL released, so the cache has a lock of its own, held only
+while a block is taken from it or put back (never while memory is copied or Python runs).
 """
 
 import os
 
+from cpython.pythread cimport (
+    WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_release_lock, PyThread_type_lock,
+)
 from libc.stdint cimport uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -32,6 +36,9 @@ cdef Block _cache[SLOTS]
 cdef int _ncached = 0
 cdef size_t _cached_bytes = 0
 cdef size_t _limit = <size_t>int(os.environ.get("PGOUTPUT_CODEC_CACHE_MB", "256")) << 20
+cdef PyThread_type_lock _lock = PyThread_allocate_lock()
+if _lock == NULL:
+    raise MemoryError("cannot allocate the block cache's lock")
 
 
 cdef inline void* _user(void* raw, size_t cap) noexcept nogil:
@@ -49,6 +56,7 @@ cdef void* pool_malloc(size_t size) noexcept nogil:
     cdef void* raw
     cdef size_t cap
     if size >= MIN_CACHED:
+        PyThread_acquire_lock(_lock, WAIT_LOCK)
         # smallest cached block that fits, but not one more than 4x too big
         for i in range(_ncached):
             if _cache[i].cap >= size and _cache[i].cap <= 4 * size:
@@ -60,6 +68,8 @@ cdef void* pool_malloc(size_t size) noexcept nogil:
             _ncached -= 1
             _cache[best] = _cache[_ncached]
             _cached_bytes -= cap
+        PyThread_release_lock(_lock)
+        if best >= 0:
             return _user(raw, cap)
     cap = size if size > 0 else 1
     raw = malloc(cap + HEADER)
@@ -85,23 +95,25 @@ cdef void pool_free(void* p) noexcept nogil:
     raw = <uint8_t*>p - HEADER
     cap = (<size_t*>raw)[0]
     if cap >= MIN_CACHED and cap <= _limit:
+        PyThread_acquire_lock(_lock, WAIT_LOCK)
         while _ncached > 0 and (_ncached == SLOTS or _cached_bytes + cap > _limit):
             smallest = 0
             for i in range(1, _ncached):
                 if _cache[i].cap < _cache[smallest].cap:
                     smallest = i
             if _cache[smallest].cap >= cap:
-                free(raw)   # keep the larger blocks we already have
-                return
+                break       # keep the larger blocks we already have
             free(_cache[smallest].raw)
             _cached_bytes -= _cache[smallest].cap
             _ncached -= 1
             _cache[smallest] = _cache[_ncached]
-        _cache[_ncached].raw = raw
-        _cache[_ncached].cap = cap
-        _ncached += 1
-        _cached_bytes += cap
-        return
+        else:
+            _cache[_ncached].raw = raw
+            _cache[_ncached].cap = cap
+            _ncached += 1
+            _cached_bytes += cap
+            raw = NULL
+        PyThread_release_lock(_lock)
     free(raw)
 
 
@@ -159,14 +171,23 @@ def malloc_tuned():
 
 def cache_info():
     """(blocks cached, bytes cached, limit in bytes)."""
-    return _ncached, _cached_bytes, _limit
+    cdef int n
+    cdef size_t b
+    with nogil:
+        PyThread_acquire_lock(_lock, WAIT_LOCK)
+        n, b = _ncached, _cached_bytes
+        PyThread_release_lock(_lock)
+    return n, b, _limit
 
 
 def cache_clear():
     """Return every cached block to the system allocator."""
     global _ncached, _cached_bytes
     cdef int i
-    for i in range(_ncached):
-        free(_cache[i].raw)
-    _ncached = 0
-    _cached_bytes = 0
+    with nogil:
+        PyThread_acquire_lock(_lock, WAIT_LOCK)
+        for i in range(_ncached):
+            free(_cache[i].raw)
+        _ncached = 0
+        _cached_bytes = 0
+        PyThread_release_lock(_lock)
