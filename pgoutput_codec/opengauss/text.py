@@ -40,8 +40,8 @@ _NAMES = {"B": "Begin", "C": "Commit", "I": "Insert", "U": "Update", "D": "Delet
 _BEGIN = re.compile(r"BEGIN CSN: (\d+) first_lsn: ([0-9A-Fa-f]+)/([0-9A-Fa-f]+)(?: xid: (\d+))?"
                     r"(?: commit_time: (.*?))?(?: origin_id: (\d+))?(?: user_name: (.*))?\Z", re.S)
 _COMMIT = re.compile(r"commit(?: xid: (\d+))?(?: \(at (.*)\))?\Z", re.S)
-_DML = re.compile(r"table (.*?) (.*?) (INSERT|UPDATE|DELETE):")
 _OPS = {"INSERT": "I", "UPDATE": "U", "DELETE": "D"}
+_OP_MARKS = tuple(f" {op}:" for op in _OPS)
 
 
 class _Bad(Exception):
@@ -123,12 +123,27 @@ def _columns(s, p, stop=None):
     return tuple(cols), p
 
 
-def _dml_text(s, lsn):
-    m = _DML.match(s)
-    if not m:
+def _dml_head(s):
+    """'table <schema> <table> <OP>:' -> (schema, table, tag, end). The server prints the
+    names unquoted (``appendStringInfo("table %s %s")``), so a name with a space cannot be
+    told apart from the next one: that is an error, never a guess. One find per
+    operation keyword: linear in the line."""
+    if not s.startswith("table "):
         raise _Bad(0, "'table <schema> <table> INSERT|UPDATE|DELETE:' expected")
-    tag = _OPS[m.group(3)]
-    p = m.end()
+    ends = [k for k in (s.find(mark, 6) for mark in _OP_MARKS) if k >= 0]
+    if not ends:
+        raise _Bad(0, "'table <schema> <table> INSERT|UPDATE|DELETE:' expected")
+    k = min(ends)
+    names = s[6:k].split(" ")
+    if len(names) != 2 or not all(names):
+        raise _Bad(6, f"{s[6:k]!r} is not one schema and one table name: the text style prints "
+                      "names unquoted, so names with spaces cannot be told apart (decode-style 'j' or 'b' "
+                      "quotes them)")
+    return names[0], names[1], _OPS[s[k + 1:k + 7]], k + 8
+
+
+def _dml_text(s, lsn):
+    schema, table, tag, p = _dml_head(s)
     new = old = None
     try:
         if tag == "U" and s.startswith(" old-key:", p):
@@ -149,7 +164,7 @@ def _dml_text(s, lsn):
     except _Bad as b:
         b.tag = tag
         raise
-    return Record(tag, lsn, schema=m.group(1), table=m.group(2), new_tuple=new, old_tuple=old)
+    return Record(tag, lsn, schema=schema, table=table, new_tuple=new, old_tuple=old)
 
 
 def _split_qualified(name):

@@ -94,6 +94,28 @@ def test_batched_and_bare_frames(style, wrap):
     assert t.column("error").null_count == 6
 
 
+def test_names_with_spaces_are_an_error_not_a_guess():
+    """The text style prints 'table %s %s' unquoted: 'table my schema t INSERT:' splits
+    two ways, so it is an error row naming the cause, not schema 'my' and table 'schema t'."""
+    with pytest.raises(PgoutputDecodeError, match="names with spaces cannot be told apart"):
+        decode_frame(b"table my schema t INSERT: a[integer]:1", "t")
+    rows = decode_batch([b"table my schema t INSERT: a[integer]:1", b"table s t INSERT: a[integer]:1"], "t").to_pylist()
+    assert rows[0]["error"] and rows[0]["table"] is None
+    assert rows[1]["error"] is None and (rows[1]["schema"], rows[1]["table"]) == ("s", "t")
+
+
+def test_a_long_header_is_read_in_linear_time():
+    """A line of 40,000 words and no operation keyword: a backtracking pattern tried every
+    split of it into schema and table (seconds); one search per keyword takes well under
+    a millisecond. The bound below leaves two orders of magnitude for a loaded machine."""
+    import time
+    bad = ("table s t " + "x " * 40_000).encode()
+    t0 = time.perf_counter()
+    with pytest.raises(PgoutputDecodeError, match="expected"):
+        decode_frame(bad, "t")
+    assert time.perf_counter() - t0 < 0.2
+
+
 @pytest.mark.parametrize("style", ["t", "j"])
 def test_malformed_text_frames(style):
     frame = encode_text_frame([BEGIN, UPDATE, COMMIT], style=style)
