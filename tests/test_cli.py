@@ -390,7 +390,7 @@ def test_capture_with_crash_and_resume(server, tmp_path):
     _workload(server, 0)
     res = run_cli(*_capture_args(server, "cap_s", out), env={CRASH_ENV: "1"})
     assert res.returncode == 75, (res.stdout, res.stderr)
-    files = sorted(os.listdir(out))
+    files = sorted(f for f in os.listdir(out) if not f.startswith("."))
     assert files == ["part-000000.parquet", "part-000001.parquet"], files
     meta1 = parquet_part(str(out / files[1])).meta
     with server.connect() as c:
@@ -429,6 +429,58 @@ def test_capture_with_crash_and_resume(server, tmp_path):
     assert_clean_failure(res, "resume it with the same --slot")
     res = run_cli(*_capture_args(server, "no_such_slot", tmp_path / "other"))
     assert_clean_failure(res, "does not exist")
+
+
+def test_capture_keeps_its_archive_private_locked_and_takes_libpq_environment(server, tmp_path):
+    """The archive is 0700 with 0600 files; a second capture into it while one runs is
+    refused (the lock goes with the process); with no --dsn the connection comes from
+    libpq's environment, so no password need be on the command line."""
+    import fcntl
+    import stat
+
+    with server.connect() as c:
+        c.execute("CREATE TABLE cap_env (id int PRIMARY KEY)")
+        c.execute("CREATE PUBLICATION cap_env_pub FOR TABLE cap_env")
+        c.execute("SELECT pg_create_logical_replication_slot('cap_env_s', 'pgoutput')")
+        c.execute("INSERT INTO cap_env SELECT generate_series(1, 20)")
+    out = tmp_path / "arch"
+    info = server.conninfo()
+    env = {"PGHOST": str(info["host"]), "PGPORT": str(info["port"]), "PGUSER": info["user"],
+           "PGDATABASE": info["dbname"]}
+    args = ["capture", "--slot", "cap_env_s", "--publication", "cap_env_pub", "--out", str(out),
+            "--poll-interval", "0.1", "--stop-after", "1"]
+    res = run_cli(*args, env=env)
+    assert res.returncode == 0, res.stderr
+    files = [f for f in os.listdir(out) if f.endswith(".parquet")]
+    assert files and stat.S_IMODE(os.stat(out).st_mode) == 0o700
+    assert all(stat.S_IMODE(os.stat(out / f).st_mode) == 0o600 for f in files)
+    fd = os.open(out / ".capture.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)      # as a running capture holds it
+        assert_clean_failure(run_cli(*args, env=env), "another capture is writing to this archive")
+    finally:
+        os.close(fd)
+    assert run_cli(*args, env=env).returncode == 0
+
+
+def test_capture_orders_files_as_numbers_and_never_overwrites_one(tmp_path):
+    """Past part-999999 the names grow a digit: the next index is read from the last file
+    by number, not by text; and a file is put in place by a link that fails when the
+    name is taken, so a wrong index can never replace archived rows."""
+    from pgoutput_codec.cli.capture import _existing_files, _write_new
+    from pgoutput_codec.cli.errors import CliError
+
+    for name in ("part-1000000.parquet", "part-999999.parquet", "part-000002.parquet", ".part-7.parquet.tmp"):
+        (tmp_path / name).write_bytes(b"x")
+    assert [os.path.basename(f) for f in _existing_files(str(tmp_path))] == \
+        ["part-000002.parquet", "part-999999.parquet", "part-1000000.parquet"]
+    table = pa.table({"a": [1]})
+    with pytest.raises(CliError, match="nothing was overwritten"):
+        _write_new(str(tmp_path / "part-999999.parquet"), table)
+    assert (tmp_path / "part-999999.parquet").read_bytes() == b"x"
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp") and "999999" in f]
+    _write_new(str(tmp_path / "part-1000001.parquet"), table)
+    assert pq.read_table(tmp_path / "part-1000001.parquet").equals(table)
 
 
 def test_readers_drop_recaptured_rows(tmp_path):

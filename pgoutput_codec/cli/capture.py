@@ -24,9 +24,11 @@ publication, the plugin options used, server version, ``seq_start``/``seq_end``,
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import glob
 import json
 import os
+import re
 import sys
 import time
 
@@ -36,6 +38,7 @@ import pyarrow.parquet as pq
 from ..archive import META_KEY, parquet_part
 from ..messages import parse_lsn
 from .errors import PROG, CliError, first_line
+from .output import fsync_path
 
 __all__ = ["capture", "CRASH_ENV"]
 
@@ -82,16 +85,47 @@ def _cut(rows):
     return cut
 
 
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_PART = re.compile(r"part-([0-9]+)\.parquet\Z")
 
 
 def _existing_files(out):
-    return sorted(glob.glob(os.path.join(out, "part-*.parquet")))
+    """The archive's files in index order: as numbers, so part-1000000 follows part-999999."""
+    found = [(int(m[1]), name) for name in os.listdir(out) if (m := _PART.match(name))]
+    return [os.path.join(out, name) for _, name in sorted(found)]
+
+
+def _lock(out):
+    """An exclusive lock on the archive for this process's lifetime (released by the
+    kernel when it exits, however it exits): two captures into one directory would
+    write the same file names and advance one slot twice."""
+    fd = os.open(os.path.join(out, ".capture.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise CliError(f"{out}: another capture is writing to this archive") from None
+    return fd
+
+
+def _write_new(path, table):
+    """Write ``table`` to ``path`` durably and never over an existing file: a hidden
+    temporary file (0600), fsync, a hard link to the final name (which fails if the
+    name is taken), the directory fsynced."""
+    out = os.path.dirname(path)
+    tmp = os.path.join(out, f".{os.path.basename(path)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        os.unlink(tmp)
+        raise CliError(f"{path} exists: the archive holds a file this capture did not expect; "
+                       "nothing was overwritten") from None
+    os.unlink(tmp)
+    fsync_path(out)
 
 
 def _peek(conn, sql, params, client_encoding):
@@ -143,136 +177,134 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
         raise CliError("--streaming needs --proto 2 or later")
     if two_phase and proto < 3:
         raise CliError("--two-phase needs --proto 3 or later")
-    os.makedirs(out, exist_ok=True)
-    for tmp in glob.glob(os.path.join(out, ".part-*.tmp")):
-        os.unlink(tmp)   # a write that never reached its rename: its rows are still in the slot
-    options = ["proto_version", str(proto), "publication_names", publication]
-    if binary:
-        options += ["binary", "true"]
-    if streaming:
-        options += ["streaming", "true"]
-    if messages:
-        options += ["messages", "true"]
-    if two_phase:
-        options += ["two_phase", "true"]
-
-    files = _existing_files(out)
-    next_seq, next_index, last_meta = 0, 0, None
-    if files:
-        last = parquet_part(files[-1])
-        last_meta = last.meta
-        if not last_meta:
-            raise CliError(f"{files[-1]}: not written by '{PROG} capture' (no capture metadata); "
-                           "use an empty --out directory")
-        if last_meta.get("slot") != slot or last_meta.get("options") != options:
-            raise CliError(f"{out} holds a capture of slot {last_meta.get('slot')!r} with options "
-                           f"{last_meta.get('options')}: resume it with the same --slot and options, "
-                           "or use another --out")
-        next_seq = last_meta["seq_end"] + 1
-        next_index = last_meta["file_index"] + 1
-
+    os.makedirs(out, mode=0o700, exist_ok=True)     # row data: readable by its owner only
+    lock = _lock(out)
     try:
-        conn = psycopg.connect(dsn, autocommit=True)
-    except psycopg.Error as e:
-        raise CliError(f"cannot connect ({first_line(e)})") from None
-    stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
-    with conn:
-        # The server converts what the slot sends (names, values) into the session's
-        # client_encoding, which defaults to the database's: a LATIN1 database would land
-        # LATIN1 bytes, which no UTF-8 decoder reads (transcode.py). A SQL_ASCII database
-        # converts nothing, and under any other client_encoding it checks each byte (a
-        # non-UTF-8 byte stops the peek: "invalid byte sequence for encoding UTF8"), so
-        # there the session keeps SQL_ASCII and the archive the bytes as stored.
-        conn.execute("SET client_encoding = 'UTF8'")   # the peeks of a SQL_ASCII database set their own
-        server_version = conn.execute("SHOW server_version").fetchone()[0]
-        server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
-        client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
-        if client_encoding == "SQL_ASCII":
-            print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
-                  "the archive holds its text as its clients stored it; if that is not UTF-8, "
-                  f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
-        row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
-                           "WHERE slot_name = %s", (slot,)).fetchone()
-        if row is None:
-            if not create_slot:
-                raise CliError(f"replication slot {slot!r} does not exist (add --create-slot)")
-            conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
-                         (slot, two_phase))
-            say(f"created slot {slot}")
+        for tmp in glob.glob(os.path.join(out, ".part-*.tmp")):
+            os.unlink(tmp)   # a write that never reached its link: its rows are still in the slot
+        options = ["proto_version", str(proto), "publication_names", publication]
+        if binary:
+            options += ["binary", "true"]
+        if streaming:
+            options += ["streaming", "true"]
+        if messages:
+            options += ["messages", "true"]
+        if two_phase:
+            options += ["two_phase", "true"]
+
+        files = _existing_files(out)
+        next_seq, next_index, last_meta = 0, 0, None
+        if files:
+            last = parquet_part(files[-1])
+            last_meta = last.meta
+            if not last_meta:
+                raise CliError(f"{files[-1]}: not written by '{PROG} capture' (no capture metadata); "
+                               "use an empty --out directory")
+            if last_meta.get("slot") != slot or last_meta.get("options") != options:
+                raise CliError(f"{out} holds a capture of slot {last_meta.get('slot')!r} with options "
+                               f"{last_meta.get('options')}: resume it with the same --slot and options, "
+                               "or use another --out")
+            next_seq = last_meta["seq_end"] + 1
+            next_index = last_meta["file_index"] + 1
+
+        try:
+            conn = psycopg.connect(dsn, autocommit=True)
+        except psycopg.Error as e:
+            raise CliError(f"cannot connect ({first_line(e)})") from None
+        stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
+        with conn:
+            # The server converts what the slot sends (names, values) into the session's
+            # client_encoding, which defaults to the database's: a LATIN1 database would land
+            # LATIN1 bytes, which no UTF-8 decoder reads (transcode.py). A SQL_ASCII database
+            # converts nothing, and under any other client_encoding it checks each byte (a
+            # non-UTF-8 byte stops the peek: "invalid byte sequence for encoding UTF8"), so
+            # there the session keeps SQL_ASCII and the archive the bytes as stored.
+            conn.execute("SET client_encoding = 'UTF8'")   # the peeks of a SQL_ASCII database set their own
+            server_version = conn.execute("SHOW server_version").fetchone()[0]
+            server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+            client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
+            if client_encoding == "SQL_ASCII":
+                print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
+                      "the archive holds its text as its clients stored it; if that is not UTF-8, "
+                      f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
             row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
                                "WHERE slot_name = %s", (slot,)).fetchone()
-        if row[0] != "pgoutput":
-            raise CliError(f"slot {slot!r} uses plugin {row[0]!r}, not pgoutput")
-        if last_meta is not None:
-            confirmed, end = parse_lsn(row[1]), parse_lsn(last_meta["end_lsn"])
-            if confirmed < end:
-                conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, last_meta["end_lsn"]))
-                say(f"resume: completed the slot advance to {last_meta['end_lsn']} of "
-                    f"{os.path.basename(files[-1])} (interrupted between write and advance)")
-            elif confirmed > end:
-                print(f"{PROG}: warning: slot {slot} is at {row[1]}, past the archive's end "
-                      f"{last_meta['end_lsn']}: changes in between were consumed elsewhere", file=sys.stderr)
-            say(f"resume: {len(files)} files, continuing at seq {next_seq}")
+            if row is None:
+                if not create_slot:
+                    raise CliError(f"replication slot {slot!r} does not exist (add --create-slot)")
+                conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                             (slot, two_phase))
+                say(f"created slot {slot}")
+                row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
+                                   "WHERE slot_name = %s", (slot,)).fetchone()
+            if row[0] != "pgoutput":
+                raise CliError(f"slot {slot!r} uses plugin {row[0]!r}, not pgoutput")
+            if last_meta is not None:
+                confirmed, end = parse_lsn(row[1]), parse_lsn(last_meta["end_lsn"])
+                if confirmed < end:
+                    conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, last_meta["end_lsn"]))
+                    say(f"resume: completed the slot advance to {last_meta['end_lsn']} of "
+                        f"{os.path.basename(files[-1])} (interrupted between write and advance)")
+                elif confirmed > end:
+                    print(f"{PROG}: warning: slot {slot} is at {row[1]}, past the archive's end "
+                          f"{last_meta['end_lsn']}: changes in between were consumed elsewhere", file=sys.stderr)
+                say(f"resume: {len(files)} files, continuing at seq {next_seq}")
 
-        limit = rows_per_file
-        idle = 0
-        peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
-                "%s, NULL, %s, VARIADIC %s::text[])")
-        while True:
-            start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-                                     "WHERE slot_name = %s", (slot,)).fetchone()[0]
-            rows = _peek(conn, peek, (slot, limit, options), client_encoding)
-            stats["polls"] += 1
-            cut = _cut(rows)
-            if cut < 0:
-                if len(rows) >= limit:
-                    limit *= 2          # an open (streamed) transaction larger than the limit
-                    continue
-                idle += 1
-                if stop_after and idle >= stop_after:
-                    break
-                time.sleep(poll_interval)
-                continue
-            idle = 0
             limit = rows_per_file
-            rows = rows[:cut + 1]
-            lsns = [r[0] for r in rows]
-            ordinal, prev, k = [], None, 0
-            for v in lsns:
-                k = k + 1 if v == prev else 0
-                prev = v
-                ordinal.append(k)
-            meta = {
-                "format": 1, "slot": slot, "publication": publication, "options": options,
-                "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
-                "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
-                "client_encoding": client_encoding, "file_index": next_index,
-                "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
-                "start_lsn": start_lsn, "end_lsn": lsns[-1],
-                "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-            }
-            schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
-            table = pa.table([
-                pa.array(range(next_seq, next_seq + len(rows)), pa.int64()), pa.array(lsns, pa.string()),
-                pa.array(ordinal, pa.int32()), pa.array([r[1] for r in rows], pa.int64()),
-                pa.array([bytes(r[2]) for r in rows], pa.binary()),
-            ], schema=schema)
-            name = f"part-{next_index:06d}.parquet"
-            tmp = os.path.join(out, f".{name}.tmp")
-            with open(tmp, "wb") as f:
-                pq.write_table(table, f, compression="zstd")
-                f.flush()
-                os.fsync(f.fileno())
-            os.rename(tmp, os.path.join(out, name))
-            _fsync_dir(out)
-            if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == next_index:
-                os._exit(75)
-            conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsns[-1]))
-            say(f"{name}: {len(rows)} messages, seq {next_seq}..{meta['seq_end']}, lsn {lsns[0]}..{lsns[-1]}")
-            stats["files"] += 1
-            stats["messages"] += len(rows)
-            next_seq += len(rows)
-            next_index += 1
-            if max_files and stats["files"] >= max_files:
-                break
-    return stats
+            idle = 0
+            peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
+                    "%s, NULL, %s, VARIADIC %s::text[])")
+            while True:
+                start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                         "WHERE slot_name = %s", (slot,)).fetchone()[0]
+                rows = _peek(conn, peek, (slot, limit, options), client_encoding)
+                stats["polls"] += 1
+                cut = _cut(rows)
+                if cut < 0:
+                    if len(rows) >= limit:
+                        limit *= 2          # an open (streamed) transaction larger than the limit
+                        continue
+                    idle += 1
+                    if stop_after and idle >= stop_after:
+                        break
+                    time.sleep(poll_interval)
+                    continue
+                idle = 0
+                limit = rows_per_file
+                rows = rows[:cut + 1]
+                lsns = [r[0] for r in rows]
+                ordinal, prev, k = [], None, 0
+                for v in lsns:
+                    k = k + 1 if v == prev else 0
+                    prev = v
+                    ordinal.append(k)
+                meta = {
+                    "format": 1, "slot": slot, "publication": publication, "options": options,
+                    "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
+                    "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
+                    "client_encoding": client_encoding, "file_index": next_index,
+                    "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
+                    "start_lsn": start_lsn, "end_lsn": lsns[-1],
+                    "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                }
+                schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+                table = pa.table([
+                    pa.array(range(next_seq, next_seq + len(rows)), pa.int64()), pa.array(lsns, pa.string()),
+                    pa.array(ordinal, pa.int32()), pa.array([r[1] for r in rows], pa.int64()),
+                    pa.array([bytes(r[2]) for r in rows], pa.binary()),
+                ], schema=schema)
+                name = f"part-{next_index:06d}.parquet"
+                _write_new(os.path.join(out, name), table)
+                if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == next_index:
+                    os._exit(75)
+                conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsns[-1]))
+                say(f"{name}: {len(rows)} messages, seq {next_seq}..{meta['seq_end']}, lsn {lsns[0]}..{lsns[-1]}")
+                stats["files"] += 1
+                stats["messages"] += len(rows)
+                next_seq += len(rows)
+                next_index += 1
+                if max_files and stats["files"] >= max_files:
+                    break
+        return stats
+    finally:
+        os.close(lock)   # the lock goes with it

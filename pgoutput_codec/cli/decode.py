@@ -18,7 +18,7 @@ from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
 from ..plan import checkpoint_after, control_candidates
 from .errors import PROG, CliError, first_line
-from .output import ParquetOut
+from .output import ParquetOut, fsync_path
 from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
@@ -66,6 +66,7 @@ def _save_checkpoint(path, cp):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_path(os.path.dirname(os.path.abspath(path)))
 
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",

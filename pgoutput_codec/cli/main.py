@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "complete transactions to rolling Parquet files in DIR; the slot is "
                                    "advanced only after each file is durably written (fsync + rename). "
                                    "At-least-once and resumable: rerun the same command to continue.")
-    c.add_argument("--dsn", required=True, help="libpq connection string or URL (psycopg)")
+    c.add_argument("--dsn", default="", help="libpq connection string or URL; without it, libpq's environment "
+                                             "(PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, PGPASSFILE), "
+                                             "so no password need appear in the process list")
     c.add_argument("--slot", required=True, help="logical replication slot (plugin pgoutput)")
     c.add_argument("--publication", required=True, help="publication name(s), comma-separated")
     c.add_argument("--out", required=True, metavar="DIR", help="archive directory (created; resumed if it exists)")

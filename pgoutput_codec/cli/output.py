@@ -8,7 +8,16 @@ import pyarrow.parquet as pq
 
 from .errors import CliError
 
-__all__ = ["ParquetOut"]
+__all__ = ["ParquetOut", "fsync_path"]
+
+
+def fsync_path(path):
+    """fsync a file or a directory (a directory: the names in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class ParquetOut:
@@ -38,7 +47,11 @@ class ParquetOut:
             self.writer = pq.ParquetWriter(self.tmp, empty_schema)
         self.writer.close()
         self.writer = None
+        # durable before it is in place, and in place before the caller writes its
+        # checkpoint: a power loss then keeps either both or the previous run's pair
+        fsync_path(self.tmp)
         os.replace(self.tmp, self.path)
+        fsync_path(os.path.dirname(os.path.abspath(self.path)))
         return self.path
 
     def __enter__(self):
