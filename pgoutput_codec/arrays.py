@@ -13,7 +13,8 @@ import pyarrow as pa
 from ._builders import nulls
 from .messages import parse_lsn
 
-__all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys", "MAX_CHUNK_BYTES"]
+__all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
+           "validity", "list_lengths", "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
 #: input chunk holding more payload bytes than this is decoded in slices (the result is
@@ -107,3 +108,20 @@ def order_keys(order) -> np.ndarray:
             raise ValueError("the order key must not be null")
         order = order.to_numpy(zero_copy_only=False)
     return np.asarray(order, dtype=np.int64)
+
+
+def validity(arr: pa.Array) -> np.ndarray:
+    """An array's validity as numpy bools, unpacked from its bitmap (``is_valid()`` then
+    ``to_numpy`` builds a boolean Arrow array first: 15x slower, 0.15 ms on 200 k rows)."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), bool)
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].view(bool)
+
+
+def list_lengths(arr: pa.ListArray) -> np.ndarray:
+    """The length of every list of ``arr`` (int64), -1 where the list is null."""
+    lens = np.diff(arr.offsets.to_numpy()).astype(np.int64)
+    if arr.null_count:
+        lens[~validity(arr)] = -1
+    return lens

@@ -11,9 +11,12 @@ import pyarrow as pa
 from . import _changes
 from ._builders import nulls
 from ._gather import take_lists
+from .arrays import list_lengths
+from .messages import MESSAGE_CLASSES
 from .schema import RELATION_COLUMNS_TYPE, relation_fingerprint
 
 __all__ = ["tag_codes", "control_rows", "rows_at", "change_columns", "light_change_columns", "truncate_row",
+           "truncated_relations", "version_widths", "width_errors",
            "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
 #: The columns of a relation-versions table (one row per Relation definition).
@@ -141,6 +144,49 @@ def truncate_row(rel: dict, relation_id: int, seq, lsn, options: int, **extra) -
                 relation_id=relation_id, columns=rel.get("columns"),
                 relation_version=relation_fingerprint(rel) if rel else None,
                 before_kind=None, before=None, after=None, truncate_options=options, **extra)
+
+
+def truncated_relations(msg: dict) -> list:
+    """The relation ids of a Truncate message, each once. The server names a relation
+    once (ExecuteTruncate dedups its list); a payload naming one many times would
+    otherwise make as many rows, each with the relation's column list."""
+    return list(dict.fromkeys(msg["relation_ids"]))
+
+
+def version_widths(versions: list) -> np.ndarray:
+    """The number of columns of every Relation version (index = version)."""
+    return np.fromiter((len(v.get("columns") or ()) for v in versions), np.int64, count=len(versions))
+
+
+def width_errors(msgs, idx: np.ndarray, ver: np.ndarray, widths: np.ndarray):
+    """The Insert/Update/Delete rows ``idx`` (Relation versions ``ver``) whose TupleData
+    holds another number of columns than their Relation: ``(bad, [(row, text), ...])``,
+    ``bad`` a mask over ``idx``. The server writes both from the same column set, so a
+    difference is corruption; read by position, the values would land in wrong columns
+    or be padded with nulls."""
+    want = widths[ver]
+    bad = np.zeros(len(idx), bool)
+    for side in ("new_tuple", "old_tuple"):
+        lens = list_lengths(msgs.field(side))[idx]
+        bad |= (lens >= 0) & (lens != want)
+    return bad, [(int(idx[k]), _width_text(msgs, int(idx[k]), int(want[k]))) for k in np.flatnonzero(bad)]
+
+
+def _width_text(msgs, i: int, want: int) -> str:
+    """The error of row ``i``, at the byte of the column count that disagrees: after the
+    tag, the streamed xid (when in a stream) and the relation id, and for an Update's new
+    tuple after its old one (1 byte marker, 2 bytes count, each column's kind and value)."""
+    tag = msgs.field("type")[i].as_py()
+    pos = 1 + (4 if msgs.field("xid")[i].is_valid else 0) + 4
+    old, new = msgs.field("old_tuple")[i].as_py(), msgs.field("new_tuple")[i].as_py()
+    if old is not None and len(old) != want:
+        side, n = "old", len(old)
+    else:
+        side, n = "new", len(new)
+        if old is not None:
+            pos += 3 + sum(1 + (4 + len(c["data"]) if c["kind"] in ("t", "b") else 0) for c in old)
+    return (f"{MESSAGE_CLASSES[tag].__name__} ({tag!r}) at byte {pos + 1}: the {side} TupleData has {n} "
+            f"column{'s' if n != 1 else ''}, its Relation {want}")
 
 
 def spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:

@@ -40,7 +40,7 @@ from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import decode_batch_with_state
 from .changerows import (change_columns, control_rows, light_change_columns, row_versions, rows_at, spread,
-                         tag_codes, to_numpy_u, truncate_row)
+                         tag_codes, to_numpy_u, truncate_row, truncated_relations, width_errors)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
@@ -260,9 +260,15 @@ class ChangeDecoder:
 
     def _handle_errors(self, errors, seq_arr, lsn_arr):
         bad = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))
-        self.counts["rows_in_error"] += len(bad)
-        for i in bad[: 1 if self.options["errors"] == "raise" else len(bad)]:
-            rec = dict(seq=seq_arr[int(i)].as_py(), lsn=lsn_arr[int(i)].as_py(), error=errors[int(i)].as_py())
+        shown = bad[:1] if self.options["errors"] == "raise" else bad
+        self._report(len(bad), [(int(i), errors[int(i)].as_py()) for i in shown], seq_arr, lsn_arr)
+
+    def _report(self, count, rows, seq_arr, lsn_arr):
+        """``count`` archive rows in error, ``rows`` the (row, error text) of them to raise
+        (the first, ``errors="raise"``) or to list in :attr:`errors`."""
+        self.counts["rows_in_error"] += count
+        for i, text in rows:
+            rec = dict(seq=seq_arr[i].as_py(), lsn=lsn_arr[i].as_py(), error=text)
             if self.options["errors"] == "raise":
                 where = f"seq {rec['seq']}" + (f", lsn {rec['lsn']:X}" if rec["lsn"] is not None else "")
                 raise PgoutputDecodeError(f"archive row {where}: {rec['error']}")
@@ -489,6 +495,12 @@ class ChangeDecoder:
             raise PgoutputDecodeError(
                 f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
                 "before any Relation message for it (start decoding earlier, or resume from a state)")
+        bad, wrong = width_errors(msgs, iud, ver, self.walk.widths())
+        if wrong:                 # corrupt rows: errors, not changes
+            self.counts["rows_decoded"] -= len(wrong)
+            self._report(len(wrong), wrong, seq_arr, lsn_arr)
+            iud, ver = iud[~bad], ver[~bad]
+            take = pa.array(iud, pa.int64())
         if self._light:
             cols = light_change_columns(msgs, tags, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr,
                                         msg_xid)
@@ -502,7 +514,7 @@ class ChangeDecoder:
             tm = rows_at(msgs, t_rows)
             r_pos, r_rel, r_ver, start_map = r_events
             for i, m in zip(t_rows, tm, strict=True):
-                for rid in m["relation_ids"]:
+                for rid in truncated_relations(m):
                     before = np.flatnonzero((r_pos < i) & (r_rel == rid))
                     v = int(r_ver[before[-1]]) if len(before) else start_map.get(rid)
                     rel = self.walk.versions[v] if v is not None else {}

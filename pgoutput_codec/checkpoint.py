@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Checkpoint"]
+__all__ = ["Checkpoint", "latest_types"]
 
 _FORMAT = 1
 
@@ -51,6 +51,11 @@ class Checkpoint:
     types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
     rank_base: int = 0         # the next run's first commit_rank
     held_by: tuple = field(default=(), compare=False)   # diagnostics only
+
+    def __post_init__(self):
+        # each transaction that uses a type resends its Type message: one entry per
+        # type OID (the newest name), so a checkpoint does not grow with the archive
+        object.__setattr__(self, "types", latest_types(self.types))
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -90,6 +95,15 @@ class Checkpoint:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
             raise ValueError(f"not a checkpoint: {e}") from None
+
+
+def latest_types(types) -> tuple:
+    """(type_oid, namespace, type_name) entries, one per OID: the last one given, in the
+    order each OID was first given."""
+    latest = {}
+    for t in types:
+        latest[t[0]] = tuple(t)
+    return tuple(latest.values())
 
 
 # A checkpoint may have been stored for months, or edited: its definitions are checked

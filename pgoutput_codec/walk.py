@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .changerows import VERSION_SCHEMA
+from .changerows import VERSION_SCHEMA, version_widths
 from .checkpoint import Checkpoint
 from .commitorder import TAKE, REPLAY, judge_commit, order_error
 from .schema import relation_fingerprint
@@ -59,7 +59,7 @@ class TransactionWalk:
     Attributes (read and advanced by the decoders):
 
     - ``versions``: the Relation definitions seen, index = version; ``relmap``:
-      relation id → the version in force;  ``types``: the Type messages seen
+      relation id → the version in force;  ``type_of``: type OID → its newest Type message
       (type_oid, namespace, name);
     - ``ctx``: the slot the next change rows belong to (-1: none); ``txns``: slot →
       :class:`Txn` of the transactions open; ``streams``: streamed xid → slot;
@@ -76,7 +76,7 @@ class TransactionWalk:
         self.registry = registry
         self.versions: list[dict] = []
         self.relmap: dict[int, int] = {}
-        self.types: list[tuple] = []
+        self.type_of: dict[int, tuple] = {}
         self.ctx = -1
         self.txns: dict[int, Txn] = {}
         self.streams: dict[int, int] = {}
@@ -88,6 +88,7 @@ class TransactionWalk:
         self.replayed: list[dict] = []
         self.seeded: list[tuple] = []
         self._vt = None
+        self._widths = np.zeros(0, np.int64)
         self._vt_len = -1
 
     # ------------------------------------------------------------------ resuming
@@ -105,7 +106,7 @@ class TransactionWalk:
     def state(self) -> dict:
         """The walk's part of a decoder's picklable state (transactions without their rows)."""
         return {
-            "versions": copy.deepcopy(self.versions), "relmap": dict(self.relmap), "types": list(self.types),
+            "versions": copy.deepcopy(self.versions), "relmap": dict(self.relmap), "types": self.types,
             "ctx": self.ctx, "streams": dict(self.streams), "prepared": dict(self.prepared),
             "next_slot": self.next_slot, "committed": self.committed.tobytes(),
             "replayed": copy.deepcopy(self.replayed),
@@ -114,8 +115,9 @@ class TransactionWalk:
     def load_state(self, state: dict) -> None:
         """Take back what :meth:`state` gave (transactions are the decoder's to restore)."""
         self.versions = copy.deepcopy(state["versions"])
+        self._widths = np.zeros(0, np.int64)
         self.relmap = {int(k): v for k, v in state["relmap"].items()}
-        self.types = list(state["types"])
+        self.type_of = {t[0]: tuple(t) for t in state["types"]}
         self.ctx = state["ctx"]
         self.streams = {int(k): v for k, v in state["streams"].items()}
         self.prepared = dict(state["prepared"])
@@ -123,6 +125,11 @@ class TransactionWalk:
         self.committed = array("Q")
         self.committed.frombytes(state.get("committed", b""))
         self.replayed = copy.deepcopy(state.get("replayed", []))
+
+    @property
+    def types(self) -> list[tuple]:
+        """The Type messages seen, one per type OID (the newest)."""
+        return list(self.type_of.values())
 
     # ------------------------------------------------------------------ definitions
     def new_slot(self, txn: Txn) -> int:
@@ -149,7 +156,10 @@ class TransactionWalk:
 
     def learn_type(self, m: dict) -> None:
         """A Type message: kept, and taught to the registry (domains resolve through it)."""
-        self.types.append((m["type_oid"], m["namespace"], m["type_name"]))
+        t = (m["type_oid"], m["namespace"], m["type_name"])
+        if self.type_of.get(t[0]) == t:
+            return           # resent unchanged, as it is with every transaction that uses it
+        self.type_of[t[0]] = t
         if self.registry is not None:
             self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
 
@@ -174,6 +184,13 @@ class TransactionWalk:
                 schema=VERSION_SCHEMA)
             self._vt_len = len(self.versions)
         return self._vt
+
+    def widths(self) -> np.ndarray:
+        """The number of columns of every Relation version (index = version); versions
+        are only ever appended, so only the new ones are counted."""
+        if len(self._widths) != len(self.versions):
+            self._widths = np.concatenate([self._widths, version_widths(self.versions[len(self._widths):])])
+        return self._widths
 
     # ------------------------------------------------------------------ commits
     def plain_commits(self, lsn: pa.Array) -> np.ndarray | None:

@@ -343,6 +343,98 @@ def test_a_truncate_takes_the_relation_as_it_was_when_fed_in_pieces():
         assert pa.concat_tables([first, rest]).equals(whole), cut
 
 
+def test_a_truncate_naming_a_relation_many_times_is_one_row():
+    """A Truncate that lists one relation 5,000 times (the server lists each once) gives
+    one row per relation, on the sequential decoder and on the plan alike: a few bytes
+    of input cannot make thousands of rows, each with a copy of the column list."""
+    import numpy as np
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, REL2,
+                Truncate(options=1, relation_ids=(16400,) * 5000 + (16401, 16400)),
+                Commit(commit_lsn=1, end_lsn=2, commit_ts=0)])
+    got = decode_changes(msgs)
+    assert got.column("relation_id").to_pylist() == [16400, 16401]
+    assert got.column("table").to_pylist() == ["t", "u"]
+    values = pa.array(msgs, pa.binary())
+    keys = np.arange(len(msgs), dtype=np.int64)
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask])
+    lsn = pa.nulls(len(msgs), pa.uint64())
+    assert plan.changes(values, keys, lsn).drop_columns(["commit_rank"]).equals(got)
+
+
+def test_type_messages_resent_with_each_transaction_are_kept_once():
+    """pgoutput resends a Type message in each transaction that uses the type: the
+    decoder's state and the plan's checkpoint keep one entry per type OID (the newest
+    name), not one per transaction."""
+    import numpy as np
+
+    from pgoutput_codec import Type
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+
+    msgs = []
+    for x in range(1, 201):
+        name = "mood" if x < 200 else "feeling"        # renamed before the last transaction
+        msgs += [Begin(final_lsn=x, commit_ts=0, xid=x), Type(type_oid=70000, namespace="public", type_name=name),
+                 Type(type_oid=70001, namespace="public", type_name="tag"), REL,
+                 Insert(relation_id=16400, new_tuple=row(x, "v")), Commit(commit_lsn=x, end_lsn=x + 1, commit_ts=0)]
+    want = [(70000, "public", "feeling"), (70001, "public", "tag")]
+    dec = ChangeDecoder()
+    assert len(dec.feed(enc(msgs))) == 200
+    assert sorted(dec.state["types"]) == want
+    resumed = ChangeDecoder.from_state(pickle.loads(pickle.dumps(dec.state)))
+    assert sorted(resumed.state["types"]) == want
+    values = pa.array(enc(msgs), pa.binary())
+    keys = np.arange(len(values), dtype=np.int64)
+    mask = control_candidates(values)
+    cp = ControlPlan.build(values.filter(pa.array(mask)), keys[mask]).checkpoint()
+    assert sorted(cp.types) == want
+    assert sorted(type(cp).from_json(cp.to_json()).types) == want
+
+
+def test_a_tuple_whose_width_differs_from_its_relation_is_an_error_row():
+    """The server writes a TupleData and its Relation from the same columns: a tuple of
+    another width is corruption. It is an error naming the row, the byte of the column
+    count and both widths (never padded with nulls or cut), on the decoder and on the plan,
+    and rows in = rows decoded + rows in error."""
+    import numpy as np
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL,
+                Insert(relation_id=16400, new_tuple=row(1)),
+                Insert(relation_id=16400, new_tuple=row(2, "a", "b")),
+                Insert(relation_id=16400, new_tuple=row(3, "ok")),
+                Update(relation_id=16400, old_kind="K", old_tuple=row(3, None), new_tuple=row(4)),
+                Update(relation_id=16400, old_kind="K", old_tuple=row(3), new_tuple=row(4, "x")),
+                Delete(relation_id=16400, old_kind="K", old_tuple=row(3, None)),
+                Commit(commit_lsn=1, end_lsn=2, commit_ts=0)])
+    want = {2: "Insert ('I') at byte 6: the new TupleData has 1 column, its Relation 2",
+            3: "Insert ('I') at byte 6: the new TupleData has 3 columns, its Relation 2",
+            5: "Update ('U') at byte 16: the new TupleData has 1 column, its Relation 2",
+            6: "Update ('U') at byte 6: the old TupleData has 1 column, its Relation 2"}
+    dec = ChangeDecoder(errors="collect")
+    got = dec.feed(msgs)
+    assert got.column("op").to_pylist() == ["I", "D"]
+    assert {e["seq"]: e["error"] for e in dec.errors} == want
+    c = dec.counts
+    assert (c["rows_in"], c["rows_decoded"], c["rows_in_error"]) == (len(msgs), len(msgs) - 4, 4)
+    with pytest.raises(PgoutputDecodeError, match=r"archive row seq 2: Insert \('I'\) at byte 6: the new"):
+        decode_changes(msgs)
+    values = pa.array(msgs, pa.binary())
+    keys = np.arange(len(msgs), dtype=np.int64)
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect")
+    lsn = pa.nulls(len(msgs), pa.uint64())
+    assert plan.changes(values, keys, lsn).drop_columns(["commit_rank"]).equals(got)
+    assert {e["seq"]: e["error"] for e in plan.last_errors} == want
+    assert plan.last_counts["rows_decoded"] + plan.last_counts["rows_in_error"] == len(msgs)
+    with pytest.raises(PgoutputDecodeError, match="at byte 6: the new TupleData has 1 column"):
+        plan.changes(values, keys, lsn, errors="raise")
+
+
 def test_change_before_any_relation_is_an_error_not_a_guess():
     with pytest.raises(PgoutputDecodeError, match="before any Relation"):
         decode_changes(enc([Begin(final_lsn=1, commit_ts=0, xid=1),
@@ -1077,13 +1169,15 @@ def test_decode_table_changes_equals_the_two_step_path(version, option_set):
 
 
 def test_validity_read_from_the_bitmap_of_sliced_arrays():
-    """tables._validity (the bitmap unpacked, where _locate reads which rows have an
-    image) equals Arrow's is_valid, on arrays sliced at offsets inside a byte."""
-    from pgoutput_codec.tables.typed import validity as _validity
+    """arrays.validity (the bitmap unpacked, where tables.typed.locate reads which rows
+    have an image) equals Arrow's is_valid, on arrays sliced at offsets inside a byte."""
+    from pgoutput_codec.arrays import list_lengths
+    from pgoutput_codec.arrays import validity as _validity
     arr = pa.array([None if i % 3 == 0 or i % 7 == 2 else [i] for i in range(53)], pa.list_(pa.int64()))
     for off, n in ((0, 53), (1, 20), (5, 43), (13, 1), (50, 3), (9, 0)):
         part = arr.slice(off, n)
         assert _validity(part).tolist() == part.is_valid().to_pylist(), (off, n)
+        assert list_lengths(part).tolist() == [-1 if v is None else len(v) for v in part.to_pylist()]
 
 
 def test_rows_at_reads_few_rows_by_slices_and_many_by_one_take():

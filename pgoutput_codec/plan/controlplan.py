@@ -14,7 +14,7 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import change_columns, rows_at, tag_codes, truncate_row
+from ..changerows import change_columns, rows_at, tag_codes, truncate_row, truncated_relations, width_errors
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -155,6 +155,7 @@ class ControlPlan(RowFilters):
         self.ev_rel, self.ev_key, self.ev_ver = ev_rel[o], ev_key[o], ev_ver[o]
         self.versions = walk.versions
         self.version_table = walk.version_table()
+        self.widths = walk.widths()
         self.type_events = [(BEFORE_ALL, t) for t in (cp.types if cp is not None else ())] + [
             (int(k), t) for w in walked for k, t in zip(w.y_keys.tolist(), w.y_types, strict=True)]
         self.patterns = dec.patterns
@@ -288,6 +289,15 @@ class ControlPlan(RowFilters):
             i = int(iud[np.flatnonzero(ver < 0)[0]])
             raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: change to relation {relids[i]} before "
                                       "any Relation message for it")
+        bad, wrong = width_errors(msgs, iud, ver, self.widths)
+        if wrong:                 # corrupt rows: errors, not changes
+            if errors == "raise":
+                i, text = wrong[0]
+                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {text}")
+            counts["rows_in_error"] += len(wrong)
+            counts["rows_decoded"] -= len(wrong)
+            self.last_errors += [dict(seq=int(keys[i]), error=text) for i, text in wrong]
+            iud, iud_rank, ver = iud[~bad], iud_rank[~bad], ver[~bad]
         table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
         if is_t.any():
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
@@ -498,7 +508,7 @@ class ControlPlan(RowFilters):
     def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:
         rows, ranks = [], []
         for i, r, m in zip(idx, rank, rows_at(msgs, idx), strict=True):
-            for rid in m["relation_ids"]:
+            for rid in truncated_relations(m):
                 v = int(self._versions_at(np.array([rid]), np.array([keys[i]]))[0])
                 rel = self.versions[v] if v >= 0 else {}
                 rows.append(truncate_row(rel, rid, int(keys[i]), lsn_arr[int(i)].as_py(), m["options"]))
