@@ -14,6 +14,7 @@ from pgoutput_codec._builders cimport (
     fixed_ts, fixed_u8, fixed_u32, fixed_u64, mem_reserve, tl_finish, tl_free, tl_grow_valid,
     null_array, tl_init, var_append, var_append_byte, var_finish, var_free, var_init,
 )
+from pgoutput_codec._arrowbuf cimport check_binary_offsets
 from pgoutput_codec._errors cimport error_text
 from pgoutput_codec._parse cimport (
     ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
@@ -430,6 +431,7 @@ cdef struct _Rows:
 
 cdef _Rows _rows_of(arr) except *:
     cdef _Rows v
+    check_binary_offsets(arr)
     bufs = arr.buffers()
     v.off = arr.offset
     v.valid = NULL if bufs[0] is None else <const uint8_t*><uintptr_t>bufs[0].address

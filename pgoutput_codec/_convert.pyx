@@ -20,7 +20,7 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
-from pgoutput_codec._arrowbuf cimport bit, buffer_address as _addr
+from pgoutput_codec._arrowbuf cimport bit, buffer_address as _addr, check_binary_offsets
 from pgoutput_codec._builders cimport hand_off, is_arange_offsets, pool_buffer
 from pgoutput_codec._memory cimport pool_free, pool_malloc, pool_realloc
 from pgoutput_codec._reader cimport (
@@ -312,6 +312,8 @@ def convert_columns_fast(specs, kinds, data, indexes):
         raise ValueError(f"kinds has {nsrc} values but data has {len(data)}")
     if len(indexes) != ncols:
         raise ValueError("one index (or None) per column")
+    check_binary_offsets(kinds)
+    check_binary_offsets(data)
     kb = kinds.buffers()
     db = data.buffers()
     cdef Src src

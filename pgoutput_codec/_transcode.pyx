@@ -16,6 +16,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 
+from pgoutput_codec._arrowbuf cimport check_binary_offsets
+
 
 cdef extern from "Python.h":
     object PyUnicode_Decode(const char* s, Py_ssize_t size, const char* encoding, const char* errors)
@@ -229,6 +231,7 @@ def rewrite_batch(arr, walk, slow, int envelope):
     cdef bint fast
     cdef Out o
     ks = None
+    check_binary_offsets(arr)
     bufs = arr.buffers()
     if n == 0:
         return pa.array([], pa.binary()), 0

@@ -426,3 +426,32 @@ def test_a_payload_over_2_gib_is_an_error_row_not_a_wrapped_offset():
                          f"{MAX_PAYLOAD_BYTES:,} an output column can hold")
     assert out.field("new_tuple")[1].as_py() is None
     assert out.field("new_tuple")[0] == out.field("new_tuple")[2]
+
+
+def test_offsets_outside_the_buffers_are_refused_before_any_read():
+    """pyarrow checks only an array's last offset when it is made from buffers (and
+    Arrow IPC, the C data interface and other producers may hand over arrays never
+    fully validated): offsets that go back, or one past the data in the middle, are
+    refused with a ValueError by every reader of payload arrays, before any is followed."""
+    import numpy as np
+
+    from pgoutput_codec import decode_batch
+    from pgoutput_codec import opengauss
+    from pgoutput_codec.typecatalog import convert_column
+    data = pa.py_buffer(b"I" * 10)
+    bad = {"go back": (pa.binary(), np.array([0, 8, 2], np.int32)),
+           "past the data in the middle": (pa.binary(), np.array([0, 50, 10], np.int32)),
+           "large, going back": (pa.large_binary(), np.array([0, 1 << 40, 10], np.int64))}
+    for why, (typ, offs) in bad.items():
+        arr = pa.Array.from_buffers(typ, 2, [None, pa.py_buffer(offs), data])
+        with pytest.raises(ValueError, match="offsets go back at row 1"):
+            decode_batch(arr)
+            pytest.fail(why)
+        with pytest.raises(ValueError, match="offsets go back at row 1"):
+            opengauss.decode_batch(arr, "b")
+        if typ == pa.binary():
+            with pytest.raises(ValueError, match="offsets go back at row 1"):
+                convert_column(pa.array(["t", "t"]), arr, 25)
+    good = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(np.array([0, 0, 1], np.int32)), data])
+    assert [e.split(":")[0] for e in decode_batch(good).field("error").to_pylist()] == \
+        ["empty payload", "Insert ('I') at byte 1"]

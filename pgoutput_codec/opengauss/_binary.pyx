@@ -12,6 +12,7 @@ Arrow builders of ``_binary_out``: no Python object per record or value.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
+from pgoutput_codec._arrowbuf cimport check_binary_offsets
 from pgoutput_codec._builders cimport bitmap_put, mem_off32, mem_put, mem_put_i32, mem_put_u32
 from pgoutput_codec._reader cimport (
     E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_NULL_ROW, E_OK, E_SHORT, E_TRAILING,
@@ -434,6 +435,7 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
     cdef int64_t first, last
     if not (large or pa.types.is_binary(arr.type)):
         raise TypeError(f"expected a binary or large_binary array, got {arr.type}")
+    check_binary_offsets(arr)
     bufs = arr.buffers()
     if bufs[0] is not None and arr.null_count:
         validity = <const uint8_t*><uintptr_t>bufs[0].address
