@@ -54,18 +54,6 @@ def spark():
         builder = builder.remote("local[2]")
     else:
         builder = builder.master("local[2]")
-    if not CONNECT:
-        # Most of a test's JVM time went to compiling: Janino compiles each query's generated
-        # code and C2 then compiles the generated classes (a 48 s test: 24 s in C2). The tests'
-        # data is small, so interpreted expressions and C1 alone run them about a fifth faster.
-        # The Connect lane, the demo, the README and the notebook keep Spark's defaults, so
-        # generated code still runs under the suite.
-        builder = (builder
-                   .config("spark.sql.codegen.wholeStage", "false")
-                   .config("spark.sql.codegen.factoryMode", "NO_CODEGEN"))
-        java_opts = "-Dlog4j2.level=ERROR -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    else:
-        java_opts = "-Dlog4j2.level=ERROR"
     session = (
         builder
         .appName("pgoutput_codec-tests")
@@ -77,7 +65,7 @@ def spark():
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
         .config("spark.driver.memory", "768m")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         .getOrCreate()
     )
     if not CONNECT:
