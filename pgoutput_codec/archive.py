@@ -10,8 +10,9 @@ Two layouts:
   accepted. CSV has no types: every other column stays a string.
 
 The hex text is decoded vectorized over the Arrow string buffers (numpy lookup table):
-no Python per row. A value that is not bytea hex text becomes a null payload and an
-error row whose text says so (``HEX_ERROR``), so the parse modes apply to it as to a
+no Python per row. A value that is not bytea hex text becomes a null payload, and the
+table read gets a ``payload_error`` column (``batch.PAYLOAD_ERROR``) holding ``HEX_ERROR``
+there: the decoders make it that row's error, so the parse modes apply to it as to a
 malformed payload.
 
 Reading an archive: :func:`read_archive_parts` lists its files (a Parquet file, a
@@ -39,6 +40,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from .arrays import one_array
+from .batch import PAYLOAD_ERROR
 from .errors import PgoutputCodecError
 from .messages import parse_lsn
 
@@ -161,9 +163,12 @@ def _read_csv(path):
         raise ArchiveError(f"{path}: not a readable CSV/COPY export ({_first_line(e)})") from None
     if "data" not in t.column_names:
         raise ArchiveError(f"{path}: the CSV has no 'data' column (columns: {', '.join(t.column_names)})")
-    data, _ = hex_to_binary(t.column("data"))
+    data, bad = hex_to_binary(t.column("data"))
     i = t.column_names.index("data")
-    return t.set_column(i, "data", data)
+    t = t.set_column(i, "data", data)
+    if bad.true_count:       # decoders then name the row's error (batch.PAYLOAD_ERROR)
+        t = t.append_column(PAYLOAD_ERROR, pc.if_else(bad, HEX_ERROR, pa.scalar(None, pa.string())))
+    return t
 
 
 def _first_line(e) -> str:

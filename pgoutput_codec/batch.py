@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _batch
 from .arrays import binary_chunks
 
-__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "message_tags", "envelope_code"]
+__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "message_tags", "envelope_code",
+           "PAYLOAD_ERROR", "with_payload_errors"]
+
+#: An archive table's optional string column saying why a row's payload could not be read
+#: (a CSV export's value that is not bytea hex): where set, it is that row's error.
+PAYLOAD_ERROR = "payload_error"
 
 _ENVELOPES = {"auto": 0, "none": 1, "xlogdata": 2}
 
@@ -102,3 +108,19 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     ``pa.ChunkedArray`` of StructArrays instead.
     """
     return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream)[0]
+
+
+def with_payload_errors(msgs, payload_error):
+    """``msgs`` (a decoded batch) with the ``error`` of each row where ``payload_error``
+    is set replaced by it: the row's payload is null because the archive reader could
+    not read it, and "null payload" would hide why."""
+    payload_error = payload_error.combine_chunks() if isinstance(payload_error, pa.ChunkedArray) else payload_error
+    if payload_error.null_count == len(payload_error):
+        return msgs
+    if isinstance(msgs, pa.ChunkedArray):
+        msgs = msgs.combine_chunks()
+    names = [f.name for f in msgs.type]
+    fields = [msgs.field(i) for i in range(len(names))]
+    k = names.index("error")
+    fields[k] = pc.coalesce(payload_error.cast(pa.string()), fields[k])
+    return pa.StructArray.from_arrays(fields, fields=list(msgs.type))

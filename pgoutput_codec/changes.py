@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +39,7 @@ import pyarrow.compute as pc
 from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
-from .batch import decode_batch_with_state
+from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
 from .changerows import (change_columns, control_rows, light_change_columns, row_versions, rows_at, spread,
                          tag_codes, to_numpy_u, truncate_row, truncated_relations, width_errors)
 from .checkpoint import Checkpoint
@@ -83,7 +84,11 @@ class ChangeDecoder:
     yields one ``op='C'`` row carrying its commit facts; ``include_xids``,
     ``include_timestamp``, ``include_origin`` — keep the ``xid`` / ``commit_ts`` /
     ``origin`` columns; ``max_txn_in_memory_mb`` — an open transaction's rows spill to
-    Arrow IPC files in ``spill_dir`` past this size; ``errors`` — ``"raise"`` (default:
+    Arrow IPC files in ``spill_dir`` past this size; ``max_memory_mb`` — the rows of all
+    open transactions together spill past this size, the largest transaction first (the
+    files are removed when their transaction ends and, for those still open, by
+    :meth:`close`, a ``with`` block or when the decoder is collected); ``errors`` —
+    ``"raise"`` (default:
     a malformed payload raises ``PgoutputDecodeError`` naming its seq, lsn and byte
     offset) or ``"collect"`` (the row is skipped and listed in :attr:`errors`);
     ``after_lsn``, ``until_lsn`` — give only the transactions whose commit LSN lies in
@@ -115,7 +120,7 @@ class ChangeDecoder:
 
     def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
                  include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
-                 spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
+                 max_memory_mb=1024, spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
                  resume=None, replays="drop"):
         if errors not in ("raise", "collect"):
             raise ValueError("errors must be 'raise' or 'collect'")
@@ -123,7 +128,8 @@ class ChangeDecoder:
             raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
         self.options = dict(tables=tables, skip_empty_xacts=skip_empty_xacts, include_xids=include_xids,
                             include_timestamp=include_timestamp, include_origin=include_origin,
-                            max_txn_in_memory_mb=max_txn_in_memory_mb, spill_dir=spill_dir, errors=errors,
+                            max_txn_in_memory_mb=max_txn_in_memory_mb, max_memory_mb=max_memory_mb,
+                            spill_dir=spill_dir, errors=errors,
                             after_lsn=after_lsn, until_lsn=until_lsn,
                             resume=None if resume is None else Checkpoint.of(resume), replays=replays)
         #: the commit-LSN window of the transactions given (``selection.commit_window``)
@@ -132,11 +138,14 @@ class ChangeDecoder:
         self.patterns = parse_table_list(tables)
         #: the transaction state machine (relations, open transactions, commits taken)
         self.walk = TransactionWalk(replays=replays, registry=registry)
+        # spill files go with the decoder however its run ends: close(), a with block,
+        # or the garbage collector (the finalizer holds the walk, not the decoder)
+        self._cleanup = weakref.finalize(self, self.walk.discard_open)
         self._in_stream = False     # stream state as the batch decoder sees it
         self._seq = 0
         self.errors: list[dict] = []
         self.counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "changes": 0,
-                       "replayed_transactions": 0}
+                       "replayed_transactions": 0, "abandoned_transactions": 0}
         self.registry = registry
         self._light = self.LIGHT
         self._pending_schema = _LIGHT_PENDING_SCHEMA if self._light else _PENDING_SCHEMA
@@ -201,6 +210,18 @@ class ChangeDecoder:
                      rows=sum(len(p) if isinstance(p, pa.Table) else 0 for p in t.pending))
                 for s, t in self.walk.txns.items()]
 
+    def close(self) -> None:
+        """Remove the spill files of the transactions still open. Their rows are then
+        gone from this decoder: take :attr:`state` first to resume them elsewhere."""
+        self._cleanup()
+
+    def __enter__(self) -> "ChangeDecoder":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
     @property
     def relations(self) -> dict:
         """relation_id -> the newest Relation definition seen."""
@@ -218,14 +239,19 @@ class ChangeDecoder:
         """Decode the next payloads (arrival order) and return the changes of the
         transactions that committed in them. ``values``: binary array/list of payloads,
         or a table with a ``data`` column (and optional ``lsn``, ``seq`` columns)."""
+        unread = None
         if isinstance(values, pa.Table):
             if lsn is None and "lsn" in values.column_names:
                 lsn = values.column("lsn")
             if seq is None and "seq" in values.column_names:
                 seq = values.column("seq")
+            if PAYLOAD_ERROR in values.column_names:
+                unread = values.column(PAYLOAD_ERROR)
             values = values.column("data")
         values = one_array(values)
         msgs, self._in_stream = decode_batch_with_state(values, in_stream=self._in_stream)
+        if unread is not None:
+            msgs = with_payload_errors(msgs, unread)
         n = len(msgs)
         if self._light:
             if self.walk.txns:
@@ -295,6 +321,7 @@ class ChangeDecoder:
             seg_slot, commits, r_versions, _ = self.walk.walk(ctrl, seg_counts, ctrl_keys)
         finally:
             self.counts["replayed_transactions"] = len(self.walk.replayed)
+            self.counts["abandoned_transactions"] = len(self.walk.abandoned)
 
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
@@ -550,6 +577,14 @@ class ChangeDecoder:
         txn.pending_bytes += rows.nbytes
         if txn.pending_bytes > self.options["max_txn_in_memory_mb"] * (1 << 20):
             self._spill(txn)
+        budget = self.options.get("max_memory_mb", 1024) * (1 << 20)
+        held = sum(t.pending_bytes for t in self.walk.txns.values())
+        if held > budget:       # the decoder's budget: the largest open transactions spill first
+            for t in sorted(self.walk.txns.values(), key=lambda t: t.pending_bytes, reverse=True):
+                if held <= budget:
+                    break
+                held -= t.pending_bytes
+                self._spill(t)
 
     def _spill(self, txn: Txn):
         spill_dir = self.options["spill_dir"] or tempfile.gettempdir()
@@ -601,5 +636,5 @@ def decode_changes(input, *, source: str = "pgoutput", **options) -> pa.Table:
         return opengauss_decode_changes(input, **options)
     if source != "pgoutput":
         raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
-    dec = ChangeDecoder(**options)
-    return dec.feed(input)
+    with ChangeDecoder(**options) as dec:
+        return dec.feed(input)

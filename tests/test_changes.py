@@ -203,6 +203,58 @@ def test_spill_to_disk_gives_the_same_result(tmp_path):
     assert not list(tmp_path.iterdir())   # spill files are removed once committed
 
 
+def test_spill_files_go_with_the_decoder_however_the_run_ends(tmp_path):
+    """A transaction still open at the end of the input keeps its rows in spill files;
+    they are removed by close(), at the end of a with block (also when it raises), and
+    when the decoder is collected, and the state taken before holds those rows."""
+    import gc
+    msgs = enc(streamed_with_aborted_subxact())
+    cut = 5                                     # after the first Stream Stop: txn 100 open
+
+    def open_spills(d):
+        assert not len(d.feed(msgs[:cut]))
+        assert d.open_transactions and list(tmp_path.iterdir())
+        return d
+
+    dec = open_spills(ChangeDecoder(max_txn_in_memory_mb=0, spill_dir=str(tmp_path)))
+    state = dec.state
+    dec.close()
+    assert not list(tmp_path.iterdir())
+    assert ChangeDecoder.from_state(state).feed(msgs[cut:]).equals(decode_changes(msgs))
+    with pytest.raises(RuntimeError):
+        with ChangeDecoder(max_txn_in_memory_mb=0, spill_dir=str(tmp_path)) as d:
+            open_spills(d)
+            raise RuntimeError("a failed run")
+    assert not list(tmp_path.iterdir())
+    open_spills(ChangeDecoder(max_txn_in_memory_mb=0, spill_dir=str(tmp_path)))
+    gc.collect()
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_decoder_budget_spills_the_largest_open_transactions_first(tmp_path):
+    """Three streamed transactions open at once (1.2 MB, 80 KB and 600 KB of values),
+    none past its own limit: past the decoder's 1 MB budget the largest spills, the
+    others stay in memory, and the result is that of a decoder with no budget."""
+    def txn(xid, n):
+        return [StreamStart(xid=xid, first_segment=True),
+                Relation(xid=xid, relation_id=REL.relation_id, namespace="public", relation_name="t",
+                         replica_identity="d", columns=REL.columns),
+                *[Insert(xid=xid, relation_id=16400, new_tuple=row(i, "x" * 4000)) for i in range(n)],
+                StreamStop()]
+    opened = enc(txn(100, 300) + txn(101, 20) + txn(102, 150))
+    commits = enc([StreamCommit(xid=x, flags=0, commit_lsn=500 + x, end_lsn=510 + x, commit_ts=1)
+                   for x in (100, 101, 102)])
+    dec = ChangeDecoder(max_memory_mb=1, spill_dir=str(tmp_path))
+    assert not len(dec.feed(opened))
+    in_memory = {t.xid: sum(len(p) for p in t.pending if not isinstance(p, str)) for t in dec.walk.txns.values()}
+    assert in_memory == {100: 0, 101: 20, 102: 150}
+    assert len(list(tmp_path.iterdir())) == 1
+    assert sum(t.pending_bytes for t in dec.walk.txns.values()) <= 1 << 20
+    got = dec.feed(commits)
+    assert got.equals(ChangeDecoder(max_memory_mb=10**6).feed(opened + commits))
+    assert not list(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------- hand-built streams
 
 REL = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
@@ -433,6 +485,23 @@ def test_a_tuple_whose_width_differs_from_its_relation_is_an_error_row():
     assert plan.last_counts["rows_decoded"] + plan.last_counts["rows_in_error"] == len(msgs)
     with pytest.raises(PgoutputDecodeError, match="at byte 6: the new TupleData has 1 column"):
         plan.changes(values, keys, lsn, errors="raise")
+
+
+def test_a_begin_inside_an_open_transaction_drops_the_one_that_lost_its_commit():
+    """The server sends a transaction whole: a Begin while one is open means the first
+    lost its Commit (or is sent again from its start). It is dropped and counted, not
+    held for ever; the one that commits is given."""
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=7), REL, Insert(relation_id=16400, new_tuple=row(1, "lost")),
+                Begin(final_lsn=2, commit_ts=0, xid=8), Insert(relation_id=16400, new_tuple=row(2, "kept")),
+                Commit(commit_lsn=2, end_lsn=3, commit_ts=0)])
+    for cut in range(len(msgs) + 1):
+        dec = ChangeDecoder()
+        first = dec.feed(msgs[:cut])
+        dec = ChangeDecoder.from_state(pickle.loads(pickle.dumps(dec.state)))
+        got = pa.concat_tables([first, dec.feed(msgs[cut:])])
+        assert got.column("xid").to_pylist() == [8] and got.column("after")[0][1]["data"].as_py() == b"kept", cut
+        assert dec.counts["abandoned_transactions"] == 1 and dec.walk.abandoned == [dict(xid=7, seq=3)], cut
+        assert not dec.open_transactions, cut
 
 
 def test_change_before_any_relation_is_an_error_not_a_guess():

@@ -247,6 +247,31 @@ def test_decode_csv_export(tmp_path):
         assert got.column("lsn").to_pylist() == want.column("lsn").to_pylist()
 
 
+def test_a_csv_value_that_is_not_hex_is_an_error_row_saying_so(tmp_path):
+    """A CSV export's data value that is not bytea hex is an error row whose text says
+    so, in message decoding, change decoding and the CLI alike, and the counts add up."""
+    from pgoutput_codec.archive import HEX_ERROR, read_archive_parts
+    from pgoutput_codec.changes import ChangeDecoder
+    src = pq.read_table(SAMPLE).slice(0, 40)
+    rows = [f"{a},{b},\\x{c.hex()}" for a, b, c in zip(src.column("lsn").to_pylist(), src.column("xid").to_pylist(),
+                                                         src.column("data").to_pylist(), strict=True)]
+    rows[7] = rows[7].rsplit(",", 1)[0] + ",\\xZZ"
+    csv = tmp_path / "x.csv"
+    csv.write_text("lsn,xid,data\n" + "\n".join(rows) + "\n")
+    table = read_archive_parts(str(csv))[0].read()
+    assert table.column("payload_error").to_pylist() == [None] * 7 + [HEX_ERROR] + [None] * 32
+    dec = ChangeDecoder(errors="collect")
+    dec.feed(table)
+    assert [e["error"] for e in dec.errors] == [HEX_ERROR]
+    assert dec.counts["rows_in"] == dec.counts["rows_decoded"] + dec.counts["rows_in_error"] == 40
+    out = tmp_path / "m.parquet"
+    res = run_cli("decode", str(csv), str(out), "--mode", "PERMISSIVE")
+    assert res.returncode == 0, res.stderr
+    errors = pq.read_table(out).column("error").to_pylist()
+    assert errors[7] == HEX_ERROR and errors.count(None) == 39
+    assert_clean_failure(run_cli("decode", str(csv), str(out)), "not bytea hex")
+
+
 def test_modes_on_a_malformed_row(tmp_path):
     src = pq.read_table(SAMPLE)
     data = src.column("data").to_pylist()
@@ -336,6 +361,26 @@ def test_bench_quick():
 
 
 # ------------------------------------------------------------------------------ capture
+def test_a_server_copy_is_run_only_from_a_directory_of_our_own(tmp_path):
+    """The test servers' copy lives at a shared /tmp name: a directory there that another
+    user owns, that others may write to, or a link, is never trusted."""
+    own = tmp_path / "own"
+    own.mkdir(mode=0o755)
+    assert pgserver.trusted_dir(str(own))
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    assert not pgserver.trusted_dir(str(open_dir))
+    (tmp_path / "link").symlink_to(own)
+    assert not pgserver.trusted_dir(str(tmp_path / "link"))
+    assert not pgserver.trusted_dir(str(tmp_path / "missing"))
+    if os.getuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, 65534, 65534)
+        assert not pgserver.trusted_dir(str(theirs))
+
+
 @pytest.fixture(scope="module")
 def server():
     try:

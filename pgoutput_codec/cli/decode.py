@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..archive import archive_row, iter_archive, last_seq, read_archive_parts
-from ..batch import decode_batch_with_state
+from ..batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -118,6 +118,8 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                 schema = dec.output_schema
             else:
                 msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
+                if PAYLOAD_ERROR in t.column_names:
+                    msgs = with_payload_errors(msgs, t.column(PAYLOAD_ERROR))
                 errors = msgs.field("error")
                 counts["rows_in"] += len(msgs)
                 counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count

@@ -22,6 +22,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,16 @@ class ServerSpec:
     @property
     def label(self) -> str:
         return f"pg{self.major}"
+
+
+def trusted_dir(path: str) -> bool:
+    """A real directory (not a link) owned by this process's user that no one else may
+    write to: only then is a server copy found in it run."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _pgserver_bindirs() -> dict:
@@ -201,6 +212,10 @@ class PgServer:
         pkg = os.path.dirname(install)
         site = os.path.dirname(pkg)
         copy_root = os.path.join(tempfile.gettempdir(), f"pgcodec-install-{self.major}")
+        if os.path.lexists(copy_root) and not trusted_dir(copy_root):
+            # another user's (or a writable) directory at the shared name: never run what
+            # is in it, copy to a directory of our own instead
+            copy_root = tempfile.mkdtemp(prefix=f"pgcodec-install-{self.major}-")
         copy = os.path.join(copy_root, os.path.basename(pkg), os.path.basename(install))
         if not os.path.isdir(copy):
             tmp = copy_root + f".tmp{os.getpid()}"
