@@ -29,8 +29,8 @@ system:
 # workers waiting on each other, so two sessions side by side take far less than one
 # after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
-# measured times on a quiet machine: tests/spark on PySpark 4 alone (about 16 min) beside
-# the rest (the core suite 6, tests/spark on Connect 8 and on PySpark 3.5 5: about 19 min).
+# measured times on a quiet machine: tests/spark on PySpark 4 alone (about 19 min) beside
+# the rest (the core suite 6, tests/spark on Connect 9 and on PySpark 3.5 6: about 21 min).
 test:
 	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
