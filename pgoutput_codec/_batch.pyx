@@ -687,7 +687,7 @@ def tags_of(arr, int envelope):
 MAX_PAYLOAD_BYTES = 2147483647 - 64
 
 
-def oversize_error(int tag, Py_ssize_t size) -> str:
+cdef str _oversize_error(int tag, Py_ssize_t size):
     cls = MESSAGE_CLASSES.get(chr(tag))
     name = f"{cls.__name__} ({chr(tag)!r})" if cls is not None else f"payload of type byte 0x{tag:02x}"
     return (f"{name} at byte 0: the payload is {size:,} bytes, more than the {MAX_PAYLOAD_BYTES:,} "
@@ -743,7 +743,7 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                 var_append(&cols.c.error, i, err, len(err))
                 continue
             if end - start > MAX_PAYLOAD_BYTES:
-                err = oversize_error(dp[start], end - start).encode()
+                err = _oversize_error(dp[start], end - start).encode()
                 if var_append(&cols.c.error, i, err, len(err)) < 0:
                     raise MemoryError()
                 continue

@@ -450,6 +450,7 @@ class ChangeDecoder:
                 p = self._load(p)
                 pieces.append(p)
                 piece_rank.append(np.full(len(p), rank_of[slot], dtype=np.int64))
+        self._within_budget()
         cur = np.flatnonzero(row_rank >= 0)
         if len(cur):
             # the common case, every row committed here: no copy
@@ -577,9 +578,13 @@ class ChangeDecoder:
         txn.pending_bytes += rows.nbytes
         if txn.pending_bytes > self.options["max_txn_in_memory_mb"] * (1 << 20):
             self._spill(txn)
-        budget = self.options.get("max_memory_mb", 1024) * (1 << 20)
+
+    def _within_budget(self):
+        """The decoder's budget over the rows of every open transaction: past it the
+        largest spill first. Once per chunk, after its commits left the open set."""
+        budget = self.options["max_memory_mb"] * (1 << 20)
         held = sum(t.pending_bytes for t in self.walk.txns.values())
-        if held > budget:       # the decoder's budget: the largest open transactions spill first
+        if held > budget:
             for t in sorted(self.walk.txns.values(), key=lambda t: t.pending_bytes, reverse=True):
                 if held <= budget:
                     break

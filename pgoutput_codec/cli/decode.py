@@ -18,7 +18,7 @@ from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
 from ..plan import checkpoint_after, control_candidates
 from .errors import PROG, CliError, first_line
-from .output import ParquetOut, fsync_path
+from .output import ParquetOut, replace_durably
 from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
@@ -63,10 +63,7 @@ def _save_checkpoint(path, cp):
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(cp.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_path(os.path.dirname(os.path.abspath(path)))
+    replace_durably(tmp, path)
 
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from .errors import CliError
 
-__all__ = ["ParquetOut", "fsync_path"]
+__all__ = ["ParquetOut", "fsync_path", "replace_durably"]
 
 
 def fsync_path(path):
@@ -18,6 +18,14 @@ def fsync_path(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_durably(tmp, path):
+    """Put the written file ``tmp`` at ``path``: its data on disk first, then the rename,
+    then the directory, so a crash leaves the old file or the whole new one."""
+    fsync_path(tmp)
+    os.replace(tmp, path)
+    fsync_path(os.path.dirname(os.path.abspath(path)))
 
 
 class ParquetOut:
@@ -47,11 +55,9 @@ class ParquetOut:
             self.writer = pq.ParquetWriter(self.tmp, empty_schema)
         self.writer.close()
         self.writer = None
-        # durable before it is in place, and in place before the caller writes its
-        # checkpoint: a power loss then keeps either both or the previous run's pair
-        fsync_path(self.tmp)
-        os.replace(self.tmp, self.path)
-        fsync_path(os.path.dirname(os.path.abspath(self.path)))
+        # in place before the caller writes its checkpoint: a power loss then keeps
+        # either both or the previous run's pair
+        replace_durably(self.tmp, self.path)
         return self.path
 
     def __enter__(self):
