@@ -29,21 +29,23 @@ system:
 # workers waiting on each other, so two sessions side by side take far less than one
 # after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
-# measured times on a quiet machine: tests/spark on PySpark 4 alone (about 19 min) beside
-# the rest (the core suite 6, tests/spark on Connect 9 and on PySpark 3.5 6: about 21 min).
+# measured times on a quiet machine: tests/spark on PySpark 4 and the demo's Spark run
+# (about 21 min) beside the rest (the core suite 6, tests/spark on Connect 8 and on
+# PySpark 3.5 6.5: about 21 min).
 test:
 	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
+DEMO_SPARK := tests/test_demo.py::test_demo_spark_end_to_end
 test-lane-core:   # the lanes assume make test's prerequisites
-	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
+	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark --deselect $(DEMO_SPARK)
 	$(PYTEST_CONNECT)
 	$(PYTEST_SPARK35)
 
 test-lane-spark:
-	$(PY) -m pytest -q $(DURATIONS) tests/spark
+	$(PY) -m pytest -q $(DURATIONS) tests/spark $(DEMO_SPARK)
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 FUZZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz")
-SECONDS = int(os.environ.get("PGOUTPUT_FUZZ_SMOKE_SECONDS", "20"))
+SECONDS = int(os.environ.get("PGOUTPUT_FUZZ_SMOKE_SECONDS", "10"))
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ def test_fuzz_target_runs_clean(tmp_path):
     for i, s in enumerate(seeds):
         (corpus / f"seed{i}").write_bytes(s)
     # artifacts go to tmp_path (as in tests/test_fuzz_smoke.py), not into the checkout
-    r = subprocess.run([sys.executable, TARGET, "-max_total_time=15", "-rss_limit_mb=1024",
+    r = subprocess.run([sys.executable, TARGET, "-max_total_time=8", "-rss_limit_mb=1024",
                         f"-artifact_prefix={tmp_path}{os.sep}", str(corpus)],
                        capture_output=True, text=True, timeout=120)
     crashes = [p.name for p in tmp_path.iterdir() if p.is_file()]

@@ -993,9 +993,9 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
             assert net(collect(net_changes(later, name))) == net(net_1(later_1, name)), (impl, form)
         ch.unpersist()
 
-# PySpark 3.5 runs the map impl's plan path (swap, three_generations); Connect the
-# same code as classic Spark (three_generations, as a smoke test)
-@pytest.mark.parametrize("scenario", [pytest.param("swap", marks=pytest.mark.same_code_on_connect),
+# PySpark 3.5 runs the map impl's plan path, and Connect the same code as classic Spark,
+# on one scenario: three_generations (three relations bear the name in turn)
+@pytest.mark.parametrize("scenario", [pytest.param("swap", marks=_SHARED),
                                       pytest.param("rename", marks=_SHARED),
                                       pytest.param("renamed_away", marks=_SHARED),
                                       pytest.param("drop_recreate", marks=_SHARED), "three_generations"])
@@ -1142,8 +1142,9 @@ def test_table_changes_over_change_rows_read_back_from_a_lake(spark, files, tmp_
         seen |= {(op, b is None, a is None) for op, b, a in zip(
             got.column("op").to_pylist(), got.column("before").to_pylist(), got.column("after").to_pylist(),
             strict=True)}
-        key = [(c, "ascending") for c in collect(snapshot(ch, name)).column_names[:1]]
-        assert collect(snapshot(lake, name)).sort_by(key).equals(collect(snapshot(ch, name)).sort_by(key)), name
+        want = collect(snapshot(ch, name))
+        key = [(want.column_names[0], "ascending")]
+        assert collect(snapshot(lake, name)).sort_by(key).equals(want.sort_by(key)), name
     assert {("I", True, False), ("D", False, True), ("T", True, True)} <= seen, seen
     # the same Parquet read back without Spark (files in name order, Spark types): the
     # single-process table functions take it as their own change rows
@@ -1569,7 +1570,8 @@ def test_the_defaults_of_columns_added_are_given_by_missing(spark, tmp_path, for
         ch.unpersist()
 
 
-@pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
+@pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED),
+                                  pytest.param("cached", marks=pytest.mark.same_code_on_connect)])
 def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
     """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
     the messages of tests/conformance/test_dropped_columns.py, whose single-process

@@ -235,6 +235,7 @@ def test_a_stream_of_messages(spark, tmp_path):
     assert out.equals(want) and len(out) == len(arc)
 
 
+@pytest.mark.same_code_on_connect   # admission control runs in the server's data source
 def test_a_read_limit_splits_a_run_into_micro_batches(spark, tmp_path):
     pytest.importorskip("pyspark.sql.streaming.datasource", reason="read limits need PySpark >= 4.2")
     from pyspark.sql.streaming import datasource as sds
