@@ -16,8 +16,8 @@ from .messages import MESSAGE_CLASSES
 from .schema import RELATION_COLUMNS_TYPE, relation_fingerprint
 
 __all__ = ["tag_codes", "control_rows", "rows_at", "change_columns", "light_change_columns", "truncate_row",
-           "truncated_relations", "version_widths", "width_errors",
-           "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
+           "truncated_relations", "version_widths", "width_errors", "unknown_relation_errors",
+           "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
 #: The columns of a relation-versions table (one row per Relation definition).
 VERSION_SCHEMA = pa.schema([
@@ -170,6 +170,21 @@ def width_errors(msgs, idx: np.ndarray, ver: np.ndarray, widths: np.ndarray):
         lens = list_lengths(msgs.field(side))[idx]
         bad |= (lens >= 0) & (lens != want)
     return bad, [(int(idx[k]), _width_text(msgs, int(idx[k]), int(want[k]))) for k in np.flatnonzero(bad)]
+
+
+#: the error of a change row whose transaction is not in the archive before it (its
+#: Begin lost, or the row sent again after its Commit): reported, not guessed
+OUTSIDE_TRANSACTION = "change outside any transaction"
+
+
+def unknown_relation_errors(msgs, idx: np.ndarray, ver: np.ndarray):
+    """The Insert/Update/Delete rows ``idx`` whose relation no Relation message named
+    before them (version ``ver`` < 0): ``(bad, [(row, text), ...])``, ``bad`` a mask
+    over ``idx``."""
+    bad = ver < 0
+    rel = msgs.field("relation_id")
+    return bad, [(int(idx[k]), f"change to relation {rel[int(idx[k])].as_py()} before any Relation message "
+                  "for it (start decoding earlier, or resume from a state)") for k in np.flatnonzero(bad)]
 
 
 def _width_text(msgs, i: int, want: int) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import tempfile
 import weakref
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -40,8 +41,9 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (change_columns, control_rows, light_change_columns, row_versions, rows_at, spread,
-                         tag_codes, to_numpy_u, truncate_row, truncated_relations, width_errors)
+from .changerows import (OUTSIDE_TRANSACTION, change_columns, control_rows, light_change_columns, row_versions,
+                         rows_at, spread, tag_codes, to_numpy_u, truncate_row, truncated_relations,
+                         unknown_relation_errors, width_errors)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
@@ -327,6 +329,12 @@ class ChangeDecoder:
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)
         row_slot = seg_slot[seg[rows["_src"]]] if len(rows["_src"]) else np.zeros(0, np.int64)
         table = rows["table"]
+        lost = row_slot < 0
+        if lost.any():            # no transaction open: its Begin lost, or a row sent again after it
+            where = np.unique(rows["_src"][lost])
+            self.counts["rows_decoded"] -= len(where)
+            self._report(len(where), [(int(i), OUTSIDE_TRANSACTION) for i in where], seq_arr, lsn_arr)
+            table, row_slot = take_table(table, np.flatnonzero(~lost)), row_slot[~lost]
 
         return self._emit(commits, table, row_slot)
 
@@ -518,17 +526,14 @@ class ChangeDecoder:
             iud, t_rows = idx, idx[:0]
         take = pa.array(iud, pa.int64())
         ver = versions[iud]
-        if (ver < 0).any():
-            i = int(iud[np.flatnonzero(ver < 0)[0]])
-            raise PgoutputDecodeError(
-                f"archive row seq {seq_arr[i].as_py()}: change to relation {msgs.field('relation_id')[i].as_py()} "
-                "before any Relation message for it (start decoding earlier, or resume from a state)")
-        bad, wrong = width_errors(msgs, iud, ver, self.walk.widths())
-        if wrong:                 # corrupt rows: errors, not changes
-            self.counts["rows_decoded"] -= len(wrong)
-            self._report(len(wrong), wrong, seq_arr, lsn_arr)
-            iud, ver = iud[~bad], ver[~bad]
-            take = pa.array(iud, pa.int64())
+        # corrupt rows: errors, not changes (a row of no known relation first: it has no width)
+        for check in (unknown_relation_errors, partial(width_errors, widths=self.walk.widths())):
+            bad, wrong = check(msgs, iud, ver)
+            if wrong:
+                self.counts["rows_decoded"] -= len(wrong)
+                self._report(len(wrong), wrong, seq_arr, lsn_arr)
+                iud, ver = iud[~bad], ver[~bad]
+                take = pa.array(iud, pa.int64())
         if self._light:
             cols = light_change_columns(msgs, tags, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr,
                                         msg_xid)

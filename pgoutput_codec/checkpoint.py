@@ -37,9 +37,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Checkpoint", "latest_types"]
+__all__ = ["Checkpoint", "latest_types", "BEFORE_ALL"]
 
 _FORMAT = 1
+
+#: An order key below every other: a checkpoint's Relations are in force before any row,
+#: and a checkpoint from here holds nothing (the archive's start).
+BEFORE_ALL = -(2 ** 63)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from .changerows import VERSION_SCHEMA, version_widths
-from .checkpoint import Checkpoint
+from .checkpoint import BEFORE_ALL, Checkpoint
 from .commitorder import TAKE, REPLAY, judge_commit, order_error
 from .schema import relation_fingerprint
 
@@ -88,6 +88,7 @@ class TransactionWalk:
         self.floor = None
         self.replayed: list[dict] = []
         self.abandoned: list[dict] = []
+        self.begun = False
         self.seeded: list[tuple] = []
         self._vt = None
         self._widths = np.zeros(0, np.int64)
@@ -98,6 +99,7 @@ class TransactionWalk:
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""
         self.floor = cp.after_lsn
         self.in_stream = cp.in_stream
+        self.begun = cp.from_key != BEFORE_ALL
         for oid, ns, name in cp.types:
             self.learn_type(dict(type_oid=oid, namespace=ns, type_name=name))
         for rel in cp.relations:
@@ -112,6 +114,7 @@ class TransactionWalk:
             "ctx": self.ctx, "streams": dict(self.streams), "prepared": dict(self.prepared),
             "next_slot": self.next_slot, "committed": self.committed.tobytes(),
             "replayed": copy.deepcopy(self.replayed), "abandoned": copy.deepcopy(self.abandoned),
+            "begun": self.begun,
         }
 
     def load_state(self, state: dict) -> None:
@@ -128,6 +131,7 @@ class TransactionWalk:
         self.committed.frombytes(state.get("committed", b""))
         self.replayed = copy.deepcopy(state.get("replayed", []))
         self.abandoned = copy.deepcopy(state.get("abandoned", []))
+        self.begun = state.get("begun", True)
 
     @property
     def types(self) -> list[tuple]:
@@ -265,17 +269,20 @@ class TransactionWalk:
         commits = []          # (slot, commit facts) in commit order
         r_versions = []
         for k in range(len(ctrl) + 1):
-            if seg_counts[k] and self.ctx < 0:
-                # changes whose Begin is not in the archive: their Commit will come
+            if seg_counts[k] and self.ctx < 0 and not self.begun:
+                # changes before the archive's first control row: their Begin is not in
+                # the archive, their Commit will come. Later, a change with no
+                # transaction open lost its Begin: its segment keeps slot -1 (an error)
                 self.ctx = self.new_slot(Txn(xid=None))
             seg_slot[k] = self.ctx
             seg_stream[k] = self.in_stream
             if k == len(ctrl):
                 break
+            self.begun = True
             m = ctrl[k]
             t = m["type"]
-            if t == "B":
-                if self.ctx >= 0 and self.txns[self.ctx].kind == "tx" and self.txns[self.ctx].xid is not None:
+            if t in ("B", "b"):
+                if self.ctx >= 0 and self.txns[self.ctx].kind != "stream" and self.txns[self.ctx].xid is not None:
                     # a Begin inside a transaction: the server sends a transaction whole,
                     # so the first lost its Commit (or is sent again from its start by a
                     # new decoding session); held for ever it would only grow the state.
@@ -283,7 +290,8 @@ class TransactionWalk:
                     # archive's first Begin, and is left as it is.)
                     self.abandoned.append(dict(xid=self.txns[self.ctx].xid, seq=None if keys is None else int(keys[k])))
                     self.drop(self.ctx)
-                self.ctx = self.new_slot(Txn(xid=m["xid"]))
+                self.ctx = self.new_slot(Txn(xid=m["xid"]) if t == "B"
+                                         else Txn(xid=m["xid"], kind="prepared", gid=m["gid"]))
             elif t == "C":
                 if self.ctx >= 0:
                     self._commit(commits, self.ctx, m, keys, k)
@@ -320,8 +328,6 @@ class TransactionWalk:
                         self.drop(self.streams.pop(m["xid"]))
                     else:
                         self.txns[slot].aborted_subxids.add(m["subxid"])
-            elif t == "b":
-                self.ctx = self.new_slot(Txn(xid=m["xid"], kind="prepared", gid=m["gid"]))
             elif t == "P":
                 if self.ctx >= 0:
                     self.txns[self.ctx].gid = m["gid"]

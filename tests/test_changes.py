@@ -1209,6 +1209,77 @@ def test_plan_counts_errors_and_orphans():
         plan.changes(values, keys, errors="raise")
 
 
+def _both_decoders(msgs):
+    """(change rows, errors {seq: text}, counts) from ChangeDecoder in two feeds cut at
+    every row (state pickled between them) and from ControlPlan, all ``errors="collect"``;
+    asserts they agree and that every row is decoded or in error."""
+    import numpy as np
+
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+    values, keys = pa.array(msgs, pa.binary()), np.arange(len(msgs), dtype=np.int64)
+    mask = control_candidates(values)
+    plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect")
+    want = plan.changes(values, keys, pa.nulls(len(msgs), pa.uint64())).drop_columns(["commit_rank"])
+    errors = {e["seq"]: e["error"] for e in plan.last_errors}
+    c = plan.last_counts
+    assert c["rows_in"] == c["rows_decoded"] + c["rows_in_error"] == len(msgs)
+    for cut in range(len(msgs) + 1):
+        dec = ChangeDecoder(errors="collect")
+        first = dec.feed(msgs[:cut])
+        dec = ChangeDecoder.from_state(pickle.loads(pickle.dumps(dec.state)))
+        got = pa.concat_tables([first, dec.feed(msgs[cut:])])
+        assert got.equals(want), cut
+        # (the resumed decoder counts and lists what it saw itself)
+    one = ChangeDecoder(errors="collect")
+    assert one.feed(msgs).equals(want)
+    assert {e["seq"]: e["error"] for e in one.errors} == errors
+    assert one.counts["rows_in"] == one.counts["rows_decoded"] + one.counts["rows_in_error"] == len(msgs)
+    return want, errors, one.counts
+
+
+def test_a_change_outside_any_transaction_is_an_error_of_both_decoders():
+    """After the archive's first control row a change with no transaction open lost its
+    Begin (or was sent again after its Commit): both decoders report it, give the rest,
+    and hold nothing for it — before, the sequential decoder opened a transaction for
+    it that the next Begin left open for ever. Rows before the first control row are a
+    transaction begun before the archive, as ever."""
+    msgs = enc([Insert(relation_id=16400, new_tuple=row(0, "before")), Commit(commit_lsn=1, end_lsn=2, commit_ts=0),
+                Begin(final_lsn=3, commit_ts=0, xid=2), REL, Insert(relation_id=16400, new_tuple=row(1, "a")),
+                Commit(commit_lsn=3, end_lsn=4, commit_ts=0),
+                Insert(relation_id=16400, new_tuple=row(2, "lost")),
+                Begin(final_lsn=5, commit_ts=0, xid=3), Insert(relation_id=16400, new_tuple=row(3, "b")),
+                Commit(commit_lsn=5, end_lsn=6, commit_ts=0)])
+    # the first Insert names relation 16400 before its Relation: an error too
+    got, errors, counts = _both_decoders(msgs)
+    assert got.column("seq").to_pylist() == [4, 8]
+    assert errors == {0: "change to relation 16400 before any Relation message for it (start decoding earlier, "
+                         "or resume from a state)", 6: "change outside any transaction"}
+    dec = ChangeDecoder(errors="collect")
+    dec.feed(msgs)
+    assert not dec.walk.txns
+    with pytest.raises(PgoutputDecodeError, match="seq 5: change outside any transaction"):
+        decode_changes(msgs[1:])
+
+
+def test_a_begin_prepare_inside_an_open_transaction_drops_the_one_that_lost_its_end():
+    """A Begin Prepare while a transaction is open, or a Begin while a prepared one is:
+    the open one lost its end and is dropped and counted, as for two Begins; the rows
+    after the second belong to it (before, a Begin Prepare left the first open for ever
+    and a Prepare of the wrong transaction could take them)."""
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=7), REL, Insert(relation_id=16400, new_tuple=row(1, "lost")),
+                BeginPrepare(prepare_lsn=2, end_lsn=3, prepare_ts=0, xid=8, gid="g8"),
+                Insert(relation_id=16400, new_tuple=row(2, "kept")),
+                Prepare(prepare_lsn=2, end_lsn=3, prepare_ts=0, xid=8, gid="g8"),
+                CommitPrepared(commit_lsn=4, end_lsn=5, commit_ts=0, xid=8, gid="g8"),
+                BeginPrepare(prepare_lsn=6, end_lsn=7, prepare_ts=0, xid=9, gid="g9"),
+                Insert(relation_id=16400, new_tuple=row(3, "lost")),
+                Begin(final_lsn=8, commit_ts=0, xid=10), Insert(relation_id=16400, new_tuple=row(4, "kept")),
+                Commit(commit_lsn=8, end_lsn=9, commit_ts=0)])
+    got, errors, counts = _both_decoders(msgs)
+    assert got.column("xid").to_pylist() == [8, 10] and not errors
+    assert counts["abandoned_transactions"] == 2
+
+
 def test_a_transaction_streamed_again_from_its_first_segment_replaces_the_earlier_copy():
     rel = Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
                    replica_identity="d", columns=REL.columns)

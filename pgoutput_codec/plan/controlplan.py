@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +15,8 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import change_columns, rows_at, tag_codes, truncate_row, truncated_relations, width_errors
+from ..changerows import (OUTSIDE_TRANSACTION, change_columns, rows_at, tag_codes, truncate_row, truncated_relations,
+                          unknown_relation_errors, width_errors)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -276,7 +278,8 @@ class ControlPlan(RowFilters):
             counts["orphans"] = int(orphan.sum())
             if errors == "raise":
                 i = int(idx[orphan][0])
-                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: change outside any transaction")
+                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {OUTSIDE_TRANSACTION}")
+            self._collect(counts, [(int(i), OUTSIDE_TRANSACTION) for i in idx[orphan]], keys)
         rank = self._rank(slot, lambda: pc.fill_null(msgs.field("xid").take(pa.array(idx, pa.int64())), 0)
                           .to_numpy(zero_copy_only=False).astype(np.int64))
         live = rank >= 0
@@ -285,19 +288,15 @@ class ControlPlan(RowFilters):
         iud, iud_rank = idx[~is_t], rank[~is_t]
         relids = pc.fill_null(msgs.field("relation_id"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         ver = self._versions_at(relids[iud], keys[iud])
-        if (ver < 0).any():
-            i = int(iud[np.flatnonzero(ver < 0)[0]])
-            raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: change to relation {relids[i]} before "
-                                      "any Relation message for it")
-        bad, wrong = width_errors(msgs, iud, ver, self.widths)
-        if wrong:                 # corrupt rows: errors, not changes
-            if errors == "raise":
-                i, text = wrong[0]
-                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {text}")
-            counts["rows_in_error"] += len(wrong)
-            counts["rows_decoded"] -= len(wrong)
-            self.last_errors += [dict(seq=int(keys[i]), error=text) for i, text in wrong]
-            iud, iud_rank, ver = iud[~bad], iud_rank[~bad], ver[~bad]
+        # corrupt rows: errors, not changes (a row of no known relation first: it has no width)
+        for check in (unknown_relation_errors, partial(width_errors, widths=self.widths)):
+            bad, wrong = check(msgs, iud, ver)
+            if wrong:
+                if errors == "raise":
+                    i, text = wrong[0]
+                    raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {text}")
+                self._collect(counts, wrong, keys)
+                iud, iud_rank, ver = iud[~bad], iud_rank[~bad], ver[~bad]
         table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
         if is_t.any():
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
@@ -311,6 +310,12 @@ class ControlPlan(RowFilters):
             chosen = [k for k in pc.unique(key).to_pylist() if table_selected(self.patterns, *k.split("\x00", 1))]
             table = table.filter(pc.is_in(key, value_set=pa.array(chosen, pa.string())))
         return table.select(self.output_schema.names).cast(self.output_schema)
+
+    def _collect(self, counts: dict, wrong: list, keys: np.ndarray) -> None:
+        """Rows that decoded but cannot be placed, ``wrong`` (row, text): in error."""
+        counts["rows_in_error"] += len(wrong)
+        counts["rows_decoded"] -= len(wrong)
+        self.last_errors += [dict(seq=int(keys[i]), error=text) for i, text in wrong]
 
     def _commit_positions(self, slot: np.ndarray) -> np.ndarray:
         """Each transaction ``slot``'s position in commit order (-1: it did not commit)."""

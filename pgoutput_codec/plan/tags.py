@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import message_tags
+from ..checkpoint import BEFORE_ALL
 
 __all__ = ["CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "IS_CONTROL", "IS_CHANGE", "IS_ROW_CHANGE",
            "BEFORE_ALL", "control_candidates"]
@@ -32,8 +33,6 @@ ENVELOPE_INERT_TAGS = b"k"
 #: the byte after it (an Update's 'K'/'O' when it sends its old key or row).
 HEAD_BYTES = 25 + 1 + 4 + 4 + 1
 
-#: An order key below every other: a checkpoint's Relations are in force before any row.
-BEFORE_ALL = int(np.iinfo(np.int64).min)
 
 IS_ROW_CHANGE = np.zeros(256, dtype=bool)
 for _t in b"IUD":
