@@ -141,13 +141,13 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
                         int64_t* months, int64_t* days, int64_t* us) noexcept nogil:
     """IntervalStyle postgres: '[N year[s]] [N mon[s]] [N day[s]] [[+-]H:MM:SS[.f]]'.
 
-    -2: not this style; -1: malformed; -3: months or days beyond int32; -4: hours beyond
-    int64 microseconds.
+    -2: not this style (an empty text too: the Python parsers judge it); -1: malformed;
+    -3: months or days beyond int32; -4: hours beyond int64 microseconds.
     Every field is checked before it is scaled or added, so nothing wraps."""
     cdef Py_ssize_t i = 0, j
     cdef int64_t v, t
     cdef int rc
-    cdef bint neg
+    cdef bint neg, fields = False
     months[0] = 0
     days[0] = 0
     us[0] = 0
@@ -168,6 +168,7 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
             if rc < 0:
                 return rc
             us[0] = -t if neg else t
+            fields = True
             continue
         if v > <int64_t>I32_MAX + 1:     # -2147483648 days is still a field
             return -3
@@ -190,7 +191,8 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
         # |v| <= 2^31 and the sums stay in int32 after each field: no int64 can wrap
         if months[0] < I32_MIN or months[0] > I32_MAX or days[0] < I32_MIN or days[0] > I32_MAX:
             return -3
-    return 0
+        fields = True
+    return 0 if fields else -2
 
 
 cdef inline int date_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
