@@ -17,16 +17,11 @@ _GREG_CYCLE = 146097   # days in 400 Gregorian years
 
 
 def days_from_civil(y, m, d):
-    """Days since 1970-01-01, proleptic Gregorian, astronomical year (via 400-year shifts
-    into the range Python's date handles)."""
-    k = 0
-    while y < 1:
-        y += 400
-        k -= 1
-    while y > 9999:
-        y -= 400
-        k += 1
-    return _dt.date(y, m, d).toordinal() - 719163 + k * _GREG_CYCLE
+    """Days since 1970-01-01, proleptic Gregorian, astronomical year (shifted by whole
+    400-year cycles, which repeat the calendar, into the range Python's date handles: one
+    division, whatever the year)."""
+    k, y = divmod(y - 1, 400)
+    return _dt.date(y + 1, m, d).toordinal() - 719163 + k * _GREG_CYCLE
 
 
 def civil_from_days(days):

@@ -22,8 +22,9 @@ __all__ = ["TEXT_PARSERS", "TIME_RE", "frac_us", "text_as_str"]
 
 
 _INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
-_DATE_RE = re.compile(rb"([0-9]{4,})-([0-9]{2})-([0-9]{2})( BC)?\Z")
-_TS_RE = re.compile(rb"([0-9]{4,})-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
+# a year of 4 to 7 digits: date_out prints at least four, and 5874897 AD is the last date
+_DATE_RE = re.compile(rb"([0-9]{4,7})-([0-9]{2})-([0-9]{2})( BC)?\Z")
+_TS_RE = re.compile(rb"([0-9]{4,7})-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
                     rb"(?:([+-])([0-9]{2})(?::([0-9]{2}))?(?::([0-9]{2}))?)?( BC)?\Z")
 #: a clock ``hh:mm:ss[.ffffff]`` and an optional offset ``±hh[:mm[:ss]]`` (time, timetz)
 TIME_RE = re.compile(rb"([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?"
