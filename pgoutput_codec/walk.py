@@ -270,17 +270,18 @@ class TransactionWalk:
         r_versions = []
         for k in range(len(ctrl) + 1):
             if seg_counts[k] and self.ctx < 0 and not self.begun:
-                # changes before the archive's first control row: their Begin is not in
-                # the archive, their Commit will come. Later, a change with no
-                # transaction open lost its Begin: its segment keeps slot -1 (an error)
+                # changes before the archive's first Begin, Commit or stream marker: their
+                # Begin is not in the archive, their Commit will come. Later, a change with
+                # no transaction open lost its Begin: its segment keeps slot -1 (an error)
                 self.ctx = self.new_slot(Txn(xid=None))
             seg_slot[k] = self.ctx
             seg_stream[k] = self.in_stream
             if k == len(ctrl):
                 break
-            self.begun = True
             m = ctrl[k]
             t = m["type"]
+            if t not in ("R", "Y", "O"):   # (sent inside a transaction: it may be the one begun before)
+                self.begun = True
             if t in ("B", "b"):
                 if self.ctx >= 0 and self.txns[self.ctx].kind != "stream" and self.txns[self.ctx].xid is not None:
                     # a Begin inside a transaction: the server sends a transaction whole,
@@ -293,10 +294,16 @@ class TransactionWalk:
                 self.ctx = self.new_slot(Txn(xid=m["xid"]) if t == "B"
                                          else Txn(xid=m["xid"], kind="prepared", gid=m["gid"]))
             elif t == "C":
-                if self.ctx >= 0:
-                    self._commit(commits, self.ctx, m, keys, k)
-                self.ctx = -1
+                # a Commit ends a transaction its Begin opened (or one begun before the
+                # archive); inside a stream block or a Begin Prepare's it is corruption:
+                # what is open stays open for its own end
+                if self.ctx < 0 or self.txns[self.ctx].kind == "tx":
+                    if self.ctx >= 0:
+                        self._commit(commits, self.ctx, m, keys, k)
+                    self.ctx = -1
             elif t == "O":
+                if self.ctx < 0 and not self.begun:   # the transaction begun before the archive
+                    self.ctx = self.new_slot(Txn(xid=None))
                 if self.ctx >= 0:
                     self.txns[self.ctx].origin = m["origin_name"]
             elif t == "R":
@@ -329,10 +336,14 @@ class TransactionWalk:
                     else:
                         self.txns[slot].aborted_subxids.add(m["subxid"])
             elif t == "P":
-                if self.ctx >= 0:
-                    self.txns[self.ctx].gid = m["gid"]
-                    self.prepared[m["gid"]] = self.ctx
-                self.ctx = -1
+                # a Prepare ends the transaction its Begin Prepare opened (or one begun
+                # before the archive); another transaction's is corruption, left alone
+                txn = self.txns[self.ctx] if self.ctx >= 0 else None
+                if txn is None or txn.xid is None or (txn.kind == "prepared" and txn.xid == m["xid"]):
+                    if txn is not None:
+                        txn.gid = m["gid"]
+                        self.prepared[m["gid"]] = self.ctx
+                    self.ctx = -1
             elif t == "p":
                 slot = self.streams.pop(m["xid"], None)
                 if slot is not None:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec import (
-    Begin, Commit, Delete, Insert, Relation, RelationColumn, StreamAbort, StreamCommit, StreamStart,
+    Begin, Commit, Delete, Insert, Origin, Relation, RelationColumn, StreamAbort, StreamCommit, StreamStart,
     StreamStop, Truncate, TupleColumn, Update, encode_message,
 )
 from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, decode_batch
@@ -1238,11 +1238,11 @@ def _both_decoders(msgs):
 
 
 def test_a_change_outside_any_transaction_is_an_error_of_both_decoders():
-    """After the archive's first control row a change with no transaction open lost its
-    Begin (or was sent again after its Commit): both decoders report it, give the rest,
-    and hold nothing for it — before, the sequential decoder opened a transaction for
-    it that the next Begin left open for ever. Rows before the first control row are a
-    transaction begun before the archive, as ever."""
+    """After the archive's first Begin, Commit or stream marker a change with no
+    transaction open lost its Begin (or was sent again after its Commit): both decoders
+    report it, give the rest, and hold nothing for it — before, the sequential decoder
+    opened a transaction for it that the next Begin left open for ever. Rows before that
+    marker, Relations among them, are a transaction begun before the archive, as ever."""
     msgs = enc([Insert(relation_id=16400, new_tuple=row(0, "before")), Commit(commit_lsn=1, end_lsn=2, commit_ts=0),
                 Begin(final_lsn=3, commit_ts=0, xid=2), REL, Insert(relation_id=16400, new_tuple=row(1, "a")),
                 Commit(commit_lsn=3, end_lsn=4, commit_ts=0),
@@ -1259,6 +1259,12 @@ def test_a_change_outside_any_transaction_is_an_error_of_both_decoders():
     assert not dec.walk.txns
     with pytest.raises(PgoutputDecodeError, match="seq 5: change outside any transaction"):
         decode_changes(msgs[1:])
+    # an archive that starts inside a transaction begun before it: its Origin names it
+    got, _, _ = _both_decoders(enc([Origin(origin_lsn=9, origin_name="upstream")]) + msgs[3:5] + msgs[1:2])
+    assert got.column("origin").to_pylist() == ["upstream"]
+    # an archive that starts with a Relation inside the transaction begun before it
+    got, errors, _ = _both_decoders(msgs[3:6] + msgs[1:2] + msgs[6:])
+    assert got.column("seq").to_pylist() == [1, 6] and errors == {4: "change outside any transaction"}
 
 
 def test_a_begin_prepare_inside_an_open_transaction_drops_the_one_that_lost_its_end():
@@ -1278,6 +1284,27 @@ def test_a_begin_prepare_inside_an_open_transaction_drops_the_one_that_lost_its_
     got, errors, counts = _both_decoders(msgs)
     assert got.column("xid").to_pylist() == [8, 10] and not errors
     assert counts["abandoned_transactions"] == 2
+
+
+def test_an_end_that_is_not_the_open_transactions_leaves_it_open():
+    """A Prepare inside a stream block or of another transaction, a Commit inside a Begin
+    Prepare's transaction: corruption, left alone, and what is open ends by its own
+    marker. Before, the Prepare took the streamed transaction, its Stream Commit and a
+    Rollback Prepared then both ended it, and the decoder failed with a KeyError."""
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, Commit(commit_lsn=1, end_lsn=2, commit_ts=0),
+                StreamStart(xid=10, first_segment=True), Insert(xid=10, relation_id=16400, new_tuple=row(1, "s")),
+                Prepare(prepare_lsn=3, end_lsn=4, prepare_ts=0, xid=99, gid="x"), StreamStop(),
+                StreamCommit(xid=10, commit_lsn=5, end_lsn=6, commit_ts=0),
+                RollbackPrepared(prepare_end_lsn=4, rollback_end_lsn=7, prepare_ts=0, rollback_ts=0, xid=99, gid="x"),
+                BeginPrepare(prepare_lsn=8, end_lsn=9, prepare_ts=0, xid=11, gid="y"),
+                Insert(relation_id=16400, new_tuple=row(2, "p")), Commit(commit_lsn=8, end_lsn=9, commit_ts=0),
+                Prepare(prepare_lsn=8, end_lsn=9, prepare_ts=0, xid=12, gid="z"),
+                Insert(relation_id=16400, new_tuple=row(3, "p")),
+                Prepare(prepare_lsn=8, end_lsn=9, prepare_ts=0, xid=11, gid="y"),
+                CommitPrepared(commit_lsn=10, end_lsn=11, commit_ts=0, xid=11, gid="y")])
+    got, errors, _ = _both_decoders(msgs)
+    assert list(zip(got.column("xid").to_pylist(), got.column("seq").to_pylist(), strict=True)) == \
+        [(10, 4), (11, 10), (11, 13)] and not errors
 
 
 def test_a_transaction_streamed_again_from_its_first_segment_replaces_the_earlier_copy():

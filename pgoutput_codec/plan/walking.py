@@ -94,8 +94,8 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
         ctx = -2              # (made below, once the chunk is known to be plain)
     # a Commit of the transaction open before the chunk, then B C pairs, maybe a last B left open
     lead = 1 if len(pattern) and pattern[0] == ord("C") else 0
-    if lead and ctx == -1:
-        return None           # a Commit with nothing open: the walk ignores it
+    if lead and (ctx == -1 or (ctx >= 0 and walk.txns[ctx].kind != "tx")):
+        return None           # a Commit with nothing open, or not a Begin's: the walk judges it
     pairs = pattern[lead:]
     open_end = len(pairs) % 2
     if not ((pairs[0:len(pairs) - open_end:2] == ord("B")).all() and (pairs[1::2] == ord("C")).all()
