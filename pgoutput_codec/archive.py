@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from .arrays import one_array
 from .batch import PAYLOAD_ERROR
 from .errors import PgoutputCodecError
-from .messages import parse_lsn
+from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
            "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq"]
@@ -163,6 +163,12 @@ def _read_csv(path):
         raise ArchiveError(f"{path}: not a readable CSV/COPY export ({_first_line(e)})") from None
     if "data" not in t.column_names:
         raise ArchiveError(f"{path}: the CSV has no 'data' column (columns: {', '.join(t.column_names)})")
+    if "lsn" in t.column_names:   # the server wrote X/Y: anything else is a broken export
+        lsn = t.column("lsn")
+        ok = pc.fill_null(pc.match_substring_regex(lsn, f"^{LSN_PATTERN}$"), True)
+        if not pc.all(ok).as_py():
+            i = pc.index(ok, False).as_py()
+            raise ArchiveError(f"{path}: data row {i + 1}: lsn {lsn[i].as_py()!r} is not an LSN (X/Y hex)")
     data, bad = hex_to_binary(t.column("data"))
     i = t.column_names.index("data")
     t = t.set_column(i, "data", data)

@@ -90,7 +90,13 @@ def lsn_array(lsn, n: int) -> pa.Array:
     if not isinstance(lsn, pa.Array):
         lsn = pa.array(lsn)
     if pa.types.is_string(lsn.type) or pa.types.is_large_string(lsn.type):
-        return pa.array([None if v is None else parse_lsn(v) for v in lsn.to_pylist()], pa.uint64())
+        out = []
+        for i, v in enumerate(lsn.to_pylist()):
+            try:
+                out.append(None if v is None else parse_lsn(v))
+            except ValueError as e:
+                raise ValueError(f"lsn of row {i}: {e}") from None
+        return pa.array(out, pa.uint64())
     return lsn.cast(pa.uint64())
 
 

@@ -16,6 +16,7 @@ streaming xid: ``None`` outside a Stream Start/Stop block, an int inside one.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple, Optional, Tuple, Union
 
@@ -27,7 +28,7 @@ __all__ = [
     "StreamPrepare", "XLogData", "PrimaryKeepalive",
     "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS",
     "PG_EPOCH", "pg_timestamp_to_datetime", "datetime_to_pg_timestamp",
-    "format_lsn", "parse_lsn",
+    "format_lsn", "parse_lsn", "LSN_PATTERN",
 ]
 
 
@@ -295,11 +296,16 @@ def format_lsn(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
+#: LSN text as pg_lsn_out writes it (upper or lower case)
+LSN_PATTERN = "[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}"
+_LSN_TEXT = re.compile(LSN_PATTERN)
+
+
 def parse_lsn(text: Union[str, int]) -> int:
     """PostgreSQL's ``X/Y`` LSN text (or an int) to a 64-bit int."""
     if isinstance(text, int):
         return text
-    hi, sep, lo = text.partition("/")
-    if not sep:
-        raise ValueError(f"not an LSN: {text!r}")
+    if not _LSN_TEXT.fullmatch(text):   # (int() alone takes signs, spaces, '_' and '0x')
+        raise ValueError(f"not an LSN (X/Y, each 1 to 8 hex digits): {text!r}")
+    hi, _, lo = text.partition("/")
     return (int(hi, 16) << 32) | int(lo, 16)

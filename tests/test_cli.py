@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -271,6 +272,21 @@ def test_a_csv_value_that_is_not_hex_is_an_error_row_saying_so(tmp_path):
     errors = pq.read_table(out).column("error").to_pylist()
     assert errors[7] == HEX_ERROR and errors.count(None) == 39
     assert_clean_failure(run_cli("decode", str(csv), str(out)), "not bytea hex")
+
+
+@pytest.mark.parametrize("lsn", ["0o1", "0/1x", "-1/0", "1_0/0", " 1/0", "100000000/0", "0/0\x00"])
+def test_a_csv_lsn_that_is_not_an_lsn_names_the_file_and_row(tmp_path, lsn):
+    """The server writes X/Y (1 to 8 hex digits each): anything else in an export's lsn
+    column is a broken export, named with its row, and parse_lsn refuses it too (int()
+    alone took a sign, spaces, '_', and a high part past 32 bits)."""
+    from pgoutput_codec.archive import ArchiveError, read_archive_parts
+    csv = tmp_path / "x.csv"
+    csv.write_text(f"lsn,xid,data\n0/16,5,\\x42\n{lsn},5,\\x42\n")
+    with pytest.raises(ArchiveError, match=f"x.csv: data row 2: lsn {re.escape(repr(lsn))} is not an LSN"):
+        read_archive_parts(str(csv))[0].read()
+    with pytest.raises(ValueError, match="not an LSN"):
+        pc.parse_lsn(lsn)
+    assert pc.parse_lsn("ffffffff/0") == 0xFFFFFFFF << 32 and pc.parse_lsn("0/1a") == 26
 
 
 def test_modes_on_a_malformed_row(tmp_path):
