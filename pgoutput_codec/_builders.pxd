@@ -116,7 +116,8 @@ cdef inline int var_append(VarCol* c, Py_ssize_t row, const uint8_t* src, Py_ssi
     if mem_reserve(&c.data, n) < 0:
         return -1
     var_fill(c, row)
-    memcpy(c.data.p + c.data.len, src, n)
+    if n:   # an empty value may come with no buffer at all: memcpy from NULL is undefined
+        memcpy(c.data.p + c.data.len, src, n)
     c.data.len += n
     c.filled = row + 1
     c.offs[row + 1] = <int32_t>c.data.len
@@ -191,7 +192,8 @@ cdef inline int mem_need(Mem* b, Py_ssize_t extra) except -1:
 cdef inline int mem_put(Mem* b, const void* src, Py_ssize_t n) except -1:
     if n > b.cap - b.len:
         mem_need(b, n)
-    memcpy(b.p + b.len, src, <size_t>n)
+    if n:
+        memcpy(b.p + b.len, src, <size_t>n)
     b.len += n
     return 0
 
