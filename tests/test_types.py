@@ -396,6 +396,7 @@ def _mutated(draw):
 @example((1700, "b", bytes.fromhex("0003000140004000000109291a7c")))
 @example((1083, "t", b"12:34:66.000001"))    # 66 seconds: the Python twin must not carry them over
 @example((1186, "t", b""))                   # no field: not an interval (the compiled one gave 0)
+@example((1186, "t", b"1 day 04:05:0604:05:06"))   # two time parts, run together
 def test_compiled_and_python_agree_on_mutations(case):
     oid, kind, raw = case
     mod = ((10 << 16) | 2) + 4 if oid == 1700 else -1

@@ -147,7 +147,7 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
     cdef Py_ssize_t i = 0, j
     cdef int64_t v, t
     cdef int rc
-    cdef bint neg, fields = False
+    cdef bint neg, fields = False, clock = False
     months[0] = 0
     days[0] = 0
     us[0] = 0
@@ -162,13 +162,15 @@ cdef int _interval_text(const uint8_t* p, Py_ssize_t n,
         j = i
         if _uint(p, n, &i, 1, 18, &v) < 0:
             return -2
-        if i < n and p[i] == 58:      # the time part
+        if i < n and p[i] == 58:      # the time part: one, then a space or the end
             i = j
             rc = _time_part(p, n, &i, 16, &t)
             if rc < 0:
                 return rc
+            if clock or (i < n and p[i] != 32):
+                return -1
             us[0] = -t if neg else t
-            fields = True
+            fields = clock = True
             continue
         if v > <int64_t>I32_MAX + 1:     # -2147483648 days is still a field
             return -3

@@ -157,9 +157,11 @@ def _t_interval(s, tm):
         s2 = s.rstrip()
         if not s2:
             raise ValueError("empty interval")
+        clock = False
         while pos < len(s2):
             t = _IV_TOKEN.match(s2, pos)
-            if not t or t.end() == pos:
+            # each field ends at a space or the end, and there is one time part at most
+            if not t or t.end() == pos or s2[t.end():t.end() + 1] not in (b"", b" ") or (clock and not t[1]):
                 raise ValueError("not an interval (IntervalStyle postgres or iso_8601)")
             if t[1]:
                 v = int(t[1])
@@ -170,6 +172,7 @@ def _t_interval(s, tm):
             else:
                 v = _time_us(t[4], t[5], t[6], t[7], clock=False)
                 us = -v if t[3] == b"-" else v
+                clock = True
             pos = t.end()
     if not (-2**31 <= months < 2**31 and -2**31 <= days < 2**31):
         raise ValueError("interval months/days out of int32 range")
