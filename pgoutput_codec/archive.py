@@ -146,6 +146,10 @@ def _read_csv(path):
         head = f.readline()
     if not head.strip():
         raise ArchiveError(f"{path}: empty file, not an archive")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArchiveError(f"{path}: not an archive (its first line is not UTF-8 text)") from None
     delim = "\t" if b"\t" in head else ","
     fields = [x.strip().strip(b'"').lower() for x in head.rstrip(b"\r\n").split(delim.encode())]
     header = b"data" in fields
