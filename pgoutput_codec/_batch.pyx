@@ -628,11 +628,16 @@ cdef class _Columns:
         return pa.StructArray.from_arrays([arrays[f.name] for f in MESSAGE_FIELDS], fields=MESSAGE_FIELDS)
 
 
-def initial_stream_state(arr, int envelope):
+def initial_stream_state(arr, int envelope, bint control):
     """Whether ``arr`` begins inside a Stream Start/Stop block, from its first row that
-    decides it: a Stream Start (outside), a Stream Stop (inside), or a R/Y/I/U/D/T/M row
-    that parses exactly with the streaming xid or exactly without it, not both. None if
-    no row decides (no S/E, and every streamable row ambiguous or malformed).
+    decides it, among the control rows (``control``: those ``ControlPlan`` sees) or
+    among the others. A Stream Stop says inside; a Stream Start, or any message that is
+    never sent inside a stream block (Begin, Commit, Origin, the two-phase and stream
+    ends), outside; a R/Y/I/U/D/T/M row that parses exactly with the streaming xid or
+    exactly without it, not both, says which. None if no row decides.
+
+    The caller asks the control rows first: then the sequential decoder and the plan,
+    which sees only them, agree even on an archive whose markers are damaged.
 
     Why not the first S/E alone: a stream block can hold more rows than a batch or a
     partition (its size is ``logical_decoding_work_mem``), so a batch cut inside one has
@@ -651,10 +656,12 @@ def initial_stream_state(arr, int envelope):
             if not _row_span(&v, i, &start, &end):
                 continue
             tag = _tag_at(v.data + start, end - start, envelope)
-            if tag == 83:    # 'S'
-                return False
+            if control != _is_control_tag(tag):
+                continue
             if tag == 69:    # 'E'
                 return True
+            if control and tag != 82 and tag != 89:   # S B C O b P K r c A p: outside
+                return False
             if not (tag == 82 or tag == 89 or tag == 73 or tag == 85 or tag == 68 or tag == 84 or tag == 77):
                 continue
             reader_init(&r, v.data + start, end - start)
@@ -666,6 +673,12 @@ def initial_stream_state(arr, int envelope):
         return None
     finally:
         scratch_free(&s)
+
+
+cdef inline bint _is_control_tag(uint8_t tag) noexcept nogil:
+    """The tags ``plan.tags.CONTROL_TAGS`` names: B C O R Y S E c A b P K r p."""
+    return (tag == 66 or tag == 67 or tag == 79 or tag == 82 or tag == 89 or tag == 83 or tag == 69
+            or tag == 99 or tag == 65 or tag == 98 or tag == 80 or tag == 75 or tag == 114 or tag == 112)
 
 
 def tags_of(arr, int envelope):
@@ -731,7 +744,10 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     src_end = dp + v.data_size
 
     if stream == STREAM_UNKNOWN:
-        stream = STREAM_YES if initial_stream_state(arr, envelope) else STREAM_NO
+        decided = initial_stream_state(arr, envelope, True)
+        if decided is None:
+            decided = initial_stream_state(arr, envelope, False)
+        stream = STREAM_YES if decided else STREAM_NO
 
     scratch_init(&s)
     try:

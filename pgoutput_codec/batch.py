@@ -70,14 +70,13 @@ def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool |
     env = envelope_code(envelope)
     chunks = binary_chunks(values)
     if in_stream is None:
-        # The first row anywhere in the input that decides it (a Stream Start/Stop, or
-        # a row that parses only one way: _batch.initial_stream_state); none: outside.
+        # The first control row anywhere in the input that decides it, else the first
+        # other row (_batch.initial_stream_state); none: outside.
         state = 0
-        for chunk in chunks:
-            decided = _batch.initial_stream_state(chunk, env)
-            if decided is not None:
-                state = int(decided)
-                break
+        decided = next((d for control in (True, False) for chunk in chunks
+                        if (d := _batch.initial_stream_state(chunk, env, control)) is not None), None)
+        if decided is not None:
+            state = int(decided)
     else:
         state = int(bool(in_stream))
     results = []

@@ -423,33 +423,39 @@ def decode_row(buf: bytes, envelope: str, state: bool, names: str = "utf-8"):
 
 
 _STREAMABLE = frozenset(b"RYIUDTM")
+#: the tags plan.tags.CONTROL_TAGS names
+_CONTROL = frozenset(b"BCORYSEcAbPKrp")
 
 
 def infer_initial_state(payloads, envelope, names="utf-8"):
-    """DESIGN.md: the first row that decides it (twin of ``_batch.initial_stream_state``):
-    an 'S' (outside), an 'E' (inside), or a R/Y/I/U/D/T/M row that decodes with the
+    """DESIGN.md: the first control row that decides it, else the first other row (twin
+    of ``_batch.initial_stream_state``): an 'E' (inside), an 'S' or any message never
+    sent inside a stream block (outside), or a R/Y/I/U/D/T/M row that decodes with the
     streaming xid or without it, not both. No row decides: outside."""
-    for raw in payloads:
-        if not raw:
-            continue
-        t = raw[0]
-        if envelope != "none" and t == 0x77:
-            t = raw[25] if len(raw) > 25 else 0
-        if t == 0x53:  # 'S'
-            return False
-        if t == 0x45:  # 'E'
-            return True
-        if t not in _STREAMABLE:
-            continue
-        fits = []
-        for state in (False, True):
-            try:
-                decode_row(as_bytes(raw), envelope, state, names)
-            except PgoutputDecodeError:
+    for control in (True, False):
+        for raw in payloads:
+            if not raw:
                 continue
-            fits.append(state)
-        if len(fits) == 1:
-            return fits[0]
+            t = raw[0]
+            if envelope != "none" and t == 0x77:
+                t = raw[25] if len(raw) > 25 else 0
+            if (t in _CONTROL) != control:
+                continue
+            if t == 0x45:  # 'E'
+                return True
+            if control and t not in b"RY":
+                return False
+            if t not in _STREAMABLE:
+                continue
+            fits = []
+            for state in (False, True):
+                try:
+                    decode_row(as_bytes(raw), envelope, state, names)
+                except PgoutputDecodeError:
+                    continue
+                fits.append(state)
+            if len(fits) == 1:
+                return fits[0]
     return False
 
 

@@ -1307,6 +1307,21 @@ def test_an_end_that_is_not_the_open_transactions_leaves_it_open():
         [(10, 4), (11, 10), (11, 13)] and not errors
 
 
+def test_a_stream_stop_with_no_start_does_not_put_the_archive_in_a_stream():
+    """The stream state an archive starts in comes from its first control row that tells
+    it — a Begin, Commit or Origin is never sent inside a stream block — so the plan,
+    which sees only control rows, infers what the sequential decoder does. Before, the
+    plan took a Stream Stop whose Start was lost for the first word and read every row
+    before it as streamed."""
+    msgs = enc([Origin(origin_lsn=1, origin_name="o"), REL, Insert(relation_id=16400, new_tuple=row(1, "a")),
+                Commit(commit_lsn=2, end_lsn=3, commit_ts=0), Begin(final_lsn=4, commit_ts=0, xid=5),
+                Insert(relation_id=16400, new_tuple=row(2, "b")), Commit(commit_lsn=4, end_lsn=5, commit_ts=0),
+                StreamStop(), Begin(final_lsn=6, commit_ts=0, xid=6), Insert(relation_id=16400, new_tuple=row(3, "c")),
+                Commit(commit_lsn=6, end_lsn=7, commit_ts=0)])
+    got, errors, _ = _both_decoders(msgs)
+    assert got.column("seq").to_pylist() == [2, 5, 9] and not errors
+
+
 def test_a_transaction_streamed_again_from_its_first_segment_replaces_the_earlier_copy():
     rel = Relation(xid=100, relation_id=REL.relation_id, namespace="public", relation_name="t",
                    replica_identity="d", columns=REL.columns)

@@ -77,7 +77,7 @@ class ControlPlan(RowFilters):
         values = values.take(pa.array(srt, pa.int64()))
         env = envelope_code(envelope)
         if in_stream is None:
-            in_stream = bool(initial_stream_state(values, env))
+            in_stream = bool(initial_stream_state(values, env, True))
         options.setdefault("errors", "raise")
         dec = ChangeDecoder(resume=cp, **options)
         self = cls()
