@@ -17,6 +17,7 @@ text forms follow the ``*_out`` functions under DateStyle ISO and IntervalStyle 
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from libc.math cimport isinf
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 

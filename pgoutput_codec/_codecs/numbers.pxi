@@ -93,6 +93,17 @@ cdef inline int int_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n,
     return OK
 
 
+cdef extern from *:
+    """
+    #include <errno.h>
+    static inline void pgc_clear_errno(void) { errno = 0; }
+    static inline int pgc_erange(void) { return errno == ERANGE; }
+    """
+    # (a Cython assignment to errno inside a function would make a local of that name)
+    void pgc_clear_errno() noexcept nogil
+    int pgc_erange() noexcept nogil
+
+
 cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n,
                             bint binary) noexcept nogil:
     cdef double dv
@@ -121,16 +132,25 @@ cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t 
         return FAIL
     memcpy(buf, p, n)
     buf[n] = 0
+    pgc_clear_errno()
+    # as float4in/float8in: a finite text that overflows to infinity or underflows to
+    # zero is out of range (a denormal is a value), never a silently different number
     if code == C_FLOAT4:
         fv = strtof(buf, &endp)
         if endp != buf + n or buf[0] == 32:
             c.err = b"not a float"
+            return FAIL
+        if pgc_erange() and (fv == 0 or isinf(fv)):
+            c.err = b"out of range for type real"
             return FAIL
         memcpy(c.out + 4 * i, &fv, 4)
     else:
         dv = strtod(buf, &endp)
         if endp != buf + n or buf[0] == 32:
             c.err = b"not a float"
+            return FAIL
+        if pgc_erange() and (dv == 0 or isinf(dv)):
+            c.err = b"out of range for type double precision"
             return FAIL
         memcpy(c.out + 8 * i, &dv, 8)
     return OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import decimal
 import ipaddress
+import math
 import re
 import struct
 
@@ -57,14 +58,22 @@ def _t_bool(s, tm):
 
 def _t_float(s, tm):
     # what float8out prints plus what strtod takes of those characters (_convert.pyx
-    # _float_chars): 'E' and a leading '+' too
-    if not re.match(rb"([+-]?(Infinity|[0-9.]+([eE][+-]?[0-9]+)?)|NaN)\Z", s):
+    # _float_chars): 'E' and a leading '+' too; under 127 bytes, as there
+    if len(s) >= 127 or not re.match(rb"([+-]?(Infinity|[0-9.]+([eE][+-]?[0-9]+)?)|NaN)\Z", s):
         raise ValueError("not a float")
-    return float(s)
+    return _in_range(s, float(s), "double precision")
 
 
 def _t_float4(s, tm):
-    return struct.unpack("f", struct.pack("f", _t_float(s, tm)))[0]
+    return _in_range(s, struct.unpack("f", struct.pack("f", _t_float(s, tm)))[0], "real")
+
+
+def _in_range(s, v, name):
+    """``v`` read from ``s``, unless a finite text overflowed to infinity or underflowed
+    to zero (float4in/float8in refuse both; a denormal is a value)."""
+    if (math.isinf(v) and b"Infinity" not in s) or (v == 0 and re.search(rb"[1-9]", re.split(rb"[eE]", s)[0])):
+        raise ValueError(f"out of range for type {name}")
+    return v
 
 
 def _t_numeric(s, tm):
