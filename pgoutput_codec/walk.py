@@ -30,6 +30,10 @@ from .schema import relation_fingerprint
 __all__ = ["Txn", "TransactionWalk"]
 
 
+#: the messages that begin or end a transaction or a stream block
+_MARKERS = frozenset("BCSEcAbPKrp")
+
+
 @dataclass
 class Txn:
     """One transaction the walk knows, from its first row or Begin to its end."""
@@ -280,7 +284,7 @@ class TransactionWalk:
                 break
             m = ctrl[k]
             t = m["type"]
-            if t not in ("R", "Y", "O"):   # (sent inside a transaction: it may be the one begun before)
+            if t in _MARKERS:   # (R, Y, O, M come inside a transaction: it may be the one begun before)
                 self.begun = True
             if t in ("B", "b"):
                 if self.ctx >= 0 and self.txns[self.ctx].kind != "stream" and self.txns[self.ctx].xid is not None:
