@@ -143,7 +143,9 @@ class ChangeDecoder:
         # spill files go with the decoder however its run ends: close(), a with block,
         # or the garbage collector (the finalizer holds the walk, not the decoder)
         self._cleanup = weakref.finalize(self, self.walk.discard_open)
-        self._in_stream = False     # stream state as the batch decoder sees it
+        # stream state as the batch decoder sees it; None: inferred from the first rows
+        # (an archive may start inside a stream block), as ControlPlan.build infers it
+        self._in_stream = None
         self._seq = 0
         self.errors: list[dict] = []
         self.counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "changes": 0,
@@ -251,7 +253,9 @@ class ChangeDecoder:
                 unread = values.column(PAYLOAD_ERROR)
             values = values.column("data")
         values = one_array(values)
-        msgs, self._in_stream = decode_batch_with_state(values, in_stream=self._in_stream)
+        msgs, after = decode_batch_with_state(values, in_stream=self._in_stream)
+        if self._in_stream is not None or len(values):
+            self._in_stream = after
         if unread is not None:
             msgs = with_payload_errors(msgs, unread)
         n = len(msgs)
