@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz bench corpus demo clean wheel system
+.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz sanitize bench corpus demo clean wheel system
 
 all: build
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 build: $(STAMP)
-	$(PY) setup.py -q build_ext --inplace
+	$(PY) setup.py -q build_ext --inplace -j 2
 
 system:
 	bash tools/ensure_system.sh
@@ -29,8 +29,8 @@ system:
 # workers waiting on each other, so two sessions side by side take far less than one
 # after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
-# measured times on a quiet machine: tests/spark on PySpark 4 and the demo's Spark run
-# (about 21 min) beside the rest (the core suite 6, tests/spark on Connect 8 and on
+# measured times on a quiet machine: tests/spark on PySpark 4 and the short sanitizer run
+# (about 22 min) beside the rest (the core suite 6.5, tests/spark on Connect 8 and on
 # PySpark 3.5 6.5: about 21 min).
 test:
 	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
@@ -38,14 +38,14 @@ test:
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
-DEMO_SPARK := tests/test_demo.py::test_demo_spark_end_to_end
 test-lane-core:   # the lanes assume make test's prerequisites
-	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark --deselect $(DEMO_SPARK)
+	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
 	$(PYTEST_CONNECT)
 	$(PYTEST_SPARK35)
 
 test-lane-spark:
-	$(PY) -m pytest -q $(DURATIONS) tests/spark $(DEMO_SPARK)
+	$(PY) -m pytest -q $(DURATIONS) tests/spark
+	bash tools/sanitize.sh quick
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
@@ -77,9 +77,14 @@ lint: $(STAMP)
 docs: build
 	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
 
+# every atheris harness of tests/fuzz for FUZZ_SECONDS each, into the persistent fuzz_corpus/
 fuzz: build
-	$(PY) tests/fuzz/fuzz_decode.py -max_total_time=$${FUZZ_SECONDS:-300}
-	$(PY) tests/fuzz/fuzz_transcode.py -max_total_time=$${FUZZ_SECONDS:-300}
+	for h in tests/fuzz/fuzz_*.py; do $(PY) $$h -max_total_time=$${FUZZ_SECONDS:-300} || exit 1; done
+
+# the extensions under AddressSanitizer + UndefinedBehaviorSanitizer (build/sanitize): the
+# compiled-code and change tests, then FUZZ_SECONDS (default 60) of every harness on them
+sanitize: build
+	bash tools/sanitize.sh full
 
 bench: build
 	$(PY) bench/decode_bench.py

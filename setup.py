@@ -10,6 +10,10 @@ Environment switches:
   contains one of the names (fast rebuilds while working on one module).
 - ``PGOUTPUT_CODEC_QUICK=1``: -O0 with the release directives, for builds whose speed
   does not matter (the packaging test's wheel: its C compiles in a third of the time).
+- ``PGOUTPUT_CODEC_SANITIZE=1``: the release directives under AddressSanitizer and
+  UndefinedBehaviorSanitizer (-O1, frame pointers kept; ``tools/sanitize.sh`` builds
+  and runs it). ``PGOUTPUT_CODEC_SANITIZE=fuzzer``: also libFuzzer's coverage
+  instrumentation (clang), so that atheris is guided by the compiled code too.
 """
 
 import glob
@@ -21,6 +25,8 @@ from setuptools import Extension, setup
 DEBUG = os.environ.get("PGOUTPUT_CODEC_DEBUG") == "1"
 ONLY = [s for s in os.environ.get("PGOUTPUT_CODEC_ONLY", "").split(",") if s]
 QUICK = os.environ.get("PGOUTPUT_CODEC_QUICK") == "1"
+SANITIZE = os.environ.get("PGOUTPUT_CODEC_SANITIZE", "")
+SANITIZERS = "address,undefined" + (",fuzzer-no-link" if SANITIZE == "fuzzer" else "")
 
 DIRECTIVES = {
     "language_level": 3,
@@ -44,8 +50,11 @@ def extensions():
             Extension(
                 name,
                 [pyx],
-                extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O0"] if QUICK else ["-O3"])
+                extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O0"] if QUICK else
+                                    ["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={SANITIZERS}",
+                                     "-fno-sanitize-recover=undefined"] if SANITIZE else ["-O3"])
                 + ["-Wno-unused-function"],
+                extra_link_args=[f"-fsanitize={SANITIZERS}"] if SANITIZE else [],
                 define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
             )
         )

@@ -1,23 +1,33 @@
-"""atheris fuzz target for the openGauss decoders (docs/protocol.md, openGauss).
+#!/usr/bin/env python
+"""atheris fuzz harness for the openGauss decoders (docs/opengauss.md).
 
 Feeds arbitrary bytes to the compiled 'b' batch decoder, checks it against the Python
 twin (same table), that the Arrow output is valid, and that the 't'/'j' decoders only
-ever raise PgoutputDecodeError. Run: ``python tests/fuzz/fuzz_opengauss.py -max_total_time=15``.
+ever raise PgoutputDecodeError. Seeded with valid frames of each style.
+
+    python tests/fuzz/fuzz_opengauss.py -max_total_time=60 [corpus_dir ...] [libFuzzer flags]
 """
+
+from __future__ import annotations
 
 import os
 import sys
 
 import atheris
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the import paths)
 
-with atheris.instrument_imports():
+with atheris.instrument_imports(include=["pgoutput_codec"]):
     from pgoutput_codec.errors import PgoutputDecodeError
     from pgoutput_codec.opengauss import decode_batch, decode_batch_py, decode_frame
+    from pgoutput_codec.opengauss.encode import encode_frame, encode_text_frame, xlogdata
+
+sys.path.insert(0, os.path.join(harness.TESTS, "opengauss"))
+from ogdata import sample_records  # noqa: E402  (after sys.path set-up)
 
 
-def TestOneInput(data: bytes):
+def test_one_input(data: bytes):
     t = decode_batch([data, data[:len(data) // 2]])
     t.validate(full=True)
     assert t.equals(decode_batch_py([data, data[:len(data) // 2]])), data
@@ -33,10 +43,12 @@ def TestOneInput(data: bytes):
         pass
 
 
-def main():
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+def seeds() -> list:
+    recs = sample_records()
+    return [encode_frame(recs), encode_frame(recs, end="P0", xlog=(1, 2, 3)), xlogdata(encode_frame(recs[:1])),
+            encode_text_frame([recs[0], recs[-1]], style="t"),
+            b"table public t1 UPDATE: old-key: a[integer]:3 new-tuple: a[integer]:4 b[text]:'it''s' c[text]:null"]
 
 
 if __name__ == "__main__":
-    main()
+    harness.main(sys.argv, "opengauss", seeds, test_one_input)
