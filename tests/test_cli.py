@@ -438,6 +438,26 @@ def _messages(out):
     return pa.concat_tables([t for _, t in iter_archive(parts)]), parts
 
 
+def _assert_archive_is_the_slots(srv, got, ref_slot, publication, table):
+    """The archive's messages ``got`` are what slot ``ref_slot`` (made at the capture's
+    start) holds — nothing lost, nothing twice — streamed for real, and they decode to
+    the server's ``table`` (id, v)."""
+    with srv.connect() as c:
+        ref = c.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+                        "'proto_version', '2', 'publication_names', %s, 'streaming', 'true', "
+                        "'messages', 'true')", (ref_slot, publication)).fetchall()
+        server_rows = c.execute(f"SELECT id, v FROM {table} ORDER BY id").fetchall()
+    # Relation messages are re-sent once per decoding session (each poll is one): compare the rest
+    mine = [(lsn, d) for lsn, d in zip(got.column("lsn").to_pylist(), got.column("data").to_pylist(), strict=True)
+            if d[:1] != b"R"]
+    theirs = [(lsn, bytes(d)) for lsn, d in ref if bytes(d)[:1] != b"R"]
+    assert mine == theirs
+    assert {bytes(d)[:1] for _, d in ref} >= {b"S", b"E", b"c", b"M", b"B", b"C"}   # streamed for real
+    snap = pc.snapshot(pc.decode_changes(got), f"public.{table}")
+    assert sorted(zip(snap.column("id").to_pylist(), snap.column("v").to_pylist(), strict=True)) == \
+        [tuple(r) for r in server_rows]
+
+
 def test_capture_with_crash_and_resume(server, tmp_path):
     """Crash (hook: os._exit) right after writing a file, before advancing the slot; the
     rerun completes the advance, continues seq, and the archive equals what a second slot
@@ -468,21 +488,7 @@ def test_capture_with_crash_and_resume(server, tmp_path):
     assert len(parts) >= 4
     for a, b in zip(parts, parts[1:], strict=False):   # files chain: each starts where the last ended
         assert b.meta["start_lsn"] == a.meta["end_lsn"]
-    with server.connect() as c:
-        ref = c.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('cap_ref', NULL, NULL, "
-                        "'proto_version', '2', 'publication_names', 'cap_pub', 'streaming', 'true', "
-                        "'messages', 'true')").fetchall()
-        server_rows = c.execute("SELECT id, v FROM cap_t ORDER BY id").fetchall()
-    # Relation messages are re-sent once per decoding session (each poll is one): compare the rest
-    mine = [(lsn, d) for lsn, d in zip(got.column("lsn").to_pylist(), got.column("data").to_pylist(), strict=True)
-            if d[:1] != b"R"]
-    theirs = [(lsn, bytes(d)) for lsn, d in ref if bytes(d)[:1] != b"R"]
-    assert mine == theirs
-    assert {bytes(d)[:1] for _, d in ref} >= {b"S", b"E", b"c", b"M", b"B", b"C"}   # streamed for real
-    # and the decoded table equals the server's
-    snap = pc.snapshot(pc.decode_changes(got), "public.cap_t")
-    assert sorted(zip(snap.column("id").to_pylist(), snap.column("v").to_pylist(), strict=True)) == \
-        [tuple(r) for r in server_rows]
+    _assert_archive_is_the_slots(server, got, "cap_ref", "cap_pub", "cap_t")
     # a rerun with nothing new writes nothing
     res = run_cli(*_capture_args(server, "cap_s", out))
     assert res.returncode == 0 and "captured 0 messages" in res.stdout
@@ -577,20 +583,7 @@ def test_capture_survives_kill_9_and_a_full_disk(server, tmp_path):
     got, parts = _messages(out)
     assert len(parts) > KILLS // 2
     assert got.column("seq").to_pylist() == list(range(len(got)))
-    with server.connect() as c:
-        ref = c.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('chaos_ref', NULL, NULL, "
-                        "'proto_version', '2', 'publication_names', 'chaos_pub', 'streaming', 'true', "
-                        "'messages', 'true')").fetchall()
-        server_rows = c.execute("SELECT id, v FROM chaos_t ORDER BY id").fetchall()
-    # Relation messages are re-sent once per decoding session (each poll is one): compare the rest
-    mine = [(lsn, d) for lsn, d in zip(got.column("lsn").to_pylist(), got.column("data").to_pylist(), strict=True)
-            if d[:1] != b"R"]
-    theirs = [(lsn, bytes(d)) for lsn, d in ref if bytes(d)[:1] != b"R"]
-    assert mine == theirs
-    assert {bytes(d)[:1] for _, d in ref} >= {b"S", b"E", b"c", b"M", b"B", b"C"}   # streamed for real
-    snap = pc.snapshot(pc.decode_changes(got), "public.chaos_t")
-    assert sorted(zip(snap.column("id").to_pylist(), snap.column("v").to_pylist(), strict=True)) == \
-        [tuple(r) for r in server_rows]
+    _assert_archive_is_the_slots(server, got, "chaos_ref", "chaos_pub", "chaos_t")
 
 
 def test_capture_keeps_its_archive_private_locked_and_takes_libpq_environment(server, tmp_path):
