@@ -16,7 +16,7 @@ from .messages import MESSAGE_CLASSES
 from .schema import RELATION_COLUMNS_TYPE, relation_fingerprint
 
 __all__ = ["tag_codes", "control_rows", "rows_at", "change_columns", "light_change_columns", "truncate_row",
-           "truncated_relations", "version_widths", "width_errors", "unknown_relation_errors",
+           "truncated_relations", "version_widths", "width_errors", "corrupt_rows",
            "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
 #: The columns of a relation-versions table (one row per Relation definition).
@@ -177,14 +177,20 @@ def width_errors(msgs, idx: np.ndarray, ver: np.ndarray, widths: np.ndarray):
 OUTSIDE_TRANSACTION = "change outside any transaction"
 
 
-def unknown_relation_errors(msgs, idx: np.ndarray, ver: np.ndarray):
-    """The Insert/Update/Delete rows ``idx`` whose relation no Relation message named
-    before them (version ``ver`` < 0): ``(bad, [(row, text), ...])``, ``bad`` a mask
-    over ``idx``."""
+def corrupt_rows(msgs, idx: np.ndarray, ver: np.ndarray, widths: np.ndarray):
+    """The Insert/Update/Delete rows ``idx`` (Relation versions ``ver``) that are errors,
+    not changes: ``(bad, [(row, text), ...])``, ``bad`` a mask over ``idx``. First those
+    whose relation no Relation message named before them (``ver`` < 0: they have no
+    width), then those whose TupleData width differs from their Relation's
+    (:func:`width_errors`)."""
     bad = ver < 0
     rel = msgs.field("relation_id")
-    return bad, [(int(idx[k]), f"change to relation {rel[int(idx[k])].as_py()} before any Relation message "
-                  "for it (start decoding earlier, or resume from a state)") for k in np.flatnonzero(bad)]
+    wrong = [(int(idx[k]), f"change to relation {rel[int(idx[k])].as_py()} before any Relation message "
+              "for it (start decoding earlier, or resume from a state)") for k in np.flatnonzero(bad)]
+    known = np.flatnonzero(~bad)
+    wide, wrong_width = width_errors(msgs, idx[known], ver[known], widths)
+    bad[known[wide]] = True
+    return bad, wrong + wrong_width
 
 
 def _width_text(msgs, i: int, want: int) -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import tempfile
 import weakref
-from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -41,9 +40,8 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (OUTSIDE_TRANSACTION, change_columns, control_rows, light_change_columns, row_versions,
-                         rows_at, spread, tag_codes, to_numpy_u, truncate_row, truncated_relations,
-                         unknown_relation_errors, width_errors)
+from .changerows import (OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows, light_change_columns,
+                         row_versions, rows_at, spread, tag_codes, to_numpy_u, truncate_row, truncated_relations)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
@@ -530,14 +528,12 @@ class ChangeDecoder:
             iud, t_rows = idx, idx[:0]
         take = pa.array(iud, pa.int64())
         ver = versions[iud]
-        # corrupt rows: errors, not changes (a row of no known relation first: it has no width)
-        for check in (unknown_relation_errors, partial(width_errors, widths=self.walk.widths())):
-            bad, wrong = check(msgs, iud, ver)
-            if wrong:
-                self.counts["rows_decoded"] -= len(wrong)
-                self._report(len(wrong), wrong, seq_arr, lsn_arr)
-                iud, ver = iud[~bad], ver[~bad]
-                take = pa.array(iud, pa.int64())
+        bad, wrong = corrupt_rows(msgs, iud, ver, self.walk.widths())
+        if wrong:                 # corrupt rows: errors, not changes
+            self.counts["rows_decoded"] -= len(wrong)
+            self._report(len(wrong), wrong, seq_arr, lsn_arr)
+            iud, ver = iud[~bad], ver[~bad]
+            take = pa.array(iud, pa.int64())
         if self._light:
             cols = light_change_columns(msgs, tags, iud, ver, seq_arr.to_numpy(zero_copy_only=False), lsn_arr,
                                         msg_xid)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import re
-from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -15,8 +14,8 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (OUTSIDE_TRANSACTION, change_columns, rows_at, tag_codes, truncate_row, truncated_relations,
-                          unknown_relation_errors, width_errors)
+from ..changerows import (OUTSIDE_TRANSACTION, change_columns, corrupt_rows, rows_at, tag_codes, truncate_row,
+                          truncated_relations)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -288,15 +287,13 @@ class ControlPlan(RowFilters):
         iud, iud_rank = idx[~is_t], rank[~is_t]
         relids = pc.fill_null(msgs.field("relation_id"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         ver = self._versions_at(relids[iud], keys[iud])
-        # corrupt rows: errors, not changes (a row of no known relation first: it has no width)
-        for check in (unknown_relation_errors, partial(width_errors, widths=self.widths)):
-            bad, wrong = check(msgs, iud, ver)
-            if wrong:
-                if errors == "raise":
-                    i, text = wrong[0]
-                    raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {text}")
-                self._collect(counts, wrong, keys)
-                iud, iud_rank, ver = iud[~bad], iud_rank[~bad], ver[~bad]
+        bad, wrong = corrupt_rows(msgs, iud, ver, self.widths)
+        if wrong:                 # corrupt rows: errors, not changes
+            if errors == "raise":
+                i, text = wrong[0]
+                raise PgoutputDecodeError(f"{_row_name(keys[i], lsn_arr, i)}: {text}")
+            self._collect(counts, wrong, keys)
+            iud, iud_rank, ver = iud[~bad], iud_rank[~bad], ver[~bad]
         table = self._rows(msgs, iud, iud_rank, ver, keys, lsn_arr)
         if is_t.any():
             table = pa.concat_tables([table, self._truncates(msgs, idx[is_t], rank[is_t], keys, lsn_arr)])
