@@ -26,7 +26,7 @@ from libc.string cimport memcpy
 import numpy as np
 import pyarrow as pa
 
-from pgoutput_codec.messages import MESSAGE_CLASSES
+from pgoutput_codec.messages import CONTROL_TAGS, MESSAGE_CLASSES
 from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
 
 cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}
@@ -628,6 +628,12 @@ cdef class _Columns:
         return pa.StructArray.from_arrays([arrays[f.name] for f in MESSAGE_FIELDS], fields=MESSAGE_FIELDS)
 
 
+# messages.CONTROL_TAGS by tag byte
+cdef bint _IS_CONTROL[256]
+for _t in CONTROL_TAGS.encode():
+    _IS_CONTROL[_t] = True
+
+
 def initial_stream_state(arr, int envelope, bint control):
     """Whether ``arr`` begins inside a Stream Start/Stop block, from its first row that
     decides it, among the control rows (``control``: those ``ControlPlan`` sees) or
@@ -656,7 +662,7 @@ def initial_stream_state(arr, int envelope, bint control):
             if not _row_span(&v, i, &start, &end):
                 continue
             tag = _tag_at(v.data + start, end - start, envelope)
-            if control != _is_control_tag(tag):
+            if control != _IS_CONTROL[tag]:
                 continue
             if tag == 69:    # 'E'
                 return True
@@ -673,12 +679,6 @@ def initial_stream_state(arr, int envelope, bint control):
         return None
     finally:
         scratch_free(&s)
-
-
-cdef inline bint _is_control_tag(uint8_t tag) noexcept nogil:
-    """The tags ``plan.tags.CONTROL_TAGS`` names: B C O R Y S E c A b P K r p."""
-    return (tag == 66 or tag == 67 or tag == 79 or tag == 82 or tag == 89 or tag == 83 or tag == 69
-            or tag == 99 or tag == 65 or tag == 98 or tag == 80 or tag == 75 or tag == 114 or tag == 112)
 
 
 def tags_of(arr, int envelope):

@@ -26,7 +26,7 @@ __all__ = [
     "Truncate", "LogicalMessage", "StreamStart", "StreamStop", "StreamCommit",
     "StreamAbort", "BeginPrepare", "Prepare", "CommitPrepared", "RollbackPrepared",
     "StreamPrepare", "XLogData", "PrimaryKeepalive",
-    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS",
+    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS", "CONTROL_TAGS",
     "PG_EPOCH", "pg_timestamp_to_datetime", "datetime_to_pg_timestamp",
     "format_lsn", "parse_lsn", "LSN_PATTERN",
 ]
@@ -274,6 +274,9 @@ PGOUTPUT_TAGS = "BCORYIUDTMSEcAbPKrp"
 ENVELOPE_TAGS = "wk"
 #: Messages that carry the streaming xid right after the tag inside S…E.
 STREAMABLE_TAGS = "RYIUDTM"
+#: Messages that drive the transaction walk (every other one is a change, I U D T, or
+#: inert, M); all but R, Y and O begin or end a transaction or a stream block.
+CONTROL_TAGS = "BCORYSEcAbPKrp"
 
 #: PostgreSQL's timestamp epoch; wire timestamps count microseconds from it.
 PG_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)

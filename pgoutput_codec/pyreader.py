@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
 from .messages import (
-    Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
+    CONTROL_TAGS, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
     PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
     StreamCommit, StreamPrepare, StreamStart, StreamStop, Truncate, TupleColumn, Type,
     Update, XLogData,
@@ -423,8 +423,7 @@ def decode_row(buf: bytes, envelope: str, state: bool, names: str = "utf-8"):
 
 
 _STREAMABLE = frozenset(b"RYIUDTM")
-#: the tags plan.tags.CONTROL_TAGS names
-_CONTROL = frozenset(b"BCORYSEcAbPKrp")
+_CONTROL = frozenset(CONTROL_TAGS.encode())
 
 
 def infer_initial_state(payloads, envelope, names="utf-8"):

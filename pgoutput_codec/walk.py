@@ -25,13 +25,14 @@ import pyarrow as pa
 from .changerows import VERSION_SCHEMA, version_widths
 from .checkpoint import BEFORE_ALL, Checkpoint
 from .commitorder import TAKE, REPLAY, judge_commit, order_error
+from .messages import CONTROL_TAGS
 from .schema import relation_fingerprint
 
 __all__ = ["Txn", "TransactionWalk"]
 
 
 #: the messages that begin or end a transaction or a stream block
-_MARKERS = frozenset("BCSEcAbPKrp")
+_MARKERS = frozenset(CONTROL_TAGS) - frozenset("RYO")
 
 
 @dataclass

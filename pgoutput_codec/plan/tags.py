@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import messages
 from ..batch import message_tags
 from ..checkpoint import BEFORE_ALL
 
@@ -12,7 +13,7 @@ __all__ = ["CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "I
            "BEFORE_ALL", "control_candidates"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
-CONTROL_TAGS = b"BCORYSEcAbPKrp"
+CONTROL_TAGS = messages.CONTROL_TAGS.encode()
 
 IS_CONTROL = np.zeros(256, dtype=bool)
 for _t in CONTROL_TAGS:
