@@ -1,6 +1,6 @@
 # Stub of the compiled module _batch.pyx: the hot path behind batch.decode_batch.
 # envelope: 0 auto, 1 none, 2 xlogdata (batch._ENVELOPES); stream: 0 outside a Stream
-# Start/Stop block, 1 inside, 2 infer (initial_stream_state; undecided: outside).
+# Start/Stop block, 1 inside (batch.decode_batch_with_state infers it).
 
 import numpy as np
 import numpy.typing as npt

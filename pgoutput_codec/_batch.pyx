@@ -710,14 +710,17 @@ cdef str _oversize_error(int tag, Py_ssize_t size):
 def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     """Decode one ``pa.BinaryArray``/``pa.LargeBinaryArray`` (any slice offset).
 
-    ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: 0 no, 1 yes, 2 infer it
-    (:func:`initial_stream_state`; no row decides: no). ``stream_rows``: optional uint8
+    ``envelope``: ENV_AUTO/NONE/XLOGDATA (0/1/2); ``stream``: whether the first row is
+    inside a Stream Start/Stop block, 0 or 1 (``batch.decode_batch_with_state`` infers
+    it over all of its chunks). ``stream_rows``: optional uint8
     array, the stream state of every row given by the caller (rows that are not
     contiguous in arrival order, as in parallel decoding); S/E rows then do not change it.
     Returns ``(StructArray, stream state after the last row)``.
     """
     cdef const uint8_t[::1] per_row
     cdef bint explicit = stream_rows is not None
+    if stream != STREAM_NO and stream != STREAM_YES:
+        raise ValueError(f"stream must be 0 or 1, not {stream}")
     if explicit:
         per_row = np.ascontiguousarray(stream_rows, dtype=np.uint8)
         if per_row.shape[0] != len(arr):
@@ -742,12 +745,6 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     cols = _Columns(n, total if total <= MAX_PAYLOAD_BYTES else 0)
     # The end of readable input memory (over-reads for short copies stop here).
     src_end = dp + v.data_size
-
-    if stream == STREAM_UNKNOWN:
-        decided = initial_stream_state(arr, envelope, True)
-        if decided is None:
-            decided = initial_stream_state(arr, envelope, False)
-        stream = STREAM_YES if decided else STREAM_NO
 
     scratch_init(&s)
     try:
