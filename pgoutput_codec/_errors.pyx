@@ -9,7 +9,7 @@ from libc.stdint cimport uint8_t
 
 from pgoutput_codec._reader cimport (
     E_AMBIGUOUS, E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NO_TERMINATOR, E_NOT_ENVELOPE,
-    E_NULL_ROW, E_SHORT, E_TRAILING, E_UNKNOWN_TAG, E_UTF8, Reader,
+    E_NULL_ROW, E_SHORT, E_TOO_LONG, E_TRAILING, E_UNKNOWN_TAG, E_UTF8, Reader,
 )
 
 from pgoutput_codec.errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
@@ -55,6 +55,8 @@ cdef str _detail(Reader* r):
         text = f"envelope='xlogdata' expects a 'w' or 'k' frame, got {_byte(r.err_value)}"
     elif code == E_NULL_ROW:
         text = "null payload"
+    elif code == E_TOO_LONG:
+        text = f"{what} of {r.err_value} bytes: a server's names are at most {r.err_want} bytes"
     else:
         text = f"{what}: error code {code}"
     if r.err_col >= 0:

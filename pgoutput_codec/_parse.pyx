@@ -13,9 +13,13 @@ from libc.string cimport memcpy
 
 from pgoutput_codec._reader cimport (
     E_AMBIGUOUS, E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_SHORT,
-    E_UNKNOWN_TAG, E_UTF8, Reader, _need, expect_end, pgc_be32, read_cstring, read_i16,
+    E_TOO_LONG, E_UNKNOWN_TAG, E_UTF8, Reader, _need, expect_end, pgc_be32, read_cstring, read_i16,
     read_i32, read_i64, read_u8, read_u32, read_u64, reader_fail, utf8_valid,
 )
+
+from pgoutput_codec.messages import MAX_IDENTIFIER_BYTES
+
+cdef Py_ssize_t _MAX_IDENTIFIER = MAX_IDENTIFIER_BYTES
 
 
 cdef void scratch_init(Scratch* s) noexcept nogil:
@@ -76,6 +80,16 @@ cdef inline int _name(Reader* r, Slice* out, const char* what) noexcept nogil:
         return -1
     if not utf8_valid(r.buf + out.off, out.len):
         return reader_fail(r, E_UTF8, start, what, 0, 0)
+    return 0
+
+
+cdef inline int _identifier(Reader* r, Slice* out, const char* what) noexcept nogil:
+    """A name of a relation, column or type: a String no longer than a server writes."""
+    cdef Py_ssize_t start = r.pos
+    if _name(r, out, what) < 0:
+        return -1
+    if out.len > _MAX_IDENTIFIER:
+        return reader_fail(r, E_TOO_LONG, start, what, _MAX_IDENTIFIER, out.len)
     return 0
 
 
@@ -170,9 +184,9 @@ cdef int _relation(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
     cdef uint8_t ri
     if read_u32(r, &m.relation_id, b"Relation relation_id") < 0:
         return -1
-    if _name(r, &m.namespace, b"Relation namespace") < 0:
+    if _identifier(r, &m.namespace, b"Relation namespace") < 0:
         return -1
-    if _name(r, &m.relation_name, b"Relation relation_name") < 0:
+    if _identifier(r, &m.relation_name, b"Relation relation_name") < 0:
         return -1
     at = r.pos
     if read_u8(r, &ri, b"Relation replica_identity") < 0:
@@ -197,7 +211,7 @@ cdef int _relation(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
         c = &s.rcols[i]
         if read_u8(r, &c.flags, b"Relation column flags") < 0:
             break
-        if _name(r, &c.name, b"Relation column name") < 0:
+        if _identifier(r, &c.name, b"Relation column name") < 0:
             break
         if read_u32(r, &c.type_oid, b"Relation column type_oid") < 0:
             break
@@ -295,9 +309,9 @@ cdef int _pgoutput(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
     elif tag == 89:  # 'Y' Type
         if read_u32(r, &m.type_oid, b"Type type_oid") < 0:
             return -1
-        if _name(r, &m.namespace, b"Type namespace") < 0:
+        if _identifier(r, &m.namespace, b"Type namespace") < 0:
             return -1
-        if _name(r, &m.type_name, b"Type type_name") < 0:
+        if _identifier(r, &m.type_name, b"Type type_name") < 0:
             return -1
     elif tag == 79:  # 'O' Origin
         if read_u64(r, &m.origin_lsn, b"Origin origin_lsn") < 0:

@@ -55,6 +55,7 @@ cpdef enum ErrCode:
     E_AMBIGUOUS = 9      # both streaming readings consume the payload
     E_NOT_ENVELOPE = 10  # envelope="xlogdata" but the row is not 'w'/'k'
     E_NULL_ROW = 11      # a null input row (batch mode)
+    E_TOO_LONG = 12      # a name longer than a server writes
 
 
 cdef struct Reader:

@@ -301,6 +301,12 @@ def format_lsn(lsn: int) -> str:
 
 #: LSN text as pg_lsn_out writes it (upper or lower case)
 LSN_PATTERN = "[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}"
+
+#: The longest name a Relation or Type message can carry, in bytes. Servers keep
+#: identifiers to NAMEDATALEN - 1 = 63 bytes of their encoding (PostgreSQL, openGauss);
+#: converted to UTF-8 a character takes at most 4 bytes. A longer name is corruption, and
+#: would be copied into every change row of its relation.
+MAX_IDENTIFIER_BYTES = 4 * 63
 _LSN_TEXT = re.compile(LSN_PATTERN)
 
 

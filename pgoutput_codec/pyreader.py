@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from .errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
 from .messages import (
-    CONTROL_TAGS, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
-    PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
+    CONTROL_TAGS, MAX_IDENTIFIER_BYTES, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert,
+    LogicalMessage, Origin, PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
     StreamCommit, StreamPrepare, StreamStart, StreamStop, Truncate, TupleColumn, Type,
     Update, XLogData,
 )
@@ -119,6 +119,15 @@ class _Reader:
         self.pos = nul + 1
         return s
 
+    def identifier(self, what):
+        """A relation, column or type name: a String no longer than a server writes."""
+        start = self.pos
+        s = self.name(what)
+        if self.pos - 1 - start > MAX_IDENTIFIER_BYTES:
+            raise _Fail(start, f"{what} of {self.pos - 1 - start} bytes: a server's names are at most "
+                               f"{MAX_IDENTIFIER_BYTES} bytes")
+        return s
+
     def choice(self, allowed, what):
         start = self.pos
         v = self.u8(what)
@@ -176,21 +185,21 @@ def _origin(r, xid):
 
 def _relation(r, xid):
     relation_id = r.u32("relation_id")
-    namespace = r.name("namespace")
-    relation_name = r.name("relation_name")
+    namespace = r.identifier("namespace")
+    relation_name = r.identifier("relation_name")
     ri = r.choice(_REPLICA_IDENTITY, "replica_identity")
     n = r.count(_I16, "column count")
     cols = []
     for i in range(n):
-        cols.append(RelationColumn(r.u8(f"column {i} flags"), r.name(f"column {i} name"),
+        cols.append(RelationColumn(r.u8(f"column {i} flags"), r.identifier(f"column {i} name"),
                                    r.u32(f"column {i} type_oid"), r.i32(f"column {i} type_modifier")))
     return Relation(xid=xid, relation_id=relation_id, namespace=namespace, relation_name=relation_name,
                     replica_identity=chr(ri), columns=tuple(cols))
 
 
 def _type(r, xid):
-    return Type(xid=xid, type_oid=r.u32("type_oid"), namespace=r.name("namespace"),
-                type_name=r.name("type_name"))
+    return Type(xid=xid, type_oid=r.u32("type_oid"), namespace=r.identifier("namespace"),
+                type_name=r.identifier("type_name"))
 
 
 def _insert(r, xid):

@@ -7,6 +7,7 @@ import pytest
 
 from pgoutput_codec import PgoutputDecodeError
 from pgoutput_codec._encode import encode_message
+from pgoutput_codec.messages import MAX_IDENTIFIER_BYTES
 
 from vectors import VECTORS
 
@@ -48,6 +49,11 @@ CASES = [
     ("relation_column_short_typmod", "52 00004000 00 78 00 64 0001 01 61 00 00000017 FFFF", False, 18, "R"),
     ("type_name_surrogate_utf8", "59 00004100 00 EDA080 00", False, 6, "Y"),
     ("type_name_above_10FFFF", "59 00004100 00 F4908080 00", False, 6, "Y"),
+    ("relation_namespace_too_long", "52 00004000" + " 61" * 253 + " 00 78 00 64 0000", False, 5, "R"),
+    ("relation_name_too_long", "52 00004000 00" + " 61" * 253 + " 00 64 0000", False, 6, "R"),
+    ("relation_column_name_too_long",
+     "52 00004000 00 78 00 64 0001 01" + " 61" * 253 + " 00 00000017 FFFFFFFF", False, 12, "R"),
+    ("type_name_too_long", "59 00004100 00" + " 61" * 253 + " 00", False, 6, "Y"),
     ("origin_no_nul", "4F 0000000000000001 616263", None, 9, "O"),
     ("origin_invalid_utf8", "4F 0000000000000001 C328 00", None, 9, "O"),
     ("truncate_negative_nrels", "54 80000000 00", False, 1, "T"),
@@ -100,6 +106,18 @@ def test_malformed_case(impl, case_id, hexdata, in_stream, offset, message_type)
     assert f"at byte {offset}" in text
     if message_type is not None and message_type.isalpha() and case_id != "unknown_tag":
         assert f"('{message_type}')" in text or f"'{message_type}'" in text, text
+
+
+def test_names_up_to_the_server_limit(impl):
+    """Names as long as a server writes decode; one byte more is refused, naming the
+    limit (a name is copied into every change row of its relation)."""
+    longest = "é" * (MAX_IDENTIFIER_BYTES // 2)
+    rel = impl.decode_message(bytes.fromhex("52 00004000") + longest.encode() + b"\0" + longest.encode()
+                              + bytes.fromhex("00 64 0001 01") + longest.encode() + bytes.fromhex("00 00000017 FFFFFFFF"),
+                              in_stream=False)
+    assert (rel.namespace, rel.relation_name, rel.columns[0].name) == (longest, longest, longest)
+    with pytest.raises(PgoutputDecodeError, match=f"at most {MAX_IDENTIFIER_BYTES} bytes"):
+        impl.decode_message(bytes.fromhex("59 00004100 00") + longest.encode() + b"x\0", in_stream=False)
 
 
 # Proper prefixes that are themselves a complete message.
