@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._builders import nulls
 from .messages import parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
-           "validity", "list_lengths", "MAX_CHUNK_BYTES"]
+           "validity", "list_lengths", "share_lists", "plain_lists",
+           "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
 #: input chunk holding more payload bytes than this is decoded in slices (the result is
@@ -131,3 +133,47 @@ def list_lengths(arr: pa.ListArray) -> np.ndarray:
     if arr.null_count:
         lens[~validity(arr)] = -1
     return lens
+
+
+def share_lists(lists: pa.Array, idx: np.ndarray) -> pa.Array:
+    """Rows ``idx`` of the list array ``lists`` as a ``list_view`` over its values: rows
+    that repeat a list point at one copy of it (8 bytes a row), where a taken list array
+    would copy the list into every row. Nulls, and rows of a negative index, are null."""
+    lists = one_array(lists)
+    idx = np.asarray(idx, dtype=np.int64)
+    null = idx < 0
+    offs = lists.offsets.to_numpy()
+    starts, sizes = np.zeros(len(idx), np.int64), np.zeros(len(idx), np.int64)
+    at = idx[~null]
+    starts[~null], sizes[~null] = offs[at], offs[at + 1] - offs[at]
+    if lists.null_count:
+        null[~null] = ~validity(lists)[at]
+    used = ~null
+    lo = int(starts[used].min()) if used.any() else 0
+    hi = int((starts + sizes)[used].max()) if used.any() else 0
+    starts[null], sizes[null] = lo, 0
+    # only the span the rows use: a batch of one relation holds that relation's list alone
+    values = lists.values.slice(lo, hi - lo)
+    return pa.ListViewArray.from_arrays(pa.array(starts - lo, pa.int32()), pa.array(sizes, pa.int32()), values,
+                                        type=pa.list_view(lists.type.value_field),
+                                        mask=pa.array(null) if null.any() else None)
+
+
+def plain_lists(arr) -> pa.Array:
+    """A list view as a list array of the same values; any other array as it is.
+    pyarrow's own cast from ``list_view`` to ``list`` reads the view's offsets as a
+    list's and drops values where lists share them (apache/arrow GH-50994)."""
+    arr = one_array(arr)
+    if not pa.types.is_list_view(arr.type):
+        return arr
+    null = ~validity(arr) if arr.null_count else None
+    sizes = arr.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
+    if null is not None:
+        sizes[null] = 0
+    offsets = np.zeros(len(arr) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise OverflowError(f"{offsets[-1]:,} list elements: more than a list array's 32-bit offsets address")
+    values = pc.list_flatten(arr)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=pa.list_(arr.type.value_field),
+                                    mask=pa.array(null) if null is not None else None)

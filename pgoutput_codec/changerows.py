@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _changes
 from ._builders import nulls
 from ._gather import take_lists
-from .arrays import list_lengths
+from .arrays import list_lengths, share_lists
 from .messages import MESSAGE_CLASSES
-from .schema import RELATION_COLUMNS_TYPE, relation_fingerprint
+from .schema import RELATION_COLUMNS_TYPE, TUPLE_TYPE
 
-__all__ = ["tag_codes", "control_rows", "rows_at", "change_columns", "light_change_columns", "truncate_row",
-           "truncated_relations", "version_widths", "width_errors", "corrupt_rows",
+__all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns",
+           "light_change_columns", "truncate_columns", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
            "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
 #: The columns of a relation-versions table (one row per Relation definition).
@@ -46,19 +47,21 @@ def tag_codes(type_col: pa.Array) -> np.ndarray:
     return codes
 
 
-# Fields the transaction walk reads from every control message; Relation and Type
-# messages (rare) are read whole.
+# Fields the transaction walk reads from every control message, and those it reads of
+# Relation and Type messages (:meth:`walk.TransactionWalk.definitions`).
 _WALK_FIELDS = ("type", "xid", "subxid", "commit_lsn", "commit_ts", "origin_name", "gid", "first_segment")
+DEFINITION_FIELDS = ("type", "xid", "relation_id", "namespace", "relation_name", "replica_identity", "columns",
+                     "type_oid", "type_name")
 
 
 def control_rows(msgs, ctrl_idx: np.ndarray) -> list[dict]:
     """The control messages ``ctrl_idx`` of a decoded batch as dicts for the transaction walk (``walk.TransactionWalk.walk``).
 
     Why not ``msgs.take(...).to_pylist()``: that builds a Python object for every one
-    of the ~40 message fields of every row (18 ms for 4 000 Begin/Commit pairs); the
-    walk reads eight, so those are taken column by column and R/Y rows whole. Values are
-    Python objects as ``to_pylist`` gives them, except ``commit_ts``: microseconds since
-    1970 (int)."""
+    of the ~40 message fields of every row (18 ms for 4 000 Begin/Commit pairs, and
+    1.7 KB a row); the walk reads eight, so those are taken column by column, and of
+    R/Y rows the definition's too. Values are Python objects as ``to_pylist`` gives
+    them, except ``commit_ts``: microseconds since 1970 (int)."""
     if not len(ctrl_idx):
         return []
     take = pa.array(ctrl_idx, pa.int64())
@@ -69,19 +72,17 @@ def control_rows(msgs, ctrl_idx: np.ndarray) -> list[dict]:
     rows = [dict(zip(_WALK_FIELDS, vals, strict=True)) for vals in zip(*cols, strict=True)]
     whole = [k for k, t in enumerate(cols[0]) if t in ("R", "Y")]
     if whole:
-        full = rows_at(msgs, ctrl_idx[whole])
-        for k, m in zip(whole, full, strict=True):
-            rows[k] = m
+        for k, m in zip(whole, rows_at(msgs, ctrl_idx[whole], DEFINITION_FIELDS), strict=True):
+            rows[k].update(m)
     return rows
 
 
-def rows_at(msgs, idx) -> list[dict]:
-    """Messages ``idx`` of a decoded batch as dicts (Relation, Type, Truncate rows: few).
-    A take of the ~40-field message struct costs 0.13 ms however few rows it takes; a
-    slice costs nothing, so a few rows are read one slice each."""
-    if len(idx) <= 8:
-        return [msgs.slice(int(i), 1).to_pylist()[0] for i in idx]
-    return msgs.take(pa.array(idx, pa.int64())).to_pylist()
+def rows_at(msgs, idx, fields) -> list[dict]:
+    """Messages ``idx`` of a decoded batch as dicts of their ``fields`` (Relation, Type,
+    Truncate rows), taken column by column."""
+    take = pa.array(idx, pa.int64())
+    cols = [msgs.field(f).take(take).to_pylist() for f in fields]
+    return [dict(zip(fields, vals, strict=True)) for vals in zip(*cols, strict=True)]
 
 
 def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, seq: pa.Array,
@@ -98,7 +99,7 @@ def change_columns(msgs, idx: np.ndarray, ver: np.ndarray, versions: pa.Table, s
         "schema": versions.column("schema").take(vtake),
         "table": versions.column("table").take(vtake),
         "relation_id": msgs.field("relation_id").take(take),
-        "columns": take_lists(versions.column("columns"), ver),
+        "columns": share_lists(versions.column("columns"), ver),
         "relation_version": versions.column("relation_version").take(vtake),
         "before_kind": msgs.field("old_kind").take(take),
         "before": take_lists(msgs.field("old_tuple"), idx),
@@ -137,20 +138,61 @@ def light_change_columns(msgs, tags: np.ndarray, idx: np.ndarray, ver: np.ndarra
     }
 
 
-def truncate_row(rel: dict, relation_id: int, seq, lsn, options: int, **extra) -> dict:
-    """The change row of one relation of a Truncate message (``rel``: its Relation
-    definition at that point, {} if unknown) — shared by ChangeDecoder and ControlPlan."""
-    return dict(op="T", seq=seq, lsn=lsn, schema=rel.get("schema"), table=rel.get("table"),
-                relation_id=relation_id, columns=rel.get("columns"),
-                relation_version=relation_fingerprint(rel) if rel else None,
-                before_kind=None, before=None, after=None, truncate_options=options, **extra)
+def truncate_columns(msgs, t_rows: np.ndarray, versions: pa.Table, version_of, seq: pa.Array, lsn: pa.Array):
+    """The change rows of the Truncate messages ``t_rows`` of a decoded batch: one per
+    relation a message names, each once, in the message's order (the server names a
+    relation once; a payload naming one many times would otherwise make as many rows).
+    ``version_of(relation_ids, rows)``: the Relation version in force for each (-1:
+    unknown, a row with no schema, table or columns). Returns (columns, the message
+    row of each change row, its version) — shared by ChangeDecoder and ControlPlan."""
+    lists = msgs.field("relation_ids").take(pa.array(t_rows, pa.int64()))
+    rids = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(rids):
+        first = np.unique(parent << 32 | rids, return_index=True)[1]
+        keep = np.sort(first)
+        rids, parent = rids[keep], parent[keep]
+    at = np.asarray(t_rows, np.int64)[parent]
+    ver = np.asarray(version_of(rids, at), np.int64)
+    n, known = len(at), ver >= 0
+    vtake = pa.array(np.where(known, ver, 0), pa.int64(), mask=~known)
+    take = pa.array(at, pa.int64())
+    cols = {
+        "op": pa.array(np.full(n, "T", object), pa.string()),
+        "seq": seq.take(take),
+        "lsn": _lsn_at(lsn, at),
+        "schema": versions.column("schema").take(vtake),
+        "table": versions.column("table").take(vtake),
+        "relation_id": pa.array(rids, pa.uint32()),
+        "columns": share_lists(versions.column("columns"), ver),
+        "relation_version": versions.column("relation_version").take(vtake),
+        "before_kind": nulls(n, pa.string()),
+        "before": nulls(n, TUPLE_TYPE),
+        "after": nulls(n, TUPLE_TYPE),
+        "truncate_options": msgs.field("options").take(take),
+    }
+    return cols, at, ver
 
 
-def truncated_relations(msg: dict) -> list:
-    """The relation ids of a Truncate message, each once. The server names a relation
-    once (ExecuteTruncate dedups its list); a payload naming one many times would
-    otherwise make as many rows, each with the relation's column list."""
-    return list(dict.fromkeys(msg["relation_ids"]))
+def newest_versions(r_events, relids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The version in force for each (relation id, row) of a chunk: its newest Relation
+    before the row in the chunk, else the map the chunk started with (-1: none).
+    ``r_events``: :func:`row_versions`' (positions, relation ids, versions, start map)."""
+    r_pos, r_rel, r_ver, start = r_events
+    out = np.full(len(relids), -1, np.int64)
+    if len(r_pos) and len(relids):
+        order = np.lexsort((r_pos, r_rel))
+        keys = r_rel[order].astype(np.int64) << 32 | r_pos[order].astype(np.int64)
+        k = np.searchsorted(keys, relids << 32 | rows, side="left") - 1
+        hit = (k >= 0) & (r_rel[order][np.maximum(k, 0)] == relids)
+        out[hit] = r_ver[order][k[hit]]
+    miss = out < 0
+    if miss.any():
+        for rid in np.unique(relids[miss]):
+            v = start.get(int(rid))
+            if v is not None:
+                out[miss & (relids == rid)] = v
+    return out
 
 
 def version_widths(versions: list) -> np.ndarray:

@@ -40,8 +40,9 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows, light_change_columns,
-                         row_versions, rows_at, spread, tag_codes, to_numpy_u, truncate_row, truncated_relations)
+from .changerows import (DEFINITION_FIELDS, OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows,
+                         light_change_columns, newest_versions, row_versions, rows_at, spread, tag_codes, to_numpy_u,
+                         truncate_columns)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
@@ -57,6 +58,9 @@ for _t in b"IUDT":
 
 # Columns of pending (not yet committed) change rows: the change schema without the
 # transaction's commit facts, plus the message's own (sub)transaction xid.
+#: the most archive rows :meth:`ChangeDecoder.feed` decodes at once
+FEED_ROWS = 1 << 16
+
 _PENDING_FIELDS = [f for f in CHANGE_FIELDS if f.name not in ("xid", "commit_lsn", "commit_ts", "origin")]
 _PENDING_SCHEMA = pa.schema(_PENDING_FIELDS + [pa.field("msg_xid", pa.uint32())])
 # Light rows (``LightChangeDecoder``, for ``tables.decode_table_changes``): the
@@ -280,7 +284,13 @@ class ChangeDecoder:
         if errors.null_count != n:
             self._handle_errors(errors, seq_arr, lsn_arr)
         self.counts["rows_decoded"] += errors.null_count   # null error = decoded
-        out = self._process(msgs, tags, seq_arr, lsn_arr)
+        # in parts of about FEED_ROWS rows, each ending after a commit where it can (the
+        # array walk takes runs of whole transactions): the walk's dicts of control
+        # messages (~1 KB each) live for one part, not for the whole input
+        cuts = [0, n] if self._light else _part_bounds(tags)
+        parts = [self._process(msgs.slice(a, b - a), tags[a:b], seq_arr.slice(a, b - a), lsn_arr.slice(a, b - a))
+                 for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        out = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         if self.window is not None and len(out):
             inside = in_commit_window(out.column("commit_lsn"), self.window)
             if not inside.all():
@@ -378,7 +388,7 @@ class ChangeDecoder:
         # Relation and Type rows, in order (few)
         rt = ctrl_idx[(ctags == ord("R")) | (ctags == ord("Y"))]
         relmap_start = dict(self.walk.relmap)
-        r_versions = self.walk.definitions(rows_at(msgs, rt))
+        r_versions = self.walk.definitions(rows_at(msgs, rt, DEFINITION_FIELDS))
         self.walk.next_slot += ntx
         self.walk.committed.frombytes(lsns.tobytes())
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
@@ -543,20 +553,14 @@ class ChangeDecoder:
         table = pa.table(cols, schema=self._pending_schema)
         src = iud
         if len(t_rows):
-            trows, tsrc = [], []
-            tm = rows_at(msgs, t_rows)
-            r_pos, r_rel, r_ver, start_map = r_events
-            for i, m in zip(t_rows, tm, strict=True):
-                for rid in truncated_relations(m):
-                    before = np.flatnonzero((r_pos < i) & (r_rel == rid))
-                    v = int(r_ver[before[-1]]) if len(before) else start_map.get(rid)
-                    rel = self.walk.versions[v] if v is not None else {}
-                    trows.append(truncate_row(rel, rid, seq_arr[int(i)].as_py(), lsn_arr[int(i)].as_py(),
-                                              m["options"], msg_xid=m["xid"] or 0 if self._light else m["xid"],
-                                              _src=int(i), _ver=-1 if v is None else v))
-                    tsrc.append(i)
-            table = pa.concat_tables([table, pa.Table.from_pylist(trows, schema=self._pending_schema)])
-            src = np.concatenate([iud, np.asarray(tsrc, dtype=iud.dtype)])
+            cols, at, ver = truncate_columns(msgs, t_rows, self.walk.version_table(),
+                                             lambda rids, rows: newest_versions(r_events, rids, rows), seq_arr,
+                                             lsn_arr)
+            xid = msgs.field("xid").take(pa.array(at, pa.int64()))
+            cols.update(msg_xid=xid.fill_null(0) if self._light else xid, _src=pa.array(at), _ver=pa.array(ver))
+            tt = pa.table({f.name: cols[f.name] for f in self._pending_schema}).cast(self._pending_schema)
+            table = pa.concat_tables([table, tt])
+            src = np.concatenate([iud, at.astype(iud.dtype)])
             order = np.argsort(src, kind="stable")
             table = take_table(table, order)
             src = src[order]
@@ -618,6 +622,25 @@ class ChangeDecoder:
             os.unlink(p)
             return t
         return p
+
+
+#: the tags after which no transaction of the walk's is open, unless another was open
+#: across it: the ends of transactions
+_ENDS = np.frombuffer(b"CPKrcpA", np.uint8)
+
+
+def _part_bounds(tags: np.ndarray) -> list:
+    """Where :meth:`ChangeDecoder.feed` cuts its input: every FEED_ROWS rows at most,
+    after the last transaction end before that when there is one."""
+    n = len(tags)
+    if n <= FEED_ROWS:
+        return [0, n]
+    ends = np.flatnonzero(np.isin(tags, _ENDS)) + 1
+    cuts = [0]
+    while n - cuts[-1] > FEED_ROWS:
+        k = int(np.searchsorted(ends, cuts[-1] + FEED_ROWS, side="right")) - 1
+        cuts.append(int(ends[k]) if k >= 0 and ends[k] > cuts[-1] else cuts[-1] + FEED_ROWS)
+    return cuts + [n]
 
 
 class LightChangeDecoder(ChangeDecoder):

@@ -183,6 +183,22 @@ def test_chunked_with_state_equals_one_go(version, option_set, chunk):
     assert got.equals(whole)
 
 
+@pytest.mark.parametrize("version,option_set", STREAM_SETS[:2] + [("16.14", "v4_2pc_parallel_origin")])
+def test_one_feed_decodes_in_parts_as_in_one(version, option_set, monkeypatch):
+    """feed() decodes a long input in parts of FEED_ROWS rows (the walk's dicts of
+    control messages live for one part): parts of 1, 5 and 64 rows give the rows, the
+    errors and the counts of one part."""
+    import pgoutput_codec.changes as C
+    arch = archive(version, option_set)
+    want = ChangeDecoder(errors="collect")
+    whole = want.feed(arch)
+    for rows in (1, 5, 64):
+        monkeypatch.setattr(C, "FEED_ROWS", rows)
+        dec = ChangeDecoder(errors="collect")
+        assert dec.feed(arch).equals(whole), rows
+        assert (dec.counts, dec.errors, dec.state) == (want.counts, want.errors, want.state)
+
+
 def test_interleaved_transactions_keep_arrival_order_not_lsn():
     arch = archive("16.14", "v1_text")
     lsns = [int(x.split("/")[0], 16) << 32 | int(x.split("/")[1], 16) for x in arch.column("lsn").to_pylist()]
@@ -1377,19 +1393,20 @@ def test_validity_read_from_the_bitmap_of_sliced_arrays():
         assert list_lengths(part).tolist() == [-1 if v is None else len(v) for v in part.to_pylist()]
 
 
-def test_rows_at_reads_few_rows_by_slices_and_many_by_one_take():
-    """changes.rows_at (Relation, Type and Truncate rows as dicts; few by slices): the
-    rows take() gives, on either side of its threshold, and the tags read as a view of
-    the type column equal the gathered ones (an error row among them: gathered)."""
+def test_rows_at_reads_the_fields_asked_for():
+    """changes.rows_at (Relation, Type and Truncate rows as dicts of the fields the walk
+    reads): the values take() gives, and the tags read as a view of the type column
+    equal the gathered ones (an error row among them: gathered)."""
     import numpy as np
 
-    from pgoutput_codec.changerows import rows_at, tag_codes
+    from pgoutput_codec.changerows import DEFINITION_FIELDS, rows_at, tag_codes
     msgs = decode_batch(enc([Begin(final_lsn=1, commit_ts=0, xid=1), REL, REL2,
                              Insert(relation_id=16400, new_tuple=row(1, "a")),
                              Truncate(options=1, relation_ids=(16400, 16401)),
                              Commit(commit_lsn=1, end_lsn=2, commit_ts=0)] * 5))
     for idx in (np.array([1, 2, 4]), np.arange(1, 30, 2), np.array([], np.int64)):
-        assert rows_at(msgs, idx) == msgs.take(pa.array(idx, pa.int64())).to_pylist()
+        assert rows_at(msgs, idx, DEFINITION_FIELDS) == [{f: m[f] for f in DEFINITION_FIELDS}
+                                                         for m in msgs.take(pa.array(idx, pa.int64())).to_pylist()]
     types = msgs.field("type")
     assert tag_codes(types).tolist() == [ord(t) for t in types.to_pylist()]
     assert tag_codes(types.slice(7, 9)).tolist() == [ord(t) for t in types.slice(7, 9).to_pylist()]

@@ -14,8 +14,7 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (OUTSIDE_TRANSACTION, change_columns, corrupt_rows, rows_at, tag_codes, truncate_row,
-                          truncated_relations)
+from ..changerows import OUTSIDE_TRANSACTION, change_columns, corrupt_rows, tag_codes, truncate_columns
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -508,19 +507,12 @@ class ControlPlan(RowFilters):
         return pa.table(cols)
 
     def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:
-        rows, ranks = [], []
-        for i, r, m in zip(idx, rank, rows_at(msgs, idx), strict=True):
-            for rid in truncated_relations(m):
-                v = int(self._versions_at(np.array([rid]), np.array([keys[i]]))[0])
-                rel = self.versions[v] if v >= 0 else {}
-                rows.append(truncate_row(rel, rid, int(keys[i]), lsn_arr[int(i)].as_py(), m["options"]))
-                ranks.append(r)
-        schema = pa.schema([f for f in self.output_schema if f.name not in
-                            ("xid", "commit_lsn", "commit_ts", "origin", "commit_rank")])
-        t = pa.Table.from_pylist(rows, schema=schema)
-        for name, arr in self._commit_cols(np.asarray(ranks, dtype=np.int64)).items():
-            t = t.append_column(name, arr)
-        return t
+        cols, at, _ = truncate_columns(msgs, idx, self.version_table,
+                                       lambda rids, rows: self._versions_at(rids, keys[rows]),
+                                       pa.array(keys, pa.int64()), lsn_arr)
+        pos = np.searchsorted(idx, at)          # idx ascending: each row's message among them
+        cols.update(self._commit_cols(np.asarray(rank, np.int64)[pos]))
+        return pa.table(cols)
 
 
 def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **options) -> Checkpoint:

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from ..arrays import one_array
-from ..schema import CHANGE_SCHEMA
+from ..arrays import one_array, plain_lists
+from ..schema import CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
 from ..tables import typed_changes
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
@@ -151,7 +151,7 @@ class TableMapper:
         if versions:
             fps = sorted(versions)
             self.versions = (np.array(fps, dtype=np.uint64),
-                             pa.array([versions[f] for f in fps], CHANGE_SCHEMA.field("columns").type))
+                             pa.array([versions[f] for f in fps], RELATION_COLUMNS_TYPE))
 
     def _columns(self, fp) -> pa.Array:
         """The column list of each row's ``relation_version`` (null where that is)."""
@@ -176,7 +176,10 @@ class TableMapper:
                 t = t.append_column("columns", self._columns(t.column("relation_version")))
             n = len(t)
             # the typing reads these alone; the other columns go out as they came
-            cast = {f.name: t.column(f.name).cast(f.type) for f in CHANGE_SCHEMA if f.name in _TYPED_FROM}
+            # (column lists as plain lists: Spark's rows hold them so, and typing reads either)
+            cast = {f.name: plain_lists(t.column(f.name)).cast(RELATION_COLUMNS_TYPE if f.name == "columns"
+                                                                 else f.type)
+                    for f in CHANGE_SCHEMA if f.name in _TYPED_FROM}
             typed = typed_changes(pa.table(cast), registry=self.registry, columns=self.columns) if n else None
             out = []
             for f in target:

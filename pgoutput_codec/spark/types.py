@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
+from ..arrays import plain_lists
 from ..schema import MESSAGE_STRUCT
 
 __all__ = [
@@ -43,7 +44,7 @@ def spark_type(t: pa.DataType) -> T.DataType:
     """The Spark SQL type that holds every value of Arrow type ``t`` exactly."""
     if pa.types.is_struct(t):
         return T.StructType([spark_field(t.field(i)) for i in range(t.num_fields)])
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return T.ArrayType(spark_type(t.value_type), containsNull=t.value_field.nullable)
     if pa.types.is_boolean(t):
         return T.BooleanType()
@@ -106,6 +107,7 @@ def to_spark_arrow(arr, target: pa.DataType):
     items, so it cannot lose a value; ``safe=True`` makes any surprise an error."""
     if arr.type.equals(target):
         return arr
+    arr = plain_lists(arr)      # Spark has no list views: each row its own copy
     if arr.type == pa.uint64() and target == _LSN_DECIMAL and arr.offset == 0 and sys.byteorder == "little":
         return _u64_to_decimal(arr)
     return arr.cast(target, safe=True)

@@ -41,8 +41,10 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     — the same values, cast back (checked: a value out of range raises, never wraps).
     ``xid`` passes as given: openGauss's are 64-bit (``OPENGAUSS_CHANGE_SCHEMA``) and
     the table functions only carry it. So do other columns (``commit_rank``,
-    PERMISSIVE's ``error``)."""
+    PERMISSIVE's ``error``), and ``columns`` as a list or a list view."""
     want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
+    if "columns" in changes.column_names and _column_lists(changes.schema.field("columns").type):
+        del want["columns"]     # a list or a list view of them: both read the same
     fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
         return changes
@@ -51,6 +53,11 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
             from None
+
+
+def _column_lists(t: pa.DataType) -> bool:
+    return ((pa.types.is_list(t) or pa.types.is_list_view(t))
+            and t.value_type.equals(CHANGE_SCHEMA.field("columns").type.value_type))
 
 
 def in_commit_order(changes: pa.Table) -> pa.Table:
