@@ -52,35 +52,49 @@ _SCHEMA = pa.schema([
 ])
 
 
-def _cut(rows):
-    """Index of the last row after which no transaction is open (a transaction boundary
-    whose LSN is the end of a WAL record, so advancing the slot to it re-sends nothing
-    of what precedes it), or -1. ``rows``: (lsn, xid, data) as peeked."""
-    in_tx = False
-    streams = set()
-    cut = -1
-    for i, (_lsn, _xid, data) in enumerate(rows):
+class _Boundaries:
+    """The transaction boundaries of a slot's rows, fed one row at a time in the order
+    peeked: :meth:`closes` tells whether no transaction is open after a row whose LSN is
+    the end of a WAL record, so that advancing the slot to it re-sends nothing of what
+    precedes it (a Commit, Prepare, Commit/Rollback Prepared, Stream Commit/Prepare, or a
+    non-transactional message)."""
+
+    def __init__(self):
+        self.in_tx = False
+        self.streams = set()
+
+    def closes(self, data) -> bool:
+        """Take the next row's payload; true when the slot may be advanced to its LSN."""
         tag = data[:1]
         closes = False
         if tag in (b"B", b"b"):
-            in_tx = True
+            self.in_tx = True
         elif tag in (b"C", b"P"):
-            in_tx, closes = False, True
+            self.in_tx, closes = False, True
         elif tag == b"S":
-            streams.add(int.from_bytes(data[1:5], "big"))
+            self.streams.add(int.from_bytes(data[1:5], "big"))
         elif tag in (b"c", b"p"):
-            streams.discard(int.from_bytes(data[1:5], "big"))
+            self.streams.discard(int.from_bytes(data[1:5], "big"))
             closes = True
         elif tag == b"A":
             xid, sub = int.from_bytes(data[1:5], "big"), int.from_bytes(data[5:9], "big")
             if xid == sub:
-                streams.discard(xid)
+                self.streams.discard(xid)
             # not a cut point: the row's LSN is where the abort record starts
         elif tag in (b"K", b"r"):
             closes = True
         elif tag == b"M":
             closes = True   # non-transactional outside a transaction; its LSN is the record end
-        if closes and not in_tx and not streams:
+        return closes and not self.in_tx and not self.streams
+
+
+def _cut(rows):
+    """Index of the last row after which the slot may be advanced (:class:`_Boundaries`),
+    or -1. ``rows``: (lsn, xid, data) as peeked."""
+    bounds = _Boundaries()
+    cut = -1
+    for i, (_lsn, _xid, data) in enumerate(rows):
+        if bounds.closes(data):
             cut = i
     return cut
 
