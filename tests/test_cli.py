@@ -18,7 +18,7 @@ import pytest
 import pgoutput_codec as pc
 from pgoutput_codec import cli
 from pgoutput_codec.archive import META_KEY, capture_meta, iter_archive, parquet_part
-from pgoutput_codec.cli.capture import CRASH_ENV
+from pgoutput_codec.cli.capture import CRASH_ENV, STAGING_NAME
 from pgoutput_codec.cli.inspect import by_table, inspect_archive
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.testing import pgserver
@@ -27,11 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = sample_archive_path()
 
 
-def run_cli(*args, env=None, timeout=300):
+def run_cli(*args, env=None, timeout=300, prefix=()):
     e = dict(os.environ, PYTHONPATH=ROOT)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pgoutput_codec.cli", *args], capture_output=True, text=True,
-                          env=e, timeout=timeout, cwd=ROOT)
+    return subprocess.run([sys.executable, *prefix, "-m", "pgoutput_codec.cli", *args], capture_output=True,
+                          text=True, env=e, timeout=timeout, cwd=ROOT)
 
 
 def assert_clean_failure(res, *needles):
@@ -586,6 +586,69 @@ def test_capture_survives_kill_9_and_a_full_disk(server, tmp_path):
     _assert_archive_is_the_slots(server, got, "chaos_ref", "chaos_pub", "chaos_t")
 
 
+#: runs its arguments as a command and prints the command's peak RSS (kB) last: a
+#: process's peak counts the memory of the process it was started from (until its exec),
+#: so the command is the child of this small one rather than of the test's
+_MEASURE = ("import os, subprocess, sys\n"
+            "p = subprocess.Popen(sys.argv[1:])\n"
+            "_, status, usage = os.wait4(p.pid, 0)\n"
+            "print(usage.ru_maxrss, flush=True)\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def _run_measured(*args):
+    """Run the command line ``args``: (its result, its peak RSS in MB)."""
+    res = run_cli(*args, prefix=["-c", _MEASURE, sys.executable])
+    out, _, peak = res.stdout.rstrip("\n").rpartition("\n")
+    res.stdout = out
+    return res, int(peak) / 1024
+
+
+#: row data of the big transaction of the bounded-memory test, in MB
+BIG_TX_MB = 120
+
+
+def test_capture_reads_a_big_open_transaction_in_bounded_memory(server, tmp_path):
+    """One streamed transaction of 120 MB of row data, open while capture polls and then
+    committed: capture's peak memory stays within two thirds of that above a run that
+    wrote a small file, both while it peeks the open transaction (no boundary: nothing
+    is written) and while it writes the whole transaction to one file; the archive is
+    what the slot holds, and a staging file left by a crash is removed."""
+    with server.connect() as c:
+        c.execute("CREATE TABLE big_t (id int PRIMARY KEY, v text)")
+        c.execute("CREATE PUBLICATION big_pub FOR TABLE big_t")
+        c.execute("SELECT pg_create_logical_replication_slot('big_ref', 'pgoutput')")
+        c.execute("SELECT pg_create_logical_replication_slot('big_s', 'pgoutput')")
+        c.execute("INSERT INTO big_t VALUES (0, 'small')")
+        c.execute("SELECT pg_logical_emit_message(false, 'big', 'standalone')")
+    out = tmp_path / "arch"
+    args = ["capture", "--dsn", _dsn(server), "--slot", "big_s", "--publication", "big_pub", "--out", str(out),
+            "--proto", "2", "--streaming", "--messages", "--poll-interval", "0.1", "--stop-after", "1",
+            "--rows-per-file", "1000"]
+    res, small_mb = _run_measured(*args)
+    assert res.returncode == 0, res.stderr
+    rows = BIG_TX_MB * 1000
+    with server.connect(autocommit=False) as c:
+        c.execute("INSERT INTO big_t SELECT g, repeat(md5(g::text), 31) FROM generate_series(1, %s) g", (rows,))
+        with server.connect() as c2:
+            # a peek reads only flushed WAL, and waits for a record that ends past it: a WAL
+            # switch flushes the open transaction's last record
+            c2.execute("SELECT pg_switch_wal()")
+        res, open_mb = _run_measured(*args)
+        assert res.returncode == 0 and "captured 0 messages" in res.stdout, res
+        c.commit()
+    assert sorted(f for f in os.listdir(out) if f.endswith(".parquet")) == ["part-000000.parquet"]
+    (out / STAGING_NAME).write_bytes(b"left by a crash")
+    res, commit_mb = _run_measured(*args)
+    assert res.returncode == 0, res.stderr
+    assert max(open_mb, commit_mb) - small_mb < BIG_TX_MB * 2 / 3, (small_mb, open_mb, commit_mb)
+    assert sorted(f for f in os.listdir(out) if f.startswith(".")) == [".capture.lock"]
+    got, parts = _messages(out)
+    assert [p.meta["rows"] for p in parts[1:]] == [len(got) - parts[0].meta["rows"]] and len(got) > rows
+    assert got.column("seq").to_pylist() == list(range(len(got)))
+    _assert_archive_is_the_slots(server, got, "big_ref", "big_pub", "big_t")
+
+
 def test_capture_keeps_its_archive_private_locked_and_takes_libpq_environment(server, tmp_path):
     """The archive is 0700 with 0600 files; a second capture into it while one runs is
     refused (the lock goes with the process); with no --dsn the connection comes from
@@ -631,10 +694,10 @@ def test_capture_orders_files_as_numbers_and_never_overwrites_one(tmp_path):
         ["part-000002.parquet", "part-999999.parquet", "part-1000000.parquet"]
     table = pa.table({"a": [1]})
     with pytest.raises(CliError, match="nothing was overwritten"):
-        _write_new(str(tmp_path / "part-999999.parquet"), table)
+        _write_new(str(tmp_path / "part-999999.parquet"), table.schema, [table])
     assert (tmp_path / "part-999999.parquet").read_bytes() == b"x"
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp") and "999999" in f]
-    _write_new(str(tmp_path / "part-1000001.parquet"), table)
+    _write_new(str(tmp_path / "part-1000001.parquet"), table.schema, [table])
     assert pq.read_table(tmp_path / "part-1000001.parquet").equals(table)
 
 

@@ -23,6 +23,7 @@ publication, the plugin options used, server version, ``seq_start``/``seq_end``,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fcntl
 import glob
@@ -40,10 +41,13 @@ from ..messages import parse_lsn
 from .errors import PROG, CliError, first_line
 from .output import fsync_path
 
-__all__ = ["capture", "CRASH_ENV"]
+__all__ = ["capture", "CRASH_ENV", "STAGING_NAME"]
 
 #: test hook: exit (status 75) right after writing file number N, before advancing the slot
 CRASH_ENV = "PGOUTPUT_CODEC_CAPTURE_CRASH_AFTER_FILE"
+
+#: the file in the archive directory that holds a peek's rows beyond what it keeps in memory
+STAGING_NAME = ".peek.parquet.tmp"
 
 #: the columns of a captured file (the table above)
 _SCHEMA = pa.schema([
@@ -88,17 +92,6 @@ class _Boundaries:
         return closes and not self.in_tx and not self.streams
 
 
-def _cut(rows):
-    """Index of the last row after which the slot may be advanced (:class:`_Boundaries`),
-    or -1. ``rows``: (lsn, xid, data) as peeked."""
-    bounds = _Boundaries()
-    cut = -1
-    for i, (_lsn, _xid, data) in enumerate(rows):
-        if bounds.closes(data):
-            cut = i
-    return cut
-
-
 _PART = re.compile(r"part-([0-9]+)\.parquet\Z")
 
 
@@ -121,15 +114,18 @@ def _lock(out):
     return fd
 
 
-def _write_new(path, table):
-    """Write ``table`` to ``path`` durably and never over an existing file: a hidden
-    temporary file (0600), fsync, a hard link to the final name (which fails if the
-    name is taken), the directory fsynced."""
+def _write_new(path, schema, pieces):
+    """Write the tables ``pieces`` (each a row group or more) to ``path`` as one file of
+    ``schema`` durably and never over an existing file: a hidden temporary file (0600),
+    fsync, a hard link to the final name (which fails if the name is taken), the
+    directory fsynced."""
     out = os.path.dirname(path)
     tmp = os.path.join(out, f".{os.path.basename(path)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        pq.write_table(table, f, compression="zstd")
+        with pq.ParquetWriter(f, schema, compression="zstd") as writer:
+            for piece in pieces:
+                writer.write_table(piece)
         f.flush()
         os.fsync(f.fileno())
     try:
@@ -142,17 +138,125 @@ def _write_new(path, table):
     fsync_path(out)
 
 
+#: rows of a peek's first fetch; later fetches take as many rows as fill about _FETCH_BYTES
+_FETCH_ROWS = 1000
+_FETCH_MAX_ROWS = 10000
+_FETCH_BYTES = 1 << 20
+#: a peek's rows held in memory (Arrow) before they go to the staging file as a row group
+_STAGE_BYTES = 2 << 20
+
+
 def _peek(conn, sql, params, client_encoding):
-    """The slot's rows (lsn text, xid, data) under ``client_encoding``; text comes back
-    as str whatever it is (psycopg gives bytes under SQL_ASCII)."""
-    if client_encoding == "UTF8":
-        return conn.execute(sql, params).fetchall()
-    conn.execute(f"SET client_encoding = '{client_encoding}'")
+    """The slot's rows (lsn text, xid, data) under ``client_encoding``, in lists of a
+    bounded number of rows: read through a server-side cursor, whose transaction lasts
+    as long as the iteration (close the generator to end it early). Text comes back as
+    str whatever it is (psycopg gives bytes under SQL_ASCII)."""
+    if client_encoding != "UTF8":
+        conn.execute(f"SET client_encoding = '{client_encoding}'")
     try:
-        rows = conn.execute(sql, params).fetchall()
+        with conn.transaction(), conn.cursor("pgoutput_codec_peek") as cur:
+            cur.execute(sql, params)
+            n = _FETCH_ROWS
+            while rows := cur.fetchmany(n):
+                if client_encoding != "UTF8":
+                    rows = [(lsn.decode() if isinstance(lsn, bytes) else lsn, xid, data) for lsn, xid, data in rows]
+                yield rows
+                size = sum(len(r[2]) + 64 for r in rows)
+                n = max(1, min(_FETCH_MAX_ROWS, _FETCH_BYTES * len(rows) // size))
     finally:
-        conn.execute("SET client_encoding = 'UTF8'")
-    return [(lsn.decode() if isinstance(lsn, bytes) else lsn, xid, data) for lsn, xid, data in rows]
+        if client_encoding != "UTF8":
+            conn.execute("SET client_encoding = 'UTF8'")
+
+
+class _Staging:
+    """The rows of one peek in the columns of a captured file (``seq`` numbered from
+    ``next_seq``, ``lsn_ordinal`` counted across batches) and where its last transaction
+    boundary is: ``kept`` rows end at it (0: none), the last of them at ``end_lsn``.
+
+    The rows take bounded memory whatever their number: about ``_STAGE_BYTES`` of them
+    in memory, the earlier ones appended in row groups of that size to
+    :data:`STAGING_NAME` in the archive directory (hidden, 0600). :meth:`head` reads the
+    first rows back a row group at a time; :meth:`close` removes the file."""
+
+    def __init__(self, out, next_seq):
+        self.path = os.path.join(out, STAGING_NAME)
+        self.next_seq = next_seq
+        self.rows = self.kept = 0
+        self.first_lsn = self.end_lsn = None
+        self.staged = 0           # rows in the file
+        self.file = self.writer = None
+        self.pending, self.pending_bytes = [], 0
+        self.prev_lsn, self.ordinal = None, 0
+
+    def read(self, batches):
+        """Take a peek's rows, lists of (lsn, xid, data) in the order peeked."""
+        bounds = _Boundaries()
+        for rows in batches:
+            if self.first_lsn is None:
+                self.first_lsn = rows[0][0]
+            for i, (lsn, _xid, data) in enumerate(rows, self.rows + 1):
+                if bounds.closes(data):
+                    self.kept, self.end_lsn = i, lsn
+            self._add(rows)
+
+    def _add(self, rows):
+        lsns, ordinals = [], []
+        prev, k = self.prev_lsn, self.ordinal
+        for r in rows:
+            k = k + 1 if r[0] == prev else 0
+            prev = r[0]
+            lsns.append(prev)
+            ordinals.append(k)
+        self.prev_lsn, self.ordinal = prev, k
+        start = self.next_seq + self.rows
+        table = pa.table([
+            pa.array(range(start, start + len(rows)), pa.int64()), pa.array(lsns, pa.string()),
+            pa.array(ordinals, pa.int32()), pa.array([r[1] for r in rows], pa.int64()),
+            pa.array([bytes(r[2]) for r in rows], pa.binary()),
+        ], schema=_SCHEMA)
+        self.rows += len(rows)
+        self.pending.append(table)
+        self.pending_bytes += table.nbytes
+        if self.pending_bytes >= _STAGE_BYTES:
+            if self.file is None:
+                self.file = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+                self.writer = pq.ParquetWriter(self.file, _SCHEMA, compression="zstd")
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table)
+            self.staged += len(table)
+            self.pending, self.pending_bytes = [], 0
+
+    def head(self, n):
+        """The first ``n`` rows, as tables of a row group or less each."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.staged:
+            self.file.close()
+            staged = pq.ParquetFile(self.path)
+            for i in range(staged.num_row_groups):
+                if n <= 0:
+                    return
+                table = staged.read_row_group(i, use_threads=False)
+                yield table.slice(0, n)
+                n -= len(table)
+        for table in self.pending:
+            if n <= 0:
+                return
+            yield table.slice(0, n)
+            n -= len(table)
+
+    def close(self):
+        """Remove the file: its rows are in the slot still, or in the file written from them."""
+        if self.file is None:
+            return
+        if self.writer is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):   # its file goes anyway
+                self.writer.close()
+            self.writer = None
+        self.file.close()
+        self.file = None
+        os.unlink(self.path)
 
 
 def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=False, messages=False,
@@ -163,20 +267,27 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
     The protocol with the slot (at-least-once, resumable, nothing lost between files):
 
     1. peek (``pg_logical_slot_peek_binary_changes``, which does not consume) up to
-       ``rows_per_file`` rows from the slot's confirmed position;
+       ``rows_per_file`` rows from the slot's confirmed position, read through a
+       server-side cursor about 1 MB at a time and held in memory about 2 MB at a time,
+       each 2 MB appended as a row group to the hidden staging file :data:`STAGING_NAME`
+       (:class:`_Staging`): the process takes bounded memory whatever the size of a
+       transaction;
     2. keep the rows up to the last transaction boundary with no transaction open
-       (:func:`_cut`: a Commit, Prepare, Commit/Rollback Prepared, Stream Commit/Prepare
-       or a non-transactional message); the rest (an open streamed transaction) is
-       peeked again next time — if no boundary is in reach, the limit doubles;
-    3. write them to ``.part-N.parquet.tmp``, fsync, rename to ``part-N.parquet``, fsync
-       the directory; the file records ``end_lsn`` = the boundary row's LSN;
+       (:class:`_Boundaries`, tracked while reading: a Commit, Prepare, Commit/Rollback
+       Prepared, Stream Commit/Prepare or a non-transactional message); the rest (an open
+       streamed transaction) is peeked again next time — if no boundary is in reach, the
+       limit doubles (the peek is read in batches all the same);
+    3. write the kept rows, a row group at a time, to ``.part-N.parquet.tmp``, fsync,
+       hard-link it to ``part-N.parquet``, fsync the directory; the file records
+       ``end_lsn`` = the boundary row's LSN. The staging file goes after each peek;
     4. only then ``pg_replication_slot_advance(slot, end_lsn)``.
 
     A crash before 4 leaves a durable file whose rows the slot would send again. On
     restart, the last file's ``end_lsn`` is compared with the slot's
     ``confirmed_flush_lsn`` and the advance is completed first, so those rows are not
-    captured twice; ``seq`` continues from the last file's ``seq_end``. Should an archive
-    still hold re-captured rows (an advance never completed, e.g. files copied from an
+    captured twice; ``seq`` continues from the last file's ``seq_end``; a staging or
+    temporary file left behind is removed (its rows are still in the slot). Should an
+    archive still hold re-captured rows (an advance never completed, e.g. files copied from an
     interrupted run into another directory), every file records ``start_lsn``, and
     readers (``decode``, ``inspect``) drop the prefix of a file lying below the end of
     the files before it (:func:`pgoutput_codec.archive.iter_archive`); (``lsn``,
@@ -194,8 +305,8 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
     os.makedirs(out, mode=0o700, exist_ok=True)     # row data: readable by its owner only
     lock = _lock(out)
     try:
-        for tmp in glob.glob(os.path.join(out, ".part-*.tmp")):
-            os.unlink(tmp)   # a write that never reached its link: its rows are still in the slot
+        for tmp in glob.glob(os.path.join(out, ".part-*.tmp")) + glob.glob(os.path.join(out, STAGING_NAME)):
+            os.unlink(tmp)   # a peek or a write that never reached its link: its rows are still in the slot
         options = ["proto_version", str(proto), "publication_names", publication]
         if binary:
             options += ["binary", "true"]
@@ -271,11 +382,29 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
             while True:
                 start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                                          "WHERE slot_name = %s", (slot,)).fetchone()[0]
-                rows = _peek(conn, peek, (slot, limit, options), client_encoding)
+                staging = _Staging(out, next_seq)
+                try:
+                    with contextlib.closing(_peek(conn, peek, (slot, limit, options), client_encoding)) as rows:
+                        staging.read(rows)
+                    n = staging.kept
+                    if n:
+                        meta = {
+                            "format": 1, "slot": slot, "publication": publication, "options": options,
+                            "proto_version": proto, "binary": binary, "streaming": streaming,
+                            "messages": messages, "two_phase": two_phase, "server_version": server_version,
+                            "server_encoding": server_encoding, "client_encoding": client_encoding,
+                            "file_index": next_index, "seq_start": next_seq, "seq_end": next_seq + n - 1,
+                            "rows": n, "start_lsn": start_lsn, "end_lsn": staging.end_lsn,
+                            "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                        }
+                        schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+                        name = f"part-{next_index:06d}.parquet"
+                        _write_new(os.path.join(out, name), schema, staging.head(n))
+                finally:
+                    staging.close()
                 stats["polls"] += 1
-                cut = _cut(rows)
-                if cut < 0:
-                    if len(rows) >= limit:
+                if not n:
+                    if staging.rows >= limit:
                         limit *= 2          # an open (streamed) transaction larger than the limit
                         continue
                     idle += 1
@@ -285,37 +414,14 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
                     continue
                 idle = 0
                 limit = rows_per_file
-                rows = rows[:cut + 1]
-                lsns = [r[0] for r in rows]
-                ordinal, prev, k = [], None, 0
-                for v in lsns:
-                    k = k + 1 if v == prev else 0
-                    prev = v
-                    ordinal.append(k)
-                meta = {
-                    "format": 1, "slot": slot, "publication": publication, "options": options,
-                    "proto_version": proto, "binary": binary, "streaming": streaming, "messages": messages,
-                    "two_phase": two_phase, "server_version": server_version, "server_encoding": server_encoding,
-                    "client_encoding": client_encoding, "file_index": next_index,
-                    "seq_start": next_seq, "seq_end": next_seq + len(rows) - 1, "rows": len(rows),
-                    "start_lsn": start_lsn, "end_lsn": lsns[-1],
-                    "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-                }
-                schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
-                table = pa.table([
-                    pa.array(range(next_seq, next_seq + len(rows)), pa.int64()), pa.array(lsns, pa.string()),
-                    pa.array(ordinal, pa.int32()), pa.array([r[1] for r in rows], pa.int64()),
-                    pa.array([bytes(r[2]) for r in rows], pa.binary()),
-                ], schema=schema)
-                name = f"part-{next_index:06d}.parquet"
-                _write_new(os.path.join(out, name), table)
                 if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == next_index:
                     os._exit(75)
-                conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsns[-1]))
-                say(f"{name}: {len(rows)} messages, seq {next_seq}..{meta['seq_end']}, lsn {lsns[0]}..{lsns[-1]}")
+                conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, staging.end_lsn))
+                say(f"{name}: {n} messages, seq {next_seq}..{meta['seq_end']}, "
+                    f"lsn {staging.first_lsn}..{staging.end_lsn}")
                 stats["files"] += 1
-                stats["messages"] += len(rows)
-                next_seq += len(rows)
+                stats["messages"] += n
+                next_seq += n
                 next_index += 1
                 if max_files and stats["files"] >= max_files:
                     break
