@@ -245,6 +245,16 @@ class ChangeDecoder:
         """Decode the next payloads (arrival order) and return the changes of the
         transactions that committed in them. ``values``: binary array/list of payloads,
         or a table with a ``data`` column (and optional ``lsn``, ``seq`` columns)."""
+        parts = [t for t in self.feed_parts(values, lsn, seq) if len(t)]
+        if not parts:
+            return self.output_schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def feed_parts(self, values, lsn=None, seq=None):
+        """:meth:`feed`'s changes as an iterator of tables, in order: a transaction that
+        spilled comes back from disk one held piece at a time (its rows of one fed
+        chunk), so what is in memory at once stays bounded however large it is. Take
+        every table before feeding again: the decoder's state moves on as they come."""
         unread = None
         if isinstance(values, pa.Table):
             if lsn is None and "lsn" in values.column_names:
@@ -288,15 +298,15 @@ class ChangeDecoder:
         # array walk takes runs of whole transactions): the walk's dicts of control
         # messages (~1 KB each) live for one part, not for the whole input
         cuts = [0, n] if self._light else _part_bounds(tags)
-        parts = [self._process(msgs.slice(a, b - a), tags[a:b], seq_arr.slice(a, b - a), lsn_arr.slice(a, b - a))
-                 for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-        out = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        if self.window is not None and len(out):
-            inside = in_commit_window(out.column("commit_lsn"), self.window)
-            if not inside.all():
-                self.counts["changes"] -= int((~inside).sum())
-                out = out.filter(pa.array(inside))
-        return out
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            for out in self._process(msgs.slice(a, b - a), tags[a:b], seq_arr.slice(a, b - a),
+                                     lsn_arr.slice(a, b - a)):
+                if self.window is not None and len(out):
+                    inside = in_commit_window(out.column("commit_lsn"), self.window)
+                    if not inside.all():
+                        self.counts["changes"] -= int((~inside).sum())
+                        out = out.filter(pa.array(inside))
+                yield out
 
     def _handle_errors(self, errors, seq_arr, lsn_arr):
         bad = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))
@@ -314,7 +324,8 @@ class ChangeDecoder:
                 raise PgoutputDecodeError(f"archive row {where}: {rec['error']}")
             self.errors.append(rec)
 
-    def _process(self, msgs, tags, seq_arr, lsn_arr) -> pa.Table:
+    def _process(self, msgs, tags, seq_arr, lsn_arr):
+        """The output tables of one part of the input (see :meth:`_emit`)."""
         n = len(msgs)
         is_change = _CHANGE_TAGS[tags]
         is_ctrl = ~is_change & (tags != 0)
@@ -326,7 +337,8 @@ class ChangeDecoder:
             if self._VECTORIZED else None
         self._last_path = "general" if fast is None else "plain"
         if fast is not None:
-            return fast
+            yield fast
+            return
         seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
         ctrl = control_rows(msgs, ctrl_idx)
         relmap_start = dict(self.walk.relmap)
@@ -348,7 +360,7 @@ class ChangeDecoder:
             self._report(len(where), [(int(i), OUTSIDE_TRANSACTION) for i in where], seq_arr, lsn_arr)
             table, row_slot = take_table(table, np.flatnonzero(~lost)), row_slot[~lost]
 
-        return self._emit(commits, table, row_slot)
+        yield from self._emit(commits, table, row_slot)
 
     def _plain_transactions(self, msgs, tags, ctrl_idx, seg, change_idx, seq_arr, lsn_arr):
         """The common chunk, vectorized: only plain transactions (Begin … Commit, never
@@ -422,9 +434,10 @@ class ChangeDecoder:
         self.counts["changes"] += len(out)
         return out
 
-    def _emit(self, commits, table: pa.Table, row_slot: np.ndarray) -> pa.Table:
+    def _emit(self, commits, table: pa.Table, row_slot: np.ndarray):
         """Rows of the transactions committed in this chunk, in commit order, with their
-        commit facts; rows of transactions still open are kept in the state.
+        commit facts, as tables (several when a transaction spilled); rows of
+        transactions still open are kept in the state.
 
         Vectorized: each row gets the rank of its transaction's commit (-1: not
         committed here), one stable sort by (rank, seq) orders them — rows held from
@@ -461,30 +474,46 @@ class ChangeDecoder:
                 txn = self.walk.txns.get(int(part_slots[0]))
                 if txn is not None:   # None: its transaction was aborted in this chunk
                     self._hold(txn, take_table(table, part_idx))
-        pieces, piece_rank = [], []
-        txns = []
-        for slot, _ in commits:
-            txn = self.walk.txns.pop(slot)
-            txns.append(txn)
-            for p in txn.pending:
-                p = self._load(p)
-                pieces.append(p)
-                piece_rank.append(np.full(len(p), rank_of[slot], dtype=np.int64))
+        txns = [self.walk.txns.pop(slot) for slot, _ in commits]
+        facts = [m for _, m in commits]
         self._within_budget()
         cur = np.flatnonzero(row_rank >= 0)
-        if len(cur):
+        # commits given together, but a transaction with spilled rows alone, one held
+        # piece at a time (a piece is the transaction's rows of one chunk): so much is
+        # read back from disk at once, however large the transaction
+        spilled = {k for k, t in enumerate(txns) if any(isinstance(p, str) for p in t.pending)}
+        bounds = sorted({0, n_commits} | spilled | {k + 1 for k in spilled})
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            mine = cur if lo == 0 and hi == n_commits else cur[(row_rank[cur] >= lo) & (row_rank[cur] < hi)]
             # the common case, every row committed here: no copy
-            pieces.append(table if len(cur) == len(table) else take_table(table, cur))
-            piece_rank.append(row_rank[cur])
+            here = table if len(mine) == len(table) else take_table(table, mine)
+            if lo in spilled:
+                given = 0
+                for p in txns[lo].pending:
+                    p = self._load(p)
+                    out = self._finish([p], [np.full(len(p), lo, np.int64)], txns, facts, ())
+                    given += len(out)
+                    yield out
+                yield self._finish([here], [row_rank[mine]], txns, facts, () if given else (lo,))
+            else:
+                held = [(k, p) for k in range(lo, hi) for p in txns[k].pending]
+                pieces = [self._load(p) for _, p in held]
+                ranks = [np.full(len(p), k, np.int64) for (k, _), p in zip(held, pieces, strict=True)]
+                yield self._finish(pieces + [here], ranks + [row_rank[mine]], txns, facts, range(lo, hi))
+
+    def _finish(self, pieces, piece_rank, txns, facts, committed) -> pa.Table:
+        """Output rows of ``pieces`` (pending rows) whose ``piece_rank`` index ``txns`` and
+        their commit ``facts``: a subtransaction's rows it aborted dropped, a 'C' row for
+        each of ``committed`` that has none (when empty transactions are kept), in
+        (commit, seq) order, with their commit columns."""
         schema = self.output_schema
-        if not pieces and self.options["skip_empty_xacts"]:
-            return schema.empty_table()
         rows = pa.concat_tables(pieces) if pieces else self._pending_schema.empty_table()
         rank = np.concatenate(piece_rank) if piece_rank else np.zeros(0, np.int64)
         # subtransactions aborted inside streamed transactions
         drop = np.zeros(len(rows), dtype=bool)
         msg_xid = None
-        for k, txn in enumerate(txns):
+        for k in np.unique(rank):
+            txn = txns[k]
             if txn.aborted_subxids:
                 if msg_xid is None:
                     msg_xid = rows.column("msg_xid").to_numpy(zero_copy_only=False)
@@ -493,10 +522,8 @@ class ChangeDecoder:
             keep = ~drop
             rows, rank = rows.filter(pa.array(keep)), rank[keep]
         # empty transactions: one 'C' row each when asked for
-        if not self.options["skip_empty_xacts"]:
-            seen = np.zeros(n_commits, dtype=bool)
-            seen[rank] = True
-            empty = np.flatnonzero(~seen)
+        if not self.options["skip_empty_xacts"] and len(committed):
+            empty = np.setdiff1d(np.asarray(committed, np.int64), rank)
             if len(empty):
                 markers = pa.Table.from_pylist([dict(op="C", _src=-1, _ver=-1)] * len(empty),
                                                schema=self._pending_schema)
@@ -510,7 +537,6 @@ class ChangeDecoder:
             order = np.lexsort((seq, rank))
             rows = take_table(rows, order)
             rank = rank[order]
-        facts = [m for _, m in commits]
         xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]
         extra = {
             "xid": spread(pa.array(xids, pa.uint32()), rank),

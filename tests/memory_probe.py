@@ -1,6 +1,6 @@
 """Crafted inputs that would make a decoder's memory outgrow its input, each run in a
 process of its own: ``python memory_probe.py CASE`` prints one JSON line — the input's
-size in bytes, the change rows decoded, the peak RSS before decoding (imports, input
+size in bytes, the most fed at once, the change rows decoded, the peak RSS before decoding (imports, input
 built) and after, in bytes. ``tests/test_memory.py`` holds the bound over them;
 ``docs/limits.md`` gives the figures."""
 
@@ -10,6 +10,7 @@ import json
 import resource
 import sys
 
+import numpy as np
 import pyarrow as pa
 
 from pgoutput_codec import ChangeDecoder, decode_changes
@@ -65,8 +66,14 @@ def open_transaction() -> list:
     return [encode_message(Begin(final_lsn=0x1000, commit_ts=0, xid=1)), _relation(1, 1)] + [row] * 120_000
 
 
+def spilled_commit() -> list:
+    """The same transaction, committed at the end: its rows come back from the spill
+    files a fed chunk at a time (``feed_parts``), each let go before the next."""
+    return open_transaction() + [encode_message(Commit(flags=0, commit_lsn=0x1000, end_lsn=0x1001, commit_ts=0))]
+
+
 CASES = {f.__name__: f for f in (truncates_of_a_wide_relation, inserts_of_a_wide_relation, repeated_types,
-                                 small_inserts, open_transaction)}
+                                 small_inserts, open_transaction, spilled_commit)}
 #: the decoder's budget in the open-transaction case
 BUDGET_MB = 16
 
@@ -75,20 +82,33 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _binary(payloads: list) -> pa.Array:
+    """The payloads as one binary array over one buffer, built without a builder's
+    doubling (whose freed half would hide the decoder's growth below the peak)."""
+    offsets = np.zeros(len(payloads) + 1, np.int64)
+    np.cumsum([len(p) for p in payloads], out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(payloads),
+                                 [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(payloads))])
+
+
 def main(case: str) -> None:
     payloads = CASES[case]()
-    values = pa.array(payloads, pa.binary())
-    size = sum(len(p) for p in payloads)
+    values = _binary(payloads)
+    size = values.nbytes
     del payloads
     before = _peak()
-    if case == "open_transaction":
-        rows = 0
+    fed = size
+    if case in ("open_transaction", "spilled_commit"):
+        rows, fed = 0, 0
         with ChangeDecoder(max_memory_mb=BUDGET_MB) as dec:
             for at in range(0, len(values), 10_000):
-                rows += len(dec.feed(values.slice(at, 10_000)))
+                chunk = values.slice(at, 10_000)
+                fed = max(fed, chunk.nbytes)
+                for part in dec.feed_parts(chunk):
+                    rows += len(part)
     else:
         rows = len(decode_changes(values))
-    print(json.dumps({"case": case, "input_bytes": size, "rows": rows, "rss_before": before, "rss_peak": _peak()}))
+    print(json.dumps({"case": case, "input_bytes": size, "fed_bytes": fed, "rows": rows, "rss_before": before, "rss_peak": _peak()}))
 
 
 if __name__ == "__main__":

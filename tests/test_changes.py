@@ -219,6 +219,20 @@ def test_spill_to_disk_gives_the_same_result(tmp_path):
     assert not list(tmp_path.iterdir())   # spill files are removed once committed
 
 
+def test_a_spilled_transaction_comes_back_a_held_piece_at_a_time(tmp_path):
+    """feed_parts gives a committed transaction that spilled one held piece at a time
+    (its rows of each fed chunk), then the rest of the chunk; together, feed's rows."""
+    arch = archive("16.14", "v2_streaming")
+    whole = decode_changes(arch)
+    dec = ChangeDecoder(max_txn_in_memory_mb=0, spill_dir=str(tmp_path))
+    parts = [list(dec.feed_parts(arch.slice(s, 50))) for s in range(0, len(arch), 50)]
+    flat = [t for p in parts for t in p if len(t)]
+    assert pa.concat_tables(flat).equals(whole)
+    assert max(len(p) for p in parts) > 2            # a chunk gave a spilled transaction in pieces
+    assert max(len(t) for t in flat) <= 50
+    assert not list(tmp_path.iterdir())
+
+
 def test_spill_files_go_with_the_decoder_however_the_run_ends(tmp_path):
     """A transaction still open at the end of the input keeps its rows in spill files;
     they are removed by close(), at the end of a with block (also when it raises), and

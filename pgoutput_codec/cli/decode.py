@@ -109,10 +109,11 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                 ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
             if changes:
                 try:
-                    rows = dec.feed(t)
+                    for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
+                        dest.write(rows, dec.output_schema)
+                        counts["rows_out"] += len(rows)
                 except PgoutputDecodeError as e:
                     raise CliError(f"{first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
-                schema = dec.output_schema
             else:
                 msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
                 if PAYLOAD_ERROR in t.column_names:
@@ -123,9 +124,8 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                 if mode == "FAILFAST" and errors.null_count != len(msgs):
                     _fail_first_error(t, errors)
                 rows = _message_table(t, msgs, mode)
-                schema = rows.schema
-            dest.write(rows, schema)
-            counts["rows_out"] += len(rows)
+                dest.write(rows, rows.schema)
+                counts["rows_out"] += len(rows)
             bar.update(len(t))
         out = dest.finish(dec.output_schema if changes else pa.schema([]))
     if checkpoint:
