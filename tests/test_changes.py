@@ -534,6 +534,23 @@ def test_a_begin_inside_an_open_transaction_drops_the_one_that_lost_its_commit()
         assert not dec.open_transactions, cut
 
 
+def test_a_transaction_whose_commit_did_not_decode_is_reported_not_dropped_silently():
+    """errors="collect" (PERMISSIVE): a Commit cut short is an error row, and the
+    transaction it would have ended, dropped at the next Begin, is listed among the
+    errors with that Begin's seq; the next transaction is given."""
+    msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=7), REL, Insert(relation_id=16400, new_tuple=row(1, "lost")),
+                Commit(commit_lsn=1, end_lsn=2, commit_ts=0),
+                Begin(final_lsn=3, commit_ts=0, xid=8), Insert(relation_id=16400, new_tuple=row(2, "kept")),
+                Commit(commit_lsn=3, end_lsn=4, commit_ts=0)])
+    msgs[3] = msgs[3][:9]
+    dec = ChangeDecoder(errors="collect")
+    got = dec.feed(msgs)
+    assert got.column("xid").to_pylist() == [8]
+    assert [e["seq"] for e in dec.errors] == [3, 4]
+    assert "Commit" in dec.errors[0]["error"] and "transaction 7 has no end" in dec.errors[1]["error"]
+    assert dec.counts["rows_in_error"] == 1 and dec.counts["abandoned_transactions"] == 1
+
+
 def test_change_before_any_relation_is_an_error_not_a_guess():
     with pytest.raises(PgoutputDecodeError, match="before any Relation"):
         decode_changes(enc([Begin(final_lsn=1, commit_ts=0, xid=1),
