@@ -414,6 +414,15 @@ def _dsn(srv):
     return " ".join(f"{k}={v}" for k, v in srv.conninfo().items())
 
 
+def _published(srv, table, publication, *slots):
+    """A table (id int key, v text), a publication of it, and logical slots made now."""
+    with srv.connect() as c:
+        c.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        c.execute(f"CREATE PUBLICATION {publication} FOR TABLE {table}")
+        for slot in slots:
+            c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+
+
 def _capture_args(srv, slot, out, *extra):
     return ["capture", "--dsn", _dsn(srv), "--slot", slot, "--publication", "cap_pub", "--out", str(out),
             "--proto", "2", "--streaming", "--messages", "--poll-interval", "0.1", "--stop-after", "2",
@@ -462,10 +471,7 @@ def test_capture_with_crash_and_resume(server, tmp_path):
     """Crash (hook: os._exit) right after writing a file, before advancing the slot; the
     rerun completes the advance, continues seq, and the archive equals what a second slot
     created at the same point holds: nothing lost, nothing twice."""
-    with server.connect() as c:
-        c.execute("CREATE TABLE cap_t (id int PRIMARY KEY, v text)")
-        c.execute("CREATE PUBLICATION cap_pub FOR TABLE cap_t")
-        c.execute("SELECT pg_create_logical_replication_slot('cap_ref', 'pgoutput')")
+    _published(server, "cap_t", "cap_pub", "cap_ref")
     out = tmp_path / "arch"
     res = run_cli(*_capture_args(server, "cap_s", out, "--create-slot"))
     assert res.returncode == 0, res.stderr
@@ -543,11 +549,7 @@ def test_capture_survives_kill_9_and_a_full_disk(server, tmp_path):
     import signal
     import threading
 
-    with server.connect() as c:
-        c.execute("CREATE TABLE chaos_t (id int PRIMARY KEY, v text)")
-        c.execute("CREATE PUBLICATION chaos_pub FOR TABLE chaos_t")
-        c.execute("SELECT pg_create_logical_replication_slot('chaos_ref', 'pgoutput')")
-        c.execute("SELECT pg_create_logical_replication_slot('chaos_s', 'pgoutput')")
+    _published(server, "chaos_t", "chaos_pub", "chaos_ref", "chaos_s")
     out = tmp_path / "arch"
     args = ["capture", "--dsn", _dsn(server), "--slot", "chaos_s", "--publication", "chaos_pub", "--out", str(out),
             "--proto", "2", "--streaming", "--messages", "--rows-per-file", "500"]
@@ -614,11 +616,8 @@ def test_capture_reads_a_big_open_transaction_in_bounded_memory(server, tmp_path
     wrote a small file, both while it peeks the open transaction (no boundary: nothing
     is written) and while it writes the whole transaction to one file; the archive is
     what the slot holds, and a staging file left by a crash is removed."""
+    _published(server, "big_t", "big_pub", "big_ref", "big_s")
     with server.connect() as c:
-        c.execute("CREATE TABLE big_t (id int PRIMARY KEY, v text)")
-        c.execute("CREATE PUBLICATION big_pub FOR TABLE big_t")
-        c.execute("SELECT pg_create_logical_replication_slot('big_ref', 'pgoutput')")
-        c.execute("SELECT pg_create_logical_replication_slot('big_s', 'pgoutput')")
         c.execute("INSERT INTO big_t VALUES (0, 'small')")
         c.execute("SELECT pg_logical_emit_message(false, 'big', 'standalone')")
     out = tmp_path / "arch"
