@@ -100,8 +100,8 @@ MESSAGE_STRUCT = pa.struct(MESSAGE_FIELDS)
 # One row per row change (and one per truncated relation), in commit order, shaped
 # after Debezium's envelope: ``op`` + ``before`` + ``after``. Values stay as sent
 # (kind + bytes: lossless, 'u' unchanged TOAST distinct from NULL); the relation's
-# columns at the time of the change travel with the row, so a change is readable on its
-# own and ``table_changes`` can type it. Mapping to Delta's change data feed:
+# columns at the time of the change travel with the row (a view of its version's one
+# list), so a change is readable on its own and ``table_changes`` can type it. Mapping to Delta's change data feed:
 # I → insert (after), U → update_preimage (before) + update_postimage (after),
 # D → delete (before), T → no CDF equivalent (a truncate of the whole table).
 CHANGE_FIELDS = [
