@@ -343,21 +343,11 @@ class ChangeDecoder:
         ctrl = control_rows(msgs, ctrl_idx)
         relmap_start = dict(self.walk.relmap)
         ctrl_keys = seq_arr.to_numpy(zero_copy_only=False)[ctrl_idx]
-        known = len(self.walk.abandoned)
         try:
             seg_slot, commits, r_versions, _ = self.walk.walk(ctrl, seg_counts, ctrl_keys)
         finally:
             self.counts["replayed_transactions"] = len(self.walk.replayed)
             self.counts["abandoned_transactions"] = len(self.walk.abandoned)
-        if self.options["errors"] == "collect":
-            # a transaction whose end never came (its Commit unreadable, or lost) is listed
-            # with the errors; not raised: a consumer that reconnected mid-transaction
-            # lands its start twice, and the second copy is the one that commits
-            for a in self.walk.abandoned[known:]:
-                at = int(ctrl_idx[np.flatnonzero(ctrl_keys == a["seq"])[0]])
-                self.errors.append(dict(seq=a["seq"], lsn=lsn_arr[at].as_py(), error=(
-                    f"transaction {a['xid']} has no end: this Begin came before its Commit, and its "
-                    "changes are not given")))
 
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events)

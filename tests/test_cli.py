@@ -315,6 +315,26 @@ def test_modes_on_a_malformed_row(tmp_path):
     assert res.returncode == 0 and "errors    1" in res.stdout
 
 
+def test_permissive_lists_a_transaction_whose_commit_did_not_decode(tmp_path):
+    """decode --changes --mode PERMISSIVE: a Commit cut short is a row in error, and the
+    transaction it would have ended, dropped at the next Begin, is listed in the errors
+    file under that Begin's seq, beside it; its rows are not given."""
+    src = pq.read_table(SAMPLE)
+    data = src.column("data").to_pylist()
+    c = next(k for k, d in enumerate(data) if d[:1] == b"C" and any(x[:1] == b"I" for x in data[:k]))
+    b = next(k for k in range(c, len(data)) if data[k][:1] == b"B")
+    data[c] = data[c][:9]                       # the Commit cut short
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(src.set_column(src.column_names.index("data"), "data", pa.array(data, pa.binary())), bad)
+    out = tmp_path / "o.parquet"
+    res = run_cli("decode", str(bad), str(out), "--changes", "--mode", "PERMISSIVE")
+    assert res.returncode == 0 and "rows in error: 1" in res.stdout, res
+    errors = pq.read_table(str(out) + ".errors.parquet").to_pylist()
+    seqs = src.column("seq").to_pylist()
+    assert [e["seq"] for e in errors] == [seqs[c], seqs[b]]
+    assert "Commit" in errors[0]["error"] and "has no end" in errors[1]["error"], errors
+
+
 # ------------------------------------------------------------------------------ clean failures
 @pytest.fixture()
 def bad_files(tmp_path):

@@ -24,6 +24,9 @@ from .transcode import transcoded, transcoder
 
 __all__ = ["decode_archive"]
 
+#: the rows of the errors file of ``decode --changes --mode PERMISSIVE``
+_ERRORS_SCHEMA = pa.schema([pa.field("seq", pa.int64()), pa.field("lsn", pa.uint64()), pa.field("error", pa.string())])
+
 
 def _message_table(part_table, msgs, mode):
     """The decoded struct flattened to columns, with the archive's seq/lsn/xid kept (as
@@ -94,6 +97,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     total = sum(p.num_rows or 0 for p in parts) or None
     dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
                         until_lsn=until_lsn, resume=resume, replays=replays) if changes else None
+    known_lost = len(dec.walk.abandoned) if changes else 0      # (a checkpoint's, listed by its run)
     if changes and envelope != "auto":
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
@@ -143,9 +147,15 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                       rows_in_error=dec.counts["rows_in_error"],
                       replayed_transactions=dec.counts["replayed_transactions"])
         counts["open_transactions"] = len(dec.open_transactions)
-        if mode == "PERMISSIVE" and dec.errors:
+        # a transaction whose end never came (its Commit unreadable, or not in the archive)
+        # is dropped at the next Begin: listed under that Begin's seq, not counted as a row
+        # in error (a consumer that reconnected mid-transaction lands its start twice)
+        lost = [dict(seq=a["seq"], lsn=None, error=f"transaction {a['xid']} has no end: this Begin came before its "
+                     "Commit, and its changes are not given") for a in dec.walk.abandoned[known_lost:]]
+        if mode == "PERMISSIVE" and (dec.errors or lost):
             epath = out + ".errors.parquet"
-            pq.write_table(pa.Table.from_pylist(dec.errors), epath)
+            pq.write_table(pa.Table.from_pylist(sorted(dec.errors + lost, key=lambda e: e["seq"]),
+                                                schema=_ERRORS_SCHEMA), epath)
             counts["errors_file"] = epath
     else:
         counts["rows_decoded"] = counts["rows_in"] - counts["rows_in_error"]

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._gather import take_table
-from ..arrays import one_array
+from ..arrays import one_array, plain_lists
 from ..relations import bearer, merge_columns, one_bearer, split_name
-from ..schema import CHANGE_SCHEMA
+from ..schema import CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
 
 __all__ = ["resolve", "rows_of", "in_commit_order", "as_change_rows", "holder", "column_set_ids", "table_columns"]
 
@@ -43,8 +43,12 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     the table functions only carry it. So do other columns (``commit_rank``,
     PERMISSIVE's ``error``), and ``columns`` as a list or a list view."""
     want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
-    if "columns" in changes.column_names and _column_lists(changes.schema.field("columns").type):
-        del want["columns"]     # a list or a list view of them: both read the same
+    if "columns" in changes.column_names and not changes.schema.field("columns").type.equals(want["columns"]):
+        # column lists as plain lists (Spark's, or read back from Parquet): both read the
+        # same, and pyarrow casts no list to a list view
+        at = changes.schema.get_field_index("columns")
+        changes = changes.set_column(at, "columns", plain_lists(changes.column("columns")))
+        want["columns"] = RELATION_COLUMNS_TYPE
     fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
         return changes
@@ -53,11 +57,6 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
             from None
-
-
-def _column_lists(t: pa.DataType) -> bool:
-    return ((pa.types.is_list(t) or pa.types.is_list_view(t))
-            and t.value_type.equals(CHANGE_SCHEMA.field("columns").type.value_type))
 
 
 def in_commit_order(changes: pa.Table) -> pa.Table:
