@@ -32,8 +32,10 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_v
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export PYTHONMALLOC=malloc ARROW_DEFAULT_MEMORY_POOL=system PGOUTPUT_CODEC_CACHE_MB=0
 export PYTHONPATH=$OUT PYTHONDONTWRITEBYTECODE=1
-# -P: the checkout is not on the path, so the package is the one built above
+# -P: the checkout is not on the path, so the package is the one built above (also for
+# the fuzz targets, whose import paths come from tests/fuzz/harness.py)
 "$PY" -P -c "
+import sys; sys.path.insert(0, 'tests/fuzz'); import harness
 import pgoutput_codec._decode as m, pgoutput_codec.opengauss._binary as g
 assert m.__file__.startswith('$OUT') and g.__file__.startswith('$OUT'), m.__file__
 print('sanitized build:', '$OUT')"

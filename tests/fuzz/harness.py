@@ -12,7 +12,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
-for _p in (TESTS, ROOT):
+# the checkout's package, unless PYTHONPATH names one (the sanitized builds of tools/sanitize.sh)
+_GIVEN = any(os.path.isdir(os.path.join(p, "pgoutput_codec"))
+             for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+for _p in (TESTS,) if _GIVEN else (TESTS, ROOT):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
