@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz sanitize bench corpus demo clean wheel system
+.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz sanitize sanitize-fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -85,6 +85,12 @@ fuzz: build
 # compiled-code and change tests, then FUZZ_SECONDS (default 60) of every harness on them
 sanitize: build
 	bash tools/sanitize.sh full
+
+# every harness for FUZZ_SECONDS (default 60) on a clang build of the extensions under
+# ASan and UBSan with libFuzzer's coverage instrumentation (build/fuzzer), so that the
+# fuzzer is guided by the compiled code too; installs clang with apt-get if missing
+sanitize-fuzz: $(STAMP)
+	bash tools/sanitize.sh fuzz
 
 bench: build
 	$(PY) bench/decode_bench.py

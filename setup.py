@@ -13,7 +13,8 @@ Environment switches:
 - ``PGOUTPUT_CODEC_SANITIZE=1``: the release directives under AddressSanitizer and
   UndefinedBehaviorSanitizer (-O1, frame pointers kept; ``tools/sanitize.sh`` builds
   and runs it). ``PGOUTPUT_CODEC_SANITIZE=fuzzer``: also libFuzzer's coverage
-  instrumentation (clang), so that atheris is guided by the compiled code too.
+  instrumentation (clang; ``tools/sanitize.sh fuzz`` builds and runs it), so that atheris
+  is guided by the compiled code too.
 """
 
 import glob
