@@ -81,10 +81,12 @@ docs: build
 fuzz: build
 	for h in tests/fuzz/fuzz_*.py; do $(PY) $$h -max_total_time=$${FUZZ_SECONDS:-300} || exit 1; done
 
-# the extensions under AddressSanitizer + UndefinedBehaviorSanitizer (build/sanitize): the
-# compiled-code and change tests, then FUZZ_SECONDS (default 60) of every harness on them
+# the extensions under AddressSanitizer + UndefinedBehaviorSanitizer: the compiled-code and
+# change tests and every committed corpus (gcc, build/sanitize), then FUZZ_SECONDS
+# (default 60) of every harness guided by the compiled code's coverage (clang, build/fuzzer)
 sanitize: build
 	bash tools/sanitize.sh full
+	bash tools/sanitize.sh fuzz
 
 # every harness for FUZZ_SECONDS (default 60) on a clang build of the extensions under
 # ASan and UBSan with libFuzzer's coverage instrumentation (build/fuzzer), so that the

@@ -2,15 +2,14 @@
 # The compiled extensions under AddressSanitizer and UndefinedBehaviorSanitizer, built
 # apart, then the tests that drive the compiled code and every fuzz target on them.
 #
-#   tools/sanitize.sh [quick|full|fuzz]   (make sanitize: full; make test: quick;
-#                                          make sanitize-fuzz: fuzz)
+#   tools/sanitize.sh [quick|full|fuzz]   (make test: quick; make sanitize: full, then
+#                                          fuzz; make sanitize-fuzz: fuzz)
 #
 # quick and full build with gcc and its runtimes (Debian's gcc ships them: no clang
 # needed) in build/sanitize. quick: the message and batch tests and each fuzz target's
 # committed corpus, run once; full: also the converter, openGauss, transcoding and change
-# tests, and FUZZ_SECONDS (default 60) of fuzzing per target, unguided: the preloaded
-# libasan defines libFuzzer's coverage callbacks as weak no-ops and takes them from
-# atheris's own libFuzzer, for the Python coverage as well (atheris warns so).
+# tests. They do not fuzz: under gcc's preloaded libasan, which defines libFuzzer's
+# coverage callbacks as weak no-ops, libFuzzer sees no coverage at all (atheris warns so).
 # fuzz builds with clang in build/fuzzer, adding libFuzzer's coverage instrumentation
 # (-fsanitize=fuzzer-no-link), so that atheris is guided by the branches and comparisons
 # of the compiled code as well as by the Python it instruments; then FUZZ_SECONDS
@@ -92,7 +91,7 @@ for target in tests/fuzz/fuzz_*.py; do
   name=$(basename "$target" .py)
   corpus=tests/fuzz/corpus/${name#fuzz_}
   tmp=$(mktemp -d)
-  if [ "$MODE" = quick ]; then
+  if [ "$MODE" != fuzz ]; then
     "$PY" -P "$target" -rss_limit_mb=4096 -timeout=60 -artifact_prefix="$tmp/" "$corpus"/* 2>"$tmp/log" \
       || { tail -40 "$tmp/log"; echo "$name: report above, inputs in $tmp" >&2; exit 1; }
     echo "$name: $(ls "$corpus" | wc -l) corpus inputs, no report"
@@ -103,16 +102,12 @@ for target in tests/fuzz/fuzz_*.py; do
       -artifact_prefix="$tmp/" "$tmp/corpus" 2>"$tmp/log" \
       || { tail -40 "$tmp/log"; echo "$name: report above, inputs in $tmp" >&2; exit 1; }
     runs=$(grep -Eo '^#[0-9]+' "$tmp/log" | tail -1 | tr -d '#' || true)
-    if [ "$MODE" = full ]; then
-      echo "$name: $runs runs in $SECONDS_EACH s, no report"
-    else
-      # coverage of the compiled code reaches libFuzzer only through the preloaded one
-      grep -q 'Using preloaded libfuzzer' "$tmp/log" \
-        || { tail -40 "$tmp/log"; echo "$name: atheris ran its own libFuzzer" >&2; exit 1; }
-      counters=$(sed -nE 's/^INFO: Loaded [0-9]+ modules +\(([0-9]+) inline 8-bit counters.*/\1/p' "$tmp/log")
-      cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$tmp/log" | tail -1 || true)
-      echo "$name: $runs runs in $SECONDS_EACH s, $counters compiled-code counters, $cov, no report"
-    fi
+    # coverage of the compiled code reaches libFuzzer only through the preloaded one
+    grep -q 'Using preloaded libfuzzer' "$tmp/log" \
+      || { tail -40 "$tmp/log"; echo "$name: atheris ran its own libFuzzer" >&2; exit 1; }
+    counters=$(sed -nE 's/^INFO: Loaded [0-9]+ modules +\(([0-9]+) inline 8-bit counters.*/\1/p' "$tmp/log")
+    cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$tmp/log" | tail -1 || true)
+    echo "$name: $runs runs in $SECONDS_EACH s, $counters compiled-code counters, $cov, no report"
   fi
   rm -rf "$tmp"
 done
