@@ -1637,6 +1637,25 @@ def test_tables_rebuilt_from_runs_read_back_in_any_order(version, option_set):
                 assert _in_order(a) == _in_order(b), (name, f.__name__)
 
 
+def test_one_refused_value_keeps_its_column_typed():
+    """An int4 column whose middle value is out of range (2147483648): that value is null
+    with its own ``__special`` (the refusal), the others keep the column's type and no
+    note — from table_changes, decode_table_changes and snapshot, text and binary."""
+    rel = Relation(relation_id=16500, namespace="public", relation_name="r", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "a", 23, -1)))
+    for kind, vals in (("t", [b"1", b"2147483648", b"3"]), ("b", [b"\0\0\0\1", b"\0\0\1", b"\0\0\0\3"])):
+        msgs = enc([Begin(final_lsn=1, commit_ts=0, xid=5), rel]
+                   + [Insert(relation_id=16500, new_tuple=(TupleColumn("t", str(i).encode()), TupleColumn(kind, v)))
+                      for i, v in enumerate(vals)] + [Commit(commit_lsn=1, end_lsn=2, commit_ts=0)])
+        ch = decode_changes(msgs)
+        for got in (table_changes(ch, "public.r").column("after").flatten(),
+                    decode_table_changes(msgs, "public.r").column("after").flatten(),
+                    snapshot(ch, "public.r").columns):
+            a, special = got[1], got[2]
+            assert a.type == pa.int32() and a.to_pylist() == [1, None, 3], kind
+            assert special.to_pylist()[0::2] == [None, None] and special[1].as_py().startswith("refused: "), kind
+
+
 def test_tables_from_change_rows_with_spark_types():
     """Spark's change rows written to Parquet come back with Spark's types (decimal(20,0)
     LSNs, int64 ids, int16 flags, naive nanosecond timestamps): the table functions take

@@ -7,6 +7,8 @@ Public API (every representation choice is argued in ``docs/types.md``):
   mixed 'n'/'u'/'t'/'b' allowed) to a :class:`ConvertedColumn` (Arrow values + the
   ``special`` markers that say what a null value really was: ``infinity``, ``-infinity``,
   ``NaN``, an array's bounds); :func:`convert_columns`, several columns at once;
+  :func:`convert_refusing`, a column whose values that do not convert are null with
+  ``__special`` "refused: " + the reason;
 - :func:`convert_value` — one value to a Python object (tests, slow paths);
 - :class:`TypeRegistry` — enums, domains, user arrays and names learned from Type ('Y')
   messages or from the server catalog.
@@ -32,16 +34,16 @@ everything.
 from __future__ import annotations
 
 from .arrow import arrow_type
-from .columns import ConvertedColumn, convert_column, convert_columns, convert_value
+from .columns import ConvertedColumn, convert_column, convert_columns, convert_refusing, convert_value
 from .errors import ConversionError
 from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
-from .markers import SPECIAL_NAMES, Physical, Special
+from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
 from .names import type_of_name
 from .registry import TypeRegistry
 from .typmods import numeric_typmod
 
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",
-    "Special", "Physical", "SPECIAL_NAMES", "arrow_type", "convert_column", "convert_columns", "convert_value",
-    "numeric_typmod", "type_of_name",
+    "Special", "Physical", "SPECIAL_NAMES", "REFUSED", "arrow_type", "convert_column", "convert_columns",
+    "convert_refusing", "convert_value", "numeric_typmod", "type_of_name",
 ]

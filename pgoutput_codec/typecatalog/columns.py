@@ -21,7 +21,7 @@ from .arrow import arrow_of
 from .binary import BINARY_PARSERS, binary_as_bytes
 from .errors import ConversionError
 from .facts import F_NUMERIC
-from .markers import SPECIAL_NAMES, Physical, Special
+from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
 from .registry import TypeRegistry, resolve
 from .text import TEXT_PARSERS, text_as_str
 from .typmods import numeric_typmod
@@ -29,7 +29,8 @@ from .typmods import numeric_typmod
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: the Python parsers only, this imports without the compiled module
     from .. import _convert
 
-__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_value", "materialize", "take_at"]
+__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_refusing", "convert_value",
+           "materialize", "take_at"]
 
 
 class ConvertedColumn(NamedTuple):
@@ -88,7 +89,9 @@ def _fail(exc, index, r, kind, raw):
                            index, r.oid, r.name, kind, shown)
 
 
-def _convert_py(kinds, data, r, binary, ndim):
+def _convert_py(kinds, data, r, binary, ndim, refuse=False):
+    """``refuse``: a value that does not convert is null, its special :data:`REFUSED` and
+    the reason, instead of failing the column."""
     values, specials, ndims = [], [], []
     klist = kinds.to_pylist()
     dlist = data.to_pylist()
@@ -104,7 +107,9 @@ def _convert_py(kinds, data, r, binary, ndim):
         try:
             v, sp, nd = _py_value(k, raw, r)
         except (ValueError, UnicodeDecodeError, struct.error, decimal.InvalidOperation, OverflowError) as e:
-            raise _fail(e, i, r, k, raw) from None
+            if not refuse:
+                raise _fail(e, i, r, k, raw) from None
+            v, sp, nd = None, REFUSED + (e.message if hasattr(e, "message") else str(e)), None
         if r.conv == "unknown" and binary and k == "t":
             v = bytes(raw)
         values.append(v)
@@ -219,6 +224,22 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
             except ConversionError as e:
                 out[j] = e
     return out
+
+
+def convert_refusing(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,
+                     *, index=None) -> ConvertedColumn:
+    """:func:`convert_column` where a value that does not convert (out of range,
+    malformed) is null with ``__special`` :data:`REFUSED` + the reason, and the other
+    values keep the column's type. Value by value in Python: for a column
+    :func:`convert_column` refused. Still raises :class:`ConversionError` for what is
+    wrong with the column as a whole (arrays of different dimensionality)."""
+    kinds = _to_kind_array(kinds)
+    data = _to_binary_array(data)
+    if index is not None:
+        kinds, data = take_at(kinds, data, materialize(index))
+    r = resolve(type_oid, type_modifier, registry)
+    binary = r.conv == "unknown" and bool(pc.any(pc.equal(kinds, "b")).as_py())
+    return _convert_py(kinds, data, r, binary, None, refuse=True)
 
 
 def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,

@@ -4,7 +4,7 @@ codes; and :class:`Physical`, a date or timestamp Python's datetime cannot hold.
 
 from __future__ import annotations
 
-__all__ = ["Special", "Physical", "SPECIAL_NAMES", "NUMERIC_SPECIAL"]
+__all__ = ["Special", "Physical", "SPECIAL_NAMES", "NUMERIC_SPECIAL", "REFUSED"]
 
 
 class Special(str):
@@ -25,6 +25,10 @@ class Physical(int):
 
 #: names of the special codes of ``_convert`` (code 0 = not special)
 SPECIAL_NAMES = (None, "infinity", "-infinity", "NaN")
+
+#: the start of the special of a value a converter refused (out of range, malformed):
+#: the reason follows
+REFUSED = "refused: "
 
 
 #: numeric's special text forms -> the marker each is held as
