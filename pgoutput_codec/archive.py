@@ -170,7 +170,7 @@ def _read_csv(path):
     if "lsn" in t.column_names:   # the server wrote X/Y: anything else is a broken export
         lsn = t.column("lsn")
         ok = pc.fill_null(pc.match_substring_regex(lsn, f"^{LSN_PATTERN}$"), True)
-        if not pc.all(ok).as_py():
+        if len(lsn) and not pc.all(ok).as_py():     # (all of no rows is null)
             i = pc.index(ok, False).as_py()
             raise ArchiveError(f"{path}: data row {i + 1}: lsn {lsn[i].as_py()!r} is not an LSN (X/Y hex)")
     data, bad = hex_to_binary(t.column("data"))
