@@ -14,7 +14,7 @@ from ..changes import ChangeDecoder, LightChangeDecoder
 from ..relations import merge_columns, split_name
 from ..retyped import with_earlier_types
 from ..schema import relation_fingerprint
-from ..typecatalog.columns import convert_column, convert_columns, convert_refusing, materialize, take_at
+from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at
 from ..typecatalog.errors import ConversionError
 from .rows import column_set_ids, holder, rows_of, table_columns
 
@@ -154,8 +154,9 @@ def columns_out(triples: list, cols: list[dict], registry=None, variants=None):
         if isinstance(results[j], ConversionError) and results[j].index is not None and j not in earlier:
             # a value the converter refused: null with its reason, the others typed
             try:
-                results[j] = convert_refusing(kinds, data, cols[j]["type_oid"], cols[j]["type_modifier"], registry,
-                                              index=triples[j][2])
+                index = triples[j][2]
+                results[j] = convert_column(kinds, data, cols[j]["type_oid"], cols[j]["type_modifier"], registry,
+                                            index=None if index is None else materialize(index), refuse=True)
             except ConversionError as e:
                 results[j] = e
     arrays, names = [], []

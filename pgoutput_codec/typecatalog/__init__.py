@@ -6,9 +6,8 @@ Public API (every representation choice is argued in ``docs/types.md``):
 - :func:`convert_column` — a whole column of TupleData values (``kind`` + ``data`` arrays,
   mixed 'n'/'u'/'t'/'b' allowed) to a :class:`ConvertedColumn` (Arrow values + the
   ``special`` markers that say what a null value really was: ``infinity``, ``-infinity``,
-  ``NaN``, an array's bounds); :func:`convert_columns`, several columns at once;
-  :func:`convert_refusing`, a column whose values that do not convert are null with
-  ``__special`` "refused: " + the reason;
+  ``NaN``, an array's bounds; with ``refuse=True``, :data:`REFUSED` + the reason for a
+  value that does not convert); :func:`convert_columns`, several columns at once;
 - :func:`convert_value` — one value to a Python object (tests, slow paths);
 - :class:`TypeRegistry` — enums, domains, user arrays and names learned from Type ('Y')
   messages or from the server catalog.
@@ -34,7 +33,7 @@ everything.
 from __future__ import annotations
 
 from .arrow import arrow_type
-from .columns import ConvertedColumn, convert_column, convert_columns, convert_refusing, convert_value
+from .columns import ConvertedColumn, convert_column, convert_columns, convert_value
 from .errors import ConversionError
 from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
 from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
@@ -45,5 +44,5 @@ from .typmods import numeric_typmod
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",
     "Special", "Physical", "SPECIAL_NAMES", "REFUSED", "arrow_type", "convert_column", "convert_columns",
-    "convert_refusing", "convert_value", "numeric_typmod", "type_of_name",
+    "convert_value", "numeric_typmod", "type_of_name",
 ]

@@ -29,8 +29,7 @@ from .typmods import numeric_typmod
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: the Python parsers only, this imports without the compiled module
     from .. import _convert
 
-__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_refusing", "convert_value",
-           "materialize", "take_at"]
+__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_value", "materialize", "take_at"]
 
 
 class ConvertedColumn(NamedTuple):
@@ -82,8 +81,12 @@ def _to_kind_array(a):
     return a
 
 
+def _reason(exc) -> str:
+    return exc.message if hasattr(exc, "message") else str(exc)
+
+
 def _fail(exc, index, r, kind, raw):
-    msg = exc.message if hasattr(exc, "message") else str(exc)
+    msg = _reason(exc)
     shown = bytes(raw[:40]) if raw is not None else None
     return ConversionError(f"value {index} ({r.name}, type OID {r.oid}, kind '{kind}') {shown!r}: {msg}",
                            index, r.oid, r.name, kind, shown)
@@ -109,7 +112,7 @@ def _convert_py(kinds, data, r, binary, ndim, refuse=False):
         except (ValueError, UnicodeDecodeError, struct.error, decimal.InvalidOperation, OverflowError) as e:
             if not refuse:
                 raise _fail(e, i, r, k, raw) from None
-            v, sp, nd = None, REFUSED + (e.message if hasattr(e, "message") else str(e)), None
+            v, sp, nd = None, REFUSED + _reason(e), None
         if r.conv == "unknown" and binary and k == "t":
             v = bytes(raw)
         values.append(v)
@@ -226,25 +229,9 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
     return out
 
 
-def convert_refusing(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,
-                     *, index=None) -> ConvertedColumn:
-    """:func:`convert_column` where a value that does not convert (out of range,
-    malformed) is null with ``__special`` :data:`REFUSED` + the reason, and the other
-    values keep the column's type. Value by value in Python: for a column
-    :func:`convert_column` refused. Still raises :class:`ConversionError` for what is
-    wrong with the column as a whole (arrays of different dimensionality)."""
-    kinds = _to_kind_array(kinds)
-    data = _to_binary_array(data)
-    if index is not None:
-        kinds, data = take_at(kinds, data, materialize(index))
-    r = resolve(type_oid, type_modifier, registry)
-    binary = r.conv == "unknown" and bool(pc.any(pc.equal(kinds, "b")).as_py())
-    return _convert_py(kinds, data, r, binary, None, refuse=True)
-
-
 def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None,
                    *, binary: bool | None = None, ndim: int | None = None, fast: bool | None = None,
-                   index=None) -> ConvertedColumn:
+                   index=None, refuse: bool = False) -> ConvertedColumn:
     """Convert one column of TupleData values.
 
     ``kinds``: 'n'/'u'/'t'/'b' per value (string array or list; 'n' and 'u' give null —
@@ -254,7 +241,11 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
     largest dimensionality in the data, at least 1). Raises :class:`ConversionError`
     naming the value index and the type. ``index`` (int64 numpy array, -1 = null): convert
     elements ``index`` of kinds/data instead of all of them, read in place by the fast
-    converters (the columns of change rows inside the flat tuple children).
+    converters (the columns of change rows inside the flat tuple children). ``refuse``: a
+    value that does not convert (out of range, malformed) is null with the special
+    :data:`REFUSED` + the reason and the others keep the column's type, value by value
+    in Python (the compiled converters stop at the first); what is wrong with the column
+    as a whole (arrays of different dimensionality) still raises.
     """
     kinds = _to_kind_array(kinds)
     data = _to_binary_array(data)
@@ -263,7 +254,7 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
     r = resolve(type_oid, type_modifier, registry)
     if fast is None:
         fast = USING_EXTENSIONS
-    spec = _fast_spec(r) if fast else None
+    spec = _fast_spec(r) if fast and not refuse else None
     if index is not None:
         index = np.ascontiguousarray(index, dtype=np.int64)
         if spec is None:
@@ -278,7 +269,7 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
             kinds, data = take_at(kinds, data, index)
     if binary is None:
         binary = r.conv == "unknown" and bool(pc.any(pc.equal(kinds, "b")).as_py())
-    return _convert_py(kinds, data, r, binary, ndim)
+    return _convert_py(kinds, data, r, binary, ndim, refuse)
 
 
 def convert_value(kind: str, data: bytes | None, type_oid: int, type_modifier: int = -1,
