@@ -16,8 +16,8 @@ from .arrays import list_lengths, share_lists
 from .messages import MESSAGE_CLASSES
 from .schema import RELATION_COLUMNS_TYPE, TUPLE_TYPE
 
-__all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns",
-           "light_change_columns", "truncate_columns", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
+__all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
+           "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
            "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
 #: The columns of a relation-versions table (one row per Relation definition).
@@ -158,7 +158,7 @@ def truncate_columns(msgs, t_rows: np.ndarray, versions: pa.Table, version_of, s
     vtake = pa.array(np.where(known, ver, 0), pa.int64(), mask=~known)
     take = pa.array(at, pa.int64())
     cols = {
-        "op": pa.array(np.full(n, "T", object), pa.string()),
+        "op": _one_char_strings(np.full(n, ord("T"), np.uint8)),
         "seq": seq.take(take),
         "lsn": _lsn_at(lsn, at),
         "schema": versions.column("schema").take(vtake),
@@ -174,24 +174,34 @@ def truncate_columns(msgs, t_rows: np.ndarray, versions: pa.Table, version_of, s
     return cols, at, ver
 
 
+def versions_before(ev_rel: np.ndarray, ev_key: np.ndarray, ev_ver: np.ndarray, relids: np.ndarray,
+                    keys: np.ndarray) -> np.ndarray:
+    """The version of the newest Relation event of each relation id before each key (-1:
+    none). Events ``(ev_rel, ev_key, ev_ver)`` sorted by relation id, then key."""
+    out = np.full(len(relids), -1, dtype=np.int64)
+    for rid in np.unique(relids):
+        lo, hi = np.searchsorted(ev_rel, [rid, rid + 1])
+        if lo == hi:
+            continue
+        sel = np.flatnonzero(relids == rid)
+        pos = np.searchsorted(ev_key[lo:hi], keys[sel], side="left") - 1
+        good = pos >= 0
+        out[sel[good]] = ev_ver[lo:hi][pos[good]]
+    return out
+
+
 def newest_versions(r_events, relids: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The version in force for each (relation id, row) of a chunk: its newest Relation
     before the row in the chunk, else the map the chunk started with (-1: none).
     ``r_events``: :func:`row_versions`' (positions, relation ids, versions, start map)."""
     r_pos, r_rel, r_ver, start = r_events
-    out = np.full(len(relids), -1, np.int64)
-    if len(r_pos) and len(relids):
-        order = np.lexsort((r_pos, r_rel))
-        keys = r_rel[order].astype(np.int64) << 32 | r_pos[order].astype(np.int64)
-        k = np.searchsorted(keys, relids << 32 | rows, side="left") - 1
-        hit = (k >= 0) & (r_rel[order][np.maximum(k, 0)] == relids)
-        out[hit] = r_ver[order][k[hit]]
+    order = np.lexsort((r_pos, r_rel))
+    out = versions_before(r_rel[order].astype(np.int64), r_pos[order], r_ver[order], relids, rows)
     miss = out < 0
-    if miss.any():
-        for rid in np.unique(relids[miss]):
-            v = start.get(int(rid))
-            if v is not None:
-                out[miss & (relids == rid)] = v
+    for rid in np.unique(relids[miss]):
+        v = start.get(int(rid))
+        if v is not None:
+            out[miss & (relids == rid)] = v
     return out
 
 

@@ -45,6 +45,7 @@ from .changerows import (DEFINITION_FIELDS, OUTSIDE_TRANSACTION, change_columns,
                          truncate_columns)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
+from .messages import END_TAGS
 from .opengauss.changes import decode_changes as opengauss_decode_changes
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
@@ -650,9 +651,7 @@ class ChangeDecoder:
         return p
 
 
-#: the tags after which no transaction of the walk's is open, unless another was open
-#: across it: the ends of transactions
-_ENDS = np.frombuffer(b"CPKrcpA", np.uint8)
+_ENDS = np.frombuffer(END_TAGS.encode(), np.uint8)
 
 
 def _part_bounds(tags: np.ndarray) -> list:

@@ -26,7 +26,7 @@ __all__ = [
     "Truncate", "LogicalMessage", "StreamStart", "StreamStop", "StreamCommit",
     "StreamAbort", "BeginPrepare", "Prepare", "CommitPrepared", "RollbackPrepared",
     "StreamPrepare", "XLogData", "PrimaryKeepalive",
-    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS", "CONTROL_TAGS",
+    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS", "CONTROL_TAGS", "END_TAGS",
     "PG_EPOCH", "pg_timestamp_to_datetime", "datetime_to_pg_timestamp",
     "format_lsn", "parse_lsn", "LSN_PATTERN",
 ]
@@ -277,6 +277,9 @@ STREAMABLE_TAGS = "RYIUDTM"
 #: Messages that drive the transaction walk (every other one is a change, I U D T, or
 #: inert, M); all but R, Y and O begin or end a transaction or a stream block.
 CONTROL_TAGS = "BCORYSEcAbPKrp"
+#: Messages that end a transaction (Commit, Prepare, Commit/Rollback Prepared, Stream
+#: Commit/Prepare/Abort): after one, no transaction is open unless another was across it.
+END_TAGS = "CPKrcpA"
 
 #: PostgreSQL's timestamp epoch; wire timestamps count microseconds from it.
 PG_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)

@@ -14,7 +14,8 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import OUTSIDE_TRANSACTION, change_columns, corrupt_rows, tag_codes, truncate_columns
+from ..changerows import (OUTSIDE_TRANSACTION, change_columns, corrupt_rows, tag_codes, truncate_columns,
+                          versions_before)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
@@ -236,16 +237,7 @@ class ControlPlan(RowFilters):
 
     def _versions_at(self, relids: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Version of the newest Relation with that relid sent before each key (-1: none)."""
-        out = np.full(len(relids), -1, dtype=np.int64)
-        for rid in np.unique(relids):
-            lo, hi = np.searchsorted(self.ev_rel, [rid, rid + 1])
-            if lo == hi:
-                continue
-            sel = np.flatnonzero(relids == rid)
-            pos = np.searchsorted(self.ev_key[lo:hi], keys[sel], side="left") - 1
-            good = pos >= 0
-            out[sel[good]] = self.ev_ver[lo:hi][pos[good]]
-        return out
+        return versions_before(self.ev_rel, self.ev_key, self.ev_ver, relids, keys)
 
     def changes(self, values, order, lsn=None, *, errors: str | None = None) -> pa.Table:
         """Committed change rows among these rows (any subset of the archive, any order),
