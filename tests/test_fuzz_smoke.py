@@ -15,8 +15,8 @@ FUZZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz")
 #: seconds of each bounded run (PGOUTPUT_FUZZ_SMOKE_SECONDS scales them all)
 SCALE = float(os.environ.get("PGOUTPUT_FUZZ_SMOKE_SECONDS", "10")) / 10
 #: harness -> (seconds, seeds it writes)
-HARNESSES = {"decode": (10, 40), "transcode": (5, 6), "changes": (5, 60), "convert": (5, 85), "archive": (3, 4),
-             "opengauss": (6, 5)}
+HARNESSES = {"decode": (6, 40), "transcode": (3, 6), "changes": (4, 60), "convert": (3, 85), "archive": (2, 4),
+             "opengauss": (4, 5)}
 
 
 def _run(tmp_path, name, args, timeout):

@@ -974,6 +974,12 @@ def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenari
         cut = max(cut, commits[before - 1])
     later_1 = single.filter(pc.greater(single.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
     df = spark.read.parquet(*write_files(t, tmp_path / "ident", 3))
+    if not HAS_ARROW_UDF or is_connect(spark):
+        # PySpark 3.5 and Connect run this case for the lookup alone: its snapshot and net changes
+        ch = decode_changes(df, order_by="seq", lsn=None, impl="map")
+        assert rows(collect(snapshot(ch, name))) == final
+        assert net(collect(net_changes(ch, name))) == net(net_1(single, name))
+        return
     for impl in CHANGE_IMPLS:
         ch = decode_changes(df, order_by="seq", lsn=None, impl=impl)
         # the tables code sees the same change rows from either impl: every check once, on
