@@ -14,7 +14,7 @@ from ._builders import nulls
 from ._gather import take_lists
 from .arrays import list_lengths, share_lists
 from .messages import MESSAGE_CLASSES
-from .schema import RELATION_COLUMNS_TYPE, TUPLE_TYPE
+from .schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
 __all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
            "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
@@ -23,7 +23,7 @@ __all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_
 #: The columns of a relation-versions table (one row per Relation definition).
 VERSION_SCHEMA = pa.schema([
     pa.field("schema", pa.string()), pa.field("table", pa.string()),
-    pa.field("relation_id", pa.uint32()), pa.field("columns", RELATION_COLUMNS_TYPE),
+    pa.field("relation_id", pa.uint32()), pa.field("columns", CHANGE_COLUMN_LISTS),
     pa.field("relation_version", pa.uint64()),
 ])
 

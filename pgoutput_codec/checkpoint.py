@@ -117,7 +117,8 @@ def _relation(r) -> dict:
     if not isinstance(r, dict) or not isinstance(r.get("columns"), list):
         raise ValueError(f"a relation must be a dict with a columns list, got {r!r:.80}")
     cols = [dict(name=str(c["name"]), type_oid=int(c["type_oid"]), type_modifier=int(c["type_modifier"]),
-                 flags=int(c["flags"])) for c in r["columns"]]
+                 flags=int(c["flags"]), **{k: str(c[k]) for k in ("type_namespace", "type_name") if c.get(k) is not None})
+            for c in r["columns"]]
     return dict(schema=str(r["schema"]), table=str(r["table"]), relation_id=int(r["relation_id"]),
                 replica_identity=r["replica_identity"], columns=cols)
 

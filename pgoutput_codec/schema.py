@@ -22,7 +22,8 @@ import hashlib
 
 import pyarrow as pa
 
-__all__ = ["TUPLE_TYPE", "RELATION_COLUMNS_TYPE", "CHANGE_COLUMNS_TYPE", "MESSAGE_FIELDS", "MESSAGE_STRUCT", "TS", "relation_fingerprint"]
+__all__ = ["TUPLE_TYPE", "RELATION_COLUMNS_TYPE", "CHANGE_COLUMN", "CHANGE_COLUMNS_TYPE", "CHANGE_COLUMN_LISTS",
+           "MESSAGE_FIELDS", "MESSAGE_STRUCT", "TS", "relation_fingerprint"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -36,10 +37,17 @@ RELATION_COLUMN = pa.struct([
     ("type_modifier", pa.int32()),
 ])
 RELATION_COLUMNS_TYPE = pa.list_(RELATION_COLUMN)
+#: A change row's column: the Relation's, with the namespace and name the stream's Type
+#: message gave its type (null for a built-in type: the server sends none). pgoutput names
+#: a domain by its base type (a domain over int arrives as ``pg_catalog``/``int4``), so
+#: the name is what types a domain's values when no catalog is at hand.
+CHANGE_COLUMN = pa.struct([*RELATION_COLUMN, ("type_namespace", pa.string()), ("type_name", pa.string())])
 #: The column list of a change row: a list view, so that the rows of one relation version
 #: share one copy of its list (a 1,600-column relation's list is ~40 KB; copied into every
 #: row, a few bytes of Truncate or Insert would cost that much each)
-CHANGE_COLUMNS_TYPE = pa.list_view(RELATION_COLUMN)
+CHANGE_COLUMNS_TYPE = pa.list_view(CHANGE_COLUMN)
+#: The same lists as plain lists: Spark's rows, and Parquet files read back, hold them so
+CHANGE_COLUMN_LISTS = pa.list_(CHANGE_COLUMN)
 
 MESSAGE_FIELDS = [
     pa.field("type", pa.string()),

@@ -158,11 +158,17 @@ class TransactionWalk:
         return len(self.versions) - 1
 
     def relation(self, m: dict) -> int:
-        """A Relation message: its version (the newest definition wins from here on)."""
+        """A Relation message: its version (the newest definition wins from here on). Each
+        column keeps the name the Type message sent before it gave its type (the server
+        sends one ahead of a Relation whose column has a type that is not built in)."""
+        cols = m["columns"]
+        if cols is not None and self.type_of:
+            cols = [dict(c, type_namespace=t[1], type_name=t[2]) if (t := self.type_of.get(c["type_oid"])) else c
+                    for c in cols]
         v = self.add_version(dict(
             schema=m["namespace"] or "pg_catalog", table=m["relation_name"],
             relation_id=m["relation_id"], replica_identity=m["replica_identity"],
-            columns=m["columns"]))
+            columns=cols))
         self.relmap[m["relation_id"]] = v
         return v
 

@@ -2078,3 +2078,35 @@ def test_a_column_whose_type_changed_is_read_by_the_type_each_value_was_sent_und
     later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(first, pa.uint64())))
     net = net_changes(later, name)
     assert net.column("__OP").to_pylist() == ["upsert", "upsert"] and net.column("id").to_pylist() == [2, 4]
+
+
+@pytest.mark.parametrize("version", sorted(TRUTH))
+def test_a_domain_reads_as_its_base_type_without_a_catalog(version):
+    """The Type message of a domain names its base type: the change rows carry that name
+    with the column, and every table function reads the domain's values as the base type
+    (int4 → int32), text and binary alike, with no registry given."""
+    t = next(t for t in TABLES if t["server_version"] == version and t["table"] == "all_types")
+    at = t["column_names"].index("c_posint")
+    want = sorted((r[0], None if r[at] is None else int(r[at])) for r in t["rows"])
+    for option_set in ("v1_text", "v1_binary_messages"):
+        changes = decode_changes(archive(version, option_set))
+        cols = changes.filter(pc.equal(changes["table"], "all_types"))["columns"][0].as_py()
+        named = {c["name"]: (c["type_namespace"], c["type_name"]) for c in cols}
+        assert named["c_posint"] in (("", "int4"), ("pg_catalog", "int4")), named["c_posint"]
+        assert named["c_int4"] == (None, None) and named["c_mood"][1] == "mood"
+        snap = snapshot(changes, "public.all_types")
+        assert snap.schema.field("c_posint").type == pa.int32(), option_set
+        assert sorted(zip(snap["id"].to_pylist(), snap["c_posint"].to_pylist(), strict=True)) == \
+            [(int(i), v) for i, v in want], option_set
+        for typed in (table_changes(changes, "public.all_types"),
+                      decode_table_changes(archive(version, option_set), "public.all_types")):
+            assert typed.schema.field("after").type.field("c_posint").type == pa.int32(), option_set
+        # change rows written without type names (plain column lists) still read, untyped domain
+        plain = changes.set_column(changes.schema.get_field_index("columns"), "columns",
+                                   pa.array([None if c is None else [{k: v[k] for k in
+                                             ("flags", "name", "type_oid", "type_modifier")} for v in c]
+                                             for c in changes["columns"].to_pylist()],
+                                            pa.list_(pa.struct([("flags", pa.uint8()), ("name", pa.string()),
+                                                                ("type_oid", pa.uint32()),
+                                                                ("type_modifier", pa.int32())]))))
+        assert snapshot(plain, "public.all_types")["c_posint"].type in (pa.string(), pa.binary())

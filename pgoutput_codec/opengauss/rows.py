@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from .. import USING_EXTENSIONS
 from ..arrays import one_array, share_lists, typed_array
-from ..schema import RELATION_COLUMNS_TYPE, TUPLE_COLUMN, TUPLE_TYPE
+from ..schema import CHANGE_COLUMN_LISTS, TUPLE_COLUMN, TUPLE_TYPE
 from ..selection import table_selected
 from .columns import OPENGAUSS_CHANGE_SCHEMA, column_types, key_names, record_columns, relation_of, unquote
 
@@ -391,7 +391,7 @@ def change_rows(recs: pa.Table, take: np.ndarray, seq: np.ndarray, commit: dict,
             col_vals.append(columns)
             fps.append(fp)
         col_ids[sel] = inv
-    columns = share_lists(pa.array(col_vals, RELATION_COLUMNS_TYPE), np.where(is_rec, col_ids, -1))
+    columns = share_lists(pa.array(col_vals, CHANGE_COLUMN_LISTS), np.where(is_rec, col_ids, -1))
     idx = pa.array(col_ids, pa.int64(), mask=~is_rec)
     version = pa.array(fps, pa.uint64()).take(idx)
 

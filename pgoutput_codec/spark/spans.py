@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from ..relations import merge_columns, split_name
 from ..tables import added_columns, missing_values
-from ..typecatalog import arrow_type
+from ..typecatalog import arrow_type, with_type_names
 from . import types as ST
 from .decoded import pass2_of
 from .tableinfo import TableInfo, pos
@@ -85,6 +85,7 @@ def fill_values(missing: dict | None, cols: T.StructType, info: TableInfo, regis
         raise ValueError("missing= needs pgoutput change rows in Spark (openGauss rows name no column list)")
     table = merge_columns(info.versions, info.versions[-1] if info.versions else None)
     by_name = {c["name"]: c for c in table}
+    registry = with_type_names(registry, info.versions)
     out = {}
     for nm, v in missing_values(missing, table, registry).typed.items():
         c, ft = by_name[nm], cols[nm].dataType

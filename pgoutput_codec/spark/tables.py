@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 from ..relations import merge_columns, split_name
 from ..retyped import retyped_names
 from ..tables import net_key, unknown_key_error
+from ..typecatalog import with_type_names
 from . import types as ST
 from .crossing import SHIFTED, to_python, unshifted
 from .decoded import pass2_of
@@ -78,6 +79,7 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
     if info is None:
         info = table_info(changes, name, until_lsn)
     cols = merge_columns(info.versions, info.versions[-1] if info.versions else None)
+    registry = with_type_names(registry, info.versions)
     row_type, colplan = table_schema(cols, registry, retyped_names(info.versions))
     keep = [c for c in _TC_PASS if c in changes.columns]
     out_fields = [changes.schema[c] for c in keep]

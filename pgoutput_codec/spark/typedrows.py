@@ -10,8 +10,9 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from ..arrays import one_array, plain_lists
-from ..schema import CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
+from ..schema import CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 from ..tables import typed_changes
+from ..tables.rows import column_lists
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from . import types as ST
 from .crossing import flip, from_python
@@ -151,7 +152,7 @@ class TableMapper:
         if versions:
             fps = sorted(versions)
             self.versions = (np.array(fps, dtype=np.uint64),
-                             pa.array([versions[f] for f in fps], RELATION_COLUMNS_TYPE))
+                             pa.array([versions[f] for f in fps], CHANGE_COLUMN_LISTS))
 
     def _columns(self, fp) -> pa.Array:
         """The column list of each row's ``relation_version`` (null where that is)."""
@@ -177,8 +178,8 @@ class TableMapper:
             n = len(t)
             # the typing reads these alone; the other columns go out as they came
             # (column lists as plain lists: Spark's rows hold them so, and typing reads either)
-            cast = {f.name: plain_lists(t.column(f.name)).cast(RELATION_COLUMNS_TYPE if f.name == "columns"
-                                                                 else f.type)
+            cast = {f.name: column_lists(t.column(f.name)).cast(CHANGE_COLUMN_LISTS) if f.name == "columns"
+                    else plain_lists(t.column(f.name)).cast(f.type)
                     for f in CHANGE_SCHEMA if f.name in _TYPED_FROM}
             typed = typed_changes(pa.table(cast), registry=self.registry, columns=self.columns) if n else None
             out = []

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from ..schema import TS
 from .columnlists import filled, missing_values, net_key
 from .replay import NULL, replay, typed_rows, unsaid
-from .rows import column_set_ids, resolve, table_columns
+from .rows import column_set_ids, resolve, table_columns, table_registry
 
 __all__ = ["net_changes"]
 
@@ -54,6 +54,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
     cols = table_columns(changes, name, _rows=rows_of)
+    registry = table_registry(rows_of, registry)
     fill = missing_values(missing, cols, registry).raw
     # every identity the table's changes were sent under, a Truncate's too (its Relation
     # is the identity in force then: a copy made under it is keyed by it), as Spark's

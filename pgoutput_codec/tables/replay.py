@@ -13,7 +13,7 @@ from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
 from .columnlists import added_columns, columns_in_force, filled, missing_values
-from .rows import column_set_ids, rows_of, table_columns
+from .rows import column_set_ids, rows_of, table_columns, table_registry
 from .typed import columns_out, type_of, typed_changes, variant_index
 
 __all__ = ["snapshot", "history", "replay", "typed_rows", "unknown_key_error", "unsaid", "NULL", "canonical_keys"]
@@ -325,6 +325,7 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     nothing for them, so they are null unless named here (:func:`missing_values`)."""
     rows = rows_of(changes, name, as_of_lsn)
     cols = table_columns(changes, name, _rows=rows)
+    registry = table_registry(rows, registry)
     fill = missing_values(missing, cols, registry).raw
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
@@ -342,6 +343,7 @@ def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
     rows = rows_of(changes, name)
     cols = table_columns(changes, name, _rows=rows)
+    registry = table_registry(rows, registry)
     _, versions = replay(rows, name, True, cols=cols)
     arrays, names = typed_rows([v[1] for v in versions], cols, registry)
     extra = {

@@ -10,9 +10,11 @@ import pyarrow.compute as pc
 from .._gather import take_table
 from ..arrays import one_array, plain_lists
 from ..relations import bearer, merge_columns, one_bearer, split_name
-from ..schema import CHANGE_SCHEMA, RELATION_COLUMNS_TYPE
+from ..typecatalog import with_type_names
+from ..schema import CHANGE_COLUMN, CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 
-__all__ = ["resolve", "rows_of", "in_commit_order", "as_change_rows", "holder", "column_set_ids", "table_columns"]
+__all__ = ["resolve", "rows_of", "in_commit_order", "as_change_rows", "column_lists", "holder", "column_set_ids",
+           "table_columns", "table_registry"]
 
 
 def holder(versions: list, row_versions):
@@ -47,8 +49,8 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
         # column lists as plain lists (Spark's, or read back from Parquet): both read the
         # same, and pyarrow casts no list to a list view
         at = changes.schema.get_field_index("columns")
-        changes = changes.set_column(at, "columns", plain_lists(changes.column("columns")))
-        want["columns"] = RELATION_COLUMNS_TYPE
+        changes = changes.set_column(at, "columns", column_lists(changes.column("columns")))
+        want["columns"] = CHANGE_COLUMN_LISTS
     fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
         return changes
@@ -57,6 +59,21 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
             from None
+
+
+def column_lists(arr) -> pa.Array:
+    """Change rows' column lists as plain lists of every field of ``schema.CHANGE_COLUMN``
+    (a list view's, Spark's); the type names null where the lists were written without them."""
+    arr = plain_lists(arr)
+    st = arr.type.value_type
+    if all(st.get_field_index(f.name) >= 0 for f in CHANGE_COLUMN):
+        return arr
+    values = arr.values
+    fields = [values.field(f.name) if st.get_field_index(f.name) >= 0 else pa.nulls(len(values), f.type)
+              for f in CHANGE_COLUMN]
+    struct = pa.StructArray.from_arrays(fields, names=[f.name for f in CHANGE_COLUMN],
+                                        mask=pc.invert(values.is_valid()) if values.null_count else None)
+    return pa.ListArray.from_arrays(arr.offsets, struct, mask=pc.invert(arr.is_valid()) if arr.null_count else None)
 
 
 def in_commit_order(changes: pa.Table) -> pa.Table:
@@ -162,6 +179,12 @@ def column_set_ids(rows: pa.Table):
     cols = rows.column("columns")
     reps = [cols[int(pc.index(fp, u).as_py())].as_py() for u in uniq]
     return ids, reps
+
+
+def table_registry(rows: pa.Table, registry=None):
+    """``registry`` taught the Type messages the column lists of ``rows`` carry
+    (:func:`pgoutput_codec.typecatalog.with_type_names`)."""
+    return with_type_names(registry, column_set_ids(rows)[1]) if len(rows) else registry
 
 
 def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:

@@ -16,6 +16,7 @@ from ..retyped import with_earlier_types
 from ..schema import relation_fingerprint
 from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at
 from ..typecatalog.errors import ConversionError
+from ..typecatalog.registry import with_type_names
 from .rows import column_set_ids, holder, rows_of, table_columns
 
 __all__ = ["table_changes", "typed_changes", "decode_table_changes", "Located", "locate", "columns_out", "type_of",
@@ -290,6 +291,7 @@ def typed_changes(rows: pa.Table, *, registry=None, columns: list[dict] | None =
     n = len(rows)
     head = {c: rows.column(c) for c in COMMIT_COLS if c in rows.column_names}
     ids, reps = column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
+    registry = with_type_names(registry, [cols, *reps])
     sides = {}
     for side in ("after", "before"):
         col = one_array(rows.column(side))
@@ -336,6 +338,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
         ver_to_id[v] = rep_of_fp[key]
     ids = ver_to_id[ver]
     cols = merge_columns(reps, dec.walk.versions[int(ver[-1])]["columns"] or [])
+    registry = with_type_names(registry, reps)
     msgs = dec.last_batch
     pos = np.maximum(src, 0)
     ids = np.where(src >= 0, ids, -1)

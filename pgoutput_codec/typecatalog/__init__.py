@@ -38,11 +38,11 @@ from .errors import ConversionError
 from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
 from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
 from .names import type_of_name
-from .registry import TypeRegistry
+from .registry import TypeRegistry, with_type_names
 from .typmods import numeric_typmod
 
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",
     "Special", "Physical", "SPECIAL_NAMES", "REFUSED", "arrow_type", "convert_column", "convert_columns",
-    "convert_value", "numeric_typmod", "type_of_name",
+    "convert_value", "numeric_typmod", "type_of_name", "with_type_names",
 ]

@@ -6,6 +6,7 @@ built-in table (:mod:`.facts`) and the registry to the converter that reads it."
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 from .errors import ConversionError
 from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_NAME, BY_OID, F_TEXT
 
-__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve"]
+__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names"]
 
 
 @dataclass
@@ -137,6 +138,22 @@ class TypeRegistry:
                               "retyped between timestamp and timestamptz are read in UTC unless "
                               "TypeRegistry.timezone names the zone", stacklevel=2)
         return self
+
+
+def with_type_names(registry, column_lists):
+    """``registry`` taught what the stream's Type messages said of the types of the columns
+    in ``column_lists`` (change rows' columns carry it: ``type_namespace``/``type_name``),
+    as :meth:`TypeRegistry.add_type_message` learns it: a domain over a built-in type then
+    reads as that type with no catalog at hand. A copy (the one given is left as it is);
+    ``registry`` itself when no column has a name."""
+    named = [(c["type_oid"], c.get("type_namespace"), c["type_name"])
+             for cols in column_lists for c in cols or () if c.get("type_name") is not None]
+    if not named:
+        return registry
+    reg = copy.deepcopy(registry) if registry is not None else TypeRegistry()
+    for oid, namespace, name in named:
+        reg.add_type_message(oid, namespace, name)
+    return reg
 
 
 def _arrow_places(zone: str) -> bool:
