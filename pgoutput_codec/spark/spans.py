@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from ..relations import merge_columns, split_name
 from ..tables import added_columns, missing_values
 from ..typecatalog import arrow_type, with_type_names
+from .typedrows import END_OF_DAY
 from . import types as ST
 from .decoded import pass2_of
 from .tableinfo import TableInfo, pos
@@ -91,8 +92,11 @@ def fill_values(missing: dict | None, cols: T.StructType, info: TableInfo, regis
         c, ft = by_name[nm], cols[nm].dataType
         at = arrow_type(c["type_oid"], c["type_modifier"], registry)
         v = v.cast(at)
-        if pa.types.is_time64(at):          # as the typed rows hold it: µs since midnight
+        if pa.types.is_time64(at) and isinstance(ft, T.LongType):   # as the typed rows hold it: µs since midnight
             lit = F.lit(v.cast(pa.int64())[0].as_py())
+        elif pa.types.is_time64(at):
+            us = v.cast(pa.int64())[0].as_py()
+            lit = F.lit(None if us in (None, END_OF_DAY) else v[0].as_py()).cast(ft)
         elif pa.types.is_interval(at):
             m = v[0].as_py()
             lit = F.struct(F.lit(m.months).alias("months"), F.lit(m.days).alias("days"),

@@ -59,7 +59,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
     of typed Spark columns (types from the type catalog over every Relation version of
     the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
-    ``ArrayType`` …; ``time`` as µs since midnight, ``interval`` as a
+    ``ArrayType`` …; ``time`` as ``TimeType`` (PySpark 3.5: µs since midnight), ``interval`` as a
     (months, days, microseconds) struct, numerics beyond 38 digits as strings), plus
     ``<column>__special`` for types that can hold infinity/NaN, and ``unchanged`` (columns
     sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.

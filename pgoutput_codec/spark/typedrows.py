@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from ..arrays import one_array, plain_lists
@@ -18,7 +19,12 @@ from . import types as ST
 from .crossing import flip, from_python
 from .modes import MalformedPayloadError
 
-__all__ = ["table_schema", "convert_values", "conform", "interval_struct", "TableMapper"]
+__all__ = ["table_schema", "convert_values", "conform", "interval_struct", "TableMapper", "TIME_TYPE", "END_OF_DAY"]
+
+#: Spark's time of day (PySpark 4.1 and later); before it a ``time`` is µs since midnight (LongType)
+TIME_TYPE = T.TimeType(6) if hasattr(T, "TimeType") else None
+#: PostgreSQL's last time of day, 24:00:00, in µs: Spark's times end before it
+END_OF_DAY = 86_400_000_000
 
 
 def _value_spark_type(t: pa.DataType) -> T.DataType:
@@ -28,7 +34,7 @@ def _value_spark_type(t: pa.DataType) -> T.DataType:
     if pa.types.is_date32(t):
         return T.DateType()
     if pa.types.is_time64(t):
-        return T.LongType()    # µs since midnight: Spark has no portable time-of-day type
+        return TIME_TYPE if TIME_TYPE is not None else T.LongType()
     if pa.types.is_interval(t):
         return T.StructType([T.StructField("months", T.IntegerType()), T.StructField("days", T.IntegerType()),
                              T.StructField("microseconds", T.LongType())])
@@ -49,7 +55,10 @@ def _can_be_special(t: pa.DataType) -> bool:
 def conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     """A typed value array (catalog type ``t``) as the Arrow type Spark wants (``target``)."""
     arr = one_array(arr)
-    if pa.types.is_time64(arr.type):
+    if pa.types.is_time64(arr.type) and pa.types.is_time64(target):
+        # 24:00:00 is past Spark's last time of day: null (its __special says so: end_of_day)
+        arr = pc.if_else(pc.equal(arr.cast(pa.int64()), END_OF_DAY), pa.scalar(None, arr.type), arr)
+    elif pa.types.is_time64(arr.type):
         arr = arr.cast(pa.int64())
     elif pa.types.is_interval(arr.type):
         arr = interval_struct(arr, target)
@@ -60,6 +69,38 @@ def conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     if not arr.type.equals(target):
         arr = arr.cast(target)
     return arr
+
+
+def _holds_time(t: pa.DataType) -> bool:
+    while pa.types.is_list(t):
+        t = t.value_type
+    return pa.types.is_time64(t)
+
+
+def end_of_day(v: pa.Array, special: pa.Array | None) -> pa.Array | None:
+    """``special`` with ``24:00:00`` named where a time (or an array's element, by its
+    flat index as array markers are: ``1=24:00:00``) is PostgreSQL's end of day, which
+    :func:`conform` makes null for Spark."""
+    flat, rows = one_array(v), None
+    while pa.types.is_list(flat.type):
+        parents = pc.list_parent_indices(flat).to_numpy()
+        rows = parents if rows is None else rows[parents]
+        flat = flat.flatten()
+    hits = np.flatnonzero(pc.fill_null(pc.equal(flat.cast(pa.int64()), END_OF_DAY), False).to_numpy(zero_copy_only=False))
+    if not len(hits):
+        return special
+    notes = special.to_pylist() if special is not None else [None] * len(v)
+    if rows is None:
+        for i in hits:
+            notes[i] = "24:00:00"
+    else:
+        first = {}
+        for h in hits:     # flat index within its row: elements before it in the row
+            r = int(rows[h])
+            first.setdefault(r, int(np.searchsorted(rows, r)))
+            mark = f"{h - first[r]}=24:00:00"
+            notes[r] = mark if notes[r] is None else f"{notes[r]};{mark}"
+    return pa.array(notes, pa.string())
 
 
 #: Arrow's month_day_nano interval, one value: int32 months, int32 days, int64 nanoseconds
@@ -215,6 +256,8 @@ class TableMapper:
                     v, special = convert_values(*raw_of(name), oid, typmod, self.registry, at)
                 elif present.get_field_index(name + "__special") >= 0:
                     special = struct.field(name + "__special")
+                if TIME_TYPE is not None and _holds_time(at):
+                    special = end_of_day(v, special)
                 v = conform(v, at, tgt)
             else:
                 v = pa.nulls(n, tgt)

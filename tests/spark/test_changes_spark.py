@@ -30,7 +30,7 @@ from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark import rowfilter as RF  # noqa: E402
 from pgoutput_codec.spark.changetype import change_type  # noqa: E402
 from pgoutput_codec.spark.dataframes import physical_plan  # noqa: E402
-from pgoutput_codec.spark.typedrows import conform, convert_values, table_schema  # noqa: E402
+from pgoutput_codec.spark.typedrows import END_OF_DAY, TIME_TYPE, conform, convert_values, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
@@ -779,6 +779,31 @@ def test_snapshot_equals_server_tables(spark, files, option_set):
         _same_table(got, one, t, option_set, key)
     ch.unpersist()
     assert checked > 50
+
+
+@pytest.mark.parametrize("option_set", ["v1_text", "v1_binary_messages"])
+def test_domains_and_times_are_typed_with_no_catalog(spark, files, option_set):
+    """With no registry, a domain reads as its base type through its Type message, on
+    Spark as in one process; a time is Spark's TimeType (PySpark 4.1 and later; µs since
+    midnight before), and PostgreSQL's 24:00:00, past Spark's last time of day, is null
+    with ``__special`` "24:00:00" (one process keeps it: time64 holds it)."""
+    single = snapshot_1(decode_changes_1(archive(VERSION, option_set)), "public.all_types").sort_by("id")
+    us = single["c_time"].cast(pa.int64()).to_pylist()
+    for impl in CHANGE_IMPLS:
+        ch = decode_changes(spark.read.parquet(*files[option_set]), order_by="seq", impl=impl)
+        got = collect(snapshot(ch, "public.all_types")).sort_by("id")
+        assert got.schema.field("c_posint").type == pa.int32(), impl
+        assert got["c_posint"].to_pylist() == single["c_posint"].to_pylist() == [42, 2147483647, None, 1, 7]
+        tm = got["c_time"]
+        if TIME_TYPE is None:
+            assert tm.type == pa.int64() and tm.to_pylist() == us
+            continue
+        assert pa.types.is_time64(tm.type), tm.type
+        unit = 1000 if tm.type.unit == "ns" else 1
+        assert [None if v is None else v // unit for v in tm.cast(pa.int64()).to_pylist()] == \
+            [None if v == END_OF_DAY else v for v in us]
+        assert got["c_time__special"].to_pylist() == ["24:00:00" if v == END_OF_DAY else None for v in us]
+        assert END_OF_DAY in us
 
 
 def _hand_built():
