@@ -27,6 +27,7 @@ from ..relations import merge_columns, split_name
 from ..retyped import retyped_names
 from ..tables import net_key, unknown_key_error
 from ..typecatalog import with_type_names
+from ..typecatalog.arrays import mixed_dims_note
 from . import types as ST
 from .crossing import SHIFTED, to_python, unshifted
 from .decoded import pass2_of
@@ -34,6 +35,7 @@ from .identity import earlier_identities, found_keys, row_keys
 from .spans import as_added, column_spans, fill_values
 from .tableinfo import TableInfo, table_info
 from .toast import carry_toast
+from .arraydims import array_dims
 from .typedrows import TableMapper, table_schema
 
 __all__ = ["table_changes", "snapshot", "history", "net_changes"]
@@ -63,9 +65,10 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     (months, days, microseconds) struct, numerics beyond 38 digits as strings), plus
     ``<column>__special`` for types that can hold infinity/NaN, and ``unchanged`` (columns
     sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.
-    Runs one small job to list the table's Relation versions. Arrays are typed one level
-    deep (PostgreSQL does not record a column's dimensionality): a deeper array value
-    is null with the reason in ``__special``. The table is the relation that bears the
+    Runs one small job to list the table's Relation versions, and one over its rows
+    when it has an array column: arrays are typed as deep as the column's values
+    (PostgreSQL does not record a column's dimensionality), a column whose values have
+    several numbers of dimensions is binary, as sent (as in one process). The table is the relation that bears the
     name (see :func:`pgoutput_codec.tables.table_changes`), its changes under any name."""
     return _table_changes(changes, name, registry)
 
@@ -80,7 +83,12 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
         info = table_info(changes, name, until_lsn)
     cols = merge_columns(info.versions, info.versions[-1] if info.versions else None)
     registry = with_type_names(registry, info.versions)
-    row_type, colplan = table_schema(cols, registry, retyped_names(info.versions))
+    rows = _of_table(changes, name, info)
+    if until_lsn is not None:
+        rows = rows.where(F.col("commit_lsn") <= F.lit(int(until_lsn)).cast(ST.LSN_TYPE))
+    ndims = array_dims(changes, rows, name, cols, registry)
+    mixed = {c: mixed_dims_note(d) for c, d in ndims.items() if isinstance(d, frozenset)}
+    row_type, colplan = table_schema(cols, registry, retyped_names(info.versions), ndims)
     keep = [c for c in _TC_PASS if c in changes.columns]
     out_fields = [changes.schema[c] for c in keep]
     out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),
@@ -88,8 +96,8 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
     out_schema = T.StructType(out_fields)
     pass2 = pass2_of(changes)
     if pass2 is not None:   # typed where the rows are decoded: no change rows in between
-        return pass2.typed(schema, table, TableMapper(f"{schema}.{table}", out_schema, colplan, registry),
-                           until_lsn)
+        return pass2.typed(schema, table, TableMapper(f"{schema}.{table}", out_schema, colplan, registry,
+                                                      mixed=mixed), until_lsn)
     # the column lists go back by relation_version when the versions job gave them all
     by_version = dict(zip((int(f) for f in info.fingerprints), info.versions, strict=True)) \
         if "relation_version" in keep and len(info.fingerprints or ()) == len(info.versions) \
@@ -97,8 +105,8 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
     need = sorted(set(keep) | {"before", "after"} | ({"columns"} if by_version is None else set()))
     shifted = tuple(c for c in SHIFTED if c in need and changes.schema[c].dataType == ST.LSN_TYPE)
     crossing = T.StructType([T.StructField(f.name, T.LongType()) if f.name in shifted else f for f in out_fields])
-    mapper = TableMapper(f"{schema}.{table}", crossing, colplan, registry, by_version, shifted)
-    return (_of_table(changes, name, info).select(*to_python(changes, need, shifted))
+    mapper = TableMapper(f"{schema}.{table}", crossing, colplan, registry, by_version, shifted, mixed)
+    return (rows.select(*to_python(changes, need, shifted))
             .mapInArrow(mapper, crossing)
             .select(*[unshifted(c) if c in shifted else c for c in crossing.names]))
 

@@ -119,15 +119,20 @@ def interval_struct(arr: pa.Array, target: pa.DataType) -> pa.Array:
         fields=list(target), mask=arr.is_null() if arr.null_count else None)
 
 
-def table_schema(cols: list, registry=None, retyped=frozenset()):
+def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None):
     """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)]). A
     column the table's versions gave several types (``retyped``) has a ``__special``: a
     value of an earlier type the column's cannot hold is null with a note
-    (:func:`pgoutput_codec.retyped.with_earlier_types`)."""
+    (:func:`pgoutput_codec.retyped.with_earlier_types`). ``ndims``: the number of
+    dimensions of array columns' values (:func:`.arraydims.array_dims`); one whose
+    values differ (a set of them) is binary, each value as sent, as one process keeps it."""
     fields, plan = [], []
+    ndims = ndims or {}
     for c in cols:
-        at = arrow_type(c["type_oid"], c["type_modifier"], registry)
-        sp = _can_be_special(at) or c["name"] in retyped
+        d = ndims.get(c["name"], 1)
+        mixed = isinstance(d, frozenset)
+        at = pa.binary() if mixed else arrow_type(c["type_oid"], c["type_modifier"], registry, ndim=d)
+        sp = _can_be_special(at) or c["name"] in retyped or mixed
         fields.append(T.StructField(c["name"], _value_spark_type(at)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
@@ -181,9 +186,10 @@ class TableMapper:
     (a fingerprint of the definition, what the typing groups rows by): handing each
     row's column list to Python cost Spark 1.3 s of 4.4 s on 1 M rows."""
 
-    def __init__(self, name, out_schema, colplan, registry, versions=None, shifted=()):
+    def __init__(self, name, out_schema, colplan, registry, versions=None, shifted=(), mixed=None):
         self.name, self.out_schema = name, out_schema
         self.colplan, self.registry = colplan, registry
+        self.mixed = mixed or {}     # column -> note: arrays of several numbers of dimensions
         # the table's columns: each batch is typed by them (its own newest column list can
         # be an earlier definition: values of another type are cast to the table's)
         self.columns = [{"name": name, "type_oid": oid, "type_modifier": typmod, "flags": 0}
@@ -245,7 +251,12 @@ class TableMapper:
         for name, at, sp, oid, typmod in self.colplan:
             tgt = target.field(name).type
             special = None
-            if present.get_field_index(name) >= 0:
+            if present.get_field_index(name) >= 0 and name in self.mixed:
+                # arrays of several numbers of dimensions: every value as sent, as one process keeps them
+                kinds, data = raw_of(name)
+                v = pc.if_else(pc.is_in(kinds, value_set=pa.array(["t", "b"])), data, pa.nulls(n, pa.binary()))
+                special = pa.array([self.mixed[name]] * n, pa.string())
+            elif present.get_field_index(name) >= 0:
                 v = struct.field(name)
                 if not v.type.equals(at):
                     # the catalog could not type this column as a whole in this batch (e.g.

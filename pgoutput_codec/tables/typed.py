@@ -16,6 +16,8 @@ from ..retyped import with_earlier_types
 from ..schema import relation_fingerprint
 from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at
 from ..typecatalog.errors import ConversionError
+from ..typecatalog.arrays import mixed_dims_note, value_ndims
+from ..typecatalog.registry import resolve as resolve_type
 from ..typecatalog.registry import with_type_names
 from .rows import column_set_ids, holder, rows_of, table_columns
 
@@ -130,6 +132,18 @@ def raw_fallback(kinds, data, index, err):
     return raw, pa.array([str(err)] * len(data), pa.string())
 
 
+def dims_note(kinds, data, index, c: dict, registry) -> str | None:
+    """Why an array column stays raw when its values have different numbers of
+    dimensions (:func:`pgoutput_codec.typecatalog.arrays.mixed_dims_note`, the words
+    Spark's typing uses too); None when that is not why."""
+    if resolve_type(c["type_oid"], c["type_modifier"], registry).conv != "array":
+        return None
+    if index is not None:
+        kinds, data = take_at(kinds, data, materialize(index))
+    dims = set(value_ndims(kinds, data).tolist()) - {-1, 0}
+    return mixed_dims_note(dims) if len(dims) > 1 else None
+
+
 def columns_out(triples: list, cols: list[dict], registry=None, variants=None):
     """``triples``: (kinds, data, index or None) per column of ``cols``; the indexed ones
     share one flat tuple child and are converted together (``convert_columns``), with
@@ -165,7 +179,7 @@ def columns_out(triples: list, cols: list[dict], registry=None, variants=None):
         if isinstance(r, ConversionError):
             if index is not None and j in earlier:   # every value raw, whatever its type
                 index = merged_index(index, [idx for _, idx, _ in earlier[j]])
-            values, special = raw_fallback(kinds, data, index, r)
+            values, special = raw_fallback(kinds, data, index, dims_note(kinds, data, index, c, registry) or r)
         else:
             values, special = r.values, r.special
             if index is not None and j in earlier:

@@ -9,11 +9,16 @@ import re
 import struct
 from typing import NamedTuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..arrays import one_array, validity
 from .binary import BINARY_PARSERS, binary_as_bytes
 from .markers import Special
 from .text import TEXT_PARSERS, text_as_str
 
-__all__ = ["parse_text_array", "parse_binary_array"]
+__all__ = ["parse_text_array", "parse_binary_array", "value_ndims", "mixed_dims_note"]
 
 
 _ARRAY_DIMS = re.compile(rb"((?:\[-?[0-9]+:-?[0-9]+\])+)=")
@@ -165,3 +170,59 @@ def parse_binary_array(b, r):
         return _ArrayOut([], None), 0
     return _ArrayOut(_shape(flat, [n for n, _ in dims]),
                      _array_special([(lb, n) for n, lb in dims], especials)), ndim
+
+
+#: the most dimensions a PostgreSQL array has (MAXDIM)
+MAXDIM = 6
+
+
+def value_ndims(kinds, data) -> np.ndarray:
+    """Each array value's number of dimensions, read from its first bytes without parsing
+    it: text, its leading braces (after a bounds prefix); binary, its ndim field. 0 for an
+    empty array, -1 where there is no value (null, unchanged TOAST) or too few bytes to say.
+    A column's arrays are typed as deep as its deepest (PostgreSQL does not record a
+    column's dimensionality); this finds it before any value is converted."""
+    kinds, data = one_array(kinds), one_array(data)
+    n = len(data)
+    out = np.full(n, -1, np.int64)
+    if not n:
+        return out
+    if not pa.types.is_binary(data.type):
+        data = data.cast(pa.binary())
+    is_t = pc.fill_null(pc.equal(kinds, "t"), False).to_numpy(zero_copy_only=False)
+    is_b = pc.fill_null(pc.equal(kinds, "b"), False).to_numpy(zero_copy_only=False)
+    if data.null_count:
+        ok = validity(data)
+        is_t, is_b = is_t & ok, is_b & ok
+    offs = np.frombuffer(data.buffers()[1], np.int32, count=data.offset + n + 1)[data.offset:].astype(np.int64)
+    buf = np.frombuffer(data.buffers()[2], np.uint8) if data.buffers()[2] is not None else np.zeros(0, np.uint8)
+    start, length = offs[:-1], offs[1:] - offs[:-1]
+
+    def byte(at, k):     # byte k of each value at rows ``at`` (0 past its end)
+        inside = length[at] > k
+        got = np.zeros(len(at), np.uint8)
+        got[inside] = buf[start[at][inside] + k]
+        return got
+    b_rows = np.flatnonzero(is_b & (length >= 4))
+    if len(b_rows):
+        out[b_rows] = sum(byte(b_rows, k).astype(np.int64) << (8 * (3 - k)) for k in range(4))
+        out[b_rows[out[b_rows] > MAXDIM]] = -1       # not an array's header: the converter says why
+    t_rows = np.flatnonzero(is_t & (length > 0))
+    for i in t_rows[byte(t_rows, 0) == ord("[")]:    # a bounds prefix, '[1:2][3:4]=': rare
+        at = bytes(buf[start[i]:start[i] + length[i]]).find(b"=") + 1
+        at = at if at > 0 else length[i]
+        start[i], length[i] = start[i] + at, length[i] - at
+    braces = np.zeros(len(t_rows), np.int64)
+    going = np.ones(len(t_rows), bool)
+    for k in range(MAXDIM + 1):
+        going &= byte(t_rows, k) == ord("{")
+        braces += going
+    empty = (braces == 1) & (byte(t_rows, 1) == ord("}"))
+    out[t_rows] = np.where(empty, 0, np.where(braces > 0, braces, -1))
+    return out
+
+
+def mixed_dims_note(dims) -> str:
+    """The ``__special`` of a column whose arrays have different numbers of dimensions: it
+    stays as sent (its text or binary form) on every path, since no one list type holds it."""
+    return "arrays of " + " and ".join(str(d) for d in sorted(dims)) + " dimensions in one column: kept as sent"

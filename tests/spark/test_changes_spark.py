@@ -36,6 +36,7 @@ from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
+from pgoutput_codec.typecatalog import ARRAY_ELEM  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -716,14 +717,25 @@ def test_modes_with_malformed_rows(spark, tmp_path):
 def _conformed(t: pa.Table, cols, reg, raw=None) -> pa.Table:
     """A single-process/server table converted the way the Spark side types values: a
     column the catalog kept raw as a whole (arrays of mixed dimensionality) value by
-    value from ``raw`` (name -> (kinds, data)), as the Spark side does."""
-    st, plan = table_schema(cols, reg)
+    value from ``raw`` (name -> (kinds, data)), as the Spark side does. Array columns as
+    deep as ``t``'s; one ``t`` keeps raw (arrays of several dimensions) raw, as Spark does."""
+    ndims = {}
+    for c in cols:
+        typ = t.schema.field(c["name"]).type if c["name"] in t.column_names else None
+        if typ is not None and pa.types.is_list(typ):
+            ndims[c["name"]] = str(typ).count("list<")
+        elif typ is not None and pa.types.is_binary(typ) and c["type_oid"] in ARRAY_ELEM:
+            ndims[c["name"]] = frozenset({1, 2})
+    st, plan = table_schema(cols, reg, ndims=ndims)
     target = ST.arrow_schema_for(st)
     out = {}
     for name, at, _sp, oid, typmod in plan:
         if name not in t.column_names:
             continue
         v = t.column(name).combine_chunks()
+        if isinstance(ndims.get(name), frozenset):
+            out[name] = v
+            continue
         if not v.type.equals(at):
             if raw is None:
                 continue
@@ -804,6 +816,40 @@ def test_domains_and_times_are_typed_with_no_catalog(spark, files, option_set):
             [None if v == END_OF_DAY else v for v in us]
         assert got["c_time__special"].to_pylist() == ["24:00:00" if v == END_OF_DAY else None for v in us]
         assert END_OF_DAY in us
+
+
+def test_arrays_are_typed_as_deep_as_their_values(spark, tmp_path):
+    """An int[][] column whose values are all 2-dimensional is array<array<int>> on Spark,
+    as it is list<list<int32>> in one process (array_dims learns the depth in one job);
+    a column whose values have 1 and 2 dimensions stays as sent on both paths, with the
+    same note; a domain over an array reads as the array (its Type message names _int4)."""
+    from pgoutput_codec import Type
+    from pgoutput_codec.tables import table_changes as table_changes_1
+    rel = Relation(relation_id=16500, namespace="public", relation_name="arr", replica_identity="d",
+                   columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "ia2", 1007, -1),
+                            RelationColumn(0, "mix", 1007, -1), RelationColumn(0, "dom", 16600, -1)))
+
+    def row(*vals):
+        return tuple(TupleColumn("n", None) if v is None else TupleColumn("t", v.encode()) for v in vals)
+    msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), Type(type_oid=16600, namespace="", type_name="_int4"), rel,
+            Insert(relation_id=16500, new_tuple=row("1", "{{1,2},{3,4}}", "{1}", "{{7}}")),
+            Insert(relation_id=16500, new_tuple=row("2", "{}", "{{5}}", "{}")),
+            Insert(relation_id=16500, new_tuple=row("3", None, None, None)),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0)]
+    t, single = _encoded(msgs)
+    one = table_changes_1(single, "public.arr").column("after").combine_chunks()
+    assert one.type.field("ia2").type == pa.list_(pa.list_(pa.int32()))
+    assert one.type.field("dom").type == pa.list_(pa.list_(pa.int32()))
+    assert one.type.field("mix").type == pa.binary()
+    note = "arrays of 1 and 2 dimensions in one column: kept as sent"
+    assert one.field("mix__special").to_pylist() == [note] * 3
+    df = spark.read.parquet(*write_files(t, tmp_path / "arr", 2))
+    for impl in CHANGE_IMPLS:
+        got = collect(table_changes(decode_changes(df, order_by="seq", impl=impl), "public.arr"))
+        after = got.sort_by("seq").column("after").combine_chunks()
+        for c in ("ia2", "dom", "mix", "mix__special"):
+            assert after.field(c).to_pylist() == one.field(c).to_pylist(), (impl, c)
+        assert after.field("ia2").to_pylist()[0] == [[1, 2], [3, 4]]
 
 
 def _hand_built():
