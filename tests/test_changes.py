@@ -2110,3 +2110,30 @@ def test_a_domain_reads_as_its_base_type_without_a_catalog(version):
                                                                 ("type_oid", pa.uint32()),
                                                                 ("type_modifier", pa.int32())]))))
         assert snapshot(plain, "public.all_types")["c_posint"].type in (pa.string(), pa.binary())
+
+
+@pytest.mark.parametrize("version", sorted(TRUTH))
+def test_value_ndims_reads_what_the_array_parsers_find(version):
+    """value_ndims (the first bytes alone: Spark's typing pass reads it) gives every array
+    value of the corpus the number of dimensions its parser finds, text and binary, and
+    -1 where there is no value."""
+    from pgoutput_codec.typecatalog.arrays import parse_binary_array, parse_text_array, value_ndims
+    from pgoutput_codec.typecatalog.registry import resolve
+    checked = 0
+    for option_set in ("v1_text", "v1_binary_messages"):
+        rows = decode_changes(archive(version, option_set))
+        rows = rows.filter(pc.equal(rows["table"], "all_types"))
+        cols = rows["columns"][0].as_py()
+        for j, c in enumerate(cols):
+            r = resolve(c["type_oid"], c["type_modifier"], registry_for(version))
+            if r.conv != "array":
+                continue
+            vals = [t[j] for t in rows["after"].to_pylist()]
+            kinds = pa.array([v["kind"] for v in vals], pa.string())
+            data = pa.array([v["data"] for v in vals], pa.binary())
+            want = [(parse_binary_array if v["kind"] == "b" else parse_text_array)(v["data"], r)[1]
+                    if v["kind"] in ("t", "b") else -1 for v in vals]
+            assert value_ndims(kinds, data).tolist() == want, c["name"]
+            assert value_ndims(kinds.slice(1), data.slice(1)).tolist() == want[1:], c["name"]
+            checked += len(vals)
+    assert checked > 100
