@@ -1396,6 +1396,32 @@ def test_decode_table_changes_equals_the_two_step_path(version, option_set):
             assert _same(got.column(col), want.column(col)), (name, col)
 
 
+@pytest.mark.parametrize("version,option_set", SETS)
+def test_every_single_process_path_types_the_same_table(version, option_set, tmp_path, capsys):
+    """With no registry (the domain learnt from its Type message), every table of every
+    real-server archive typed by table_changes(decode_changes(…)), by decode_table_changes
+    and by table_changes over the change rows the command line's ``decode --changes``
+    wrote, read back from Parquet, is one table."""
+    from pgoutput_codec.cli import main
+    arc = archive(version, option_set)
+    changes = decode_changes(arc)
+    src, out = tmp_path / "archive.parquet", tmp_path / "changes.parquet"
+    pq.write_table(arc, src)
+    assert main(["decode", str(src), str(out), "--changes"]) == 0
+    written = pq.read_table(out)
+    names = sorted({f"{s}.{t}" for s, t in zip(changes.column("schema").to_pylist(),
+                                              changes.column("table").to_pylist(), strict=True) if t})
+    for name in names:
+        want = table_changes(changes, name)
+        for what, got in (("decode_table_changes", decode_table_changes(arc, name)),
+                          ("decode --changes", table_changes(written, name))):
+            assert got.schema == want.schema, (what, name)
+            for col in want.column_names:
+                assert _same(got.column(col), want.column(col)), (what, name, col)
+        if name == "public.all_types":
+            assert want.column("after").type.field("c_posint").type == pa.int32()
+
+
 def test_validity_read_from_the_bitmap_of_sliced_arrays():
     """arrays.validity (the bitmap unpacked, where tables.typed.locate reads which rows
     have an image) equals Arrow's is_valid, on arrays sliced at offsets inside a byte."""

@@ -36,7 +36,7 @@ from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
-from pgoutput_codec.typecatalog import ARRAY_ELEM  # noqa: E402
+from pgoutput_codec.typecatalog import ARRAY_ELEM, with_type_names  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -726,6 +726,7 @@ def _conformed(t: pa.Table, cols, reg, raw=None) -> pa.Table:
             ndims[c["name"]] = str(typ).count("list<")
         elif typ is not None and pa.types.is_binary(typ) and c["type_oid"] in ARRAY_ELEM:
             ndims[c["name"]] = frozenset({1, 2})
+    reg = with_type_names(reg, [cols])
     st, plan = table_schema(cols, reg, ndims=ndims)
     target = ST.arrow_schema_for(st)
     out = {}
@@ -793,7 +794,8 @@ def test_snapshot_equals_server_tables(spark, files, option_set):
     assert checked > 50
 
 
-@pytest.mark.parametrize("option_set", ["v1_text", "v1_binary_messages"])
+@pytest.mark.parametrize("option_set", [pytest.param("v1_text", marks=_SHARED),
+                                        pytest.param("v1_binary_messages", marks=_SHARED)])
 def test_domains_and_times_are_typed_with_no_catalog(spark, files, option_set):
     """With no registry, a domain reads as its base type through its Type message, on
     Spark as in one process; a time is Spark's TimeType (PySpark 4.1 and later; µs since
@@ -818,6 +820,62 @@ def test_domains_and_times_are_typed_with_no_catalog(spark, files, option_set):
         assert END_OF_DAY in us
 
 
+def _same_typed_changes(got: pa.Table, one: pa.Table, cols: list, what) -> int:
+    """Spark's ``table_changes`` against one process's, value for value after the
+    documented mapping of Arrow types to Spark's (``_conformed``): the values compared."""
+    got, one = got.sort_by("seq"), one.sort_by("seq")
+    assert got.column("op").to_pylist() == one.column("op").to_pylist(), what
+    checked = 0
+    for side in ("before", "after"):
+        g, o = got.column(side).combine_chunks(), one.column(side).combine_chunks()
+        mine = {f.name: a for f, a in zip(g.type, g.flatten(), strict=True)}
+        want = _conformed(pa.Table.from_arrays(o.flatten(), names=[f.name for f in o.type]), cols, None)
+        for name in want.column_names:
+            assert TC.same_values(pa.chunked_array([mine[name]]), want.column(name).cast(mine[name].type)), \
+                (what, side, name)
+            checked += len(want)
+    return checked
+
+
+#: every_table's option sets: text, binary, streamed, two-phase and parallel streaming (the
+#: others give the same change rows: test_spark_changes_equal_single_process); Connect and
+#: PySpark 3.5 run the binary one, which streams and prepares
+TYPED_SETS = [pytest.param(o, marks=_SHARED) if o != "v3_2pc_binary_streaming" else o
+              for o in ("v1_text", "v3_2pc_binary_streaming", "v4_2pc_parallel_origin") if o in OPTION_SETS]
+
+
+@pytest.mark.parametrize("option_set", TYPED_SETS)
+def test_every_table_is_typed_as_in_one_process(spark, files, option_set, tmp_path):
+    """Every table of the archive, typed by Spark's table_changes (with no registry: the
+    domain learnt from its Type message), equals one process's table_changes value for
+    value after the documented Spark mapping (docs/types.md), straight from
+    decode_changes and, for one option set, from the data source's change rows and from
+    a stream's micro-batches landed in a lake."""
+    from pgoutput_codec.tables import table_changes as table_changes_1
+    single = decode_changes_1(archive(VERSION, option_set))
+    ch = decode_changes(spark.read.parquet(*files[option_set]), order_by="seq", impl=CHANGE_IMPLS[0])
+    sources = {"decode_changes": ch}
+    if option_set == "v3_2pc_binary_streaming" and HAS_DATASOURCE and not is_connect(spark):
+        from pgoutput_codec.spark import register
+        register(spark)
+        sources["data source"] = spark.read.format("pgoutput").options(output="changes").load(
+            str(Path(files[option_set][0]).parent))
+    checked = 0
+    for t in TC.TABLES:
+        if t["server_version"] != VERSION or t["is_partition"]:
+            continue
+        name = f'{t["schema"]}.{t["table"]}'
+        one = table_changes_1(single, name)
+        if not len(one):
+            continue
+        for what, df in sources.items():
+            checked += _same_typed_changes(collect(table_changes(df, name)), one, table_columns(single, name),
+                                           (what, name))
+    assert checked > 1000
+
+
+@pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 def test_arrays_are_typed_as_deep_as_their_values(spark, tmp_path):
     """An int[][] column whose values are all 2-dimensional is array<array<int>> on Spark,
     as it is list<list<int32>> in one process (array_dims learns the depth in one job);
