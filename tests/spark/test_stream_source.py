@@ -334,3 +334,37 @@ def test_a_stream_needs_an_order_column_and_parquet(spark, tmp_path):
     # the batch reader still refuses order_by for messages (file order is its order there)
     with pytest.raises(Exception, match="order_by applies to output='changes'"):
         spark.read.format("pgoutput").options(order_by="seq").load(str(root)).collect()
+
+
+@pytest.mark.same_code_on_connect
+def test_a_stream_s_change_rows_type_every_table_as_one_process(spark, tmp_path):
+    """The change rows a stream gave, micro-batch by micro-batch (days cut inside a
+    streamed transaction), landed in a lake: every table typed by Spark's table_changes
+    over them equals one process's table_changes, value for value after the Spark mapping
+    (docs/types.md)."""
+    import importlib.util
+
+    from pgoutput_codec.spark import table_changes
+    from pgoutput_codec.tables import table_changes as table_changes_1
+    from pgoutput_codec.tables import table_columns
+    spec = importlib.util.spec_from_file_location("_changes_spark", Path(__file__).parent / "test_changes_spark.py")
+    CS = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(CS)
+    register(spark)
+    arc = archive()
+    root = tmp_path / "lake"
+    for day, t in enumerate(days(arc)):
+        land(root, day, t)
+    rows = pa.concat_tables(run(spark, root, tmp_path / "chk", output="changes"))
+    pq.write_table(rows, tmp_path / "rows.parquet")
+    df = spark.read.parquet(str(tmp_path / "rows.parquet"))
+    single = decode_changes_1(arc)
+    names = sorted({f"{s}.{t}" for s, t in zip(single["schema"].to_pylist(), single["table"].to_pylist(), strict=True)
+                    if t})
+    checked = 0
+    for name in names:
+        one = table_changes_1(single, name)
+        if len(one):
+            checked += CS._same_typed_changes(CS.collect(table_changes(df, name)), one, table_columns(single, name),
+                                              ("readStream", name))
+    assert checked > 1000
