@@ -39,6 +39,8 @@ _LAZY = {
     "snapshot": (".tables", "snapshot"),
     "history": (".tables", "history"),
     "net_changes": (".tables", "net_changes"),
+    "mirror": (".lake", "mirror"),
+    "mirror_version_at": (".lake", "mirror_version_at"),
     "Checkpoint": (".checkpoint", "Checkpoint"),
     "transcode_payloads": (".transcode", "transcode_payloads"),
     "transcode_archive": (".transcode", "transcode_archive"),
@@ -50,7 +52,7 @@ _LAZY = {
 __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
-    "net_changes", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "sample_archive_path",
+    "net_changes", "mirror", "mirror_version_at", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "sample_archive_path",
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
     "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,

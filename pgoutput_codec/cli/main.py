@@ -10,6 +10,7 @@ import sys
 from .. import __version__
 from ..archive import ArchiveError
 from ..data import sample_archive_path
+from ..messages import format_lsn
 from ..selection import commit_window
 from .bench import run_bench
 from .capture import capture
@@ -128,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--encoding", metavar="ENC",
                    help="the client encoding the archive was captured under, when not UTF-8 (see 'transcode')")
 
+    m = sub.add_parser("mirror", help="keep a Delta Lake copy of every table current from an archive",
+                       description="One Delta table per source table under TARGET (deltalake, no JVM), brought "
+                                   "current by one MERGE per table per run, exactly once: run it after each "
+                                   "capture; a run over what was applied already writes nothing.")
+    m.add_argument("archive", metavar="ARCHIVE", help="archive file or directory")
+    m.add_argument("target", metavar="TARGET", help="directory of the Delta tables (created)")
+    m.add_argument("--tables", metavar="LIST", help="tables to keep, e.g. 'public.t1,*.t3,s.*'")
+
     b = sub.add_parser("bench", help="run the benchmarks of bench/ and print their tables",
                        description="Runs bench/decode_bench.py and the other bench/*_bench.py scripts "
                                    "(from a source checkout).")
@@ -235,9 +244,17 @@ def _run(args) -> int:
             r = inspect_archive(archive, payload=args.payload, envelope=args.envelope, encoding=args.encoding)
         print(json.dumps(r, default=str, indent=1) if args.json else format_inspect(r))
         return 0
+    if args.command == "mirror":
+        from ..lake import mirror
+        for r in mirror(args.archive, args.target, tables=args.tables):
+            did = "nothing new" if r.version is None else \
+                f"version {r.version}: {r.upserts} upserts, {r.deletes} deletes" + (", truncated" if r.truncated else "")
+            held = format_lsn(r.commit_lsn) if r.commit_lsn is not None else "none"
+            print(f"{r.table}: {did} (holds commits up to LSN {held})")
+        return 0
     if args.command == "bench":
         return run_bench(args.names, args.quick)
-    raise CliError("a command is required: capture, decode, inspect or bench (see --help)")
+    raise CliError("a command is required: capture, decode, mirror, inspect or bench (see --help)")
 
 
 def main(argv=None) -> int:

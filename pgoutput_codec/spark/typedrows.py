@@ -15,6 +15,7 @@ from ..schema import CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 from ..tables import typed_changes
 from ..tables.rows import column_lists
 from ..typecatalog import ConversionError, arrow_type, convert_column
+from ..typecatalog.arrow import interval_struct as catalog_interval_struct
 from . import types as ST
 from .crossing import flip, from_python
 from .modes import MalformedPayloadError
@@ -103,20 +104,10 @@ def end_of_day(v: pa.Array, special: pa.Array | None) -> pa.Array | None:
     return pa.array(notes, pa.string())
 
 
-#: Arrow's month_day_nano interval, one value: int32 months, int32 days, int64 nanoseconds
-_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
-
-
 def interval_struct(arr: pa.Array, target: pa.DataType) -> pa.Array:
-    """Intervals as Spark's struct (months, days, microseconds), read from the value
-    buffer (no Python object per value); microseconds floored, as PostgreSQL's interval
-    holds them (the catalog's nanoseconds are microseconds × 1000)."""
-    if not len(arr):
-        return pa.array([], target)
-    rec = np.frombuffer(arr.buffers()[1], _MDN, count=arr.offset + len(arr))[arr.offset:]
-    return pa.StructArray.from_arrays(
-        [pa.array(rec["months"]), pa.array(rec["days"]), pa.array(rec["nanoseconds"] // 1000)],
-        fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    """Intervals as Spark's struct (months, days, microseconds): ``typecatalog``'s."""
+    out = catalog_interval_struct(arr)
+    return out if out.type.equals(target) else out.cast(target)
 
 
 def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .registry import TypeRegistry, resolve
 from .typmods import numeric_typmod
 
-__all__ = ["arrow_type", "arrow_of", "numeric_arrow"]
+__all__ = ["arrow_type", "arrow_of", "numeric_arrow", "INTERVAL_STRUCT", "interval_struct"]
 
 
 def numeric_arrow(tm):
@@ -62,3 +64,21 @@ def arrow_type(type_oid: int, type_modifier: int = -1, registry: TypeRegistry | 
     the text form, or binary of the send form); ``ndim`` only for arrays (lists nested
     ``ndim`` deep; PostgreSQL does not record a column's dimensionality)."""
     return arrow_of(resolve(type_oid, type_modifier, registry), binary, ndim)
+
+
+#: an interval where no interval type is at hand (Spark, Delta Lake): as PostgreSQL holds it
+INTERVAL_STRUCT = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("microseconds", pa.int64())])
+#: Arrow's month_day_nano interval, one value: int32 months, int32 days, int64 nanoseconds
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+
+
+def interval_struct(arr: pa.Array) -> pa.Array:
+    """Intervals (the catalog's month_day_nano) as :data:`INTERVAL_STRUCT`, read from the
+    value buffer (no Python object per value); microseconds floored, as PostgreSQL's
+    interval holds them (the catalog's nanoseconds are microseconds × 1000)."""
+    if not len(arr):
+        return pa.array([], INTERVAL_STRUCT)
+    rec = np.frombuffer(arr.buffers()[1], _MDN, count=arr.offset + len(arr))[arr.offset:]
+    return pa.StructArray.from_arrays(
+        [pa.array(rec["months"]), pa.array(rec["days"]), pa.array(rec["nanoseconds"] // 1000)],
+        fields=list(INTERVAL_STRUCT), mask=pc.invert(arr.is_valid()) if arr.null_count else None)

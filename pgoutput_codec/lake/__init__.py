@@ -1,0 +1,10 @@
+"""Lake tables kept from an archive: a Delta Lake copy of every table, current after each
+run, exactly once (:func:`mirror`), in the Delta types of :mod:`.deltatypes`. Needs
+``deltalake`` (the ``delta`` extra)."""
+
+from __future__ import annotations
+
+from .deltatypes import delta_type, to_delta
+from .mirror import APP_ID, MirrorRun, mirror, mirror_version_at, table_path
+
+__all__ = ["mirror", "mirror_version_at", "table_path", "MirrorRun", "APP_ID", "delta_type", "to_delta"]

@@ -1,0 +1,63 @@
+"""The Arrow types of typed tables as Delta Lake holds them: the one mapping, every run.
+
+Delta has no unsigned integers, no time of day and no interval (deltalake refuses
+``time64``; it writes ``uint64`` as a signed long, where an LSN past 2^63 would wrap), so:
+
+- uint8 / uint16 / uint32 → int16 / int32 / int64: the next wider signed type, exact;
+- uint64 → decimal(20, 0): exact for the whole range (as on Spark);
+- time64[us] (``time``) → int64, µs since midnight (Debezium's MicroTime);
+- month_day_nano interval → struct<months int32, days int32, microseconds int64>
+  (as PostgreSQL holds it, and as Spark's table functions give it);
+- decimal256 (numeric beyond 38 digits) → string, the exact text;
+- lists and structs of these, element by element.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..arrays import one_array, plain_lists
+from ..typecatalog.arrow import INTERVAL_STRUCT, interval_struct
+
+__all__ = ["delta_type", "to_delta"]
+
+_WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
+
+
+def delta_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type a value of type ``t`` is written to Delta as."""
+    if t in _WIDER:
+        return _WIDER[t]
+    if pa.types.is_time64(t) or pa.types.is_time32(t):
+        return pa.int64()
+    if pa.types.is_interval(t):
+        return INTERVAL_STRUCT
+    if pa.types.is_decimal(t) and t.precision > 38:
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return pa.list_(delta_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, delta_type(f.type)) for f in t])
+    return t
+
+
+def to_delta(arr) -> pa.Array:
+    """``arr`` (any typed column) as :func:`delta_type` says."""
+    arr = one_array(arr)
+    t = arr.type
+    want = delta_type(t)
+    if want.equals(t):
+        return arr
+    if pa.types.is_time64(t):
+        return arr.cast(pa.time64("us")).cast(pa.int64())
+    if pa.types.is_interval(t):
+        return interval_struct(arr)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        arr = plain_lists(arr)
+        return pa.ListArray.from_arrays(arr.offsets, to_delta(arr.values), type=want,
+                                        mask=pc.invert(arr.is_valid()) if arr.null_count else None)
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([to_delta(arr.field(i)) for i in range(t.num_fields)],
+                                          fields=list(want), mask=pc.invert(arr.is_valid()) if arr.null_count else None)
+    return arr.cast(want)

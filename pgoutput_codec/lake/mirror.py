@@ -1,0 +1,235 @@
+"""A Delta Lake copy of every table of an archive, kept current by one MERGE per table per
+run, exactly once.
+
+Each table's copy is a Delta table (written by ``deltalake``) under ``target``, in a
+directory named for the table. A run takes the table's :func:`net_changes` after the last
+commit the copy holds and MERGEs them in on the replica-identity key: an upsert keeps the
+target's value of a column sent as unchanged TOAST, a delete removes the key, a truncate
+(or another relation under the name) empties the copy first.
+
+Exactly once: the commit that applies a batch records, in the same Delta commit, the
+commit LSN of the last source transaction it holds as the Delta application transaction
+of ``app_id`` (``DeltaTable.transaction_version``). A run takes only the changes
+committed after it, so a run that crashed anywhere is simply run again, and a batch
+already applied is never applied twice; a run with nothing new writes no version."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..archive import iter_archive, read_archive_parts
+from ..changes import ChangeDecoder, decode_changes
+from ..selection import parse_table_list, table_selected
+from ..tables import net_changes
+from ..tables.rows import as_change_rows
+from .deltatypes import delta_type, to_delta
+
+__all__ = ["mirror", "mirror_version_at", "table_path", "MirrorRun", "APP_ID", "LSN_KEY", "COMMIT_AT_KEY",
+           "RELATION_KEY"]
+
+#: the Delta application transaction that records what a copy holds
+APP_ID = "pgoutput_codec.mirror"
+#: commit metadata: the commit LSN (decimal text) and time (ISO 8601) the version reached,
+#: and the relation the copy is of
+LSN_KEY = "pgoutput_codec.commit_lsn"
+COMMIT_AT_KEY = "pgoutput_codec.commit_at"
+RELATION_KEY = "pgoutput_codec.relation_id"
+#: net_changes' columns that say what to do, not what a row holds
+_CONTROL = ("__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__RELATION_ID")
+
+
+class MirrorRun(NamedTuple):
+    """What one run did to one table's copy."""
+
+    table: str
+    version: int | None      # the Delta version written last (None: nothing new)
+    commit_lsn: int | None   # the last source commit the copy holds now
+    upserts: int
+    deletes: int
+    truncated: bool
+
+
+def table_path(target, name: str) -> str:
+    """The directory of table ``schema.table``'s copy under ``target``: the name escaped
+    so that any identifier is one directory."""
+    return os.path.join(os.fspath(target), urllib.parse.quote(name, safe=""))
+
+
+def _changes_of(source, registry, options) -> pa.Table:
+    """Change rows of ``source``: given as such, or decoded from an archive table, or from
+    an archive file or directory (read a file at a time, as ``decode --changes`` reads it)."""
+    if isinstance(source, pa.Table) and "op" in source.column_names and "after" in source.column_names:
+        return as_change_rows(source)
+    if not isinstance(source, (str, os.PathLike)):
+        return decode_changes(source, registry=registry, **options)
+    with ChangeDecoder(registry=registry, **options) as dec:
+        pieces = [dec.feed(t) for _, t in iter_archive(read_archive_parts(os.fspath(source)))]
+        return pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
+
+
+def _names(changes: pa.Table, patterns) -> list[str]:
+    pairs = set(zip(changes.column("schema").to_pylist(), changes.column("table").to_pylist(), strict=True))
+    return sorted(f"{s}.{t}" for s, t in pairs if t is not None and table_selected(patterns, s, t))
+
+
+def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
+           **options) -> list[MirrorRun]:
+    """Bring the Delta copy of every table of ``source`` (an archive, as
+    :func:`~pgoutput_codec.changes.decode_changes` takes it with ``options``, or its
+    change rows) under directory ``target`` current: a copy is created on first sight,
+    with the Delta types of ``lake.deltatypes``. ``tables``: the tables to keep
+    (``'public.t1,*.t3'``, as ``decode --changes --tables``); ``missing``:
+    {table: {column: default}} for columns added with a default (:func:`snapshot`'s
+    ``missing``). Gives one :class:`MirrorRun` per table."""
+    from deltalake import DeltaTable
+
+    changes = _changes_of(source, registry, options)
+    patterns = parse_table_list(tables)
+    runs = []
+    for name in _names(changes, patterns):
+        path = table_path(target, name)
+        dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
+        done = dt.transaction_version(app_id) if dt is not None else None
+        later = changes if done is None else changes.filter(
+            pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
+        net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name))
+        if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
+                and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
+            # the copy is of a relation that no longer bears the name (the table dropped
+            # and created again, or another renamed in, between runs): start it again
+            net = pa.concat_tables([_truncate_row(net), net])
+        runs.append(_apply(dt, path, name, net, app_id, done))
+    return runs
+
+
+def _relation_of(dt) -> int | None:
+    """The relation the copy is of, as its newest commit that says so has it."""
+    for h in sorted(dt.history(), key=lambda h: -h["version"]):
+        if h.get(RELATION_KEY) is not None:
+            return int(h[RELATION_KEY])
+    return None
+
+
+def _truncate_row(net: pa.Table) -> pa.Table:
+    """A ``truncate`` row for ``net``, at its first commit (what net_changes puts first
+    when another relation bore the name in its changes)."""
+    row = {c: [None] for c in net.column_names}
+    row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[net.column("__COMMIT_LSN")[0].as_py()],
+               __COMMIT_AT=[net.column("__COMMIT_AT")[0].as_py()], __RELATION_ID=[net.column("__RELATION_ID")[0].as_py()])
+    return pa.Table.from_pydict(row, schema=net.schema)
+
+
+def _commit(app_id: str, net: pa.Table):
+    from deltalake import CommitProperties, Transaction
+    lsn = pc.max(net.column("__COMMIT_LSN")).as_py()
+    at = pc.max(net.column("__COMMIT_AT")).as_py()
+    if lsn >= 1 << 63:
+        raise OverflowError(f"commit LSN {lsn} is past what a Delta application transaction version holds")
+    meta = {LSN_KEY: str(lsn), COMMIT_AT_KEY: at.isoformat() if at is not None else None}
+    rel = net.column("__RELATION_ID")[0].as_py() if len(net) else None
+    if rel is not None:
+        meta[RELATION_KEY] = str(rel)
+    return lsn, CommitProperties(app_transactions=[Transaction(app_id, int(lsn))],
+                                 custom_metadata={k: v for k, v in meta.items() if v is not None})
+
+
+def _rows(net: pa.Table) -> pa.Table:
+    """The data columns of ``net`` in Delta's types, and the control columns the MERGE reads."""
+    cols = [c for c in net.column_names if c not in _CONTROL]
+    return pa.table({**{c: to_delta(net.column(c)) for c in cols}, "__OP": net.column("__OP"),
+                     "__UNCHANGED": net.column("__UNCHANGED"), "__UNCHANGED_FROM": net.column("__UNCHANGED_FROM")})
+
+
+def _key_columns(net: pa.Table) -> list[str]:
+    return [f.name for f in net.schema.field("__UNCHANGED_FROM").type]
+
+
+def _apply(dt, path, name, net: pa.Table, app_id: str, done) -> MirrorRun:
+    from deltalake import DeltaTable, write_deltalake
+    ops = net.column("__OP").to_pylist()
+    if not len(net):
+        return MirrorRun(name, None, done, 0, 0, False)
+    truncated = ops[0] == "truncate"
+    lsn, commit = _commit(app_id, net)
+    body = net.slice(1) if truncated else net
+    data_cols = [c for c in net.column_names if c not in _CONTROL]
+    schema = pa.schema([pa.field(c, delta_type(net.schema.field(c).type)) for c in data_cols])
+    keys = _key_columns(net)
+    if dt is None:
+        # statistics of the key columns alone: what a MERGE skips files by (the others'
+        # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
+        write_deltalake(path, schema.empty_table(), mode="error",
+                        configuration={"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys
+                        else {"delta.dataSkippingNumIndexedCols": "0"})
+        dt = DeltaTable(path)
+    elif truncated:
+        dt.delete()          # the batch is whole: run again after a crash here, it empties and fills again
+    if not len(body):        # a truncate alone: the record of it is a commit of no rows
+        write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
+        return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
+    rows = _fill_moved(dt, _rows(body)).drop_columns(["__UNCHANGED_FROM"])
+    on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
+    updates = {c: f"CASE WHEN array_has(s.__UNCHANGED, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
+               for c in data_cols}
+    inserts = {c: f"s.{_q(c)}" for c in data_cols}
+    merger = dt.merge(rows, predicate=on, source_alias="s", target_alias="t", merge_schema=True,
+                      commit_properties=commit)
+    (merger.when_matched_delete(predicate="s.__OP = 'delete'")
+           .when_matched_update(updates=updates, predicate="s.__OP = 'upsert'")
+           .when_not_matched_insert(updates=inserts, predicate="s.__OP = 'upsert'")
+           .execute())
+    dt = DeltaTable(path)
+    if dt.transaction_version(app_id) != lsn:    # the MERGE changed no row, so wrote no commit
+        write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
+        dt = DeltaTable(path)
+    return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+
+
+def _fill_moved(dt, net: pa.Table) -> pa.Table:
+    """Upserts whose key changed in the batch take their unchanged-TOAST values from the
+    copy's row of the key they left (``__UNCHANGED_FROM``), read here, before the MERGE
+    (rare: an Update that changed the key and left a TOASTed value as it was)."""
+    src = net.column("__UNCHANGED_FROM")
+    if src.null_count == len(src):
+        return net
+    copy = dt.to_pyarrow_table()
+    keys = [f.name for f in src.type]
+    by_key = {tuple(r[k] for k in keys): r for r in copy.to_pylist()}
+    rows = net.to_pylist()
+    for r in rows:
+        frm = r["__UNCHANGED_FROM"]
+        if frm is None or not r["__UNCHANGED"]:
+            continue
+        old = by_key.get(tuple(frm[k] for k in keys))
+        if old is not None:
+            for c in r["__UNCHANGED"]:
+                r[c] = old.get(c)
+            r["__UNCHANGED"] = []
+    return pa.Table.from_pylist(rows, schema=net.schema)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _lit(name: str) -> str:
+    return name.replace("'", "''")
+
+
+def mirror_version_at(target, name: str, lsn: int) -> int | None:
+    """The Delta version of table ``name``'s copy that shows it as of commit LSN ``lsn``:
+    the last version whose commit reached no later commit (None: none did)."""
+    from deltalake import DeltaTable
+    dt = DeltaTable(table_path(target, name))
+    best = None
+    for h in dt.history():
+        at = h.get(LSN_KEY)
+        if at is not None and int(at) <= lsn and (best is None or h["version"] > best):
+            best = h["version"]
+    return best
+
