@@ -26,7 +26,7 @@ from ..archive import iter_archive, read_archive_parts
 from ..changes import ChangeDecoder, decode_changes
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
-from ..tables.rows import as_change_rows
+from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "MirrorRun", "APP_ID", "LSN_KEY", "COMMIT_AT_KEY",
@@ -98,6 +98,9 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
         later = changes if done is None else changes.filter(
             pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
         net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name))
+        if dt is not None and len(net):
+            _drop_columns(dt, rows_of(later, name), net)
+            _same_types(dt, net, name)
         if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
                 and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
             # the copy is of a relation that no longer bears the name (the table dropped
@@ -105,6 +108,59 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
             net = pa.concat_tables([_truncate_row(net), net])
         runs.append(_apply(dt, path, name, net, app_id, done))
     return runs
+
+
+def _column_of(name: str) -> str:
+    return name[:-len("__special")] if name.endswith("__special") else name
+
+
+def _drop_columns(dt, rows: pa.Table, net: pa.Table) -> None:
+    """A column of the copy that a Relation of the batch lacks was dropped at the source
+    (and may be back, added again: a new column, null in the rows not changed since, as
+    the server has it): its values in the copy are set null, in a commit of their own
+    before the MERGE (a rerun after a crash between them does it again, to no effect)."""
+    lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
+    if not lists:
+        return
+    held = _held(dt).names
+    gone = [c for c in held if any(_column_of(c) not in {x["name"] for x in cols} for cols in lists)]
+    if gone:
+        dt.update(updates={c: "NULL" for c in gone},
+                  predicate=" OR ".join(f"{_q(c)} IS NOT NULL" for c in gone))
+
+
+def _held(dt) -> pa.Schema:
+    """The copy's schema, as pyarrow's."""
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _same_types(dt, net: pa.Table, name: str) -> None:
+    """The copy's columns take the batch's values only as their own type: a column whose
+    type changed at the source is refused, naming both."""
+    held = {f.name: f.type for f in _held(dt)}
+    for f in net.schema:
+        if f.name in _CONTROL or f.name not in held:
+            continue
+        want = delta_type(f.type)
+        if not _same_type(held[f.name], want):
+            raise ValueError(f"{name}.{f.name}: the copy holds {held[f.name]}, the changes now send {want}: "
+                             "a Delta column keeps its type (rebuild the copy: remove its directory and run again)")
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal, reading deltalake's view types (string_view, list_view …) as the plain ones."""
+    norm = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary(), pa.large_string(): pa.string(),
+            pa.large_binary(): pa.binary()}
+    a, b = norm.get(a, a), norm.get(b, b)
+    if pa.types.is_list(a) or pa.types.is_large_list(a) or pa.types.is_list_view(a) or \
+            pa.types.is_large_list_view(a):
+        return (pa.types.is_list(b) or pa.types.is_large_list(b)) and _same_type(a.value_type, b.value_type)
+    if pa.types.is_struct(a):
+        return pa.types.is_struct(b) and [f.name for f in a] == [f.name for f in b] and \
+            all(_same_type(x.type, y.type) for x, y in zip(a, b, strict=True))
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        return (a.tz is None) == (b.tz is None)
+    return a.equals(b)
 
 
 def _relation_of(dt) -> int | None:
@@ -174,8 +230,9 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done) -> MirrorRun:
         return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
     rows = _fill_moved(dt, _rows(body)).drop_columns(["__UNCHANGED_FROM"])
     on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
+    held = set(_held(dt).names)      # a column new to the copy has no value of its own to keep
     updates = {c: f"CASE WHEN array_has(s.__UNCHANGED, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
-               for c in data_cols}
+               if c in held else f"s.{_q(c)}" for c in data_cols}
     inserts = {c: f"s.{_q(c)}" for c in data_cols}
     merger = dt.merge(rows, predicate=on, source_alias="s", target_alias="t", merge_schema=True,
                       commit_properties=commit)
