@@ -122,3 +122,48 @@ def test_the_command_line_keeps_the_copies(tmp_path):
     public = changes.filter(pc.equal(changes.column("schema"), "public"))
     assert check_copies(target, public) > 3
     assert not os.path.exists(table_path(target, "Sch.MixedCase"))
+
+
+#: kills of the crash test, each at a random moment of a run
+KILLS = 20
+
+
+def test_runs_killed_at_random_moments_apply_each_batch_once(tmp_path):
+    """An archive lands a file at a time; after each file a mirror run is killed with
+    SIGKILL at a random moment (KILLS times), and the next run goes on from whatever it
+    left. At the end one more run completes: every copy is the snapshot, and in each
+    copy's history the commit LSNs its commits reached only rise (no batch applied twice)."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+    rng = random.Random(7)
+    arc = archive("16.14", "v3_2pc_binary_streaming")
+    src, target = tmp_path / "archive", tmp_path / "lake"
+    src.mkdir()
+    cuts = sorted(rng.sample(range(1, len(arc)), KILLS - 1))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    killed, whole = 0, 2.0      # whole: how long the last run that ended took (this machine's pace)
+    for k, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(arc)], strict=True)):
+        pq.write_table(arc.slice(a, b - a), src / f"part-{k:03d}.parquet")
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "pgoutput_codec.cli", "mirror", str(src), str(target)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.1) * whole)
+            whole = time.monotonic() - start
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            killed += 1
+        _, err = proc.communicate()
+        assert proc.returncode in (0, -signal.SIGKILL), err
+    assert killed >= KILLS // 2
+    mirror(str(src), target)
+    changes = decode_changes(arc)
+    assert check_copies(target, changes) > 5
+    for d in os.listdir(target):
+        reached = [int(h["pgoutput_codec.commit_lsn"]) for h in
+                   sorted(deltalake.DeltaTable(os.path.join(target, d)).history(), key=lambda h: h["version"])
+                   if "pgoutput_codec.commit_lsn" in h]
+        assert reached == sorted(set(reached)), d
