@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from ..archive import META_KEY, parquet_part
 from ..messages import parse_lsn
 from .errors import PROG, CliError, first_line
-from .output import fsync_path
+from ..runs import fsync_path
 
 __all__ = ["capture", "CRASH_ENV", "STAGING_NAME"]
 

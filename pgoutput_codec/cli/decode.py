@@ -4,21 +4,18 @@ runs resume from a checkpoint file."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..archive import archive_row, iter_archive, last_seq, read_archive_parts
+from ..archive import archive_row, iter_archive, read_archive_parts
 from ..batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
 from ..changes import ChangeDecoder
-from ..checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
-from ..plan import checkpoint_after, control_candidates
 from .errors import PROG, CliError, first_line
-from .output import ParquetOut, replace_durably
+from ..runs import IncrementalRun, load_checkpoint, save_checkpoint
+from .output import ParquetOut
 from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
@@ -52,21 +49,10 @@ def _fail_first_error(table, errors):
 
 
 def _load_checkpoint(path):
-    if not os.path.exists(path):
-        return None
     try:
-        with open(path, encoding="utf-8") as f:
-            return Checkpoint.from_json(f.read())
-    except (OSError, ValueError, TypeError) as e:
-        raise CliError(f"{path}: not a checkpoint ({first_line(e)})") from None
-
-
-def _save_checkpoint(path, cp):
-    """Atomically, after the run's output: a crash leaves the previous checkpoint."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(cp.to_json())
-    replace_durably(tmp, path)
+        return load_checkpoint(path)
+    except ValueError as e:
+        raise CliError(first_line(e)) from None
 
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
@@ -76,22 +62,13 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
     next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
     client encoding the archive was captured under, when not UTF-8 (transcode.py)."""
-    parts = read_archive_parts(archive)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
-    skip, ctrl, skipped = None, [], []
     recode = transcoder(encoding, mode, envelope)
     if recode is not None and checkpoint:
         raise CliError(f"--encoding reads the archive from its start; for incremental runs, rewrite it "
                        f"once ('{PROG} transcode') and decode the copy with --checkpoint")
-    if checkpoint and any(p.kind != "parquet" for p in parts):
-        raise CliError("--checkpoint needs Parquet archive files with a seq column (capture writes them)")
-    if resume is not None:
-        def skip(part):   # a file wholly before the checkpoint is not read
-            last = last_seq(part.path)
-            if last is not None and last < resume.from_key:
-                skipped.append(part)
-                return True
-            return False
+    run = IncrementalRun(archive, resume, payload) if checkpoint else None
+    parts = run.parts if run is not None else read_archive_parts(archive)
     dest = ParquetOut(out, "changes.parquet" if changes else "messages.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
@@ -102,15 +79,11 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
     with dest, progress(total, "decode") as bar:
-        for part, t in iter_archive(parts, payload, skip=skip, on_recaptured=note_recaptured):
+        rows_of = run.tables(note_recaptured) if run is not None else \
+            iter_archive(parts, payload, on_recaptured=note_recaptured)
+        for _part, t in rows_of:
             if recode is not None:
                 t, _ = transcoded(recode, t)
-            if checkpoint:
-                if "seq" not in t.column_names:
-                    raise CliError(f"{part.path}: --checkpoint needs a seq column (arrival order)")
-                if resume is not None:
-                    t = t.filter(pc.greater_equal(t.column("seq"), resume.from_key))
-                ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
             if changes:
                 try:
                     for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
@@ -134,13 +107,10 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
         out = dest.finish(dec.output_schema if changes else pa.schema([]))
     if checkpoint:
         # the next run's start: a plan over the control rows this run fed its decoder
-        c = pa.concat_tables(ctrl) if ctrl else pa.table({"data": pa.array([], pa.binary()),
-                                                          "seq": pa.array([], pa.int64())})
-        nxt = checkpoint_after(c.column("data"), c.column("seq"), resume=resume, tables=tables,
-                               after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,
-                               errors="raise" if mode == "FAILFAST" else "collect")
-        _save_checkpoint(checkpoint, nxt)
-        counts.update(checkpoint=checkpoint, files_skipped=len(skipped), next_from_seq=nxt.from_key,
+        nxt = run.next_checkpoint(tables=tables, after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,
+                                  errors="raise" if mode == "FAILFAST" else "collect")
+        save_checkpoint(checkpoint, nxt)
+        counts.update(checkpoint=checkpoint, files_skipped=len(run.skipped), next_from_seq=nxt.from_key,
                       held_by=len(nxt.held_by))
     if changes:
         counts.update(rows_in=dec.counts["rows_in"], rows_decoded=dec.counts["rows_decoded"],

@@ -6,26 +6,10 @@ import os
 
 import pyarrow.parquet as pq
 
+from ..runs import replace_durably
 from .errors import CliError
 
-__all__ = ["ParquetOut", "fsync_path", "replace_durably"]
-
-
-def fsync_path(path):
-    """fsync a file or a directory (a directory: the names in it)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def replace_durably(tmp, path):
-    """Put the written file ``tmp`` at ``path``: its data on disk first, then the rename,
-    then the directory, so a crash leaves the old file or the whole new one."""
-    fsync_path(tmp)
-    os.replace(tmp, path)
-    fsync_path(os.path.dirname(os.path.abspath(path)))
+__all__ = ["ParquetOut"]
 
 
 class ParquetOut:

@@ -15,6 +15,7 @@ already applied is never applied twice; a run with nothing new writes no version
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.parse
 from typing import NamedTuple
@@ -22,8 +23,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..archive import iter_archive, read_archive_parts
 from ..changes import ChangeDecoder, decode_changes
+from ..checkpoint import Checkpoint
+from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
@@ -61,15 +63,47 @@ def table_path(target, name: str) -> str:
 
 
 def _changes_of(source, registry, options) -> pa.Table:
-    """Change rows of ``source``: given as such, or decoded from an archive table, or from
-    an archive file or directory (read a file at a time, as ``decode --changes`` reads it)."""
+    """Change rows of ``source``: given as such, or decoded from an archive table."""
     if isinstance(source, pa.Table) and "op" in source.column_names and "after" in source.column_names:
         return as_change_rows(source)
-    if not isinstance(source, (str, os.PathLike)):
-        return decode_changes(source, registry=registry, **options)
-    with ChangeDecoder(registry=registry, **options) as dec:
-        pieces = [dec.feed(t) for _, t in iter_archive(read_archive_parts(os.fspath(source)))]
-        return pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
+    return decode_changes(source, registry=registry, **options)
+
+
+#: the file under ``target`` that says where the next run over an archive directory starts
+CHECKPOINT = ".pgoutput_codec.mirror.json"
+
+
+def _archive_run(source, target, tables, registry, options):
+    """(change rows, the run, the record to leave) of an archive file or directory: from
+    the checkpoint the last complete run left, where it still holds (every copy it
+    brought current is there, the same tables are asked for), else from the start."""
+    record_path = os.path.join(os.fspath(target), CHECKPOINT)
+    record = None
+    if os.path.exists(record_path):
+        try:
+            with open(record_path, encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):   # unreadable: the run reads the archive from its start
+            record = None
+    resume = None
+    if record is not None and record.get("tables") == tables and all(
+            os.path.isdir(table_path(target, n)) for n in record.get("copies", ())):
+        resume = Checkpoint.from_json(record["checkpoint"])
+    run = IncrementalRun(source, resume)
+    with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
+        pieces = [dec.feed(t) for _, t in run.tables()]
+        changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
+    return changes, run, record_path, (record or {}).get("copies", [])
+
+
+def _leave_record(record_path, run, tables, copies, options) -> None:
+    """After every copy is current: where the next run starts, written durably."""
+    cp = run.next_checkpoint(**options)
+    os.makedirs(os.path.dirname(record_path), exist_ok=True)
+    tmp = record_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"checkpoint": cp.to_json(), "tables": tables, "copies": sorted(copies)}, f)
+    replace_durably(tmp, record_path)
 
 
 def _names(changes: pa.Table, patterns) -> list[str]:
@@ -88,7 +122,12 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     ``missing``). Gives one :class:`MirrorRun` per table."""
     from deltalake import DeltaTable
 
-    changes = _changes_of(source, registry, options)
+    record = None
+    if isinstance(source, (str, os.PathLike)):
+        changes, run, record_path, copies = _archive_run(source, target, tables, registry, options)
+        record = (record_path, run, copies)
+    else:
+        changes = _changes_of(source, registry, options)
     patterns = parse_table_list(tables)
     runs = []
     for name in _names(changes, patterns):
@@ -107,6 +146,10 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
             # and created again, or another renamed in, between runs): start it again
             net = pa.concat_tables([_truncate_row(net), net])
         runs.append(_apply(dt, path, name, net, app_id, done))
+    if record is not None:
+        record_path, run, copies = record
+        _leave_record(record_path, run, tables, set(copies) | {r.table for r in runs if r.commit_lsn is not None},
+                      options)
     return runs
 
 

@@ -1,0 +1,95 @@
+"""Incremental runs over an archive that grows: each run reads the archive from where the
+last one's checkpoint says (files wholly before it are not opened, by their Parquet
+statistics on ``seq``) and leaves the next checkpoint, written durably after the run's
+output, so a crash leaves the previous one. ``decode --changes --checkpoint`` and
+``mirror`` run so."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .archive import ArchiveError, iter_archive, last_seq, read_archive_parts
+from .checkpoint import Checkpoint
+from .plan import checkpoint_after, control_candidates
+
+__all__ = ["IncrementalRun", "load_checkpoint", "save_checkpoint", "fsync_path", "replace_durably"]
+
+
+def fsync_path(path):
+    """fsync a file or a directory (a directory: the names in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(tmp, path):
+    """Put the written file ``tmp`` at ``path``: its data on disk first, then the rename,
+    then the directory, so a crash leaves the old file or the whole new one."""
+    fsync_path(tmp)
+    os.replace(tmp, path)
+    fsync_path(os.path.dirname(os.path.abspath(path)))
+
+
+def load_checkpoint(path) -> Checkpoint | None:
+    """The checkpoint in file ``path``; None when there is none yet. ValueError when the
+    file is not one."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Checkpoint.from_json(f.read())
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"{path}: not a checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None
+
+
+def save_checkpoint(path, cp: Checkpoint) -> None:
+    """Atomically, after the run's output: a crash leaves the previous checkpoint."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(cp.to_json())
+    replace_durably(tmp, path)
+
+
+class IncrementalRun:
+    """One run over the archive file or directory ``archive`` from checkpoint ``resume``
+    (None: from its start). :meth:`tables` gives its rows from the checkpoint's ``seq``
+    on (the payload, column ``payload`` of the files, as ``data``); :meth:`next_checkpoint`,
+    after them, where the next run starts."""
+
+    def __init__(self, archive, resume: Checkpoint | None = None, payload: str = "data"):
+        self.parts = read_archive_parts(os.fspath(archive))
+        self.resume, self.payload = resume, payload
+        self.skipped: list = []       # the files not read: wholly before the checkpoint
+        self._ctrl: list = []
+        if any(p.kind != "parquet" for p in self.parts):
+            raise ArchiveError("an incremental run needs Parquet archive files with a seq column (capture writes them)")
+
+    def _skip(self, part) -> bool:
+        last = last_seq(part.path) if self.resume is not None else None
+        if last is not None and last < self.resume.from_key:
+            self.skipped.append(part)
+            return True
+        return False
+
+    def tables(self, on_recaptured=None):
+        """(part, rows) of the archive from the checkpoint on, a file at a time."""
+        for part, t in iter_archive(self.parts, self.payload, skip=self._skip, on_recaptured=on_recaptured):
+            if "seq" not in t.column_names:
+                raise ArchiveError(f"{part.path}: an incremental run needs a seq column (arrival order)")
+            if self.resume is not None:
+                t = t.filter(pc.greater_equal(t.column("seq"), self.resume.from_key))
+            self._ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
+            yield part, t
+
+    def next_checkpoint(self, **options) -> Checkpoint:
+        """Where the next run starts: a plan over the control rows of this run's rows
+        (``options``: the change decoder's, as this run's)."""
+        c = pa.concat_tables(self._ctrl) if self._ctrl else pa.table(
+            {"data": pa.array([], pa.binary()), "seq": pa.array([], pa.int64())})
+        return checkpoint_after(c.column("data"), c.column("seq"), resume=self.resume, **options)
