@@ -70,5 +70,6 @@ def test_demo_spark_end_to_end(tmp_path):
     # a quiet front door: no Python warning reaches the newcomer (PySpark warns of pandas 3)
     assert not re.search(r"\w+Warning: ", res.stderr), res.stderr[-3000:]
     assert "decoding on Spark" in res.stdout
-    assert res.stdout.count("OK: equals the server's SELECT *") == 4
+    assert res.stdout.count("OK: equals the server's SELECT *") == 8      # rebuilt, and the Delta copies
+    assert res.stdout.count("Delta copy OK") == 4
     assert os.path.exists(tmp_path / "changes.png")

@@ -28,6 +28,7 @@ from ..checkpoint import Checkpoint
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
+from ..relations import split_name
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 
@@ -148,9 +149,14 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
         runs.append(_apply(dt, path, name, net, app_id, done))
     if record is not None:
         record_path, run, copies = record
+        named = {r.table for r in runs}
+        for name in sorted(set(copies) - named):     # copies this run's rows did not touch: nothing new
+            if table_selected(patterns, *split_name(name)) and os.path.isdir(table_path(target, name)):
+                held = DeltaTable(table_path(target, name)).transaction_version(app_id)
+                runs.append(MirrorRun(name, None, held, 0, 0, False))
         _leave_record(record_path, run, tables, set(copies) | {r.table for r in runs if r.commit_lsn is not None},
                       options)
-    return runs
+    return sorted(runs, key=lambda r: r.table)
 
 
 def _column_of(name: str) -> str:
