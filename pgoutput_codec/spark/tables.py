@@ -36,7 +36,8 @@ from .spans import as_added, column_spans, fill_values
 from .tableinfo import TableInfo, table_info
 from .toast import carry_toast
 from .arraydims import array_dims
-from .typedrows import TableMapper, table_schema
+from .shipping import is_connect
+from .typedrows import TIME_TYPE, TableMapper, table_schema
 
 __all__ = ["table_changes", "snapshot", "history", "net_changes"]
 
@@ -61,7 +62,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     """The changes of one table (``"schema.table"``) with ``before``/``after`` as structs
     of typed Spark columns (types from the type catalog over every Relation version of
     the table in ``changes``: ``DecimalType(p,s)``, ``TimestampType``, ``DateType``,
-    ``ArrayType`` …; ``time`` as ``TimeType`` (PySpark 3.5: µs since midnight), ``interval`` as a
+    ``ArrayType`` …; ``time`` as ``TimeType`` (PySpark 3.5, Connect: µs since midnight), ``interval`` as a
     (months, days, microseconds) struct, numerics beyond 38 digits as strings), plus
     ``<column>__special`` for types that can hold infinity/NaN, and ``unchanged`` (columns
     sent as unchanged TOAST). Keeps ``commit_rank``, ``before_kind``, ``relation_version``.
@@ -88,7 +89,8 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
         rows = rows.where(F.col("commit_lsn") <= F.lit(int(until_lsn)).cast(ST.LSN_TYPE))
     ndims = array_dims(changes, rows, name, cols, registry)
     mixed = {c: mixed_dims_note(d) for c, d in ndims.items() if isinstance(d, frozenset)}
-    row_type, colplan = table_schema(cols, registry, retyped_names(info.versions), ndims)
+    time_type = None if is_connect(changes.sparkSession) else TIME_TYPE
+    row_type, colplan = table_schema(cols, registry, retyped_names(info.versions), ndims, time_type)
     keep = [c for c in _TC_PASS if c in changes.columns]
     out_fields = [changes.schema[c] for c in keep]
     out_fields += [T.StructField("before", row_type), T.StructField("after", row_type),

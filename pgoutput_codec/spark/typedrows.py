@@ -22,20 +22,22 @@ from .modes import MalformedPayloadError
 
 __all__ = ["table_schema", "convert_values", "conform", "interval_struct", "TableMapper", "TIME_TYPE", "END_OF_DAY"]
 
-#: Spark's time of day (PySpark 4.1 and later); before it a ``time`` is µs since midnight (LongType)
+#: Spark's time of day (PySpark 4.1 and later); before it, and over Spark Connect (whose
+#: server refuses to send a TIME to its client: UNSUPPORTED_TIME_TYPE, Spark 4.3), a
+#: ``time`` is µs since midnight (LongType)
 TIME_TYPE = T.TimeType(6) if hasattr(T, "TimeType") else None
 #: PostgreSQL's last time of day, 24:00:00, in µs: Spark's times end before it
 END_OF_DAY = 86_400_000_000
 
 
-def _value_spark_type(t: pa.DataType) -> T.DataType:
+def _value_spark_type(t: pa.DataType, time_type) -> T.DataType:
     """Spark type of a typed column value (Arrow type from the type catalog)."""
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return T.ArrayType(_value_spark_type(t.value_type))
+        return T.ArrayType(_value_spark_type(t.value_type, time_type))
     if pa.types.is_date32(t):
         return T.DateType()
     if pa.types.is_time64(t):
-        return TIME_TYPE if TIME_TYPE is not None else T.LongType()
+        return time_type if time_type is not None else T.LongType()
     if pa.types.is_interval(t):
         return T.StructType([T.StructField("months", T.IntegerType()), T.StructField("days", T.IntegerType()),
                              T.StructField("microseconds", T.LongType())])
@@ -110,13 +112,14 @@ def interval_struct(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return out if out.type.equals(target) else out.cast(target)
 
 
-def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None):
+def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None, time_type=TIME_TYPE):
     """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)]). A
     column the table's versions gave several types (``retyped``) has a ``__special``: a
     value of an earlier type the column's cannot hold is null with a note
     (:func:`pgoutput_codec.retyped.with_earlier_types`). ``ndims``: the number of
     dimensions of array columns' values (:func:`.arraydims.array_dims`); one whose
-    values differ (a set of them) is binary, each value as sent, as one process keeps it."""
+    values differ (a set of them) is binary, each value as sent, as one process keeps it.
+    ``time_type``: a ``time``'s Spark type (None: µs since midnight, LongType)."""
     fields, plan = [], []
     ndims = ndims or {}
     for c in cols:
@@ -124,7 +127,7 @@ def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None):
         mixed = isinstance(d, frozenset)
         at = pa.binary() if mixed else arrow_type(c["type_oid"], c["type_modifier"], registry, ndim=d)
         sp = _can_be_special(at) or c["name"] in retyped or mixed
-        fields.append(T.StructField(c["name"], _value_spark_type(at)))
+        fields.append(T.StructField(c["name"], _value_spark_type(at, time_type)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
         plan.append((c["name"], at, sp, c["type_oid"], c["type_modifier"]))
@@ -258,7 +261,7 @@ class TableMapper:
                     v, special = convert_values(*raw_of(name), oid, typmod, self.registry, at)
                 elif present.get_field_index(name + "__special") >= 0:
                     special = struct.field(name + "__special")
-                if TIME_TYPE is not None and _holds_time(at):
+                if _holds_time(at) and _holds_time(tgt):
                     special = end_of_day(v, special)
                 v = conform(v, at, tgt)
             else:
