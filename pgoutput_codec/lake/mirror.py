@@ -113,14 +113,16 @@ def _names(changes: pa.Table, patterns) -> list[str]:
 
 
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
-           **options) -> list[MirrorRun]:
+           file_size: int | None = None, **options) -> list[MirrorRun]:
     """Bring the Delta copy of every table of ``source`` (an archive, as
     :func:`~pgoutput_codec.changes.decode_changes` takes it with ``options``, or its
     change rows) under directory ``target`` current: a copy is created on first sight,
     with the Delta types of ``lake.deltatypes``. ``tables``: the tables to keep
     (``'public.t1,*.t3'``, as ``decode --changes --tables``); ``missing``:
     {table: {column: default}} for columns added with a default (:func:`snapshot`'s
-    ``missing``). Gives one :class:`MirrorRun` per table."""
+    ``missing``). ``file_size``: the bytes a copy created by this run aims its data files
+    at (Delta's ``delta.targetFileSize``; None: deltalake's default, 100 MB). Gives one
+    :class:`MirrorRun` per table."""
     from deltalake import DeltaTable
 
     record = None
@@ -146,7 +148,7 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
             # the copy is of a relation that no longer bears the name (the table dropped
             # and created again, or another renamed in, between runs): start it again
             net = pa.concat_tables([_truncate_row(net), net])
-        runs.append(_apply(dt, path, name, net, app_id, done))
+        runs.append(_apply(dt, path, name, net, app_id, done, file_size))
     if record is not None:
         record_path, run, copies = record
         named = {r.table for r in runs}
@@ -254,7 +256,7 @@ def _key_columns(net: pa.Table) -> list[str]:
     return [f.name for f in net.schema.field("__UNCHANGED_FROM").type]
 
 
-def _apply(dt, path, name, net: pa.Table, app_id: str, done) -> MirrorRun:
+def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> MirrorRun:
     from deltalake import DeltaTable, write_deltalake
     ops = net.column("__OP").to_pylist()
     if not len(net):
@@ -268,9 +270,11 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done) -> MirrorRun:
     if dt is None:
         # statistics of the key columns alone: what a MERGE skips files by (the others'
         # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
-        write_deltalake(path, schema.empty_table(), mode="error",
-                        configuration={"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys
-                        else {"delta.dataSkippingNumIndexedCols": "0"})
+        config = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
+            {"delta.dataSkippingNumIndexedCols": "0"}
+        if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
+            config["delta.targetFileSize"] = str(int(file_size))
+        write_deltalake(path, schema.empty_table(), mode="error", configuration=config)
         dt = DeltaTable(path)
     elif truncated:
         dt.delete()          # the batch is whole: run again after a crash here, it empties and fills again
