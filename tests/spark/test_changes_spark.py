@@ -877,11 +877,13 @@ def test_every_table_is_typed_as_in_one_process(spark, files, option_set, tmp_pa
         if not len(one):
             continue
         for what, df in sources.items():
-            if what != next(iter(sources)) and name not in ALL_SOURCES:
+            # past the first source, and on Connect and PySpark 3.5 (the lanes that run the
+            # same typing code again), the tables of ALL_SOURCES stand for the others
+            if (what != next(iter(sources)) or CONNECT or not HAS_ARROW_UDF) and name not in ALL_SOURCES:
                 continue
             checked += _same_typed_changes(collect(table_changes(df, name)), one, table_columns(single, name),
                                            (what, name))
-    assert checked > 1000
+    assert checked > (300 if CONNECT or not HAS_ARROW_UDF else 1000)
 
 
 @pytest.mark.same_code_on_connect
