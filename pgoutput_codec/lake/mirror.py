@@ -308,7 +308,7 @@ def _fill_moved(dt, net: pa.Table) -> pa.Table:
     if src.null_count == len(src):
         return net
     copy = dt.to_pyarrow_table()
-    keys = [f.name for f in src.type]
+    keys = _key_columns(net)
     by_key = {tuple(r[k] for k in keys): r for r in copy.to_pylist()}
     rows = net.to_pylist()
     for r in rows:
