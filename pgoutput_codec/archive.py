@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from .arrays import one_array
 from .batch import PAYLOAD_ERROR
-from .errors import PgoutputCodecError
+from .errors import PgoutputCodecError, first_line
 from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
@@ -136,7 +136,7 @@ def _read_parquet(path):
     try:
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
-        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({_first_line(e)})") from None
+        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
 
 
 def _read_csv(path):
@@ -164,7 +164,7 @@ def _read_csv(path):
             convert_options=pcsv.ConvertOptions(column_types={"data": pa.string(), "lsn": pa.string()},
                                                 strings_can_be_null=False))
     except pa.ArrowException as e:
-        raise ArchiveError(f"{path}: not a readable CSV/COPY export ({_first_line(e)})") from None
+        raise ArchiveError(f"{path}: not a readable CSV/COPY export ({first_line(e)})") from None
     if "data" not in t.column_names:
         raise ArchiveError(f"{path}: the CSV has no 'data' column (columns: {', '.join(t.column_names)})")
     if "lsn" in t.column_names:   # the server wrote X/Y: anything else is a broken export
@@ -179,11 +179,6 @@ def _read_csv(path):
     if bad.true_count:       # decoders then name the row's error (batch.PAYLOAD_ERROR)
         t = t.append_column(PAYLOAD_ERROR, pc.if_else(bad, HEX_ERROR, pa.scalar(None, pa.string())))
     return t
-
-
-def _first_line(e) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__
 
 
 def capture_meta(schema):
@@ -205,7 +200,7 @@ def parquet_part(path) -> ArchivePart:
         schema = pq.read_schema(path)
         n = pq.ParquetFile(path).metadata.num_rows
     except (pa.ArrowException, OSError) as e:
-        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({_first_line(e)})") from None
+        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
     meta = capture_meta(schema)
     if "data" not in schema.names:
         raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")

@@ -7,7 +7,7 @@ so a user can find the bad byte in an archive without a debugger.
 
 from __future__ import annotations
 
-__all__ = ["UTF8_HINT", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
+__all__ = ["first_line", "UTF8_HINT", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
            "PgoutputEncodeError"]
 
 
@@ -68,3 +68,10 @@ def _order_error(message, message_type, seq, commit_lsn, previous_lsn):
 
 class PgoutputEncodeError(PgoutputCodecError, ValueError):
     """A message object cannot be encoded (a field is out of range or missing)."""
+
+
+def first_line(e) -> str:
+    """The first line of an exception's text (its type's name when it has none): what a
+    one-line report of it says."""
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__

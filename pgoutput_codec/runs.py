@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from .archive import ArchiveError, iter_archive, last_seq, read_archive_parts
 from .checkpoint import Checkpoint
+from .errors import first_line
 from .plan import checkpoint_after, control_candidates
 
 __all__ = ["IncrementalRun", "load_checkpoint", "save_checkpoint", "fsync_path", "replace_durably"]
@@ -44,8 +45,7 @@ def load_checkpoint(path) -> Checkpoint | None:
         with open(path, encoding="utf-8") as f:
             return Checkpoint.from_json(f.read())
     except (OSError, ValueError, TypeError) as e:
-        raise ValueError(f"{path}: not a checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
-            from None
+        raise ValueError(f"{path}: not a checkpoint ({first_line(e)})") from None
 
 
 def save_checkpoint(path, cp: Checkpoint) -> None:
