@@ -3,15 +3,18 @@ truncate, the batch an incremental run merges into a copy of the table."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import one_array
 from ..schema import TS
 from .columnlists import filled, missing_values, net_key
 from .replay import NULL, replay, typed_rows, unsaid
 from .rows import column_set_ids, resolve, table_columns, table_registry
+from .typed import columns_out, kind_bytes, type_of
 
-__all__ = ["net_changes"]
+__all__ = ["net_changes", "net_by_columns", "net_by_replay"]
 
 
 def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None) -> pa.Table:
@@ -49,12 +52,20 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     old key, and the row's key it left is named ``delete`` from its image held).
     ``missing``: as for :func:`snapshot`, in the upserts' images."""
     rows_of, replaced = resolve(changes, name)
+    cols = table_columns(changes, name, _rows=rows_of)
+    registry = table_registry(rows_of, registry)
+    by_columns = None if replaced else net_by_columns(rows_of, cols, registry)
+    return by_columns if by_columns is not None else net_by_replay(rows_of, name, replaced, cols, registry, missing)
+
+
+def net_by_replay(rows_of: pa.Table, name: str, replaced: bool, cols: list[dict], registry=None,
+                  missing: dict | None = None) -> pa.Table:
+    """:func:`net_changes` of any batch: table ``name``'s rows (:func:`resolve`'s, and
+    whether another relation bore the name before) replayed key by key."""
     # another relation bore the name before this one in these changes (dropped, or
     # renamed away): the target's rows are that relation's, so it is cleared first
     truncated = (rows_of.column("commit_lsn")[0].as_py(), rows_of.column("commit_ts")[0].as_py()) \
         if replaced and len(rows_of) else None
-    cols = table_columns(changes, name, _rows=rows_of)
-    registry = table_registry(rows_of, registry)
     fill = missing_values(missing, cols, registry).raw
     # every identity the table's changes were sent under, a Truncate's too (its Relation
     # is the identity in force then: a copy made under it is keyed by it), as Spark's
@@ -111,3 +122,94 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
         "__RELATION_ID": pa.array([relation] * len(order), pa.uint32()),
     }
     return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
+
+
+def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table | None:
+    """:func:`net_changes` of the batches most runs see, computed a column at a time: one
+    Relation definition throughout (no column added, dropped or retyped), a key flagged,
+    no Update that sent an old key (no key changed: not FULL identity), every key value
+    said, and unchanged TOAST only in a key's one change. Each key's last change is its
+    row. None: the batch needs the replay."""
+    if not len(rows) or not cols:
+        return None
+    ids, reps = column_set_ids(rows)
+    if len(reps) != 1 or (ids < 0).any():
+        return None
+    rep = reps[0]
+    if [c["name"] for c in rep] != [c["name"] for c in cols] or \
+            any(type_of(a) != type_of(b) for a, b in zip(rep, cols, strict=True)):
+        return None
+    keys = [j for j, c in enumerate(rep) if c["flags"] & 1]
+    if not keys:
+        return None
+    relation = pc.max(rows.column("relation_id")).as_py()
+    op = one_array(rows.column("op"))
+    truncated = None
+    trunc = np.flatnonzero(pc.equal(op, "T").to_numpy(zero_copy_only=False))
+    if len(trunc):       # only the changes after the last truncate count, after it
+        last = int(trunc[-1])
+        truncated = (rows.column("commit_lsn")[last].as_py(), rows.column("commit_ts")[last].as_py())
+        rows, op = rows.slice(last + 1), op.slice(last + 1)
+    keep = pc.is_in(op, pa.array(["I", "U", "D"])).to_numpy(zero_copy_only=False)
+    if not keep.all():
+        rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
+    n, m = len(rows), len(rep)
+    is_d = pc.equal(op, "D").to_numpy(zero_copy_only=False)
+    before, after = one_array(rows.column("before")), one_array(rows.column("after"))
+    if before.null_count != n - int(is_d.sum()) or before.filter(pa.array(is_d)).null_count \
+            or after.null_count != int(is_d.sum()):
+        return None          # an old key on an Update (the key changed, or FULL), or an odd row
+    # each row's image (a Delete's old key, else the new row) in one child: after's, then before's
+    a_off, b_off = after.offsets.to_numpy().astype(np.int64), before.offsets.to_numpy().astype(np.int64)
+    if not ((np.diff(a_off) == m) | is_d).all() or not ((np.diff(b_off) == m) | ~is_d).all():
+        return None
+    child = pa.concat_arrays([after.values, before.values])
+    starts = np.where(is_d, b_off[:-1] + len(after.values), a_off[:-1])
+    kinds, data = child.field("kind"), child.field("data")
+    kb = kind_bytes(kinds)
+    at = [starts + j for j in range(m)]
+    key_kinds = {j: kb[at[j]] for j in keys}
+    if any(not np.isin(k, (ord("t"), ord("b"))).all() for k in key_kinds.values()):
+        return None          # a key value unsaid or null: the replay's rules
+    # rows are keyed by (kind, data), as the replay keys them; the kinds only where they vary
+    key_table = pa.table({**{f"k{j}": data.take(pa.array(at[j])) for j in keys},
+                          **{f"c{j}": pa.array(k) for j, k in key_kinds.items() if len(k) and (k != k[0]).any()},
+                          "i": pa.array(np.arange(n))})
+    groups = key_table.group_by([c for c in key_table.column_names if c != "i"], use_threads=False) \
+        .aggregate([("i", "max"), ("i", "count")])
+    last = np.sort(groups.column("i_max").to_numpy())
+    unchanged = np.stack([kb[at[j]] == ord("u") for j in range(m)], axis=1) if n else np.zeros((0, m), bool)
+    with_u = np.flatnonzero(unchanged.any(axis=1))
+    if len(with_u):       # an unchanged value whose key changed before in the batch: the replay carries it
+        once = groups.column("i_max").to_numpy()[groups.column("i_count").to_numpy() == 1]
+        if not np.isin(with_u, once).all():
+            return None
+    lsn = one_array(rows.column("commit_lsn")).to_numpy(zero_copy_only=False)[last]
+    order = last[np.argsort(lsn, kind="stable")]
+    dele = is_d[order]
+    key_set = set(keys)
+    index = [np.where(dele & (j not in key_set), -1, at[j][order]) for j in range(m)]
+    arrays, names = columns_out([(kinds, data, index[j]) for j in range(m)], cols, registry)
+    # the unchanged columns of each upsert, by name
+    by_name = sorted(range(m), key=lambda j: rep[j]["name"])
+    u = unchanged[order][:, by_name] & ~dele[:, None]
+    rr, jj = np.nonzero(u)
+    listed = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(u.sum(axis=1))]).astype(np.int32)),
+                                      pa.array([rep[j]["name"] for j in by_name], pa.string()).take(pa.array(jj)))
+    kcols = [c for c in cols if c["name"] in {rep[j]["name"] for j in keys}]
+    k = len(order)
+    from_arrays, from_names = columns_out([(pa.repeat("n", k), pa.nulls(k, pa.binary()), None) for _ in kcols],
+                                          kcols, registry)
+    from_key = pa.StructArray.from_arrays(from_arrays, names=from_names, mask=pa.array(np.ones(k, bool)))
+    stamp_lsn = one_array(rows.column("commit_lsn")).take(pa.array(order))
+    stamp_at = one_array(rows.column("commit_ts")).take(pa.array(order))
+    extra = {"__OP": pc.if_else(pa.array(dele, pa.bool_()), "delete", "upsert"), "__UNCHANGED": listed, "__UNCHANGED_FROM": from_key,
+             "__COMMIT_LSN": stamp_lsn.cast(pa.uint64()), "__COMMIT_AT": stamp_at.cast(TS),
+             "__RELATION_ID": pa.array([relation] * k, pa.uint32())}
+    out = pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
+    if truncated is not None:
+        row = {c: [None] for c in out.column_names}
+        row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[truncated[0]], __COMMIT_AT=[truncated[1]],
+                   __RELATION_ID=[relation])
+        out = pa.concat_tables([pa.Table.from_pydict(row, schema=out.schema), out])
+    return out
