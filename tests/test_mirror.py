@@ -196,3 +196,70 @@ def test_a_run_over_a_grown_archive_reads_only_what_is_new(tmp_path, monkeypatch
     mirror(str(src), target)
     assert len(read) == 4
     assert check_copies(target, decode_changes(arc)) > 5
+
+
+def _typed(cols, relation_id=16500):
+    from pgoutput_codec import Relation, RelationColumn
+    return Relation(relation_id=relation_id, namespace="public", relation_name="w", replica_identity="d",
+                    columns=tuple(RelationColumn(1 if n == "id" else 0, n, oid, mod) for n, oid, mod in cols))
+
+
+def _archive_of(msgs) -> pa.Table:
+    from pgoutput_codec import encode_message
+    data = [encode_message(m) for m in msgs]
+    return pa.table({"seq": pa.array(range(len(data)), pa.int64()), "data": pa.array(data, pa.binary())})
+
+
+def test_a_widened_column_is_rewritten_in_its_new_type_and_others_refused(tmp_path):
+    """ALTER COLUMN … TYPE to a type that holds every value of the old (int4 -> int8,
+    int2 -> int4, real -> double, numeric(5,2) -> numeric(9,3), date -> timestamp, int4
+    -> numeric(12,2)): the copy's column is rewritten in the new Delta type and equals the
+    snapshot; int4 -> text is refused by name; a table created again under the name with
+    its key as text restarts the copy in the new types."""
+    from deltalake import DeltaTable
+
+    from pgoutput_codec import Begin, Commit, Insert, TupleColumn, Update
+
+    def row(*vals):
+        return tuple(TupleColumn("t", str(v).encode()) for v in vals)
+
+    def txn(lsn, *changes):
+        return [Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn), *changes,
+                Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=lsn)]
+    num = lambda p, s: ((p << 16) | s) + 4   # noqa: E731
+    old = _typed([("id", 23, -1), ("a", 21, -1), ("f", 700, -1), ("d", 1700, num(5, 2)), ("day", 1082, -1),
+                  ("m", 23, -1), ("s", 23, -1)])
+    new = _typed([("id", 20, -1), ("a", 23, -1), ("f", 701, -1), ("d", 1700, num(9, 3)), ("day", 1114, -1),
+                  ("m", 1700, num(12, 2)), ("s", 23, -1)])
+    msgs = txn(10, old, Insert(relation_id=16500, new_tuple=row(1, 7, 1.5, "123.45", "2024-02-29", 5, 1)),
+               Insert(relation_id=16500, new_tuple=row(2, -3, -0.25, "-0.01", "1999-12-31", -6, 2)))
+    target = tmp_path / "lake"
+    mirror(_archive_of(msgs), target)
+    path = table_path(target, "public.w")
+    msgs += txn(20, new, Insert(relation_id=16500, new_tuple=row(3000000000, 70000, 1e300, "123456.789",
+                                                                  "2024-03-01 12:00:00", "1234567890.12", 3)),
+                Update(relation_id=16500, new_tuple=row(2, 9, 0.5, "1.5", "2000-01-01 00:00:01", "7.25", 4)))
+    mirror(_archive_of(msgs), target)
+    held = pa.schema(DeltaTable(path).schema().to_arrow())
+    assert [(f.name, str(f.type)) for f in held][:6] == [
+        ("id", "int64"), ("a", "int32"), ("f", "double"), ("d", "decimal128(9, 3)"), ("day", "timestamp[us]"),
+        ("m", "decimal128(12, 2)")]
+    want = snapshot(decode_changes(_archive_of(msgs)), "public.w")
+    same_table(DeltaTable(path).to_pyarrow_table(), want, "widened")
+    same_table(log_read(path), want, "widened, from the log")
+    assert same_values(pa.chunked_array([DeltaTable(path).to_pyarrow_table().sort_by("id").column("day")]),
+                       pa.chunked_array([pa.array([1709164800, 946684801, 1709294400], pa.timestamp("s"))
+                                         .cast(pa.timestamp("us"))]))
+    # the same archive again: the widening is done, nothing new
+    assert all(r.version is None for r in mirror(_archive_of(msgs), target))
+    retyped = _typed([("id", 20, -1), ("a", 23, -1), ("f", 701, -1), ("d", 1700, num(9, 3)), ("day", 1114, -1),
+                      ("m", 1700, num(12, 2)), ("s", 25, -1)])
+    refused = msgs + txn(30, retyped, Insert(relation_id=16500, new_tuple=row(4, 1, 1, 1, "2024-01-01", 1, "four")))
+    with pytest.raises(ValueError, match=r"public\.w\.s: the copy holds int32, the changes now send string"):
+        mirror(_archive_of(refused), target)
+    # dropped and created again, its key now text: a new relation, the copy restarted in its types
+    again = _typed([("id", 25, -1), ("s", 25, -1)], relation_id=16600)
+    msgs += txn(40, again, Insert(relation_id=16600, new_tuple=row("k1", "x")))
+    mirror(_archive_of(msgs), target)
+    assert DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": "k1", "s": "x"}]
+    assert DeltaTable(path).metadata().configuration["delta.dataSkippingStatsColumns"] == "`id`"

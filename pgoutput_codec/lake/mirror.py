@@ -32,7 +32,7 @@ from ..relations import split_name
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 
-__all__ = ["mirror", "mirror_version_at", "table_path", "MirrorRun", "APP_ID", "LSN_KEY", "COMMIT_AT_KEY",
+__all__ = ["mirror", "mirror_version_at", "table_path", "widens", "MirrorRun", "APP_ID", "LSN_KEY", "COMMIT_AT_KEY",
            "RELATION_KEY"]
 
 #: the Delta application transaction that records what a copy holds
@@ -140,14 +140,14 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
         later = changes if done is None else changes.filter(
             pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
         net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name))
-        if dt is not None and len(net):
-            _drop_columns(dt, rows_of(later, name), net)
-            _same_types(dt, net, name)
         if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
                 and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
             # the copy is of a relation that no longer bears the name (the table dropped
             # and created again, or another renamed in, between runs): start it again
             net = pa.concat_tables([_truncate_row(net), net])
+        if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate":
+            _drop_columns(dt, rows_of(later, name), net)
+            dt = _widened(dt, path, net, name)
         runs.append(_apply(dt, path, name, net, app_id, done, file_size))
     if record is not None:
         record_path, run, copies = record
@@ -185,17 +185,51 @@ def _held(dt) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
 
 
-def _same_types(dt, net: pa.Table, name: str) -> None:
-    """The copy's columns take the batch's values only as their own type: a column whose
-    type changed at the source is refused, naming both."""
+def _widened(dt, path, net: pa.Table, name: str):
+    """The copy, with every column whose type the source widened (``ALTER COLUMN … TYPE``
+    to one holding every value of the old: :func:`widens`) rewritten in the new type, in
+    a commit of its own before the MERGE (a rerun finds it done). Another change of type
+    is refused, naming the column and both types."""
+    from deltalake import DeltaTable, write_deltalake
     held = {f.name: f.type for f in _held(dt)}
+    wider = {}
     for f in net.schema:
         if f.name in _CONTROL or f.name not in held:
             continue
         want = delta_type(f.type)
-        if not _same_type(held[f.name], want):
+        if _same_type(held[f.name], want):
+            continue
+        if not widens(held[f.name], want):
             raise ValueError(f"{name}.{f.name}: the copy holds {held[f.name]}, the changes now send {want}: "
-                             "a Delta column keeps its type (rebuild the copy: remove its directory and run again)")
+                             "a Delta column keeps its type, or widens (rebuild the copy: remove its directory and "
+                             "run again)")
+        wider[f.name] = want
+    if not wider:
+        return dt
+    copy = dt.to_pyarrow_table()
+    write_deltalake(dt, pa.table({c: copy.column(c).cast(wider[c]) if c in wider else copy.column(c)
+                                  for c in copy.column_names}), mode="overwrite", schema_mode="overwrite")
+    return DeltaTable(path)
+
+
+def widens(held: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a column of type ``held`` takes type ``want`` keeping every value exactly:
+    Delta's type widening (an integer to a wider one, float to double, an integer to a
+    decimal of as many integer digits, a decimal to one of no fewer integer or fraction
+    digits, a date to a timestamp without zone)."""
+    ints = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+    digits = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
+    if held in ints and want in ints:
+        return ints.index(want) > ints.index(held)
+    if held == pa.float32() and want == pa.float64():
+        return True
+    if held in ints and want == pa.float64():
+        return held != pa.int64()
+    if held in ints and pa.types.is_decimal(want):
+        return want.precision - want.scale >= digits[held]
+    if pa.types.is_decimal(held) and pa.types.is_decimal(want):
+        return want.scale >= held.scale and want.precision - want.scale >= held.precision - held.scale
+    return pa.types.is_date(held) and pa.types.is_timestamp(want) and want.tz is None
 
 
 def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
@@ -267,17 +301,25 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> 
     data_cols = [c for c in net.column_names if c not in _CONTROL]
     schema = pa.schema([pa.field(c, delta_type(net.schema.field(c).type)) for c in data_cols])
     keys = _key_columns(net)
+    # statistics of the key columns alone: what a MERGE skips files by (the others'
+    # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
+    stats = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
+        {"delta.dataSkippingNumIndexedCols": "0"}
     if dt is None:
-        # statistics of the key columns alone: what a MERGE skips files by (the others'
-        # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
-        config = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
-            {"delta.dataSkippingNumIndexedCols": "0"}
+        config = dict(stats)
         if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
             config["delta.targetFileSize"] = str(int(file_size))
         write_deltalake(path, schema.empty_table(), mode="error", configuration=config)
         dt = DeltaTable(path)
     elif truncated:
-        dt.delete()          # the batch is whole: run again after a crash here, it empties and fills again
+        # emptied, in the batch's columns and types (a table created again under the name
+        # may have others); the batch is whole: run again after a crash here, it empties
+        # and fills again
+        write_deltalake(dt, schema.empty_table(), mode="overwrite", schema_mode="overwrite")
+        dt = DeltaTable(path)
+        if any(dt.metadata().configuration.get(k) != v for k, v in stats.items()):   # another key
+            dt.alter.set_table_properties(stats)
+            dt = DeltaTable(path)
     if not len(body):        # a truncate alone: the record of it is a commit of no rows
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
         return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)

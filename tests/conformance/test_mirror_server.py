@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import checks
+import pyarrow as pa
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
@@ -102,11 +103,14 @@ def test_copies_equal_the_server_after_every_step(pg_server, tmp_path):
     assert checked > 25
 
 
-def test_a_column_whose_type_changed_is_refused_by_name(pg_server, tmp_path):
+def test_a_widened_column_is_rewritten_and_another_type_refused(pg_server, tmp_path):
+    """ALTER COLUMN … TYPE to a wider type (int -> bigint, real -> double precision,
+    numeric(5,2) -> numeric(9,3), date -> timestamp): the copy takes the new types and
+    equals the server's rows; int -> text is refused, naming the column and both types."""
     target = str(tmp_path / "lake")
     with pg_server.connect() as conn:
         x = conn.execute
-        x("CREATE TABLE mr (id int PRIMARY KEY, n int)")
+        x("CREATE TABLE mr (id int PRIMARY KEY, n int, r real, d numeric(5,2), day date)")
         x("CREATE PUBLICATION mr_pub FOR TABLE mr")
         x("SELECT pg_create_logical_replication_slot('mr_slot', 'pgoutput')")
         try:
@@ -114,11 +118,20 @@ def test_a_column_whose_type_changed_is_refused_by_name(pg_server, tmp_path):
                 return checks.archive_of(x("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes("
                                            "'mr_slot', NULL, NULL, 'proto_version', '1', 'publication_names', "
                                            "'mr_pub')").fetchall())
-            x("INSERT INTO mr VALUES (1, 1)")
+            x("INSERT INTO mr VALUES (1, 1, 1.5, 123.45, '2024-02-29'), (2, -2, -0.25, -0.01, '1999-12-31')")
             mirror(archive(), target)
+            for col, typ in (("id", "bigint"), ("n", "bigint"), ("r", "double precision"), ("d", "numeric(9,3)"),
+                             ("day", "timestamp")):
+                x(f"ALTER TABLE mr ALTER COLUMN {col} TYPE {typ}")
+            x("INSERT INTO mr VALUES (3000000000, 5000000000, 1e300, 123456.789, '2024-03-01 12:00')")
+            x("UPDATE mr SET n = 9 WHERE id = 2")
+            mirror(archive(), target)
+            held = pa.schema(deltalake.DeltaTable(table_path(target, "public.mr")).schema().to_arrow())
+            assert [str(f.type) for f in held] == ["int64", "int64", "double", "decimal128(9, 3)", "timestamp[us]"]
+            _same(conn, target, "mr", "widened")
             x("ALTER TABLE mr ALTER COLUMN n TYPE text")
-            x("INSERT INTO mr VALUES (2, 'two')")
-            with pytest.raises(ValueError, match=r"public\.mr\.n: the copy holds int32, the changes now send string"):
+            x("INSERT INTO mr VALUES (4, 'four')")
+            with pytest.raises(ValueError, match=r"public\.mr\.n: the copy holds int64, the changes now send string"):
                 mirror(archive(), target)
         finally:
             x("SELECT pg_drop_replication_slot('mr_slot')")
