@@ -5,6 +5,7 @@ run, exactly once (:func:`mirror`), in the Delta types of :mod:`.deltatypes`. Ne
 from __future__ import annotations
 
 from .deltatypes import delta_type, to_delta
-from .mirror import APP_ID, MirrorRun, mirror, mirror_version_at, table_path, widens
+from .mirror import APP_ID, MirrorRun, apply_batch, held_lsn, mirror, mirror_version_at, table_path, widens
 
-__all__ = ["mirror", "mirror_version_at", "table_path", "widens", "MirrorRun", "APP_ID", "delta_type", "to_delta"]
+__all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
+           "delta_type", "to_delta"]

@@ -32,8 +32,8 @@ from ..relations import split_name
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 
-__all__ = ["mirror", "mirror_version_at", "table_path", "widens", "MirrorRun", "APP_ID", "LSN_KEY", "COMMIT_AT_KEY",
-           "RELATION_KEY"]
+__all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
+           "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
 
 #: the Delta application transaction that records what a copy holds
 APP_ID = "pgoutput_codec.mirror"
@@ -134,21 +134,13 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     patterns = parse_table_list(tables)
     runs = []
     for name in _names(changes, patterns):
-        path = table_path(target, name)
-        dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
-        done = dt.transaction_version(app_id) if dt is not None else None
+        done = held_lsn(target, name, app_id)
         later = changes if done is None else changes.filter(
             pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
         net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name))
-        if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
-                and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
-            # the copy is of a relation that no longer bears the name (the table dropped
-            # and created again, or another renamed in, between runs): start it again
-            net = pa.concat_tables([_truncate_row(net), net])
-        if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate":
-            _drop_columns(dt, rows_of(later, name), net)
-            dt = _widened(dt, path, net, name)
-        runs.append(_apply(dt, path, name, net, app_id, done, file_size))
+        rows = rows_of(later, name)
+        lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
+        runs.append(apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size))
     if record is not None:
         record_path, run, copies = record
         named = {r.table for r in runs}
@@ -161,16 +153,47 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     return sorted(runs, key=lambda r: r.table)
 
 
+def held_lsn(target, name: str, app_id: str = APP_ID) -> int | None:
+    """The commit LSN of the last source transaction table ``name``'s copy under
+    ``target`` holds (None: no copy yet). A batch for :func:`apply_batch` holds the
+    changes committed after it."""
+    from deltalake import DeltaTable
+    path = table_path(target, name)
+    return DeltaTable(path).transaction_version(app_id) if os.path.isdir(os.path.join(path, "_delta_log")) else None
+
+
+def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id: str = APP_ID,
+                file_size: int | None = None) -> MirrorRun:
+    """Bring table ``name``'s copy under ``target`` current with ``net``, its
+    :func:`net_changes` of the transactions committed after :func:`held_lsn`, whose
+    Relations sent ``column_lists`` (one list of column dicts per definition): one MERGE,
+    and the commit LSN it reaches recorded in the same Delta commit. The one writer of
+    :func:`mirror` and of ``pgoutput_codec.spark.mirror``."""
+    from deltalake import DeltaTable
+    path = table_path(target, name)
+    dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
+    done = dt.transaction_version(app_id) if dt is not None else None
+    if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
+            and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
+        # the copy is of a relation that no longer bears the name (the table dropped
+        # and created again, or another renamed in, between runs): start it again
+        net = pa.concat_tables([_truncate_row(net), net])
+    if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate":
+        _drop_columns(dt, column_lists)
+        dt = _widened(dt, path, net, name)
+    return _apply(dt, path, name, net, app_id, done, file_size)
+
+
 def _column_of(name: str) -> str:
     return name[:-len("__special")] if name.endswith("__special") else name
 
 
-def _drop_columns(dt, rows: pa.Table, net: pa.Table) -> None:
-    """A column of the copy that a Relation of the batch lacks was dropped at the source
-    (and may be back, added again: a new column, null in the rows not changed since, as
-    the server has it): its values in the copy are set null, in a commit of their own
-    before the MERGE (a rerun after a crash between them does it again, to no effect)."""
-    lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
+def _drop_columns(dt, lists: list) -> None:
+    """A column of the copy that a Relation of the batch (``lists``: their column lists)
+    lacks was dropped at the source (and may be back, added again: a new column, null in
+    the rows not changed since, as the server has it): its values in the copy are set
+    null, in a commit of their own before the MERGE (a rerun after a crash between them
+    does it again, to no effect)."""
     if not lists:
         return
     held = _held(dt).names

@@ -98,3 +98,4 @@ from .changes import checkpoint_of, decode_changes, replayed_of  # noqa: E402,F4
 from .opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402,F401
 from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .transcode import transcode  # noqa: E402,F401
+from .mirror import mirror  # noqa: E402,F401

@@ -141,7 +141,8 @@ def as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict |
     def field(f):
         nm = f.name[:-9] if f.name.endswith("__special") and f.name[:-9] in cut else f.name
         v = F.col(f"after.`{f.name}`")
-        was = fill[nm] if nm == f.name and nm in fill else F.lit(None).cast(f.dataType)
+        # a null of the field's own type, not a cast: Spark 4 casts nothing to TIME
+        was = fill[nm] if nm == f.name and nm in fill else F.when(F.lit(False), v)
         return (F.when(before(cut[nm]), was).otherwise(v) if nm in cut else v).alias(f.name)
     return ev.withColumn("after", F.when(F.col("after").isNotNull(), F.struct(*[field(f) for f in cols.fields])))
 

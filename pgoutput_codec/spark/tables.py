@@ -265,7 +265,9 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
     is_set = F.col("__ev") == "set"
     image = F.when(is_set, F.col("after")).otherwise(F.struct(*[
-        (F.col(f"__key.`{f.name}`") if f.name in keycols else F.lit(None).cast(f.dataType)).alias(f.name)
+        # (the others null in their own types: Spark 4 casts nothing to TIME)
+        (F.col(f"__key.`{f.name}`") if f.name in keycols else F.when(F.lit(False), F.col(f"after.`{f.name}`")))
+        .alias(f.name)
         for f in cols.fields]))
     pending = F.when(is_set, F.coalesce(F.col("__pending"), F.array().cast("array<string>"))) \
         .otherwise(F.array().cast("array<string>"))

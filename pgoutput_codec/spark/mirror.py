@@ -1,0 +1,85 @@
+"""Delta Lake copies kept from change rows on Spark: the cluster decodes and computes each
+table's net changes, and the driver hands each table's batch to the one writer of
+:func:`pgoutput_codec.mirror` (:func:`pgoutput_codec.lake.apply_batch`), so a copy
+written from Spark and one written in one process are the same copy, exactly once
+either way."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn
+from ..schema import TS
+from ..selection import parse_table_list, table_selected
+from . import types as ST
+from .dataframes import collect_arrow
+from .tableinfo import table_info
+from .tables import net_changes
+from .typedrows import END_OF_DAY
+
+__all__ = ["mirror"]
+
+#: net changes' control columns in the types of the one-process net_changes, which the
+#: writer reads (Spark gives the LSN as a decimal, the relation id as a long)
+_CONTROL_TYPES = {"__COMMIT_LSN": pa.uint64(), "__COMMIT_AT": TS, "__RELATION_ID": pa.uint32()}
+
+
+def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: dict | None = None,
+           app_id: str = APP_ID, file_size: int | None = None) -> list[MirrorRun]:
+    """Bring the Delta copy under ``target`` of every table of ``changes`` (change rows:
+    :func:`~pgoutput_codec.spark.decode_changes`' DataFrame, or change rows read back
+    from a lake) current, as :func:`pgoutput_codec.mirror` does. Per table, Spark
+    computes the :func:`~pgoutput_codec.spark.net_changes` of the transactions
+    committed after the last one its copy holds; the driver collects that batch (one
+    row per key changed) and writes it. ``target`` is a path the driver writes (a local
+    or mounted directory). The change rows are cached for the run. ``tables``,
+    ``missing``, ``app_id``, ``file_size``: as for :func:`pgoutput_codec.mirror`."""
+    patterns = parse_table_list(tables)
+    cached = not changes.is_cached
+    if cached:
+        changes = changes.persist()
+    try:
+        pairs = changes.where(F.col("table").isNotNull()).select("schema", "table").distinct().collect()
+        names = sorted(f"{r['schema']}.{r['table']}" for r in pairs if table_selected(patterns, r["schema"], r["table"]))
+        runs = []
+        for name in names:
+            done = held_lsn(target, name, app_id)
+            later = changes if done is None else changes.where(F.col("commit_lsn") > F.lit(done).cast(ST.LSN_TYPE))
+            net = collect_arrow(net_changes(later, name, registry=registry, missing=(missing or {}).get(name)))
+            lists = table_info(later, name).versions if len(net) else []
+            runs.append(apply_batch(target, name, _as_written(net), lists, app_id=app_id, file_size=file_size))
+        return runs
+    finally:
+        if cached:
+            changes.unpersist()
+
+
+def _as_written(net: pa.Table) -> pa.Table:
+    """Spark's net changes as the one-process ones are: the control columns in their
+    types, and a ``__special`` column only where some value has a note (Spark's schema
+    comes before the values, so it gives one for every type that may need it)."""
+    for c in net.column_names:
+        if pa.types.is_time64(net.schema.field(c).type):    # Spark's TIME arrives in ns
+            net = net.set_column(net.column_names.index(c), c, net.column(c).cast(pa.time64("us")))
+        note = f"{c}__special"
+        if note not in net.column_names:
+            continue
+        eod = pc.fill_null(pc.equal(net.column(note), "24:00:00"), False)
+        v = net.column(c)
+        if pc.any(eod).as_py() and (pa.types.is_time64(v.type) or v.type == pa.int64()):
+            # PostgreSQL's 24:00:00, past Spark's last time of day: in the copy, as one
+            # process writes it, 86,400,000,000 µs
+            v = pc.if_else(eod, pa.scalar(END_OF_DAY, pa.int64()), v.cast(pa.int64()))
+            net = net.set_column(net.column_names.index(c), c, v)
+            net = net.set_column(net.column_names.index(note), note,
+                                 pc.if_else(eod, pa.scalar(None, pa.string()), net.column(note)))
+    empty = [c for c in net.column_names if c.endswith("__special") and c[:-len("__special")] in net.column_names
+             and net.column(c).null_count == len(net)]
+    net = net.drop_columns(empty)
+    for name, t in _CONTROL_TYPES.items():
+        if name in net.column_names and net.schema.field(name).type != t:
+            net = net.set_column(net.column_names.index(name), name, net.column(name).cast(t))
+    return net
