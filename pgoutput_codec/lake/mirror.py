@@ -20,6 +20,7 @@ import os
 import urllib.parse
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -347,6 +348,10 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> 
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
         return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
     rows = _fill_moved(dt, _rows(body)).drop_columns(["__UNCHANGED_FROM"])
+    # a copy with no file yet (created, or emptied, by this run) is written, not merged into
+    if not len(dt.file_uris()) or (keys and (_touched_share(dt, rows, keys) or 0) >= REWRITE_SHARE):
+        _rewrite(dt, rows, keys, data_cols, commit)
+        return MirrorRun(name, DeltaTable(path).version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
     on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
     held = set(_held(dt).names)      # a column new to the copy has no value of its own to keep
     updates = {c: f"CASE WHEN array_has(s.__UNCHANGED, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
@@ -363,6 +368,93 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> 
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
         dt = DeltaTable(path)
     return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+
+
+#: the share of a copy's bytes in files a batch's keys fall in, from which the copy is
+#: rewritten whole rather than MERGEd: deltalake's MERGE that rewrites every file costs
+#: 2–3× writing the table afresh (bench/mirror_bench.py)
+REWRITE_SHARE = 0.5
+
+
+def _touched_share(dt, rows: pa.Table, keys: list[str]) -> float | None:
+    """The share of the copy's bytes in files whose statistics (min, max of the first key
+    column, an integer) may hold a key of ``rows``: the files a MERGE rewrites. None: not
+    known (no statistics, another type, a null key)."""
+    first = rows.column(keys[0])
+    if not pa.types.is_integer(first.type) or first.null_count or any(rows.column(k).null_count for k in keys):
+        return None
+    files = pa.table(dt.get_add_actions(flatten=True))
+    lo, hi = f"min.{keys[0]}", f"max.{keys[0]}"
+    if not len(files) or lo not in files.column_names or hi not in files.column_names \
+            or files.column(lo).null_count or files.column(hi).null_count:
+        return None
+    batch = np.sort(first.to_numpy())
+    at = np.searchsorted(batch, files.column(lo).to_numpy(), "left")
+    held = at < len(batch)
+    touched = held & (batch[np.minimum(at, len(batch) - 1)] <= files.column(hi).to_numpy())
+    size = files.column("size_bytes").to_numpy()
+    return float(size[touched].sum() / max(1, size.sum()))
+
+
+def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit) -> None:
+    """The MERGE of ``rows`` done by rewriting the copy in one overwrite commit (with the
+    batch's application transaction): the copy's rows of keys the batch holds out, the
+    upserts in, their unchanged TOAST values taken from the copy's row of the same key
+    (only non-null keys come here, or an empty copy: pyarrow's joins match no null)."""
+    from deltalake import write_deltalake
+    copy = dt.to_pyarrow_table()
+    copy = copy.cast(pa.schema([f.with_type(_plain(f.type)) for f in copy.schema]))
+    key_types = {k: copy.schema.field(k).type for k in keys}
+    batch = pa.table({**{k: rows.column(k).cast(key_types[k]) for k in keys},
+                      "__j": pa.array(np.arange(len(rows)))})
+    ids = pa.table({**{k: copy.column(k) for k in keys}, "__i": pa.array(np.arange(len(copy)))})
+    pairs = ids.join(batch, keys=keys, join_type="inner", use_threads=False)
+    drop = np.zeros(len(copy), bool)
+    drop[pairs.column("__i").to_numpy()] = True
+    kept = copy.filter(pa.array(~drop))
+    is_up = pc.equal(rows.column("__OP"), "upsert").to_numpy(zero_copy_only=False)
+    # each upsert's row in the copy (-1: none), for its unchanged values
+    found = np.full(len(rows), -1, np.int64)
+    found[pairs.column("__j").to_numpy()] = pairs.column("__i").to_numpy()
+    unchanged = rows.column("__UNCHANGED").combine_chunks()
+    flat = pc.list_flatten(unchanged)
+    parent = pc.list_parent_indices(unchanged).to_numpy() if len(flat) else np.zeros(0, np.int64)
+    up = np.flatnonzero(is_up)
+    out = {}
+    names = copy.column_names + [c for c in data_cols if c not in copy.column_names]
+    for c in names:
+        t = copy.schema.field(c).type if c in copy.column_names else delta_type(rows.schema.field(c).type)
+        if c not in rows.column_names:       # a column of the copy the batch no longer sends: null
+            out[c] = pa.nulls(len(up), t)
+            continue
+        v = rows.column(c).cast(t).take(pa.array(up))
+        keep = np.zeros(len(rows), bool)
+        keep[parent[pc.equal(flat, c).to_numpy(zero_copy_only=False)]] = True
+        keep = keep[up] & (found[up] >= 0)
+        if keep.any() and c in copy.column_names:
+            held = copy.column(c).take(pa.array(np.where(keep, found[up], 0)))
+            v = pc.if_else(pa.array(keep), held, v)
+        out[c] = v
+    new = pa.table(out)
+    for c in names:
+        if c not in kept.column_names:
+            kept = kept.append_column(c, pa.nulls(len(kept), new.schema.field(c).type))
+    write_deltalake(dt, pa.concat_tables([kept.select(names), new.select(names)]), mode="overwrite",
+                    schema_mode="merge", commit_properties=commit)
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """``t`` with the view types deltalake reads (string_view, list_view …) as the plain ones
+    it writes."""
+    if t == pa.string_view():
+        return pa.string()
+    if t == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain(f.type)) for f in t])
+    return t
 
 
 def _fill_moved(dt, net: pa.Table) -> pa.Table:
