@@ -1489,15 +1489,11 @@ def test_tables_without_row_changes_give_empty_frames(spark, files):
 # and added again, six times over both tables, in keys (FULL) and out, with n retyped and
 # identities flipping; then the soak's seeds, if asked for (archive_model.soak_seeds:
 # identities flip on odd seeds, n is retyped on every third, a column dropped and added
-# again on half; checked as of three commits, CI's as of the middle one). PySpark 3.5 runs
-# seed 100, which has every kind of move: its own code is the map impl, not the model's
-@pytest.mark.parametrize("seed,flips,retypes,readds", [pytest.param(99, False, False, False,
-                                                                    marks=pytest.mark.same_code_on_spark35),
-                                                       pytest.param(104, True, False, False,
-                                                                    marks=pytest.mark.same_code_on_spark35),
-                                                       pytest.param(133, True, True, False,
-                                                                    marks=pytest.mark.same_code_on_spark35),
-                                                       (100, True, True, True)]
+# again on half; checked as of three commits, CI's as of the middle one). PySpark 3.5's own
+# code is the map impl, which PySpark 4 runs on every seed here
+@pytest.mark.same_code_on_spark35
+@pytest.mark.parametrize("seed,flips,retypes,readds", [(99, False, False, False), (104, True, False, False),
+                                                       (133, True, True, False), (100, True, True, True)]
                          + [(s, s % 2 == 1, s % 3 == 0, s % 4 < 2) for s in soak_seeds()])
 def test_random_sessions_rebuild_the_model_tables(spark, tmp_path, seed, flips, retypes, readds):
     """A random session (tests/archive_model.py: interleaved streamed transactions,
