@@ -24,7 +24,8 @@ decoder knows about a DataFrame it returned), :mod:`.mappers` (the workers' bodi
 (``decode_changes``); one table typed and rebuilt: :mod:`.crossing`, :mod:`.typedrows`,
 :mod:`.identity`, :mod:`.toast`, :mod:`.spans`, :mod:`.tables`; :mod:`.transcode`;
 archive files: :mod:`.archivefiles`, :mod:`.streamsource`, :mod:`.datasource`,
-:mod:`.reading` (``read_archive``); :mod:`.sql` (``register``).
+:mod:`.reading` (``read_archive``); :mod:`.sql` (``register``); :mod:`.mirror` (Delta
+copies kept through :mod:`pgoutput_codec.lake`'s writer).
 
 Which Spark mechanism, and why (details in :mod:`.functions`):
 

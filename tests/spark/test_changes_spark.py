@@ -1183,7 +1183,9 @@ def test_a_table_is_the_relation_that_bears_its_name(spark, tmp_path, scenario):
         assert net(collect(net_changes(changes, name))) == net(net_1(single, name)), form
         assert hist(collect(history(changes, name))) == hist(history_1(single, name)), form
         assert collect(table_changes(changes, name)).num_rows == table_changes_1(single, name).num_rows, form
-        for cut in commits[1:-1]:
+        # as of every commit straight from decode_changes; from the cached rows (the same
+        # cut logic over another table_info) as of the middle one
+        for cut in commits[1:-1] if form == "straight" else [commits[len(commits) // 2]]:
             assert rows(collect(snapshot(changes, name, as_of_lsn=cut))) == rows(snapshot_1(single, name, cut)), \
                 (form, cut)
         cut = commits[len(commits) // 2]
