@@ -30,6 +30,7 @@ from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
 from ..relations import split_name
+from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 
@@ -178,7 +179,8 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
             and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
         # the copy is of a relation that no longer bears the name (the table dropped
         # and created again, or another renamed in, between runs): start it again
-        net = pa.concat_tables([_truncate_row(net), net])
+        first = (net.column("__COMMIT_LSN")[0].as_py(), net.column("__COMMIT_AT")[0].as_py())
+        net = pa.concat_tables([truncate_row(net.schema, first, net.column("__RELATION_ID")[0].as_py()), net])
     if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate":
         _drop_columns(dt, column_lists)
         dt = _widened(dt, path, net, name)
@@ -278,15 +280,6 @@ def _relation_of(dt) -> int | None:
         if h.get(RELATION_KEY) is not None:
             return int(h[RELATION_KEY])
     return None
-
-
-def _truncate_row(net: pa.Table) -> pa.Table:
-    """A ``truncate`` row for ``net``, at its first commit (what net_changes puts first
-    when another relation bore the name in its changes)."""
-    row = {c: [None] for c in net.column_names}
-    row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[net.column("__COMMIT_LSN")[0].as_py()],
-               __COMMIT_AT=[net.column("__COMMIT_AT")[0].as_py()], __RELATION_ID=[net.column("__RELATION_ID")[0].as_py()])
-    return pa.Table.from_pydict(row, schema=net.schema)
 
 
 def _commit(app_id: str, net: pa.Table):

@@ -14,7 +14,7 @@ from .replay import NULL, replay, typed_rows, unsaid
 from .rows import column_set_ids, resolve, table_columns, table_registry
 from .typed import columns_out, kind_bytes, type_of
 
-__all__ = ["net_changes", "net_by_columns", "net_by_replay"]
+__all__ = ["net_changes", "net_by_columns", "net_by_replay", "truncate_row"]
 
 
 def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None) -> pa.Table:
@@ -208,8 +208,14 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
              "__RELATION_ID": pa.array([relation] * k, pa.uint32())}
     out = pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
     if truncated is not None:
-        row = {c: [None] for c in out.column_names}
-        row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[truncated[0]], __COMMIT_AT=[truncated[1]],
-                   __RELATION_ID=[relation])
-        out = pa.concat_tables([pa.Table.from_pydict(row, schema=out.schema), out])
+        out = pa.concat_tables([truncate_row(out.schema, truncated, relation), out])
     return out
+
+
+def truncate_row(schema: pa.Schema, stamp: tuple, relation: int | None) -> pa.Table:
+    """The ``truncate`` row of a :func:`net_changes` table of ``schema``, at commit
+    ``stamp`` (LSN, time), of relation ``relation``."""
+    row = {c: [None] for c in schema.names}
+    row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[stamp[0]], __COMMIT_AT=[stamp[1]],
+               __RELATION_ID=[relation])
+    return pa.Table.from_pydict(row, schema=schema)
