@@ -26,7 +26,7 @@ import pyarrow as pa
 from pgoutput_codec import (
     Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, decode_batch, encode_message,
 )
-from pgoutput_codec.changes import decode_changes
+from pgoutput_codec import decode_changes
 from pgoutput_codec.tables import decode_table_changes, table_changes
 from pgoutput_codec.testing.timing import best
 

@@ -33,7 +33,7 @@ _LAZY = {
     "MESSAGE_STRUCT": (".schema", "MESSAGE_STRUCT"),
     "CHANGE_SCHEMA": (".schema", "CHANGE_SCHEMA"),
     "ChangeDecoder": (".changes", "ChangeDecoder"),
-    "decode_changes": (".changes", "decode_changes"),
+    "decode_changes": (".parallel", "decode_changes"),
     "table_changes": (".tables", "table_changes"),
     "decode_table_changes": (".tables", "decode_table_changes"),
     "snapshot": (".tables", "snapshot"),

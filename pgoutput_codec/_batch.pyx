@@ -688,16 +688,19 @@ def tags_of(arr, int envelope):
     cdef Py_ssize_t i, start, end
     out = np.zeros(len(arr), dtype=np.uint8)
     cdef uint8_t[::1] o = out
-    for i in range(len(arr)):
-        if _row_span(&v, i, &start, &end):
-            o[i] = _tag_at(v.data + start, end - start, envelope)
+    cdef Py_ssize_t n = len(arr)
+    with nogil:
+        for i in range(n):
+            if _row_span(&v, i, &start, &end):
+                o[i] = _tag_at(v.data + start, end - start, envelope)
     return out
 
 
 #: The largest payload decoded: the output's binary columns have 32-bit offsets, and one
 #: payload's values (or its Message content) may all land in one of them. A larger
 #: payload is an error row; binary_chunks keeps every other chunk under 1 GiB.
-MAX_PAYLOAD_BYTES = 2147483647 - 64
+cdef Py_ssize_t _MAX_PAYLOAD = 2147483647 - 64
+MAX_PAYLOAD_BYTES = _MAX_PAYLOAD
 
 
 cdef str _oversize_error(int tag, Py_ssize_t size):
@@ -736,6 +739,8 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     cdef Py_ssize_t k
     cdef int rc
     cdef const uint8_t* src_end
+    cdef Cols* cp
+    cdef bint oom = False
     if n == 0:
         return _Columns(0, 0).finish(), (stream == STREAM_YES)
     total = (v.o64[v.off + n] - v.o64[v.off]) if v.o64 != NULL else (v.o32[v.off + n] - v.o32[v.off])
@@ -747,53 +752,72 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
     src_end = dp + v.data_size
 
     scratch_init(&s)
+    cp = &cols.c
+    # The loop runs without the GIL (other threads decode other pieces meanwhile); it
+    # takes it back only for what makes Python objects: an error row's text, a Relation's
+    # column list, a Truncate's relation ids. Running out of memory ends the loop.
     try:
-        for i in range(n):
-            if not _row_span(&v, i, &start, &end):
-                reader_init(&r, dp, 0)
-                reader_fail(&r, E_NULL_ROW, 0, b"payload", 0, 0)
-                err = error_text(&r, 0).encode()
-                var_append(&cols.c.error, i, err, len(err))
-                continue
-            if end - start > MAX_PAYLOAD_BYTES:
-                err = _oversize_error(dp[start], end - start).encode()
-                if var_append(&cols.c.error, i, err, len(err)) < 0:
-                    raise MemoryError()
-                continue
-            if explicit:
-                stream = STREAM_YES if per_row[i] else STREAM_NO
-            if envelope != ENV_XLOGDATA and end > start and dp[start] == 73 and stream != STREAM_UNKNOWN:
-                rc = _fast_insert(&cols.c, i, dp + start, end - start, stream, src_end)
-                if rc == 1:
+        with nogil:
+            for i in range(n):
+                if not _row_span(&v, i, &start, &end):
+                    with gil:
+                        reader_init(&r, dp, 0)
+                        reader_fail(&r, E_NULL_ROW, 0, b"payload", 0, 0)
+                        err = error_text(&r, 0).encode()
+                        oom = var_append(&cp.error, i, err, len(err)) < 0
+                    if oom:
+                        break
                     continue
-                if rc < 0:
-                    raise MemoryError()
-            reader_init(&r, dp + start, end - start)
-            s.ncols = 0
-            if parse_payload(&r, &m, &s, stream, envelope) < 0:
-                err = error_text(&r, m.tag).encode()
-                if var_append(&cols.c.error, i, err, len(err)) < 0:
-                    raise MemoryError()
-                continue
-            if _emit(&cols.c, i, dp + start, end - start, src_end, &m, &s) < 0:
-                raise MemoryError()
-            if m.env != 107:
-                if m.tag == 82:
-                    cols.rel_rows.append(i)
-                    cols.rel_cols.append([
-                        {"flags": s.rcols[k].flags,
-                         "name": (<const char*>(dp + start + s.rcols[k].name.off))[
-                             :s.rcols[k].name.len].decode(),
-                         "type_oid": s.rcols[k].type_oid,
-                         "type_modifier": s.rcols[k].type_modifier}
-                        for k in range(s.nrcols)])
-                elif m.tag == 84:
-                    cols.trunc_rows.append(i)
-                    cols.trunc_ids.append([relid_at(dp + start, m.relids_off, k) for k in range(m.nrels)])
-                elif m.tag == 83:
-                    stream = STREAM_YES
-                elif m.tag == 69:
-                    stream = STREAM_NO
+                if end - start > _MAX_PAYLOAD:
+                    with gil:
+                        err = _oversize_error(dp[start], end - start).encode()
+                        oom = var_append(&cp.error, i, err, len(err)) < 0
+                    if oom:
+                        break
+                    continue
+                if explicit:
+                    stream = STREAM_YES if per_row[i] else STREAM_NO
+                if envelope != ENV_XLOGDATA and end > start and dp[start] == 73 and stream != STREAM_UNKNOWN:
+                    rc = _fast_insert(cp, i, dp + start, end - start, stream, src_end)
+                    if rc == 1:
+                        continue
+                    if rc < 0:
+                        oom = True
+                        break
+                reader_init(&r, dp + start, end - start)
+                s.ncols = 0
+                if parse_payload(&r, &m, &s, stream, envelope) < 0:
+                    with gil:
+                        err = error_text(&r, m.tag).encode()
+                        oom = var_append(&cp.error, i, err, len(err)) < 0
+                    if oom:
+                        break
+                    continue
+                if _emit(cp, i, dp + start, end - start, src_end, &m, &s) < 0:
+                    oom = True
+                    break
+                if m.env != 107:
+                    if m.tag == 82:
+                        with gil:
+                            cols.rel_rows.append(i)
+                            cols.rel_cols.append([
+                                {"flags": s.rcols[k].flags,
+                                 "name": (<const char*>(dp + start + s.rcols[k].name.off))[
+                                     :s.rcols[k].name.len].decode(),
+                                 "type_oid": s.rcols[k].type_oid,
+                                 "type_modifier": s.rcols[k].type_modifier}
+                                for k in range(s.nrcols)])
+                    elif m.tag == 84:
+                        with gil:
+                            cols.trunc_rows.append(i)
+                            cols.trunc_ids.append([relid_at(dp + start, m.relids_off, k)
+                                                   for k in range(m.nrels)])
+                    elif m.tag == 83:
+                        stream = STREAM_YES
+                    elif m.tag == 69:
+                        stream = STREAM_NO
     finally:
         scratch_free(&s)
+    if oom:
+        raise MemoryError()
     return cols.finish(), (stream == STREAM_YES)

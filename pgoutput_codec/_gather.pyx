@@ -75,15 +75,16 @@ def take_lists(arr, indices):
     if arr.null_count:
         out_valid_buf = pool_buffer((m + 7) >> 3, True, &out_valid)
     out_offs[0] = 0
-    for r in range(m):
-        i = ix[r]
-        if valid != NULL and not _bit(valid, voff + i):
-            out_nulls += 1
-        else:
-            if out_valid != NULL:
-                _set(out_valid, r)
-            total += offs[i + 1] - offs[i]
-        out_offs[r + 1] = <int32_t>total
+    with nogil:
+        for r in range(m):
+            i = ix[r]
+            if valid != NULL and not _bit(valid, voff + i):
+                out_nulls += 1
+            else:
+                if out_valid != NULL:
+                    _set(out_valid, r)
+                total += offs[i + 1] - offs[i]
+            out_offs[r + 1] = <int32_t>total
     if total > INT32_MAX:
         _too_big(m, total, "elements", typ)
     # children: whole-row ranges
@@ -110,13 +111,14 @@ def take_lists(arr, indices):
             src = _addr(cbufs[2])
             # bytes needed
             dpos = 0
-            for r in range(m):
-                i = ix[r]
-                if valid != NULL and not _bit(valid, voff + i):
-                    continue
-                a = offs[i]
-                b = offs[i + 1]
-                dpos += coffs[b] - coffs[a]
+            with nogil:
+                for r in range(m):
+                    i = ix[r]
+                    if valid != NULL and not _bit(valid, voff + i):
+                        continue
+                    a = offs[i]
+                    b = offs[i + 1]
+                    dpos += coffs[b] - coffs[a]
             if dpos > INT32_MAX:
                 _too_big(m, dpos, f"bytes of {field.name!r}", field.type)
             doffs_buf = pool_buffer(4 * (total + 1), False, &p)
@@ -125,23 +127,24 @@ def take_lists(arr, indices):
             doffs[0] = 0
             dpos = 0
             pos = 0
-            for r in range(m):
-                i = ix[r]
-                if valid != NULL and not _bit(valid, voff + i):
-                    continue
-                a = offs[i]
-                b = offs[i + 1]
-                base = coffs[a]
-                if src != NULL and coffs[b] > base:
-                    memcpy(dst + dpos, src + base, coffs[b] - base)
-                for k in range(a, b):
-                    doffs[pos + 1] = <int32_t>(dpos + coffs[k + 1] - base)
-                    if dvalid != NULL and _bit(cvalid, coff + k):
-                        _set(dvalid, pos)
-                    elif dvalid != NULL:
-                        cn += 1
-                    pos += 1
-                dpos += coffs[b] - base
+            with nogil:
+                for r in range(m):
+                    i = ix[r]
+                    if valid != NULL and not _bit(valid, voff + i):
+                        continue
+                    a = offs[i]
+                    b = offs[i + 1]
+                    base = coffs[a]
+                    if src != NULL and coffs[b] > base:
+                        memcpy(dst + dpos, src + base, coffs[b] - base)
+                    for k in range(a, b):
+                        doffs[pos + 1] = <int32_t>(dpos + coffs[k + 1] - base)
+                        if dvalid != NULL and _bit(cvalid, coff + k):
+                            _set(dvalid, pos)
+                        elif dvalid != NULL:
+                            cn += 1
+                        pos += 1
+                    dpos += coffs[b] - base
             children.append(pa.Array.from_buffers(field.type, total, [dvalid_buf, doffs_buf, data_buf],
                                                   null_count=cn))
         else:
@@ -149,21 +152,22 @@ def take_lists(arr, indices):
             src = _addr(cbufs[1])
             data_buf = pool_buffer(max(total * w, 1), False, &dst)
             pos = 0
-            for r in range(m):
-                i = ix[r]
-                if valid != NULL and not _bit(valid, voff + i):
-                    continue
-                a = offs[i]
-                b = offs[i + 1]
-                if b > a:
-                    memcpy(dst + pos * w, src + (coff + a) * w, (b - a) * w)
-                if dvalid != NULL:
-                    for k in range(a, b):
-                        if _bit(cvalid, coff + k):
-                            _set(dvalid, pos + k - a)
-                        else:
-                            cn += 1
-                pos += b - a
+            with nogil:
+                for r in range(m):
+                    i = ix[r]
+                    if valid != NULL and not _bit(valid, voff + i):
+                        continue
+                    a = offs[i]
+                    b = offs[i + 1]
+                    if b > a:
+                        memcpy(dst + pos * w, src + (coff + a) * w, (b - a) * w)
+                    if dvalid != NULL:
+                        for k in range(a, b):
+                            if _bit(cvalid, coff + k):
+                                _set(dvalid, pos + k - a)
+                            else:
+                                cn += 1
+                    pos += b - a
             children.append(pa.Array.from_buffers(field.type, total, [dvalid_buf, data_buf], null_count=cn))
     struct = pa.StructArray.from_arrays(children, fields=list(arr.type.value_type))
     return pa.Array.from_buffers(typ, m, [out_valid_buf, out_offs_buf], null_count=out_nulls,

@@ -15,7 +15,7 @@ from ._builders import nulls
 from .messages import parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
-           "validity", "list_lengths", "share_lists", "plain_lists",
+           "validity", "list_lengths", "share_lists", "plain_lists", "payload_sizes",
            "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
@@ -81,6 +81,16 @@ def binary_chunks(values) -> list:
 def one_binary(values) -> pa.Array:
     """Payloads (array, chunked array or sequence) as one binary array; an array as given."""
     return values if isinstance(values, pa.Array) else pa.concat_arrays(binary_chunks(values))
+
+
+def payload_sizes(arr: pa.Array) -> np.ndarray:
+    """Each row's bytes of a binary/large-binary array (0 for a null row), from its
+    offsets alone (int64)."""
+    if not len(arr):
+        return np.zeros(0, np.int64)
+    width = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1]
+    return np.diff(offsets).astype(np.int64)
 
 
 def lsn_array(lsn, n: int) -> pa.Array:

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _batch
-from .arrays import binary_chunks
+from .arrays import binary_chunks, payload_sizes
+from .threads import piece_bounds, run_pieces, worker_count
 
-__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "message_tags", "envelope_code",
+__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "initial_stream_state", "message_tags", "envelope_code",
            "PAYLOAD_ERROR", "with_payload_errors"]
 
 #: An archive table's optional string column saying why a row's payload could not be read
@@ -49,47 +50,87 @@ def message_tags(values, *, envelope: str = "auto"):
     return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
 
 
-def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto") -> pa.StructArray:
+def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto", workers: int | None = 1) -> pa.StructArray:
     """``decode_batch`` with the stream state of every row given (a bool array): for
-    rows that are not contiguous in arrival order (parallel decoding from a plan)."""
+    rows that are not contiguous in arrival order (parallel decoding from a plan).
+    ``workers``: as for :func:`decode_batch`, but one by default (the callers are
+    pieces of a parallel run already)."""
     env = envelope_code(envelope)
+    workers = worker_count(workers)
     flags = np.asarray(in_stream_rows, dtype=np.uint8)
-    results, at = [], 0
+    pieces, at = [], 0
     for chunk in binary_chunks(values):
-        out, _ = _batch.decode_chunk(chunk, env, 0, flags[at:at + len(chunk)])
+        bounds = piece_bounds(payload_sizes(chunk), workers)
+        pieces += [(chunk.slice(a, b - a), flags[at + a:at + b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         at += len(chunk)
-        results.append(out)
+    results = run_pieces(lambda p: _batch.decode_chunk(p[0], env, 0, p[1])[0], pieces, workers)
     if not results:
         return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0]
     return _join(results)
 
 
-def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None):
+def _states_at(chunk, env: int, state: int, cuts: np.ndarray) -> np.ndarray:
+    """The stream state in force at each row of ``cuts``, for a chunk beginning in
+    ``state``: that after the last Stream Start or Stop before it that parses. Only those
+    rows change it, so decoding them alone, in order, gives what the whole run gives."""
+    tags = _batch.tags_of(chunk, env)
+    marks = np.flatnonzero((tags == ord("S")) | (tags == ord("E")))
+    out = np.full(len(cuts), state, np.uint8)
+    if not len(marks):
+        return out
+    msgs, _ = _batch.decode_chunk(chunk.take(pa.array(marks, pa.int64())), env, state)
+    parsed = msgs.field("error").is_null().to_numpy(zero_copy_only=False)
+    marks, now = marks[parsed], (tags[marks[parsed]] == ord("S")).astype(np.uint8)
+    last = np.searchsorted(marks, cuts, side="left") - 1     # the last mark before each cut
+    out[last >= 0] = now[last[last >= 0]]
+    return out
+
+
+def initial_stream_state(values, *, envelope: str = "auto") -> bool:
+    """Whether payloads in stream order begin inside a Stream Start/Stop block, as
+    :func:`decode_batch` infers it: from the first control row anywhere in them that
+    decides it, else the first other row (``_batch.initial_stream_state``); outside
+    when none does."""
+    return _initial_state(binary_chunks(values), envelope_code(envelope))
+
+
+def _initial_state(chunks: list, env: int) -> bool:
+    decided = next((d for control in (True, False) for chunk in chunks
+                    if (d := _batch.initial_stream_state(chunk, env, control)) is not None), None)
+    return bool(decided)
+
+
+def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None,
+                            workers: int | None = None):
     """Like :func:`decode_batch`, also returning the stream state after the last row
     (True inside a Stream Start/Stop block), to continue with the next batch."""
     env = envelope_code(envelope)
+    workers = worker_count(workers)
     chunks = binary_chunks(values)
-    if in_stream is None:
-        # The first control row anywhere in the input that decides it, else the first
-        # other row (_batch.initial_stream_state); none: outside.
-        state = 0
-        decided = next((d for control in (True, False) for chunk in chunks
-                        if (d := _batch.initial_stream_state(chunk, env, control)) is not None), None)
-        if decided is not None:
-            state = int(decided)
+    state = int(_initial_state(chunks, env) if in_stream is None else bool(in_stream))
+    if workers == 1:
+        results = []
+        for chunk in chunks:
+            out, now = _batch.decode_chunk(chunk, env, state)
+            state = int(now)
+            results.append(out)
     else:
-        state = int(bool(in_stream))
-    results = []
-    for chunk in chunks:
-        out, now = _batch.decode_chunk(chunk, env, state)
-        state = int(now)
-        results.append(out)
+        pieces = []
+        for chunk in chunks:
+            bounds = piece_bounds(payload_sizes(chunk), workers)
+            states = _states_at(chunk, env, state, np.append(bounds[1:-1], len(chunk)))
+            starts = np.concatenate([[state], states[:-1]])
+            pieces += [(chunk.slice(a, b - a), int(st))
+                       for a, b, st in zip(bounds[:-1], bounds[1:], starts, strict=True)]
+            state = int(states[-1])
+        results = [out for out, _ in run_pieces(lambda p: _batch.decode_chunk(p[0], env, p[1]), pieces, workers)]
     if not results:
         return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0], state == 1
     return _join(results), state == 1
 
 
-def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None) -> pa.StructArray:
+def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None,
+                 workers: int | None = None) -> pa.StructArray:
     """Decode payloads in stream order into a ``StructArray`` of ``schema.MESSAGE_STRUCT``.
 
     ``values``: a pyarrow Binary/LargeBinary array, a ChunkedArray of those, or a list of
@@ -105,8 +146,11 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     Output columns have 32-bit offsets: a result that would pass 2 GiB in one column
     (LargeBinary input of more than ``arrays.MAX_CHUNK_BYTES`` payload bytes) comes back as a
     ``pa.ChunkedArray`` of StructArrays instead.
+    ``workers``: threads decoding pieces of the input at once (None: one per core this
+    process may use; 1: this thread only). The result is the same for any number: each
+    piece starts in the stream state the rows before it leave.
     """
-    return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream)[0]
+    return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream, workers=workers)[0]
 
 
 def with_payload_errors(msgs, payload_error):

@@ -1,4 +1,4 @@
-"""From messages to changes: the ``ChangeDecoder`` and ``decode_changes``.
+"""From messages to changes: the ``ChangeDecoder``.
 
 A stream of pgoutput messages (in arrival order, in chunks) becomes one row per row
 change (``schema.CHANGE_SCHEMA``), emitted when its transaction commits:
@@ -46,12 +46,11 @@ from .changerows import (DEFINITION_FIELDS, OUTSIDE_TRANSACTION, change_columns,
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
 from .messages import END_TAGS
-from .opengauss.changes import decode_changes as opengauss_decode_changes
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from .walk import TransactionWalk, Txn
 
-__all__ = ["ChangeDecoder", "LightChangeDecoder", "decode_changes"]
+__all__ = ["ChangeDecoder", "LightChangeDecoder"]
 
 _CHANGE_TAGS = np.zeros(256, dtype=bool)
 for _t in b"IUDT":
@@ -676,23 +675,3 @@ class LightChangeDecoder(ChangeDecoder):
     converts a table's typed columns straight from the batch's tuples with them."""
 
     LIGHT = True
-
-
-def decode_changes(input, *, source: str = "pgoutput", **options) -> pa.Table:
-    """Decode a whole archive into change rows (``schema.CHANGE_SCHEMA``), in commit order.
-
-    ``input``: a binary array / list of payloads in arrival order, or a table shaped like
-    ``pg_logical_slot_get_binary_changes`` output (``data``, optional ``lsn`` as text or
-    int, ``xid``, ``seq``). Rows are taken in the order given — never re-sorted by
-    ``lsn``: a change's LSN goes backwards when transactions interleave. Options: see
-    :class:`ChangeDecoder`. ``source="opengauss"`` reads openGauss/GaussDB frames instead
-    (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``).
-    """
-    if source == "opengauss":
-        if isinstance(input, pa.Table):
-            input = input.column("data")
-        return opengauss_decode_changes(input, **options)
-    if source != "pgoutput":
-        raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
-    with ChangeDecoder(**options) as dec:
-        return dec.feed(input)

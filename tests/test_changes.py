@@ -23,7 +23,7 @@ from pgoutput_codec import (
 )
 from pgoutput_codec import BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, decode_batch
 from pgoutput_codec.arrays import plain_lists
-from pgoutput_codec.changes import ChangeDecoder, decode_changes
+from pgoutput_codec import ChangeDecoder, decode_changes
 from pgoutput_codec.selection import parse_table_list
 from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.tables import decode_table_changes, history, net_changes, snapshot, table_changes

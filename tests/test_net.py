@@ -11,7 +11,7 @@ import pytest
 
 from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, Truncate, TupleColumn, Update,
                             encode_message)
-from pgoutput_codec.changes import decode_changes
+from pgoutput_codec import decode_changes
 from pgoutput_codec.tables import net_changes
 from pgoutput_codec.tables.net import net_by_columns, net_by_replay
 from pgoutput_codec.tables.rows import resolve, table_columns, table_registry

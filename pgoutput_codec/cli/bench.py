@@ -31,6 +31,7 @@ _QUICK = {
     "convert_bench.py": ["--n", "100000", "--repeat", "2"],
     "opengauss_bench.py": ["--records", "20000", "--repeat", "2"],
     "plan_bench.py": ["--transactions", "20000", "--repeat", "1"],
+    "parallel_bench.py": ["-n", "40000", "--repeat", "1"],
     "transcode_bench.py": ["-n", "5000", "--repeat", "1", "--plain-n", "1000"],
 }
 

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..changes import ChangeDecoder, decode_changes
+from ..changes import ChangeDecoder
+from ..parallel import decode_changes
 from ..checkpoint import Checkpoint
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
@@ -117,7 +118,7 @@ def _names(changes: pa.Table, patterns) -> list[str]:
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
            file_size: int | None = None, **options) -> list[MirrorRun]:
     """Bring the Delta copy of every table of ``source`` (an archive, as
-    :func:`~pgoutput_codec.changes.decode_changes` takes it with ``options``, or its
+    :func:`~pgoutput_codec.decode_changes` takes it with ``options``, or its
     change rows) under directory ``target`` current: a copy is created on first sight,
     with the Delta types of ``lake.deltatypes``. ``tables``: the tables to keep
     (``'public.t1,*.t3'``, as ``decode --changes --tables``); ``missing``:

@@ -99,7 +99,8 @@ def decode_pgoutput_arrays(payload: pa.Array, keys: dict, *, envelope: str, stat
         payload, bad = hex_to_binary(payload)
         if not pc.any(bad).as_py():
             bad = None
-    out, now = decode_batch_with_state(payload, envelope=envelope, in_stream=state)
+    # one thread: Spark runs a task per core already
+    out, now = decode_batch_with_state(payload, envelope=envelope, in_stream=state, workers=1)
     fields = out.flatten()
     err_idx = MESSAGE_STRUCT.get_field_index("error")
     if bad is not None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pgoutput_codec import (
     Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update, encode_message,
 )
-from pgoutput_codec.changes import decode_changes as pg_changes
+from pgoutput_codec import decode_changes as pg_changes
 from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.opengauss.changes import decode_changes
 from pgoutput_codec.opengauss.encode import encode_frame

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
                             Truncate, Update, encode_message)
-from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
+from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark import rowfilter as RF  # noqa: E402

@@ -526,7 +526,7 @@ def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     """output=changes: the same change rows (and seq: file index, row index) as
     decode_changes on the DataFrame without order_by, over several files and row groups —
     streamed and two-phase transactions span them — and from a CSV export."""
-    from pgoutput_codec.changes import decode_changes as decode_changes_1
+    from pgoutput_codec import decode_changes as decode_changes_1
     from pgoutput_codec.spark import decode_changes
     arc = pq.read_table(CORPUS)
     arc = arc.filter(pc.and_(pc.equal(arc["server_version"], "16.14"),
@@ -652,7 +652,7 @@ def test_data_source_changes_ordered_by_a_column(spark, tmp_path):
     it): with order_by="seq" the data source gives the rows decode_changes(order_by=)
     gives; without it the files are read in name order, which the plan refuses as out
     of order instead of giving rows in a wrong commit order."""
-    from pgoutput_codec.changes import decode_changes as decode_changes_1
+    from pgoutput_codec import decode_changes as decode_changes_1
     from pgoutput_codec.spark import decode_changes
     arc = pq.read_table(CORPUS)
     arc = arc.filter(pc.and_(pc.equal(arc["server_version"], "18.4"),

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pgoutput_codec.changes import decode_changes as decode_changes_1  # noqa: E402
+from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import register  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402

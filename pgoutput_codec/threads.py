@@ -1,0 +1,87 @@
+"""Decoding on all cores of one process: how many workers, where to cut, a thread pool.
+
+The Cython loops release the GIL, so threads decode pieces of one input at once. The
+decoders cut their input into pieces here, run them on a pool of threads, and join
+the results in input order: a piece's result never depends on how the others were cut.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ["worker_count", "piece_bounds", "run_pieces", "PIECE_BYTES", "MIN_PIECE_ROWS"]
+
+#: a piece holds at most this many payload bytes: what one worker has in flight (its
+#: input slice and the output built from it) stays near this, however large the input
+PIECE_BYTES = 32 << 20
+
+#: fewer rows than this are not worth a thread (the pool's hand-off costs more)
+MIN_PIECE_ROWS = 4096
+
+_local = threading.local()
+
+
+def worker_count(workers) -> int:
+    """``workers``: None for every core this process may run on, else a positive int."""
+    if workers is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:      # (not on Linux)
+            return os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be None or a positive integer, not {workers!r}")
+    return int(workers)
+
+
+def piece_bounds(sizes: np.ndarray, workers: int, *, piece_bytes: int | None = None) -> np.ndarray:
+    """Row bounds ``[0, …, n]`` cutting rows of ``sizes`` bytes into pieces: none above
+    ``piece_bytes`` unless one row is (what one worker holds at once stays bounded), at
+    least two per worker when there are several (so a slow piece does not hold the others
+    up), none under ``MIN_PIECE_ROWS`` rows."""
+    piece_bytes = piece_bytes or PIECE_BYTES
+    min_rows = MIN_PIECE_ROWS
+    n = len(sizes)
+    if n < 2 * min_rows:
+        return np.array([0, n], np.int64)
+    total = int(sizes.sum())
+    count = max(2 * workers if workers > 1 else 1, -(-total // piece_bytes))
+    count = min(count, n // min_rows)
+    if count <= 1:
+        return np.array([0, n], np.int64)
+    # equal bytes per piece (rows vary in size), cut on row boundaries
+    ends = np.cumsum(sizes, dtype=np.int64)
+    targets = (np.arange(1, count, dtype=np.int64) * total) // count
+    cuts = np.searchsorted(ends, targets, side="left") + 1
+    cuts = np.unique(np.clip(cuts, 1, n - 1))
+    return np.concatenate([[0], cuts, [n]]).astype(np.int64)
+
+
+def _in_worker() -> bool:
+    return getattr(_local, "worker", False)
+
+
+def _run(fn, item):
+    _local.worker = True
+    try:
+        return fn(item)
+    finally:
+        _local.worker = False
+
+
+def run_pieces(fn, items: list, workers: int) -> list:
+    """``[fn(item) for item in items]``, on up to ``workers`` threads; the first error in
+    item order is raised once every piece has ended. Pieces of a piece (a call from a
+    worker) run in that worker: nested pools would run more threads than cores."""
+    if workers <= 1 or len(items) <= 1 or _in_worker():
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="pgoutput-codec") as pool:
+        futures = [pool.submit(_run, fn, item) for item in items]
+        done = [(f.exception(), f) for f in futures]
+    for err, _ in done:
+        if err is not None:
+            raise err
+    return [f.result() for _, f in done]
