@@ -25,7 +25,7 @@ cdef inline void _set(uint8_t* bits, Py_ssize_t i) noexcept nogil:
 
 
 def _supported(typ) -> bool:
-    if not pa.types.is_list(typ) or not pa.types.is_struct(typ.value_type):
+    if not (pa.types.is_list(typ) or pa.types.is_list_view(typ)) or not pa.types.is_struct(typ.value_type):
         return False
     for f in typ.value_type:
         t = f.type
@@ -46,15 +46,21 @@ cdef _too_big(Py_ssize_t rows, Py_ssize_t size, str what, typ):
 
 
 def take_lists(arr, indices):
-    """Rows ``indices`` (int64 numpy array, no nulls) of a list<struct> array."""
+    """Rows ``indices`` (int64 numpy array, no nulls) of a list<struct> array, or of a
+    list_view<struct> array as a plain list (the rows' values copied apart, where the
+    view's rows share them)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     typ = arr.type
+    view = pa.types.is_list_view(typ)
     if not _supported(typ) or arr.values.null_count:   # null structs: Arrow's take
+        if view:
+            raise TypeError(f"take_lists copies list views of structs without nulls, not {typ}")
         return arr.take(pa.array(indices, pa.int64()))
+    if view:
+        typ = pa.list_(typ.value_field)
     cdef const int64_t[::1] ix = np.ascontiguousarray(indices, dtype=np.int64)
     cdef Py_ssize_t m = ix.shape[0], n = len(arr), r, i, a, b, k, total = 0, w, pos
-    cdef const int32_t* offs
     cdef const uint8_t* valid
     cdef int32_t* out_offs
     cdef uint8_t* out_valid
@@ -63,7 +69,16 @@ def take_lists(arr, indices):
         if ix[r] < 0 or ix[r] >= n:
             raise IndexError(f"index {ix[r]} out of bounds for {n} rows")
     bufs = arr.buffers()
-    offs = (<const int32_t*>_addr(bufs[1])) + <Py_ssize_t>arr.offset
+    # each row's range of values, [start, end): list offsets, or a view's offset and size
+    if m:
+        o = np.frombuffer(bufs[1], np.int32)[arr.offset:arr.offset + n + 1]
+        begin = o[ix].astype(np.int64)
+        finish = (begin + np.frombuffer(bufs[2], np.int32)[arr.offset:arr.offset + n][ix]) if view else \
+            o[np.asarray(ix) + 1].astype(np.int64)
+    else:
+        begin = finish = np.zeros(0, np.int64)
+    cdef const int64_t[::1] st = np.ascontiguousarray(begin, dtype=np.int64)
+    cdef const int64_t[::1] en = np.ascontiguousarray(finish, dtype=np.int64)
     valid = _addr(bufs[0])
     cdef Py_ssize_t voff = arr.offset
     # list offsets and validity of the result
@@ -83,7 +98,7 @@ def take_lists(arr, indices):
             else:
                 if out_valid != NULL:
                     _set(out_valid, r)
-                total += offs[i + 1] - offs[i]
+                total += en[r] - st[r]
             out_offs[r + 1] = <int32_t>total
     if total > INT32_MAX:
         _too_big(m, total, "elements", typ)
@@ -97,7 +112,7 @@ def take_lists(arr, indices):
     cdef const uint8_t* cvalid
     cdef uint8_t* dvalid
     cdef Py_ssize_t coff, dpos, base, cn
-    for field, child in zip(arr.type.value_type, values, strict=True):
+    for field, child in zip(typ.value_type, values, strict=True):
         cbufs = child.buffers()
         coff = child.offset
         cvalid = _addr(cbufs[0]) if child.null_count else NULL
@@ -116,8 +131,8 @@ def take_lists(arr, indices):
                     i = ix[r]
                     if valid != NULL and not _bit(valid, voff + i):
                         continue
-                    a = offs[i]
-                    b = offs[i + 1]
+                    a = st[r]
+                    b = en[r]
                     dpos += coffs[b] - coffs[a]
             if dpos > INT32_MAX:
                 _too_big(m, dpos, f"bytes of {field.name!r}", field.type)
@@ -132,8 +147,8 @@ def take_lists(arr, indices):
                     i = ix[r]
                     if valid != NULL and not _bit(valid, voff + i):
                         continue
-                    a = offs[i]
-                    b = offs[i + 1]
+                    a = st[r]
+                    b = en[r]
                     base = coffs[a]
                     if src != NULL and coffs[b] > base:
                         memcpy(dst + dpos, src + base, coffs[b] - base)
@@ -157,8 +172,8 @@ def take_lists(arr, indices):
                     i = ix[r]
                     if valid != NULL and not _bit(valid, voff + i):
                         continue
-                    a = offs[i]
-                    b = offs[i + 1]
+                    a = st[r]
+                    b = en[r]
                     if b > a:
                         memcpy(dst + pos * w, src + (coff + a) * w, (b - a) * w)
                     if dvalid != NULL:
@@ -169,7 +184,7 @@ def take_lists(arr, indices):
                                 cn += 1
                     pos += b - a
             children.append(pa.Array.from_buffers(field.type, total, [dvalid_buf, data_buf], null_count=cn))
-    struct = pa.StructArray.from_arrays(children, fields=list(arr.type.value_type))
+    struct = pa.StructArray.from_arrays(children, fields=list(typ.value_type))
     return pa.Array.from_buffers(typ, m, [out_valid_buf, out_offs_buf], null_count=out_nulls,
                                  children=[struct])
 
@@ -178,5 +193,7 @@ def take_table(table, indices):
     """``Table.take`` with the list<struct> columns gathered by :func:`take_lists`."""
     idx = np.asarray(indices, dtype=np.int64)
     arrow_idx = pa.array(idx, pa.int64())
-    cols = [take_lists(col, idx) if _supported(col.type) else col.take(arrow_idx) for col in table.columns]
+    # (list views keep their shared values: Arrow's take moves only their offsets)
+    cols = [take_lists(col, idx) if pa.types.is_list(col.type) and _supported(col.type)
+            else col.take(arrow_idx) for col in table.columns]
     return pa.Table.from_arrays(cols, schema=table.schema)

@@ -117,6 +117,43 @@ class ArchivePart:
         """pa.Table with ``data`` (binary), and ``seq``/``lsn``/``xid`` when the file has
         them, rows in ``seq`` order."""
         t = _read_parquet(self.path) if self.kind == "parquet" else _read_csv(self.path)
+        t = self._checked(t, payload)
+        if "seq" in t.column_names and len(t) > 1:
+            seq = t.column("seq")
+            if not pc.all(pc.greater(seq.slice(1), seq.slice(0, len(t) - 1))).as_py():
+                t = t.take(pc.sort_indices(t, [("seq", "ascending")]))
+        return t
+
+    def read_batches(self, payload="data", rows=1 << 18):
+        """:meth:`read` as tables of at most ``rows`` rows, read one after the other (so
+        what is in memory follows ``rows``, not the file). A Parquet file whose ``seq``
+        does not rise row by row (read first, alone) and a CSV export are read whole, and
+        then cut."""
+        if self.kind != "parquet" or not self._in_seq_order():
+            whole = self.read(payload)
+            for at in range(0, len(whole), rows):
+                yield whole.slice(at, rows)
+            return
+        try:
+            # without pre-buffering: it would read every row group's columns at the start
+            f = pq.ParquetFile(self.path, pre_buffer=False)
+            for batch in f.iter_batches(batch_size=rows):
+                yield self._checked(pa.Table.from_batches([batch]), payload)
+        except (pa.ArrowException, OSError) as e:
+            raise ArchiveError(f"{self.path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
+
+    def _in_seq_order(self) -> bool:
+        try:
+            f = pq.ParquetFile(self.path)
+            if "seq" not in f.schema_arrow.names:
+                return True
+            seq = f.read(columns=["seq"]).column("seq")
+        except (pa.ArrowException, OSError) as e:
+            raise ArchiveError(f"{self.path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
+        return len(seq) < 2 or pc.all(pc.greater(seq.slice(1), seq.slice(0, len(seq) - 1))).as_py()
+
+    def _checked(self, t, payload):
+        """``t`` with its payload column as ``data``, refused unless binary."""
         if payload not in t.column_names:
             raise ArchiveError(f"{self.path}: no payload column {payload!r} (columns: {', '.join(t.column_names)})")
         if payload != "data":
@@ -125,10 +162,6 @@ class ArchivePart:
         typ = t.schema.field("data").type
         if not (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)):
             raise ArchiveError(f"{self.path}: payload column {payload!r} is {typ}, not binary")
-        if "seq" in t.column_names and len(t) > 1:
-            seq = t.column("seq")
-            if not pc.all(pc.greater(seq.slice(1), seq.slice(0, len(t) - 1))).as_py():
-                t = t.take(pc.sort_indices(t, [("seq", "ascending")]))
         return t
 
 
@@ -287,25 +320,44 @@ def _log_recaptured(part, rows):
                  os.path.basename(part.path), rows)
 
 
-def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=None):
+def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=None, batch_rows=None):
     """Yield (part, table) with re-captured rows (see :func:`_overlap_prefix`) removed;
     parts for which ``skip(part)`` is true are not read (their metadata still counts).
     ``on_recaptured(part, rows)`` is told how many leading rows of a part were dropped
-    (by default a warning on this module's logger)."""
+    (by default a warning on this module's logger). ``batch_rows``: tables of at most
+    that many rows, read one after the other (:meth:`ArchivePart.read_batches`); None:
+    one table per file."""
     report = _log_recaptured if on_recaptured is None else on_recaptured
     covered = None
     for part in parts:
-        t = None if skip is not None and skip(part) else part.read(payload)
-        if t is not None and dedupe:
-            k = _overlap_prefix(part, t, covered)
-            if k:
-                report(part, k)
-                t = t.slice(k)
+        skipped = skip is not None and skip(part)
+        if skipped:
+            tables = ()
+        elif batch_rows is not None and not (dedupe and _may_overlap(part, covered)):
+            tables = part.read_batches(payload, batch_rows)
+        else:
+            t = part.read(payload)
+            if dedupe:
+                k = _overlap_prefix(part, t, covered)
+                if k:
+                    report(part, k)
+                    t = t.slice(k)
+            tables = (t,) if batch_rows is None else (t.slice(at, batch_rows) for at in range(0, len(t), batch_rows))
+        given = False
+        for t in tables:
+            given = True
+            yield part, t
+        if not given and not skipped:
+            yield part, part.read(payload)        # (no rows: its columns all the same)
         if part.meta and part.meta.get("end_lsn"):
             end = parse_lsn(part.meta["end_lsn"])
             covered = end if covered is None else max(covered, end)
-        if t is not None:
-            yield part, t
+
+
+def _may_overlap(part, covered_lsn) -> bool:
+    """Whether a file may begin with rows an earlier one holds (:func:`_overlap_prefix`)."""
+    return (covered_lsn is not None and bool(part.meta) and "start_lsn" in part.meta
+            and parse_lsn(part.meta["start_lsn"]) < covered_lsn)
 
 
 def archive_row(table, i: int) -> str:

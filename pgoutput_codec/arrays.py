@@ -11,11 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._gather import take_lists
+
 from ._builders import nulls
 from .messages import parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
-           "validity", "list_lengths", "share_lists", "plain_lists", "payload_sizes",
+           "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "payload_sizes",
            "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
@@ -169,6 +171,15 @@ def share_lists(lists: pa.Array, idx: np.ndarray) -> pa.Array:
                                         mask=pa.array(null) if null.any() else None)
 
 
+def plain_list_columns(table: pa.Table) -> pa.Table:
+    """``table`` with each list-view column as a plain list (:func:`plain_lists`)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_list_view(f.type):
+            col = plain_lists(table.column(i))
+            table = table.set_column(i, pa.field(f.name, col.type, f.nullable, f.metadata), col)
+    return table
+
+
 def plain_lists(arr) -> pa.Array:
     """A list view as a list array of the same values; any other array as it is.
     pyarrow's own cast from ``list_view`` to ``list`` reads the view's offsets as a
@@ -176,6 +187,8 @@ def plain_lists(arr) -> pa.Array:
     arr = one_array(arr)
     if not pa.types.is_list_view(arr.type):
         return arr
+    if pa.types.is_struct(arr.type.value_type) and not arr.values.null_count:
+        return take_lists(arr, np.arange(len(arr), dtype=np.int64))   # whole-row copies
     null = ~validity(arr) if arr.null_count else None
     sizes = arr.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
     if null is not None:

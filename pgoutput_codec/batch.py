@@ -14,7 +14,8 @@ from . import _batch
 from .arrays import binary_chunks, payload_sizes
 from .threads import piece_bounds, run_pieces, worker_count
 
-__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_rows", "initial_stream_state", "message_tags", "envelope_code",
+__all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_pieces", "decode_batch_rows",
+           "initial_stream_state", "message_tags", "envelope_code",
            "PAYLOAD_ERROR", "with_payload_errors"]
 
 #: An archive table's optional string column saying why a row's payload could not be read
@@ -100,33 +101,43 @@ def _initial_state(chunks: list, env: int) -> bool:
     return bool(decided)
 
 
-def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None,
-                            workers: int | None = None):
-    """Like :func:`decode_batch`, also returning the stream state after the last row
-    (True inside a Stream Start/Stop block), to continue with the next batch."""
+def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | None = None,
+                        workers: int | None = None):
+    """:func:`decode_batch_with_state` without joining the pieces: ``([(first row,
+    StructArray), …], stream state after the last row)``, the pieces in input order —
+    for a caller that writes them out one by one, sparing the copy of a join."""
     env = envelope_code(envelope)
     workers = worker_count(workers)
     chunks = binary_chunks(values)
     state = int(_initial_state(chunks, env) if in_stream is None else bool(in_stream))
-    if workers == 1:
-        results = []
-        for chunk in chunks:
+    pieces, at = [], 0
+    for chunk in chunks:
+        if workers == 1:
             out, now = _batch.decode_chunk(chunk, env, state)
+            pieces.append((at, out))
             state = int(now)
-            results.append(out)
-    else:
-        pieces = []
-        for chunk in chunks:
+        else:
             bounds = piece_bounds(payload_sizes(chunk), workers)
             states = _states_at(chunk, env, state, np.append(bounds[1:-1], len(chunk)))
             starts = np.concatenate([[state], states[:-1]])
-            pieces += [(chunk.slice(a, b - a), int(st))
+            pieces += [(at + a, (chunk.slice(a, b - a), int(st)))
                        for a, b, st in zip(bounds[:-1], bounds[1:], starts, strict=True)]
             state = int(states[-1])
-        results = [out for out, _ in run_pieces(lambda p: _batch.decode_chunk(p[0], env, p[1]), pieces, workers)]
-    if not results:
-        return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0], state == 1
-    return _join(results), state == 1
+        at += len(chunk)
+    if workers > 1:
+        outs = run_pieces(lambda p: _batch.decode_chunk(p[1][0], env, p[1][1])[0], pieces, workers)
+        pieces = [(a, out) for (a, _), out in zip(pieces, outs, strict=True)]
+    if not pieces:
+        pieces = [(0, _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0])]
+    return pieces, state == 1
+
+
+def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None,
+                            workers: int | None = None):
+    """Like :func:`decode_batch`, also returning the stream state after the last row
+    (True inside a Stream Start/Stop block), to continue with the next batch."""
+    pieces, state = decode_batch_pieces(values, envelope=envelope, in_stream=in_stream, workers=workers)
+    return _join([out for _, out in pieces]), state
 
 
 def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None,

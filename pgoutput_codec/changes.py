@@ -48,6 +48,7 @@ from .errors import PgoutputDecodeError
 from .messages import END_TAGS
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
+from .threads import worker_count
 from .walk import TransactionWalk, Txn
 
 __all__ = ["ChangeDecoder", "LightChangeDecoder"]
@@ -114,7 +115,9 @@ class ChangeDecoder:
     ``"keep"``: no check, every commit given as it comes (an archive that spans a
     timeline switch after a point-in-time recovery, whose LSNs restart lower). In a run
     resumed from a checkpoint, commits at or below its ``after_lsn`` are not checked:
-    the run before gave them.
+    the run before gave them. ``workers``: threads decoding the messages of each feed
+    (None: one per core; see :func:`~pgoutput_codec.batch.decode_batch`); the
+    transactions are then followed in this thread.
     """
 
     _VECTORIZED = True     # tests turn the plain-transaction path off to compare
@@ -125,7 +128,7 @@ class ChangeDecoder:
     def __init__(self, *, tables=None, skip_empty_xacts=True, include_xids=True,
                  include_timestamp=True, include_origin=True, max_txn_in_memory_mb=256,
                  max_memory_mb=1024, spill_dir=None, errors="raise", registry=None, after_lsn=None, until_lsn=None,
-                 resume=None, replays="drop"):
+                 resume=None, replays="drop", workers=None):
         if errors not in ("raise", "collect"):
             raise ValueError("errors must be 'raise' or 'collect'")
         if replays not in ("drop", "keep"):
@@ -135,7 +138,9 @@ class ChangeDecoder:
                             max_txn_in_memory_mb=max_txn_in_memory_mb, max_memory_mb=max_memory_mb,
                             spill_dir=spill_dir, errors=errors,
                             after_lsn=after_lsn, until_lsn=until_lsn,
-                            resume=None if resume is None else Checkpoint.of(resume), replays=replays)
+                            resume=None if resume is None else Checkpoint.of(resume), replays=replays,
+                            workers=workers)
+        self.workers = worker_count(workers)
         #: the commit-LSN window of the transactions given (``selection.commit_window``)
         self.window = commit_window(after_lsn, until_lsn)
         #: the table list as (schema, table) globs (``selection.parse_table_list``)
@@ -265,7 +270,7 @@ class ChangeDecoder:
                 unread = values.column(PAYLOAD_ERROR)
             values = values.column("data")
         values = one_array(values)
-        msgs, after = decode_batch_with_state(values, in_stream=self._in_stream)
+        msgs, after = decode_batch_with_state(values, in_stream=self._in_stream, workers=self.workers)
         if self._in_stream is not None or len(values):
             self._in_stream = after
         if unread is not None:

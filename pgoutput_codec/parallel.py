@@ -52,7 +52,7 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
         pieces = changes_by_pieces(input, workers, options)
         if pieces is not None:
             return pieces
-    with ChangeDecoder(**options) as dec:
+    with ChangeDecoder(workers=workers, **options) as dec:
         return dec.feed(input)
 
 
@@ -98,6 +98,7 @@ def changes_by_pieces(input, workers: int, options: dict):
     budget = opts.pop("max_memory_mb", 1024)
     resume = opts.pop("resume", None)
     opts.setdefault("errors", "raise")
+    opts["workers"] = workers
     # the change decoder's memory budget covers every worker's piece together
     piece_bytes = min(threads.PIECE_BYTES, max(1 << 20, int(budget * (1 << 20)) // (4 * workers)))
     lsn_arr = lsn_array(lsn, n)

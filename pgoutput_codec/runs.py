@@ -77,9 +77,11 @@ class IncrementalRun:
             return True
         return False
 
-    def tables(self, on_recaptured=None):
-        """(part, rows) of the archive from the checkpoint on, a file at a time."""
-        for part, t in iter_archive(self.parts, self.payload, skip=self._skip, on_recaptured=on_recaptured):
+    def tables(self, on_recaptured=None, batch_rows=None):
+        """(part, rows) of the archive from the checkpoint on, a file at a time (or in
+        tables of at most ``batch_rows`` rows: ``iter_archive``)."""
+        for part, t in iter_archive(self.parts, self.payload, skip=self._skip, on_recaptured=on_recaptured,
+                                    batch_rows=batch_rows):
             if "seq" not in t.column_names:
                 raise ArchiveError(f"{part.path}: an incremental run needs a seq column (arrival order)")
             if self.resume is not None:

@@ -8,12 +8,13 @@ the results in input order: a piece's result never depends on how the others wer
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["worker_count", "piece_bounds", "run_pieces", "PIECE_BYTES", "MIN_PIECE_ROWS"]
+__all__ = ["worker_count", "piece_bounds", "run_pieces", "prefetch", "PIECE_BYTES", "MIN_PIECE_ROWS"]
 
 #: a piece holds at most this many payload bytes: what one worker has in flight (its
 #: input slice and the output built from it) stays near this, however large the input
@@ -85,3 +86,44 @@ def run_pieces(fn, items: list, workers: int) -> list:
         if err is not None:
             raise err
     return [f.result() for _, f in done]
+
+
+_END = object()
+
+
+def prefetch(items, depth: int = 2):
+    """Iterate ``items`` with the next ``depth`` of them produced meanwhile on a thread
+    of their own: reading the next batch of an archive (pyarrow releases the GIL) while
+    this one is decoded. An error producing them is raised here, in its place; leaving
+    the loop early stops the thread after the item it is on."""
+    q = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                q.put((item, None))
+            q.put((_END, None))
+        except BaseException as e:       # noqa: BLE001 — handed to the consumer
+            q.put((_END, e))
+
+    t = threading.Thread(target=produce, name="pgoutput-codec-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, err = q.get()
+            if item is _END:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():          # unblock a producer waiting on a full queue
+            try:
+                q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        t.join()

@@ -18,6 +18,7 @@ import pytest
 import pgoutput_codec as pc
 from pgoutput_codec import cli
 from pgoutput_codec.archive import META_KEY, capture_meta, iter_archive, parquet_part
+from pgoutput_codec.arrays import plain_list_columns
 from pgoutput_codec.cli.capture import CRASH_ENV, STAGING_NAME
 from pgoutput_codec.cli.inspect import by_table, inspect_archive
 from pgoutput_codec.data import sample_archive_path
@@ -117,7 +118,7 @@ def test_decode_sample_changes_equals_library(tmp_path):
     assert res.returncode == 0, res.stderr
     got = pq.read_table(out)
     want = pc.decode_changes(pq.read_table(SAMPLE))
-    assert got.equals(want.cast(got.schema)) or got.to_pylist() == want.to_pylist()
+    assert got.equals(plain_list_columns(want).cast(got.schema))
     assert f"change rows written: {len(want)}" in res.stdout
     # table filter
     res = run_cli("decode", "--sample", str(out), "--changes", "--tables", "public.orders")
@@ -157,7 +158,7 @@ def test_decode_changes_incremental_with_a_checkpoint_file(tmp_path):
         assert f"reads from seq {state['from_key']}" in res.stdout
         start, held = state["from_key"], held + len(state["held_by"])
     whole = pa.concat_tables(got)
-    assert whole.equals(want.cast(whole.schema)), (len(whole), len(want))
+    assert whole.equals(plain_list_columns(want).cast(whole.schema)), (len(whole), len(want))
     assert held >= 2                             # the sample's big streamed transaction spans days
     assert state["held_by"] == [] and state["from_key"] == src.column("seq")[-1].as_py() + 1
     res = run_cli("decode", str(d), str(tmp_path / "again.parquet"), "--changes", "--checkpoint", str(cp))

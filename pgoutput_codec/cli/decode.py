@@ -10,16 +10,22 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..archive import archive_row, iter_archive, read_archive_parts
-from ..batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
+from ..arrays import plain_list_columns
+from ..batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
 from ..changes import ChangeDecoder
 from ..errors import PgoutputDecodeError
 from .errors import PROG, CliError, first_line
 from ..runs import IncrementalRun, load_checkpoint, save_checkpoint
+from ..threads import prefetch, worker_count
 from .output import ParquetOut
 from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
 __all__ = ["decode_archive"]
+
+#: archive rows read, decoded and written at a time: what is in memory follows this, not
+#: the size of a file (about 40 MB of payloads for 130-byte messages)
+BATCH_ROWS = 1 << 18
 
 #: the rows of the errors file of ``decode --changes --mode PERMISSIVE``
 _ERRORS_SCHEMA = pa.schema([pa.field("seq", pa.int64()), pa.field("lsn", pa.uint64()), pa.field("error", pa.string())])
@@ -42,6 +48,15 @@ def _message_table(part_table, msgs, mode):
     return t
 
 
+def _plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with list views as plain lists. The output takes its change rows so
+    (``arrays.plain_list_columns``): Parquet stores a list either way, and pyarrow's
+    writer expands a view row by row, three times the time of writing everything else,
+    on the one writing thread."""
+    return pa.schema([pa.field(f.name, pa.list_(f.type.value_field), f.nullable, f.metadata)
+                      if pa.types.is_list_view(f.type) else f for f in schema], metadata=schema.metadata)
+
+
 def _fail_first_error(table, errors):
     i = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
     raise CliError(f"malformed payload at archive {archive_row(table, i)}: {errors[i].as_py()}"
@@ -57,11 +72,15 @@ def _load_checkpoint(path):
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
                    payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop",
-                   encoding=None) -> dict:
+                   encoding=None, jobs=None) -> dict:
     """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
     next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
-    client encoding the archive was captured under, when not UTF-8 (transcode.py)."""
+    client encoding the archive was captured under, when not UTF-8 (transcode.py).
+    ``jobs``: threads decoding (None: every core). The archive is read, decoded and
+    written in batches of ``BATCH_ROWS`` rows, the three at once: the next batch is read
+    and the last one written while this one is decoded."""
+    jobs = worker_count(jobs)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
     recode = transcoder(encoding, mode, envelope)
     if recode is not None and checkpoint:
@@ -73,38 +92,42 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
     dec = ChangeDecoder(tables=tables, errors="raise" if mode == "FAILFAST" else "collect", after_lsn=after_lsn,
-                        until_lsn=until_lsn, resume=resume, replays=replays) if changes else None
+                        until_lsn=until_lsn, resume=resume, replays=replays, workers=jobs) if changes else None
     known_lost = len(dec.walk.abandoned) if changes else 0      # (a checkpoint's, listed by its run)
     if changes and envelope != "auto":
         raise CliError("--envelope applies to message decoding; change rows take plain pgoutput payloads")
     state = None
     with dest, progress(total, "decode") as bar:
-        rows_of = run.tables(note_recaptured) if run is not None else \
-            iter_archive(parts, payload, on_recaptured=note_recaptured)
-        for _part, t in rows_of:
+        rows_of = run.tables(note_recaptured, batch_rows=BATCH_ROWS) if run is not None else \
+            iter_archive(parts, payload, on_recaptured=note_recaptured, batch_rows=BATCH_ROWS)
+        for _part, t in prefetch(rows_of):
             if recode is not None:
                 t, _ = transcoded(recode, t)
             if changes:
                 try:
                     for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
-                        dest.write(rows, dec.output_schema)
+                        dest.write(plain_list_columns(rows), _plain_schema(dec.output_schema))
                         counts["rows_out"] += len(rows)
                 except PgoutputDecodeError as e:
                     raise CliError(f"{first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
             else:
-                msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
-                if PAYLOAD_ERROR in t.column_names:
-                    msgs = with_payload_errors(msgs, t.column(PAYLOAD_ERROR))
-                errors = msgs.field("error")
-                counts["rows_in"] += len(msgs)
-                counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
-                if mode == "FAILFAST" and errors.null_count != len(msgs):
-                    _fail_first_error(t, errors)
-                rows = _message_table(t, msgs, mode)
-                dest.write(rows, rows.schema)
-                counts["rows_out"] += len(rows)
+                # the pieces written one by one: no copy joining them
+                pieces, state = decode_batch_pieces(t.column("data"), envelope=envelope, in_stream=state,
+                                                    workers=jobs)
+                for at, msgs in pieces:
+                    rows = t.slice(at, len(msgs))
+                    if PAYLOAD_ERROR in rows.column_names:
+                        msgs = with_payload_errors(msgs, rows.column(PAYLOAD_ERROR))
+                    errors = msgs.field("error")
+                    counts["rows_in"] += len(msgs)
+                    counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
+                    if mode == "FAILFAST" and errors.null_count != len(msgs):
+                        _fail_first_error(rows, errors)
+                    out_rows = _message_table(rows, msgs, mode)
+                    dest.write(out_rows, out_rows.schema)
+                    counts["rows_out"] += len(out_rows)
             bar.update(len(t))
-        out = dest.finish(dec.output_schema if changes else pa.schema([]))
+        out = dest.finish(_plain_schema(dec.output_schema) if changes else pa.schema([]))
     if checkpoint:
         # the next run's start: a plan over the control rows this run fed its decoder
         nxt = run.next_checkpoint(tables=tables, after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,

@@ -13,7 +13,9 @@ from .. import messages
 from ..archive import iter_archive, read_archive_parts
 from ..batch import decode_batch_with_state
 from ..messages import format_lsn, parse_lsn
-from .progress import note_recaptured
+from ..threads import prefetch
+from .decode import BATCH_ROWS
+from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
 __all__ = ["inspect_archive", "by_table", "commit_order", "format_inspect", "TAG_NAMES"]
@@ -23,10 +25,11 @@ TAG_NAMES = {cls.type: name for name, cls in ((n, getattr(messages, n)) for n in
              if isinstance(getattr(cls, "type", None), str) and len(cls.type) == 1}
 
 
-def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None) -> dict:
+def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, jobs=None) -> dict:
     """Counts and ranges of an archive (what ``inspect`` prints); ``encoding``: the client
     encoding it was captured under, when not UTF-8 (read through a Transcoder, payloads it
-    cannot rewrite counted as errors)."""
+    cannot rewrite counted as errors). ``jobs``: threads decoding (None: every core); the
+    archive is read in batches (``decode.BATCH_ROWS``), the next while one is decoded."""
     parts = read_archive_parts(archive)
     by_type = collections.Counter()
     by_rel = collections.defaultdict(collections.Counter)   # relation_id -> op counts
@@ -41,76 +44,79 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None) 
     metas = []
     commit_lsns, commit_keys = [], []   # C/c/K in arrival order: the archive's order check
     recode = transcoder(encoding, "PERMISSIVE", envelope)
-    for part, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
-        if recode is not None:
-            t, _ = transcoded(recode, t)
-        if part.meta:
-            metas.append(part.meta)
-        msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state)
-        types = msgs.field("type")
-        is_commit = pc.fill_null(pc.is_in(types, value_set=pa.array(["C", "c", "K"])), False)
-        if pc.any(is_commit).as_py():
-            sel = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
-            commit_lsns.append(msgs.field("commit_lsn").take(sel).fill_null(0).to_numpy().astype(np.int64))
-            commit_keys.append(t.column("seq").take(sel).to_numpy() if "seq" in t.column_names else n + sel)
-        n += len(msgs)
-        for v in pc.value_counts(pc.drop_null(types)).to_pylist():
-            by_type[v["values"]] += v["counts"]
-        err = msgs.field("error")
-        if err.null_count != len(err):
-            bad = np.flatnonzero(err.is_valid().to_numpy(zero_copy_only=False))
-            errors += len(bad)
-            for i in bad[: max(0, 5 - len(first_errors))]:
-                s = t.column("seq")[int(i)].as_py() if "seq" in t.column_names else None
-                first_errors.append(f"seq {s}: {err[int(i)].as_py()}")
-        if "seq" in t.column_names and len(t):
-            mn, mx = pc.min_max(t.column("seq")).values()
-            seq_lo = mn.as_py() if seq_lo is None else min(seq_lo, mn.as_py())
-            seq_hi = mx.as_py() if seq_hi is None else max(seq_hi, mx.as_py())
-        if "lsn" in t.column_names and len(t):
-            lsns = [parse_lsn(v) for v in pc.drop_null(t.column("lsn")).to_pylist()] \
-                if t.schema.field("lsn").type == pa.string() \
-                else pc.drop_null(t.column("lsn")).to_pylist()
-            if lsns:
-                lsn_lo = min(lsns + ([lsn_lo] if lsn_lo is not None else []))
-                lsn_hi = max(lsns + ([lsn_hi] if lsn_hi is not None else []))
-        xids = pc.drop_null(msgs.field("xid"))
-        if len(xids):
-            mn, mx = pc.min_max(xids).values()
-            xid_lo = mn.as_py() if xid_lo is None else min(xid_lo, mn.as_py())
-            xid_hi = mx.as_py() if xid_hi is None else max(xid_hi, mx.as_py())
-        cts = pc.drop_null(msgs.field("commit_ts"))
-        if len(cts):
-            mn, mx = pc.min_max(cts).values()
-            ts_lo = mn.as_py() if ts_lo is None else min(ts_lo, mn.as_py())
-            ts_hi = mx.as_py() if ts_hi is None else max(ts_hi, mx.as_py())
-        tags = set(by_type)
-        features["streaming"] |= bool(tags & set("SEcAp"))
-        features["two-phase"] |= bool(tags & set("bPKrp"))
-        features["logical messages"] |= "M" in tags
-        features["origins"] |= "O" in tags
-        for side in ("new_tuple", "old_tuple"):
-            kinds = pc.list_flatten(msgs.field(side)).field("kind") if len(msgs) else None
-            if kinds is not None and len(kinds):
-                vc = {v["values"] for v in pc.value_counts(kinds).to_pylist()}
-                features["binary values"] |= "b" in vc
-                features["unchanged TOAST"] |= "u" in vc
-        rel_rows = pc.equal(types, "R")
-        if pc.any(rel_rows).as_py():
-            for r in msgs.filter(pc.fill_null(rel_rows, False)).to_pylist():
-                rel_name[r["relation_id"]] = f"{r['namespace'] or 'pg_catalog'}.{r['relation_name']}"
-        iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
-        if pc.any(iud).as_py():
-            sub = msgs.filter(iud)
-            keys = pc.binary_join_element_wise(pc.cast(sub.field("relation_id"), "string"), sub.field("type"), ":")
-            for v in pc.value_counts(keys).to_pylist():
-                rid, op = v["values"].split(":")
-                by_rel[int(rid)][op] += v["counts"]
-        trunc = pc.fill_null(pc.equal(types, "T"), False)
-        if pc.any(trunc).as_py():
-            for r in msgs.filter(trunc).field("relation_ids").to_pylist():
-                for rid in r or ():
-                    by_rel[rid]["T"] += 1
+    total = sum(p.num_rows or 0 for p in parts) or None
+    with progress(total, "inspect") as bar:
+        for part, t in prefetch(iter_archive(parts, payload, on_recaptured=note_recaptured, batch_rows=BATCH_ROWS)):
+            if recode is not None:
+                t, _ = transcoded(recode, t)
+            if part.meta:
+                metas.append(part.meta)
+            msgs, state = decode_batch_with_state(t.column("data"), envelope=envelope, in_stream=state, workers=jobs)
+            types = msgs.field("type")
+            is_commit = pc.fill_null(pc.is_in(types, value_set=pa.array(["C", "c", "K"])), False)
+            if pc.any(is_commit).as_py():
+                sel = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
+                commit_lsns.append(msgs.field("commit_lsn").take(sel).fill_null(0).to_numpy().astype(np.int64))
+                commit_keys.append(t.column("seq").take(sel).to_numpy() if "seq" in t.column_names else n + sel)
+            n += len(msgs)
+            for v in pc.value_counts(pc.drop_null(types)).to_pylist():
+                by_type[v["values"]] += v["counts"]
+            err = msgs.field("error")
+            if err.null_count != len(err):
+                bad = np.flatnonzero(err.is_valid().to_numpy(zero_copy_only=False))
+                errors += len(bad)
+                for i in bad[: max(0, 5 - len(first_errors))]:
+                    s = t.column("seq")[int(i)].as_py() if "seq" in t.column_names else None
+                    first_errors.append(f"seq {s}: {err[int(i)].as_py()}")
+            if "seq" in t.column_names and len(t):
+                mn, mx = pc.min_max(t.column("seq")).values()
+                seq_lo = mn.as_py() if seq_lo is None else min(seq_lo, mn.as_py())
+                seq_hi = mx.as_py() if seq_hi is None else max(seq_hi, mx.as_py())
+            if "lsn" in t.column_names and len(t):
+                lsns = [parse_lsn(v) for v in pc.drop_null(t.column("lsn")).to_pylist()] \
+                    if t.schema.field("lsn").type == pa.string() \
+                    else pc.drop_null(t.column("lsn")).to_pylist()
+                if lsns:
+                    lsn_lo = min(lsns + ([lsn_lo] if lsn_lo is not None else []))
+                    lsn_hi = max(lsns + ([lsn_hi] if lsn_hi is not None else []))
+            xids = pc.drop_null(msgs.field("xid"))
+            if len(xids):
+                mn, mx = pc.min_max(xids).values()
+                xid_lo = mn.as_py() if xid_lo is None else min(xid_lo, mn.as_py())
+                xid_hi = mx.as_py() if xid_hi is None else max(xid_hi, mx.as_py())
+            cts = pc.drop_null(msgs.field("commit_ts"))
+            if len(cts):
+                mn, mx = pc.min_max(cts).values()
+                ts_lo = mn.as_py() if ts_lo is None else min(ts_lo, mn.as_py())
+                ts_hi = mx.as_py() if ts_hi is None else max(ts_hi, mx.as_py())
+            tags = set(by_type)
+            features["streaming"] |= bool(tags & set("SEcAp"))
+            features["two-phase"] |= bool(tags & set("bPKrp"))
+            features["logical messages"] |= "M" in tags
+            features["origins"] |= "O" in tags
+            for side in ("new_tuple", "old_tuple"):
+                kinds = pc.list_flatten(msgs.field(side)).field("kind") if len(msgs) else None
+                if kinds is not None and len(kinds):
+                    vc = {v["values"] for v in pc.value_counts(kinds).to_pylist()}
+                    features["binary values"] |= "b" in vc
+                    features["unchanged TOAST"] |= "u" in vc
+            rel_rows = pc.equal(types, "R")
+            if pc.any(rel_rows).as_py():
+                for r in msgs.filter(pc.fill_null(rel_rows, False)).to_pylist():
+                    rel_name[r["relation_id"]] = f"{r['namespace'] or 'pg_catalog'}.{r['relation_name']}"
+            iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
+            if pc.any(iud).as_py():
+                sub = msgs.filter(iud)
+                keys = pc.binary_join_element_wise(pc.cast(sub.field("relation_id"), "string"), sub.field("type"), ":")
+                for v in pc.value_counts(keys).to_pylist():
+                    rid, op = v["values"].split(":")
+                    by_rel[int(rid)][op] += v["counts"]
+            trunc = pc.fill_null(pc.equal(types, "T"), False)
+            if pc.any(trunc).as_py():
+                for r in msgs.filter(trunc).field("relation_ids").to_pylist():
+                    for rid in r or ():
+                        by_rel[rid]["T"] += 1
+            bar.update(len(t))
     return {
         "archive": archive, "files": len(parts), "messages": n, "seq": (seq_lo, seq_hi),
         "lsn": (format_lsn(lsn_lo) if lsn_lo is not None else None,

@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--encoding", metavar="ENC",
                    help="the client encoding the archive was captured under, when not UTF-8 (LATIN1, "
                         "WIN1252, ...): names and text are read from it (see 'transcode')")
+    _jobs_argument(d)
     _source_arguments(d)
     d.add_argument("--keys", metavar="LIST",
                    help="--source opengauss with --changes: keys of tables whose records never name them, "
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replication envelope of the payloads ('w' XLogData / 'k' keepalive): auto, none, xlogdata")
     i.add_argument("--encoding", metavar="ENC",
                    help="the client encoding the archive was captured under, when not UTF-8 (see 'transcode')")
+    _jobs_argument(i)
 
     m = sub.add_parser("mirror", help="keep a Delta Lake copy of every table current from an archive",
                        description="One Delta table per source table under TARGET (deltalake, no JVM), brought "
@@ -151,6 +153,21 @@ def _source_arguments(p):
                         "parallel-decoding frames")
     p.add_argument("--style", default="b", choices=("b", "t", "j"),
                    help="--source opengauss: the decoding-style of the frames (binary, text, json; default b)")
+
+
+def _jobs(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs takes a positive number of threads, not {text!r}")
+    return n
+
+
+def _jobs_argument(p):
+    p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                   help="threads decoding at once (default: every core; pgoutput payloads)")
 
 
 def _resolve_archive(args):
@@ -207,7 +224,7 @@ def _run(args) -> int:
             c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                                envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
                                until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays,
-                               encoding=args.encoding)
+                               encoding=args.encoding, jobs=args.jobs)
         what = "change rows" if args.changes else "message rows" if args.source == "pgoutput" else "record rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
@@ -241,7 +258,8 @@ def _run(args) -> int:
         elif args.style != "b":
             raise CliError("--style needs --source opengauss")
         else:
-            r = inspect_archive(archive, payload=args.payload, envelope=args.envelope, encoding=args.encoding)
+            r = inspect_archive(archive, payload=args.payload, envelope=args.envelope, encoding=args.encoding,
+                                jobs=args.jobs)
         print(json.dumps(r, default=str, indent=1) if args.json else format_inspect(r))
         return 0
     if args.command == "mirror":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
 
@@ -16,7 +18,11 @@ class ParquetOut:
     """``decode``'s output file, written whole or not at all: into a hidden temporary file
     beside it, renamed over it by :meth:`finish`; left behind by nothing (a failed run
     removes the temporary file). ``out``: a file, or an existing directory to write
-    ``default_name`` in."""
+    ``default_name`` in. Rows are encoded and written on a thread of their own while the
+    caller decodes the next ones (pyarrow releases the GIL), two tables at most waiting."""
+
+    #: tables handed over and not yet written, at most
+    PENDING = 2
 
     def __init__(self, out: str, default_name: str):
         if os.path.isdir(out):
@@ -25,16 +31,26 @@ class ParquetOut:
         if not os.path.isdir(out_dir):
             raise CliError(f"{out}: directory {out_dir} does not exist")
         self.path, self.tmp, self.writer = out, os.path.join(out_dir, f".{os.path.basename(out)}.tmp"), None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgoutput-codec-write")
+        self._pending = collections.deque()
 
     def write(self, rows, schema=None):
         """Append ``rows`` (cast to ``schema`` when given); the first call fixes the file's schema."""
         schema = rows.schema if schema is None else schema
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
-        self.writer.write_table(rows.cast(schema) if rows.schema != schema else rows)
+        rows = rows.cast(schema) if rows.schema != schema else rows
+        while len(self._pending) >= self.PENDING:
+            self._pending.popleft().result()       # (raises what writing it raised)
+        self._pending.append(self._pool.submit(self.writer.write_table, rows))
+
+    def _drain(self):
+        while self._pending:
+            self._pending.popleft().result()
 
     def finish(self, empty_schema) -> str:
         """Close the file (of ``empty_schema`` when nothing was written) and put it in place."""
+        self._drain()
         if self.writer is None:    # an archive with no rows
             self.writer = pq.ParquetWriter(self.tmp, empty_schema)
         self.writer.close()
@@ -48,6 +64,10 @@ class ParquetOut:
         return self
 
     def __exit__(self, *exc):
+        for f in self._pending:
+            f.cancel()
+        self._pool.shutdown(wait=True)
+        self._pending.clear()
         if self.writer is not None:
             self.writer.close()
         if os.path.exists(self.tmp):

@@ -87,7 +87,8 @@ class ControlPlan(RowFilters):
         seeded = walk.seeded
         self.options = dict(options)
         self.envelope = envelope
-        msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream))
+        msgs, _ = decode_batch_with_state(values, envelope=envelope, in_stream=bool(in_stream),
+                                          workers=options.get("workers"))
         err = msgs.field("error")
         self.errors = []
         ok = err.is_null().to_numpy(zero_copy_only=False)
