@@ -32,6 +32,8 @@ from pgoutput_codec.tables.typed import columns_out as _columns_out
 from pgoutput_codec._gather import take_table
 from pgoutput_codec.typecatalog import TypeRegistry
 
+from arrow_values import values_equal
+
 DATA = Path(__file__).parent / "data"
 CORPUS = pq.read_table(DATA / "corpus.parquet")
 TABLES = pq.read_table(DATA / "tables.parquet").to_pylist()
@@ -1393,7 +1395,7 @@ def test_decode_table_changes_equals_the_two_step_path(version, option_set):
         got = decode_table_changes(arc, name, registry=registry_for(version))
         assert got.schema == want.schema, name
         for col in want.column_names:
-            assert _same(got.column(col), want.column(col)), (name, col)
+            assert values_equal(got.column(col), want.column(col)), (name, col)
 
 
 @pytest.mark.parametrize("version,option_set", SETS)
@@ -1417,7 +1419,7 @@ def test_every_single_process_path_types_the_same_table(version, option_set, tmp
                           ("decode --changes", table_changes(written, name))):
             assert got.schema == want.schema, (what, name)
             for col in want.column_names:
-                assert _same(got.column(col), want.column(col)), (what, name, col)
+                assert values_equal(got.column(col), want.column(col)), (what, name, col)
         if name == "public.all_types":
             assert want.column("after").type.field("c_posint").type == pa.int32()
 
@@ -1453,33 +1455,6 @@ def test_rows_at_reads_the_fields_asked_for():
     assert tag_codes(types.slice(7, 9)).tolist() == [ord(t) for t in types.slice(7, 9).to_pylist()]
     bad = decode_batch(enc([REL]) + [b"Z"] + enc([REL2]))
     assert tag_codes(bad.field("type")).tolist() == [ord("R"), 0, ord("R")]
-
-
-def _same(a, b) -> bool:
-    """Arrays equal value by value, NaN equal to NaN (Arrow's equals says NaN != NaN),
-    without Python objects (dates past 9999 have none)."""
-    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
-    b = b.combine_chunks() if isinstance(b, pa.ChunkedArray) else b
-    if a.type != b.type or len(a) != len(b) or a.null_count != b.null_count:
-        return False
-    valid = a.is_valid()
-    if pc.all(pc.equal(valid, b.is_valid())).as_py() not in (True, None):
-        return False
-    a, b = a.filter(valid), b.filter(valid)
-    if pa.types.is_struct(a.type):
-        return all(_same(a.field(i), b.field(i)) for i in range(a.type.num_fields))
-    if pa.types.is_list(a.type):
-        return pc.all(pc.equal(pc.list_value_length(a), pc.list_value_length(b))).as_py() in (True, None) \
-            and _same(pc.list_flatten(a), pc.list_flatten(b))
-    if not len(a):
-        return True
-    try:
-        eq = pc.equal(a, b)
-    except pa.ArrowNotImplementedError:     # e.g. intervals: no kernel, and no NaN either
-        return a.equals(b)
-    if pa.types.is_floating(a.type):
-        eq = pc.or_(eq, pc.and_(pc.is_nan(a), pc.is_nan(b)))
-    return pc.all(eq).as_py()
 
 
 @pytest.mark.parametrize("version,option_set", SETS)

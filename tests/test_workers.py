@@ -15,10 +15,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pgoutput_codec import PgoutputCodecError, decode_batch, decode_changes, threads
+from pgoutput_codec import PgoutputCodecError, decode_batch, decode_changes, decode_table_changes, threads
 from pgoutput_codec.arrays import payload_sizes
 from pgoutput_codec.batch import decode_batch_rows, decode_batch_with_state
 from pgoutput_codec.parallel import changes_by_pieces
+
+from arrow_values import values_equal
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "corpus.parquet")
 
@@ -78,6 +80,22 @@ def test_changes_in_pieces(name):
     want = decode_changes(arch, workers=1, after_lsn=lo, until_lsn=hi)
     got = changes_by_pieces(arch, 2, {"after_lsn": lo, "until_lsn": hi})
     assert got is not None and got.equals(want) and 0 < len(want) < len(commits)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHIVES))
+def test_typed_tables_on_threads(name):
+    """``decode_table_changes``: messages decoded in pieces, columns converted in groups."""
+    arch = ARCHIVES[name]
+    changes = decode_changes(arch, workers=1)
+    tables = sorted(set(zip(changes.column("schema").to_pylist(), changes.column("table").to_pylist(),
+                            strict=True)))
+    assert tables
+    for schema, table in tables:
+        want = decode_table_changes(arch, f"{schema}.{table}", workers=1)
+        got = decode_table_changes(arch, f"{schema}.{table}", workers=3)
+        assert got.schema == want.schema
+        for col in want.column_names:        # (NaN values: equal to themselves here)
+            assert values_equal(got.column(col), want.column(col)), (schema, table, col)
 
 
 def _damaged(arch: pa.Table, seed: int) -> pa.Table:

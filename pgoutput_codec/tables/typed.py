@@ -144,10 +144,11 @@ def dims_note(kinds, data, index, c: dict, registry) -> str | None:
     return mixed_dims_note(dims) if len(dims) > 1 else None
 
 
-def columns_out(triples: list, cols: list[dict], registry=None, variants=None):
+def columns_out(triples: list, cols: list[dict], registry=None, variants=None, workers: int = 1):
     """``triples``: (kinds, data, index or None) per column of ``cols``; the indexed ones
-    share one flat tuple child and are converted together (``convert_columns``), with
-    the values ``variants`` (:class:`Located`) says were sent under another type."""
+    share one flat tuple child and are converted together (``convert_columns``, on
+    ``workers`` threads), with the values ``variants`` (:class:`Located`) says were sent
+    under another type."""
     variants = variants or {}
     results, earlier = [None] * len(cols), {}
     indexed = [j for j, t in enumerate(triples) if t[2] is not None]
@@ -155,7 +156,8 @@ def columns_out(triples: list, cols: list[dict], registry=None, variants=None):
     if indexed:
         kinds, data, _ = triples[indexed[0]]
         conv = convert_columns(kinds, data, [type_of(cols[j]) for j in indexed] + [t for _, t, _ in extra],
-                               registry, indexes=[triples[j][2] for j in indexed] + [idx for _, _, idx in extra])
+                               registry, indexes=[triples[j][2] for j in indexed] + [idx for _, _, idx in extra],
+                               workers=workers)
         for j, r in zip(indexed, conv[:len(indexed)], strict=True):
             results[j] = r
         for (j, t, idx), r in zip(extra, conv[len(indexed):], strict=True):
@@ -206,9 +208,10 @@ def kind_bytes(kinds: pa.Array) -> np.ndarray:
     return out
 
 
-def typed_sides(head: dict, sides: dict, cols: list[dict], n: int, registry) -> pa.Table:
+def typed_sides(head: dict, sides: dict, cols: list[dict], n: int, registry, workers: int = 1) -> pa.Table:
     """The ``table_changes`` table from its commit columns ``head`` and, per side
-    ('before'/'after'), the ``locate`` result (or None: no row has that image)."""
+    ('before'/'after'), the ``locate`` result (or None: no row has that image);
+    ``workers``: threads converting the columns."""
     out = dict(head)
     names = [c["name"] for c in cols]
     typed = {}
@@ -217,7 +220,8 @@ def typed_sides(head: dict, sides: dict, cols: list[dict], n: int, registry) -> 
         if loc is None:
             continue
         kinds, data, where, present, variants = loc
-        arrays, anames = columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry, variants)
+        arrays, anames = columns_out([(kinds, data, where[c["name"]]) for c in cols], cols, registry, variants,
+                                     workers)
         mask = None if present.all() else pa.array(~present)
         typed[side] = pa.StructArray.from_arrays(arrays, names=anames, mask=mask) if cols else \
             pa.nulls(n, pa.struct([]))
@@ -320,7 +324,9 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     message row and Relation version) and the converters read them in place from the
     decoded messages. Same result, ~1.7x faster than the two steps (``bench/changes_bench.py``).
     One input in one call (no ``state`` to resume from: use :class:`ChangeDecoder` and
-    :func:`table_changes` for chunked decoding)."""
+    :func:`table_changes` for chunked decoding). ``workers`` (an option): threads
+    decoding the messages and converting the columns (None, the default: one per core);
+    the transactions are followed in this thread."""
     dec = LightChangeDecoder(registry=registry, **options)   # learns domains from Type messages
     light = dec.feed(input)
     schema, table = split_name(name)
@@ -364,7 +370,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
             if side == "before" and not loc.present.any():
                 continue
             sides[side] = loc
-    return typed_sides(head, sides, cols, n, registry)
+    return typed_sides(head, sides, cols, n, registry, dec.workers)
 
 
 def empty_changes(options) -> pa.Table:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import USING_EXTENSIONS
+from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
 from .arrow import arrow_of
 from .binary import BINARY_PARSERS, binary_as_bytes
@@ -197,7 +198,7 @@ def _fast_result(res, r, kinds, data, index):
 
 
 def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = None, *, indexes: list,
-                    fast: bool | None = None) -> list:
+                    fast: bool | None = None, workers: int = 1) -> list:
     """Several columns of one flat TupleData child at once (the columns of change rows):
     ``types``: (type_oid, type_modifier) per column; ``indexes``: per column the element
     of each value (int64 numpy array, -1 = null; or ``(offsets, k)``: element
@@ -205,7 +206,8 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
     columns together, row block by row block (one pass over the values, where column
     after column reads them once per column). Returns per column a
     :class:`ConvertedColumn`, or the :class:`ConversionError` of that column (returned,
-    not raised: one bad column does not lose the others)."""
+    not raised: one bad column does not lose the others). ``workers``: threads
+    converting groups of the columns at once (the converters release the GIL)."""
     kinds = _to_kind_array(kinds)
     data = _to_binary_array(data)
     if fast is None:
@@ -215,10 +217,13 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
     out = [None] * len(types)
     quick = [j for j, sp in enumerate(specs) if sp is not None]
     if quick:
-        idx = [indexes[j] for j in quick]
-        res = _convert.convert_columns_fast([specs[j] for j in quick], kinds, data, idx)
-        for j, ix, rj in zip(quick, idx, res, strict=True):
-            out[j] = _fast_result(rj, resolved[j], kinds, data, ix)
+        # columns dealt round-robin to the threads: each pass reads its columns' values
+        groups = [quick[g::workers] for g in range(min(workers, len(quick)))]
+        done = run_pieces(lambda cols: _convert.convert_columns_fast([specs[j] for j in cols], kinds, data,
+                                                                     [indexes[j] for j in cols]), groups, workers)
+        for cols, res in zip(groups, done, strict=True):
+            for j, rj in zip(cols, res, strict=True):
+                out[j] = _fast_result(rj, resolved[j], kinds, data, indexes[j])
     for j in range(len(resolved)):
         if out[j] is None:
             k, d = take_at(kinds, data, materialize(indexes[j]))
