@@ -182,14 +182,14 @@ cdef object hand_off(void* p, Py_ssize_t size)
 # named ``*_nc`` check no capacity: the caller reserved the room (``mem_need``,
 # ``bitmap_need``) for a row or a whole frame at a time.
 
-cdef inline int mem_need(Mem* b, Py_ssize_t extra) except -1:
+cdef inline int mem_need(Mem* b, Py_ssize_t extra) except -1 nogil:
     """Room for ``extra`` more bytes, or MemoryError."""
     if extra > b.cap - b.len and mem_grow(b, extra) < 0:
         raise MemoryError()
     return 0
 
 
-cdef inline int mem_put(Mem* b, const void* src, Py_ssize_t n) except -1:
+cdef inline int mem_put(Mem* b, const void* src, Py_ssize_t n) except -1 nogil:
     if n > b.cap - b.len:
         mem_need(b, n)
     if n:
@@ -198,30 +198,30 @@ cdef inline int mem_put(Mem* b, const void* src, Py_ssize_t n) except -1:
     return 0
 
 
-cdef inline int mem_put_i32(Mem* b, int32_t v) except -1:
+cdef inline int mem_put_i32(Mem* b, int32_t v) except -1 nogil:
     return mem_put(b, &v, 4)
 
 
-cdef inline int mem_put_u32(Mem* b, uint32_t v) except -1:
+cdef inline int mem_put_u32(Mem* b, uint32_t v) except -1 nogil:
     return mem_put(b, &v, 4)
 
 
-cdef inline void mem_i32_nc(Mem* b, int32_t v) noexcept:
+cdef inline void mem_i32_nc(Mem* b, int32_t v) noexcept nogil:
     memcpy(b.p + b.len, &v, 4)
     b.len += 4
 
 
-cdef inline void mem_u32_nc(Mem* b, uint32_t v) noexcept:
+cdef inline void mem_u32_nc(Mem* b, uint32_t v) noexcept nogil:
     memcpy(b.p + b.len, &v, 4)
     b.len += 4
 
 
-cdef inline void mem_u64_nc(Mem* b, uint64_t v) noexcept:
+cdef inline void mem_u64_nc(Mem* b, uint64_t v) noexcept nogil:
     memcpy(b.p + b.len, &v, 8)
     b.len += 8
 
 
-cdef inline void mem_repeat_i32_nc(Mem* b, Py_ssize_t k) noexcept:
+cdef inline void mem_repeat_i32_nc(Mem* b, Py_ssize_t k) noexcept nogil:
     """``k`` empty entries of an offsets buffer: its last offset repeated."""
     cdef int32_t* p = <int32_t*>(b.p + b.len)
     cdef int32_t v = (<int32_t*>(b.p + b.len - 4))[0]
@@ -231,7 +231,7 @@ cdef inline void mem_repeat_i32_nc(Mem* b, Py_ssize_t k) noexcept:
     b.len += 4 * k
 
 
-cdef inline int32_t mem_off32(Mem* data) except? -1:
+cdef inline int32_t mem_off32(Mem* data) except? -1 nogil:
     """The length of ``data`` as the next int32 offset into it; OverflowError past 2 GiB."""
     if data.len > 0x7FFFFFFF:
         raise OverflowError("decoded strings of one chunk exceed 2 GiB; split the input")
@@ -245,12 +245,12 @@ cdef struct Bitmap:
     Py_ssize_t n
 
 
-cdef inline int bitmap_need(Bitmap* t, Py_ssize_t nbits) except -1:
+cdef inline int bitmap_need(Bitmap* t, Py_ssize_t nbits) except -1 nogil:
     """Room for ``nbits`` more bits, and a byte of slack."""
     return mem_need(&t.b, (nbits >> 3) + 2)
 
 
-cdef inline int bitmap_put(Bitmap* t, bint v) except -1:
+cdef inline int bitmap_put(Bitmap* t, bint v) except -1 nogil:
     cdef uint8_t zero = 0
     if (t.n & 7) == 0:
         mem_put(&t.b, &zero, 1)
@@ -260,7 +260,7 @@ cdef inline int bitmap_put(Bitmap* t, bint v) except -1:
     return 0
 
 
-cdef inline void bitmap_put_nc(Bitmap* t, bint v) noexcept:
+cdef inline void bitmap_put_nc(Bitmap* t, bint v) noexcept nogil:
     # the first bit of a byte writes the whole byte: one store, no read-modify-write
     if (t.n & 7) == 0:
         t.b.p[t.n >> 3] = 1 if v else 0
@@ -270,7 +270,7 @@ cdef inline void bitmap_put_nc(Bitmap* t, bint v) noexcept:
     t.n += 1
 
 
-cdef inline void bitmap_zeros_nc(Bitmap* t, Py_ssize_t k) noexcept:
+cdef inline void bitmap_zeros_nc(Bitmap* t, Py_ssize_t k) noexcept nogil:
     """``k`` null bits."""
     cdef Py_ssize_t nb = (t.n + k + 7) >> 3
     if nb > t.b.len:
@@ -279,7 +279,7 @@ cdef inline void bitmap_zeros_nc(Bitmap* t, Py_ssize_t k) noexcept:
     t.n += k
 
 
-cdef inline void bitmap_truncate(Bitmap* t, Py_ssize_t n) noexcept:
+cdef inline void bitmap_truncate(Bitmap* t, Py_ssize_t n) noexcept nogil:
     """Back to the first ``n`` bits (``n`` at most ``t.n``)."""
     t.n = n
     t.b.len = (n + 7) >> 3
@@ -306,7 +306,7 @@ cdef struct GrowList:
     Bitmap valid
 
 
-cdef inline int gvar_put_nc(GrowVar* s, const void* p, Py_ssize_t n, bint valid) except -1:
+cdef inline int gvar_put_nc(GrowVar* s, const void* p, Py_ssize_t n, bint valid) except -1 nogil:
     """One row; the data grows as needed, offsets and validity have room."""
     if valid:
         mem_put(&s.data, p, n)
@@ -315,7 +315,7 @@ cdef inline int gvar_put_nc(GrowVar* s, const void* p, Py_ssize_t n, bint valid)
     return 0
 
 
-cdef inline int pad_nulls_offsets(Mem* offs, Bitmap* valid, Py_ssize_t k) except -1:
+cdef inline int pad_nulls_offsets(Mem* offs, Bitmap* valid, Py_ssize_t k) except -1 nogil:
     """``k`` null rows of an offsets column (string, binary, list), with room for one
     more row after them."""
     bitmap_need(valid, k + 1)
@@ -325,7 +325,7 @@ cdef inline int pad_nulls_offsets(Mem* offs, Bitmap* valid, Py_ssize_t k) except
     return 0
 
 
-cdef inline int pad_nulls_fixed(Mem* vals, Bitmap* valid, Py_ssize_t k, int width) except -1:
+cdef inline int pad_nulls_fixed(Mem* vals, Bitmap* valid, Py_ssize_t k, int width) except -1 nogil:
     """``k`` null rows of a fixed-width column, with room for one more row after them.
     Null slots are skipped, not written: Arrow leaves their content undefined."""
     bitmap_need(valid, k + 1)

@@ -38,13 +38,13 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
     :class:`ChangeDecoder`. ``workers``: threads decoding pieces of the archive at once
     (None: one per core this process may use; 1: this thread only); the rows are the
     same for any number. ``source="opengauss"`` reads openGauss/GaussDB frames instead
-    (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``), in this
-    thread.
+    (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``): its frames
+    decoded on the threads, its transactions followed in this one.
     """
     if source == "opengauss":
         if isinstance(input, pa.Table):
             input = input.column("data")
-        return opengauss_decode_changes(input, **options)
+        return opengauss_decode_changes(input, workers=workers, **options)
     if source != "pgoutput":
         raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
     workers = worker_count(workers)

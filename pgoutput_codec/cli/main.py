@@ -219,7 +219,8 @@ def _run(args) -> int:
         if args.source == "opengauss":
             c = og_decode(archive, args.out, style=args.style, changes=args.changes, tables=args.tables,
                           keys=args.keys, mode=args.mode, envelope=args.envelope, payload=args.payload,
-                          after_lsn=args.after_lsn, until_lsn=args.until_lsn, replays=args.replays)
+                          after_lsn=args.after_lsn, until_lsn=args.until_lsn, replays=args.replays,
+                          jobs=args.jobs)
         else:
             c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                                envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,

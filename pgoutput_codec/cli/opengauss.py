@@ -28,6 +28,8 @@ from ..opengauss import decode_batch, heartbeats, record_positions
 from ..opengauss.changes import decode_changes
 from ..opengauss.columns import OPENGAUSS_CHANGE_SCHEMA, commit_timestamps
 from ..opengauss.schema import RECORD_SCHEMA, RECORD_TYPES
+from ..threads import prefetch
+from .decode import BATCH_ROWS
 from .errors import CliError
 from .inspect import commit_order
 from .output import ParquetOut
@@ -39,9 +41,9 @@ __all__ = ["decode_archive", "inspect_archive"]
 _KEEP = (("seq", "seq"), ("lsn", "source_lsn"), ("xid", "source_xid"))
 
 
-def _records(t: pa.Table, style: str, envelope: str):
+def _records(t: pa.Table, style: str, envelope: str, jobs=None):
     """(records of the part's frames, frame index per record, frame indexes in error)."""
-    recs = decode_batch(t.column("data"), style, envelope=envelope)
+    recs = decode_batch(t.column("data"), style, envelope=envelope, workers=jobs)
     rows = recs.column("row").to_numpy()
     err = recs.column("error")
     bad = np.unique(rows[err.is_valid().to_numpy(zero_copy_only=False)]) if err.null_count != len(err) \
@@ -71,8 +73,11 @@ def _message_table(t: pa.Table, recs: pa.Table, rows: np.ndarray) -> pa.Table:
 
 
 def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=None, mode="FAILFAST",
-                   envelope="auto", payload="data", after_lsn=None, until_lsn=None, replays="drop") -> dict:
-    """``decode --source opengauss``: returns the counts printed at the end."""
+                   envelope="auto", payload="data", after_lsn=None, until_lsn=None, replays="drop",
+                   jobs=None) -> dict:
+    """``decode --source opengauss``: returns the counts printed at the end. ``jobs``:
+    threads decoding (None: every core); the archive is read in batches, the next while
+    one is decoded and written."""
     parts = read_archive_parts(archive)
     dest = ParquetOut(out, "changes.parquet" if changes else "records.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0, "heartbeats": 0}
@@ -80,8 +85,8 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
     frames, bad_frames = [], []
     with dest:
         with progress(total, "decode") as bar:
-            for _, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
-                recs, rows, bad = _records(t, style, envelope)
+            for _, t in prefetch(iter_archive(parts, payload, on_recaptured=note_recaptured, batch_rows=BATCH_ROWS)):
+                recs, rows, bad = _records(t, style, envelope, jobs)
                 counts["rows_in"] += len(t)
                 counts["rows_in_error"] += len(bad)
                 counts["heartbeats"] += heartbeats(recs)
@@ -104,7 +109,7 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
                                        for f in frames for c in f.chunks], pa.binary())
             rows_out = decode_changes(values, style=style, envelope=envelope, tables=tables, keys=keys,
                                       errors="raise" if mode == "FAILFAST" else "drop", after_lsn=after_lsn,
-                                      until_lsn=until_lsn, replays=replays, replayed=replayed)
+                                      until_lsn=until_lsn, replays=replays, replayed=replayed, workers=jobs)
             dest.write(rows_out)
             counts["rows_out"] = len(rows_out)
             counts["replayed_transactions"] = len(replayed)

@@ -16,7 +16,8 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import payload_chunks
+from ..arrays import payload_chunks, payload_sizes
+from ..threads import piece_bounds, run_pieces, worker_count
 from ..errors import PgoutputDecodeError
 from ._binary_py import ENVELOPES, decode_frame_items
 from ._binary_py import decode_frame as _decode_frame_b
@@ -78,7 +79,8 @@ def _table(batches, hb):
     return t.replace_schema_metadata({HEARTBEATS_KEY: str(hb).encode()})
 
 
-def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_batch=None) -> pa.Table:
+def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_batch=None,
+                 workers: int | None = None) -> pa.Table:
     """Decode frames to a ``pyarrow.Table`` (one row per record, ``row`` = input row).
 
     ``values``: ``pa.BinaryArray``/``pa.LargeBinaryArray``, a ``ChunkedArray`` of those, or
@@ -87,21 +89,25 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
     ``envelope``: "auto" (a leading 'w' is an XLogData header), "none", "xlogdata".
     ``sending_batch`` ('t'/'j' only): True/False, or None to tell by the first byte
     (a bare text frame starts with a letter or '{', a batched one with a length's 0x00).
+    ``workers`` ('b' with the compiled decoder): threads decoding pieces of the input at
+    once (None: one per core; 1: this thread); frames are independent of each other, so
+    the records are the same for any number.
     """
     if envelope not in ENVELOPES:
         raise ValueError(f"envelope must be one of {ENVELOPES}, not {envelope!r}")
     if style == "b":
         if not USING_EXTENSIONS:
             return decode_batch_py(values, envelope=envelope)
-        batches, hb, base = [], 0, 0
+        workers = worker_count(workers)
+        pieces, base = [], 0
         for chunk in payload_chunks(values):
             if pa.types.is_null(chunk.type):
                 chunk = chunk.cast(pa.binary())
-            b, h = decode_binary_chunk(chunk, base, envelope)
-            batches.append(b)
-            hb += h
+            bounds = piece_bounds(payload_sizes(chunk), workers) if workers > 1 else [0, len(chunk)]
+            pieces += [(chunk.slice(a, b - a), base + a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
             base += len(chunk)
-        return _table(batches, hb)
+        done = run_pieces(lambda p: decode_binary_chunk(p[0], p[1], envelope), pieces, workers)
+        return _table([b for b, _ in done], sum(h for _, h in done))
     if style in ("t", "j"):
         return decode_text_batch(values, style, envelope=envelope, sending_batch=sending_batch)
     raise ValueError(f"style must be one of {STYLES}, not {style!r}")

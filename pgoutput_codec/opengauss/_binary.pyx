@@ -36,7 +36,7 @@ cdef uint32_t NULL_LEN = 0xFFFFFFFF
 
 # ---- record parsing --------------------------------------------------------------------
 
-cdef int read_tuple(Reader* r, TupleB* t) except -2:
+cdef int read_tuple(Reader* r, TupleB* t) except -2 nogil:
     """Append one tuple's columns to the child buffers; -1 (reader error) on bad input."""
     cdef uint16_t natts, nlen
     cdef uint32_t oid, vlen
@@ -70,7 +70,7 @@ cdef int read_tuple(Reader* r, TupleB* t) except -2:
 
 
 cdef int read_text32(Reader* r, Py_ssize_t* off, Py_ssize_t* n, const char* what_len,
-                     const char* what) noexcept:
+                     const char* what) noexcept nogil:
     cdef uint32_t len32
     if read_u32(r, &len32, what_len) < 0:
         return -1
@@ -83,7 +83,7 @@ cdef int read_text32(Reader* r, Py_ssize_t* off, Py_ssize_t* n, const char* what
 
 
 cdef int read_text16(Reader* r, Py_ssize_t* off, Py_ssize_t* n, const char* what_len,
-                     const char* what) noexcept:
+                     const char* what) noexcept nogil:
     cdef uint16_t len16
     if read_u16(r, &len16, what_len) < 0:
         return -1
@@ -95,7 +95,7 @@ cdef int read_text16(Reader* r, Py_ssize_t* off, Py_ssize_t* n, const char* what
     return 0
 
 
-cdef int read_options(Reader* r, Rec* rec, bint begin) noexcept:
+cdef int read_options(Reader* r, Rec* rec, bint begin) noexcept nogil:
     """Tagged optional fields of B (X, T, O, N) / C (X, T), any order, each at most once."""
     cdef uint8_t opt
     cdef Py_ssize_t at
@@ -133,7 +133,7 @@ cdef int read_options(Reader* r, Rec* rec, bint begin) noexcept:
     return 0
 
 
-cdef int read_body(Reader* r, Rec* rec, TupleB* newt, TupleB* oldt) except -2:
+cdef int read_body(Reader* r, Rec* rec, TupleB* newt, TupleB* oldt) except -2 nogil:
     """The body after lsn and tag (r narrowed to the record). 1 for a heartbeat."""
     cdef uint8_t tag = rec.tag, m = 0
     cdef Py_ssize_t at
@@ -177,19 +177,22 @@ cdef int read_body(Reader* r, Rec* rec, TupleB* newt, TupleB* oldt) except -2:
     return reader_fail(r, E_UNKNOWN_TAG, r.pos - 1, b"", 0, tag)
 
 
-cdef inline bint known_tag(uint8_t t) noexcept:
+cdef inline bint known_tag(uint8_t t) noexcept nogil:
     return t == 0x42 or t == 0x43 or t == 0x49 or t == 0x55 or t == 0x44 or t == 0x48
 
 
-cdef int add_error(RecordBuilder out, int64_t row, Reader* r, Rec* rec, bint fatal) except -1:
-    tag = rec.tag if rec.has & H_TAG else None
-    text = format_error(r.err, r.err_pos, tag, (<bytes>r.err_what).decode(), r.err_want,
-                        r.len - r.err_pos if r.err == E_SHORT else 0, r.err_value, r.err_col,
-                        fatal).encode()
-    if not known_tag(rec.tag):
-        rec.has &= ~H_TAG
-    rec.has &= H_LSN | H_TAG
-    out.add(row, rec, NULL, text, len(text))
+cdef int add_error(RecordBuilder out, int64_t row, Reader* r, Rec* rec, bint fatal) except -1 nogil:
+    cdef const char* p
+    with gil:       # (an error's text is made in Python: errors are rare)
+        tag = rec.tag if rec.has & H_TAG else None
+        text = format_error(r.err, r.err_pos, tag, (<bytes>r.err_what).decode(), r.err_want,
+                            r.len - r.err_pos if r.err == E_SHORT else 0, r.err_value, r.err_col,
+                            fatal).encode()
+        if not known_tag(rec.tag):
+            rec.has &= ~H_TAG
+        rec.has &= H_LSN | H_TAG
+        p = text
+        out.add(row, rec, NULL, p, len(text))
     return 0
 
 
@@ -202,7 +205,7 @@ cdef enum:
 
 
 cdef int fast_insert(RecordBuilder out, int64_t row, const uint8_t* buf, Py_ssize_t pos, Py_ssize_t n,
-                     const uint8_t* src_end, Py_ssize_t* next_pos) except -1:
+                     const uint8_t* src_end, Py_ssize_t* next_pos) except -1 nogil:
     """An Insert record — most of any archive — parsed and written in one pass.
 
     ``pos`` is where the record's UInt32 length starts. Returns 1 (followed by 'P') or 2
@@ -308,7 +311,7 @@ cdef int fast_insert(RecordBuilder out, int64_t row, const uint8_t* buf, Py_ssiz
 
 
 cdef int decode_row(RecordBuilder out, int64_t row, const uint8_t* buf, Py_ssize_t n, int envelope,
-                    int64_t* heartbeats, const uint8_t* src_end) except -1:
+                    int64_t* heartbeats, const uint8_t* src_end) except -1 nogil:
     """One input row; envelope 0 auto, 1 none, 2 xlogdata."""
     cdef Reader r
     cdef Rec rec
@@ -404,12 +407,15 @@ cdef int decode_row(RecordBuilder out, int64_t row, const uint8_t* buf, Py_ssize
             return 0
 
 
-cdef int _fatal_w(RecordBuilder out, int64_t row, Reader* r, Rec* rec) except -1:
-    tag = 0x77
-    text = format_error(r.err, r.err_pos, tag, (<bytes>r.err_what).decode(), r.err_want,
-                        r.len - r.err_pos, r.err_value, -1, True).encode()
-    rec.has = 0
-    out.add(row, rec, NULL, text, len(text))
+cdef int _fatal_w(RecordBuilder out, int64_t row, Reader* r, Rec* rec) except -1 nogil:
+    cdef const char* p
+    with gil:
+        tag = 0x77
+        text = format_error(r.err, r.err_pos, tag, (<bytes>r.err_what).decode(), r.err_want,
+                            r.len - r.err_pos, r.err_value, -1, True).encode()
+        rec.has = 0
+        p = text
+        out.add(row, rec, NULL, p, len(text))
     return 0
 
 
@@ -433,6 +439,7 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
     cdef Rec rec
     cdef bint scaled = False
     cdef int64_t first, last
+    cdef const uint8_t* empty = <const uint8_t*>b""
     if not (large or pa.types.is_binary(arr.type)):
         raise TypeError(f"expected a binary or large_binary array, got {arr.type}")
     check_binary_offsets(arr)
@@ -449,23 +456,25 @@ def decode_binary_chunk(arr, int64_t row_base, str envelope="auto"):
         src_end = data + dsize
     first = (offs64[off] if large else offs32[off]) if n else 0
     last = (offs64[off + n] if large else offs32[off + n]) if n else 0
-    for i in range(n):
-        if validity != NULL and not (validity[(i + off) >> 3] >> ((i + off) & 7)) & 1:
-            reader_init(&nr, NULL, 0)
-            memset(&rec, 0, sizeof(Rec))
-            reader_fail(&nr, E_NULL_ROW, 0, b"", 0, 0)
-            add_error(out, row_base + i, &nr, &rec, True)
-            continue
-        if large:
-            start = offs64[i + off]
-            end = offs64[i + off + 1]
-        else:
-            start = offs32[i + off]
-            end = offs32[i + off + 1]
-        decode_row(out, row_base + i, data + start if data != NULL else <const uint8_t*>b"", end - start,
-                   env, &hb, src_end)
-        if not scaled and end > first:
-            scaled = True
-            if end < last:
-                out.reserve_scaled(<double>(last - end) / <double>(end - first))
+    # without the GIL: threads decode other pieces meanwhile (error texts take it back)
+    with nogil:
+        for i in range(n):
+            if validity != NULL and not (validity[(i + off) >> 3] >> ((i + off) & 7)) & 1:
+                reader_init(&nr, NULL, 0)
+                memset(&rec, 0, sizeof(Rec))
+                reader_fail(&nr, E_NULL_ROW, 0, b"", 0, 0)
+                add_error(out, row_base + i, &nr, &rec, True)
+                continue
+            if large:
+                start = offs64[i + off]
+                end = offs64[i + off + 1]
+            else:
+                start = offs32[i + off]
+                end = offs32[i + off + 1]
+            decode_row(out, row_base + i, data + start if data != NULL else empty, end - start,
+                       env, &hb, src_end)
+            if not scaled and end > first:
+                scaled = True
+                if end < last:
+                    out.reserve_scaled(<double>(last - end) / <double>(end - first))
     return out.finish(), hb

@@ -69,7 +69,7 @@ cdef struct Saved:
     Py_ssize_t name_offs, name_data, oid, val_offs, val_data, val_valid, ncols
 
 
-cdef inline void tuple_save(TupleB* t, Saved* s) noexcept:
+cdef inline void tuple_save(TupleB* t, Saved* s) noexcept nogil:
     s.name_offs = t.name_offs.len
     s.name_data = t.name_data.len
     s.oid = t.oid.len
@@ -79,7 +79,7 @@ cdef inline void tuple_save(TupleB* t, Saved* s) noexcept:
     s.ncols = t.ncols
 
 
-cdef inline void tuple_restore(TupleB* t, Saved* s) noexcept:
+cdef inline void tuple_restore(TupleB* t, Saved* s) noexcept nogil:
     t.name_offs.len = s.name_offs
     t.name_data.len = s.name_data
     t.oid.len = s.oid
@@ -102,20 +102,20 @@ cdef class RecordBuilder:
     # hands out the shared all-null array).
     cdef Py_ssize_t done[R_COUNT]
 
-    cdef int _grow(self, Py_ssize_t k) except -1
-    cdef int reserve_scaled(self, double f) except -1
-    cdef int reserve_frame(self, Py_ssize_t n) except -1
-    cdef int _rare(self, int c, Py_ssize_t upto) except -1
-    cdef int _rare_u64(self, int c, GrowFixed* col, Py_ssize_t at, uint64_t v) except -1
-    cdef int _rare_str(self, int c, GrowVar* col, Py_ssize_t at, const char* p, Py_ssize_t n) except -1
+    cdef int _grow(self, Py_ssize_t k) except -1 nogil
+    cdef int reserve_scaled(self, double f) except -1 nogil
+    cdef int reserve_frame(self, Py_ssize_t n) except -1 nogil
+    cdef int _rare(self, int c, Py_ssize_t upto) except -1 nogil
+    cdef int _rare_u64(self, int c, GrowFixed* col, Py_ssize_t at, uint64_t v) except -1 nogil
+    cdef int _rare_str(self, int c, GrowVar* col, Py_ssize_t at, const char* p, Py_ssize_t n) except -1 nogil
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
-                 Py_ssize_t errlen) except -1
+                 Py_ssize_t errlen) except -1 nogil
     cdef object finish(self)
 
 
 cdef inline void add_insert(RecordBuilder out, int64_t row, uint64_t lsn, const uint8_t* sc,
                             Py_ssize_t sc_len, const uint8_t* tb, Py_ssize_t tb_len,
-                            const uint8_t* src_end) noexcept:
+                            const uint8_t* src_end) noexcept nogil:
     """``RecordBuilder.add`` for an Insert row of the fast path: the same values; the
     columns an Insert leaves null are not written (``_rare``). No capacity checks
     (``reserve_frame``); the 2 GiB offset limit of schema and table was checked by

@@ -77,7 +77,7 @@ cdef class RecordBuilder:
         tuple_free(&self.newt)
         tuple_free(&self.oldt)
 
-    cdef int _grow(self, Py_ssize_t k) except -1:
+    cdef int _grow(self, Py_ssize_t k) except -1 nogil:
         """Room for the fixed-width parts of ``k`` more rows than written (``k`` at least
         ``rowcap - nrows``) in every column written for every row, so that writing one
         row checks capacity once (the R_* columns reserve in ``_rare``)."""
@@ -99,7 +99,7 @@ cdef class RecordBuilder:
         mem_need(&self.type_.data, k)
         return 0
 
-    cdef int reserve_scaled(self, double f) except -1:
+    cdef int reserve_scaled(self, double f) except -1 nogil:
         """Reserve for ``f`` times what is written so far (the input left after the first
         frame, in proportion): no doubling copies, and the reserve comes from the pool."""
         cdef Mem* v[16]
@@ -116,7 +116,7 @@ cdef class RecordBuilder:
             self._grow(<Py_ssize_t>(self.nrows * f) + 64)
         return 0
 
-    cdef int reserve_frame(self, Py_ssize_t n) except -1:
+    cdef int reserve_frame(self, Py_ssize_t n) except -1 nogil:
         """Room for every row a frame of ``n`` bytes can give, so that the Insert fast
         path (``fast_insert``, ``add_insert``) writes without checking capacity: a record
         takes 14 bytes at least (length, LSN, tag, separator), a column 10; names, values,
@@ -137,7 +137,7 @@ cdef class RecordBuilder:
             self._grow(rows)
         return 0
 
-    cdef int _rare(self, int c, Py_ssize_t upto) except -1:
+    cdef int _rare(self, int c, Py_ssize_t upto) except -1 nogil:
         """Null rows in R_* column ``c`` up to row ``upto`` (exclusive), with room for one
         more row after them."""
         cdef Py_ssize_t k = upto - self.done[c]
@@ -160,7 +160,7 @@ cdef class RecordBuilder:
         self.done[c] = upto
         return 0
 
-    cdef int _rare_u64(self, int c, GrowFixed* col, Py_ssize_t at, uint64_t v) except -1:
+    cdef int _rare_u64(self, int c, GrowFixed* col, Py_ssize_t at, uint64_t v) except -1 nogil:
         """Row ``at`` of the uint64 column ``c`` (``col``), set (``_rare`` catches up the
         nulls before it)."""
         self._rare(c, at)
@@ -169,7 +169,7 @@ cdef class RecordBuilder:
         self.done[c] += 1
         return 0
 
-    cdef int _rare_str(self, int c, GrowVar* col, Py_ssize_t at, const char* p, Py_ssize_t n) except -1:
+    cdef int _rare_str(self, int c, GrowVar* col, Py_ssize_t at, const char* p, Py_ssize_t n) except -1 nogil:
         """Row ``at`` of the string column ``c`` (``col``), set."""
         self._rare(c, at)
         gvar_put_nc(col, p, n, 1)
@@ -177,7 +177,7 @@ cdef class RecordBuilder:
         return 0
 
     cdef int add(self, int64_t row, Rec* rec, const uint8_t* buf, const char* err,
-                 Py_ssize_t errlen) except -1:
+                 Py_ssize_t errlen) except -1 nogil:
         """One output row: ``rec`` fields per ``rec.has``; tuples were appended already
         when H_NEW/H_OLD are set."""
         cdef int h = rec.has

@@ -13,19 +13,20 @@ from libc.string cimport memcpy
 from pgoutput_codec._reader cimport pgc_be16, pgc_be32, pgc_be64, utf8_valid
 
 
-cdef inline uint16_t be16_at(const uint8_t* p) noexcept:
+cdef inline uint16_t be16_at(const uint8_t* p) noexcept nogil:
     cdef uint16_t v
     memcpy(&v, p, 2)
     return pgc_be16(v)
 
 
-cdef inline uint32_t be32_at(const uint8_t* p) noexcept:
+cdef inline uint32_t be32_at(const uint8_t* p) noexcept nogil:
     cdef uint32_t v
     memcpy(&v, p, 4)
     return pgc_be32(v)
 
 
-cdef inline void copy_small(char* dst, const uint8_t* src, Py_ssize_t n, const uint8_t* src_end) noexcept:
+cdef inline void copy_small(char* dst, const uint8_t* src, Py_ssize_t n,
+                            const uint8_t* src_end) noexcept nogil:
     """memcpy with fixed sizes for short strings (inlined, no libc call): reads up to 32
     bytes from ``src`` (never past ``src_end``) and writes up to 32 bytes to ``dst`` (the
     caller reserved 32 bytes of slack)."""
@@ -38,7 +39,7 @@ cdef inline void copy_small(char* dst, const uint8_t* src, Py_ssize_t n, const u
         memcpy(dst, src, <size_t>n)
 
 
-cdef inline bint text_ok(const uint8_t* s, Py_ssize_t n, const uint8_t* src_end) noexcept:
+cdef inline bint text_ok(const uint8_t* s, Py_ssize_t n, const uint8_t* src_end) noexcept nogil:
     """Strict UTF-8; ASCII (every identifier in practice) is checked a word at a time,
     the last partial word with one load (reading no further than ``src_end``)."""
     cdef uint64_t w, acc = 0
@@ -200,7 +201,7 @@ cdef extern from *:
     Py_ssize_t pgc_og_columns(const uint8_t* buf, Py_ssize_t b, Py_ssize_t end, Py_ssize_t natts,
                               int fixed, char* nd, Py_ssize_t* nl_io, int32_t* no, uint32_t* oo,
                               char* vd, Py_ssize_t* vl_io, int32_t* vo, uint8_t* vv, Py_ssize_t* vn_io,
-                              uint64_t* hi_io) noexcept
+                              uint64_t* hi_io) noexcept nogil
 
 
 cdef extern from *:
@@ -211,4 +212,4 @@ cdef extern from *:
     #define pgc_prefetch(p) ((void)(p))
     #endif
     """
-    void pgc_prefetch(const void* p) noexcept
+    void pgc_prefetch(const void* p) noexcept nogil

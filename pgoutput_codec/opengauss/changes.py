@@ -73,7 +73,8 @@ __all__ = ["decode_changes", "learn_shapes", "OPENGAUSS_CHANGE_SCHEMA"]
 def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=None, skip_empty_xacts=True,
                    include_xids=True, include_timestamp=True, include_origin=True, exclude_users=None,
                    errors: str = "raise", after_lsn=None, until_lsn=None, replays: str = "drop",
-                   replayed: list | None = None, keys=None, by_record: bool = False) -> pa.Table:
+                   replayed: list | None = None, keys=None, by_record: bool = False,
+                   workers: int | None = None) -> pa.Table:
     """Change rows (``OPENGAUSS_CHANGE_SCHEMA``) of an Arrow column of openGauss frames.
     ``after_lsn``/``until_lsn``: only the transactions committed in ``(after_lsn,
     until_lsn]``, as for pgoutput's ``ChangeDecoder``. ``replays``: see the module
@@ -81,13 +82,15 @@ def decode_changes(values, *, style: str = "b", envelope: str = "auto", tables=N
     Commit record) per transaction received again and dropped. ``keys``: tables' keys the
     records may never name (module docstring). ``by_record``: build the rows record by
     record (:func:`change_row`, the rules' plain statement; the tests' reference) instead
-    of a column at a time (:func:`.rows.change_rows`)."""
+    of a column at a time (:func:`.rows.change_rows`). ``workers``: threads decoding the
+    frames (see :func:`~pgoutput_codec.opengauss.decode_batch`); the transactions are
+    then followed in this thread."""
     declared = parse_keys(keys)
     window = commit_window(after_lsn, until_lsn)
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
 
-    recs = decode_batch(values, style=style, envelope=envelope)
+    recs = decode_batch(values, style=style, envelope=envelope, workers=workers)
     err = recs.column("error")
     if err.null_count != len(recs) and errors == "raise":
         i = pc.index(pc.is_valid(err), True).as_py()

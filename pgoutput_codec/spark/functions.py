@@ -451,7 +451,7 @@ def _og_struct():
 def _og_decode(payload, style, mode, keys):
     """Decode frames; returns (record table without ``row``, row index per record)."""
     payload = one_array(payload)
-    table = og_decode_batch(payload, style)
+    table = og_decode_batch(payload, style, workers=1)      # (a task per core already)
     rows = table.column("row").to_numpy()
     if mode == FAILFAST:
         raise_first_error(one_array(table.column("error")), keys,

@@ -123,7 +123,7 @@ def frame_error(key, lsn, text: str) -> str:
 
 def _decode(payload, style, envelope):
     payload = one_array(payload)
-    return decode_batch(payload, style=style, envelope=envelope)
+    return decode_batch(payload, style=style, envelope=envelope, workers=1)   # (a task per core already)
 
 
 class _Facts:
