@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,18 +29,9 @@ from changes_bench import build  # noqa: E402
 from pgoutput_codec import decode_batch, decode_changes  # noqa: E402
 from pgoutput_codec.parallel import changes_by_pieces  # noqa: E402
 from pgoutput_codec.plan import ControlPlan, control_candidates  # noqa: E402
+from pgoutput_codec.testing.timing import best  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def best(fn, repeat: int) -> float:
-    fn()                                    # warm: the block cache, the allocator's pages
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def amdahl(serial: float, cores: int) -> float:

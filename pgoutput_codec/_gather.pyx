@@ -77,6 +77,9 @@ def take_lists(arr, indices):
             o[np.asarray(ix) + 1].astype(np.int64)
     else:
         begin = finish = np.zeros(0, np.int64)
+    if m and arr.null_count:       # a null row has no values to copy: an empty range
+        null = ~arr.is_valid().to_numpy(zero_copy_only=False)[np.asarray(ix)]
+        finish = np.where(null, begin, finish)
     cdef const int64_t[::1] st = np.ascontiguousarray(begin, dtype=np.int64)
     cdef const int64_t[::1] en = np.ascontiguousarray(finish, dtype=np.int64)
     valid = _addr(bufs[0])
@@ -128,12 +131,7 @@ def take_lists(arr, indices):
             dpos = 0
             with nogil:
                 for r in range(m):
-                    i = ix[r]
-                    if valid != NULL and not _bit(valid, voff + i):
-                        continue
-                    a = st[r]
-                    b = en[r]
-                    dpos += coffs[b] - coffs[a]
+                    dpos += coffs[en[r]] - coffs[st[r]]
             if dpos > INT32_MAX:
                 _too_big(m, dpos, f"bytes of {field.name!r}", field.type)
             doffs_buf = pool_buffer(4 * (total + 1), False, &p)
@@ -144,9 +142,6 @@ def take_lists(arr, indices):
             pos = 0
             with nogil:
                 for r in range(m):
-                    i = ix[r]
-                    if valid != NULL and not _bit(valid, voff + i):
-                        continue
                     a = st[r]
                     b = en[r]
                     base = coffs[a]
@@ -169,9 +164,6 @@ def take_lists(arr, indices):
             pos = 0
             with nogil:
                 for r in range(m):
-                    i = ix[r]
-                    if valid != NULL and not _bit(valid, voff + i):
-                        continue
                     a = st[r]
                     b = en[r]
                     if b > a:

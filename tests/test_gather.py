@@ -51,3 +51,20 @@ def test_a_take_past_32_bit_offsets_is_refused_before_it_allocates():
     with pytest.raises(OverflowError, match="2,202,009,600 bytes of 'name'.*32-bit offsets"):
         take_lists(big, np.zeros(2100, np.int64))
     assert take_lists(big, np.zeros(3, np.int64)).equals(big.take(pa.array([0, 0, 0])))
+
+
+def test_list_views_become_plain_lists_row_by_row():
+    """Rows of a list view share values, overlap, skip some and may be null: each comes
+    out as its own plain list, the same values in order; a slice of the view too."""
+    from pgoutput_codec.arrays import plain_lists
+    values = pa.array([{"kind": "t", "value": bytes([i]) * i} for i in range(10)], TUPLE_TYPE.value_type)
+    offsets, sizes = [0, 3, 0, 2, 9, 5, 0], [3, 4, 3, 0, 1, 5, 0]
+    mask = np.array([False, False, True, False, False, False, True])
+    view = pa.ListViewArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(sizes, pa.int32()), values,
+                                        mask=pa.array(mask))
+    want = [None if m else values.slice(o, s).to_pylist() for o, s, m in zip(offsets, sizes, mask, strict=True)]
+    got = plain_lists(view)
+    got.validate(full=True)
+    assert pa.types.is_list(got.type) and got.to_pylist() == want
+    part = plain_lists(view.slice(2, 4))
+    assert part.to_pylist() == want[2:6]
