@@ -6,7 +6,9 @@ times, best of ``--repeat``:
   (1) decode_batch, 1 worker and W workers, and the join of W pieces' outputs alone
       (``pa.concat_arrays``: the serial part of a one-array result);
   (2) decode_changes, 1 worker (the ``ChangeDecoder``), the pieces path on 1 worker,
-      and W workers; the plan over the control rows alone (its serial part).
+      and W workers; the plan over the control rows alone (its serial part);
+  (3) openGauss 'b' frames (opengauss_bench.py's, 100 Insert records each), 1 worker and
+      W workers.
 Prints seconds, ratios, the serial fraction the two runs imply (Karp-Flatt) and what
 Amdahl's law gives for 16 and 64 cores from it, beside the serial parts measured alone. Writes bench/results/parallel.json.
 """
@@ -25,8 +27,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
 from changes_bench import build  # noqa: E402
+from opengauss_bench import og_batches  # noqa: E402
 
 from pgoutput_codec import decode_batch, decode_changes  # noqa: E402
+from pgoutput_codec.opengauss import decode_batch as og_decode_batch  # noqa: E402
 from pgoutput_codec.parallel import changes_by_pieces  # noqa: E402
 from pgoutput_codec.plan import ControlPlan, control_candidates  # noqa: E402
 from pgoutput_codec.testing.timing import best  # noqa: E402
@@ -66,19 +70,26 @@ def main(argv=None):
     res["changes_plan"] = best(lambda: ControlPlan.build(arr.filter(pa.array(mask)), keys[mask], **opts),
                                args.repeat)
 
+    frames = og_batches(min(args.n, 200_000), 100)
+    frames = pa.concat_arrays([frames] * max(1, args.n // 500_000))      # (2 M records for 5 M messages)
+    res["og_records"] = len(frames) * 100
+    res["og_1"] = best(lambda: og_decode_batch(frames, workers=1), args.repeat)
+    res["og_w"] = best(lambda: og_decode_batch(frames, workers=w), args.repeat)
+
     rows = [
-        ("decode_batch", res["batch_1"], res["batch_w"], res["batch_join"], "the join of the pieces"),
-        ("decode_changes, pieces path", res["changes_pieces_1"], res["changes_w"], res["changes_plan"],
+        ("batch", "decode_batch", res["batch_1"], res["batch_w"], res["batch_join"], "the join of the pieces"),
+        ("changes", "decode_changes, pieces path", res["changes_pieces_1"], res["changes_w"], res["changes_plan"],
          "the plan over the control rows"),
+        ("og", f"openGauss 'b', {res['og_records'] / 1e6:g} M records", res["og_1"], res["og_w"], 0.0,
+         "(record batches put together, no copy)"),
     ]
     print(f"{n:,} messages, {w} workers against 1, best of {args.repeat}")
     print(f"{'':28} {'1 worker':>9} {f'{w} workers':>10} {'ratio':>6} {'serial':>7} {'16 cores':>9} {'64 cores':>9}"
           f"  {'serial part measured':>22}")
-    for name, t1, tw, part, what in rows:
+    for key, name, t1, tw, part, what in rows:
         # the serial fraction the two runs imply (Karp-Flatt): what did not get faster,
         # the serial code and what the threads contend for (memory bandwidth, the GIL)
-        frac = (tw / t1 - 1 / w) / (1 - 1 / w) if w > 1 else 1.0
-        key = name.split(",")[0]
+        frac = min(1.0, max(0.0, (tw / t1 - 1 / w) / (1 - 1 / w))) if w > 1 else 1.0   # (noise: within 0..1)
         res[f"{key}_serial_fraction"] = frac
         print(f"{name:28} {t1:9.3f} {tw:10.3f} {t1 / tw:6.2f} {100 * frac:6.1f}% {amdahl(frac, 16):8.1f}x"
               f" {amdahl(frac, 64):8.1f}x  {part:.3f} s, {what}")
