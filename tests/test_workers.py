@@ -64,16 +64,20 @@ def test_messages_in_pieces(name):
     assert decode_batch_rows(values, states, workers=3).equals(decode_batch_rows(values, states, workers=1))
 
 
+OPTIONS = [{"errors": "collect"}, {"tables": "public.*"}, {"include_xids": False, "include_origin": False}]
+
+
 @pytest.mark.parametrize("name", sorted(ARCHIVES))
 def test_changes_in_pieces(name):
     arch = ARCHIVES[name]
-    for options in ({}, {"errors": "collect"}, {"tables": "public.*"},
-                    {"include_xids": False, "include_origin": False}):
+    # the options by turns: each archive with the defaults and one other set
+    other = OPTIONS[sorted(ARCHIVES).index(name) % len(OPTIONS)]
+    for options in ({}, other):
         want = decode_changes(arch, workers=1, **options)
         got = changes_by_pieces(arch, 3, options)
         assert got is not None, "the archive should be decoded by pieces"
         assert got.equals(want)
-        assert decode_changes(arch, workers=3, **options).equals(want)
+    assert decode_changes(arch, workers=3, **other).equals(want)
     # a commit-LSN window: the middle third of the commits
     commits = decode_changes(arch, workers=1).column("commit_lsn").to_numpy()
     lo, hi = int(np.quantile(commits, 0.33)), int(np.quantile(commits, 0.66))
@@ -114,8 +118,8 @@ def _damaged(arch: pa.Table, seed: int) -> pa.Table:
 
 @pytest.mark.parametrize("name", sorted(ARCHIVES))
 def test_damaged_archives_in_pieces(name):
-    for seed in range(2):
-        arch = _damaged(ARCHIVES[name], seed)
+    for seed in range(1):
+        arch = _damaged(ARCHIVES[name], seed + sorted(ARCHIVES).index(name))
         assert decode_batch(arch.column("data"), workers=3).equals(decode_batch(arch.column("data"), workers=1))
         try:
             want = decode_changes(arch, workers=1, errors="collect")
