@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ._gather import take_lists
 
 from ._builders import nulls
-from .messages import parse_lsn
+from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
            "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "payload_sizes",
@@ -104,14 +104,43 @@ def lsn_array(lsn, n: int) -> pa.Array:
     if not isinstance(lsn, pa.Array):
         lsn = pa.array(lsn)
     if pa.types.is_string(lsn.type) or pa.types.is_large_string(lsn.type):
-        out = []
-        for i, v in enumerate(lsn.to_pylist()):
-            try:
-                out.append(None if v is None else parse_lsn(v))
-            except ValueError as e:
-                raise ValueError(f"lsn of row {i}: {e}") from None
-        return pa.array(out, pa.uint64())
+        return _lsn_text(lsn)
     return lsn.cast(pa.uint64())
+
+
+# hex digit -> value, by byte
+_HEX = np.zeros(256, np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _i
+
+
+def _lsn_text(lsn: pa.Array) -> pa.Array:
+    """``X/Y`` texts to uint64, without Python per row (a captured archive's ``lsn``
+    column: a loop of ``parse_lsn`` took 0.6 s per million rows, on one core). Each half
+    is padded to eight hex digits, so the digits of all rows lie in one n × 8 block; pairs
+    of digits make bytes, and four bytes a big-endian UInt32."""
+    valid = lsn.is_valid()
+    text = pc.fill_null(lsn, "0/0").cast(pa.string())
+    ok = pc.match_substring_regex(text, f"^{LSN_PATTERN}$")
+    if pc.all(ok).as_py() is False:
+        i = pc.index(ok, False).as_py()
+        try:
+            parse_lsn(text[i].as_py())
+        except ValueError as e:
+            raise ValueError(f"lsn of row {i}: {e}") from None
+    halves = pc.split_pattern(text, "/")
+    out = np.zeros(len(text), np.uint64)
+    for k in (0, 1):
+        half = pc.utf8_lpad(pc.list_element(halves, k), 8, "0")
+        offsets = np.frombuffer(half.buffers()[1], np.int32)[half.offset:half.offset + len(half) + 1]
+        digits = np.frombuffer(half.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 8) \
+            if len(half) else np.zeros((0, 8), np.uint8)
+        nib = _HEX[digits]
+        word = np.ascontiguousarray((nib[:, 0::2] << 4) | nib[:, 1::2]).view(">u4").ravel()
+        out |= word.astype(np.uint64) << np.uint64(32 * (1 - k))
+    return pa.array(out, pa.uint64(), mask=pc.invert(valid).to_numpy(zero_copy_only=False) if lsn.null_count else None)
 
 
 def typed_array(values, typ) -> pa.Array:

@@ -109,3 +109,23 @@ def test_jobs_must_be_positive():
     for bad in ("0", "-2", "many"):
         with pytest.raises(SystemExit):
             cli_main(["decode", "--sample", "/tmp/never.parquet", "--jobs", bad])
+
+
+def test_lsn_text_column_read_as_parse_lsn_reads_it():
+    """A captured archive's ``lsn`` is ``X/Y`` text: read vectorized, it gives what
+    ``parse_lsn`` gives row by row, nulls kept, and the first bad row named."""
+    from pgoutput_codec.arrays import lsn_array
+    from pgoutput_codec.messages import format_lsn, parse_lsn
+    rng = np.random.default_rng(11)
+    texts = [format_lsn(int(v)) for v in rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64)]
+    texts[:6] = ["0/0", "FFFFFFFF/FFFFFFFF", "ab/cD", None, "1/00000001", "00000000/1"]
+    want = pa.array([None if t is None else parse_lsn(t) for t in texts], pa.uint64())
+    for typ in (pa.string(), pa.large_string()):
+        arr = pa.array(texts, typ)
+        assert lsn_array(arr, len(arr)).equals(want)
+        assert lsn_array(arr.slice(2, 100), 100).equals(want.slice(2, 100))
+    assert lsn_array(pa.chunked_array([texts[:7], texts[7:]]), len(texts)).equals(want)
+    assert len(lsn_array(pa.array([], pa.string()), 0)) == 0
+    for bad in ("1/2/3", "G/1", "123456789/1", " 1/1", "", "0x1/1", "+1/1"):
+        with pytest.raises(ValueError, match=r"^lsn of row 2: not an LSN"):
+            lsn_array(pa.array(["0/1", None, bad, "zz"]), 4)
