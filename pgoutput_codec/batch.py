@@ -61,7 +61,8 @@ def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto", workers
     flags = np.asarray(in_stream_rows, dtype=np.uint8)
     pieces, at = [], 0
     for chunk in binary_chunks(values):
-        bounds = piece_bounds(payload_sizes(chunk), workers)
+        # one worker decodes a chunk whole: pieces would cost a join for nothing
+        bounds = piece_bounds(payload_sizes(chunk), workers) if workers > 1 else (0, len(chunk))
         pieces += [(chunk.slice(a, b - a), flags[at + a:at + b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         at += len(chunk)
     results = run_pieces(lambda p: _batch.decode_chunk(p[0], env, 0, p[1])[0], pieces, workers)
