@@ -16,7 +16,7 @@ from .arrays import list_lengths, share_lists
 from .messages import MESSAGE_CLASSES
 from .schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
-__all__ = ["tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
+__all__ = ["commit_order", "tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
            "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
            "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
 
@@ -260,6 +260,15 @@ def _width_text(msgs, i: int, want: int) -> str:
             pos += 3 + sum(1 + (4 + len(c["data"]) if c["kind"] in ("t", "b") else 0) for c in old)
     return (f"{MESSAGE_CLASSES[tag].__name__} ({tag!r}) at byte {pos + 1}: the {side} TupleData has {n} "
             f"column{'s' if n != 1 else ''}, its Relation {want}")
+
+
+def commit_order(rank: np.ndarray, seq: np.ndarray):
+    """The order putting rows in (commit ``rank``, ``seq``) order, stable; None when they
+    are in it already (the common case: no sort, no copy)."""
+    d_rank, d_seq = np.diff(rank), np.diff(seq)
+    if ((d_rank > 0) | ((d_rank == 0) & (d_seq >= 0))).all():
+        return None
+    return np.lexsort((seq, rank))
 
 
 def spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:

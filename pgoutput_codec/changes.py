@@ -40,7 +40,7 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (DEFINITION_FIELDS, OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows,
+from .changerows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows,
                          light_change_columns, newest_versions, row_versions, rows_at, spread, tag_codes, to_numpy_u,
                          truncate_columns)
 from .checkpoint import Checkpoint
@@ -537,9 +537,8 @@ class ChangeDecoder:
         if not len(rows):
             return schema.empty_table()
         seq = rows.column("seq").fill_null(-1).to_numpy(zero_copy_only=False)
-        d_rank, d_seq = np.diff(rank), np.diff(seq)
-        if not ((d_rank > 0) | ((d_rank == 0) & (d_seq >= 0))).all():   # else already in order: no sort, no copy
-            order = np.lexsort((seq, rank))
+        order = commit_order(rank, seq)
+        if order is not None:
             rows = take_table(rows, order)
             rank = rank[order]
         xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]

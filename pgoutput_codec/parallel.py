@@ -14,16 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ._gather import take_table
 from .arrays import lsn_array, one_array, one_binary, order_keys, payload_sizes
 from .batch import PAYLOAD_ERROR, initial_stream_state
 from .changes import ChangeDecoder
 from .checkpoint import Checkpoint
 from .errors import PgoutputCodecError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
-from .plan import ControlPlan, control_candidates
+from .plan import ControlPlan, changes_of_pieces, control_candidates
 from . import threads
-from .threads import piece_bounds, run_pieces, worker_count
+from .threads import piece_bounds, worker_count
 
 __all__ = ["decode_changes", "changes_by_pieces"]
 
@@ -110,16 +109,6 @@ def changes_by_pieces(input, workers: int, options: dict):
         plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], in_stream=in_stream,
                                  lsn=lsn_arr.filter(pa.array(mask)), resume=resume, **opts)
         bounds = piece_bounds(payload_sizes(values), workers, piece_bytes=piece_bytes)
-        parts = run_pieces(lambda ab: plan.changes(values.slice(ab[0], ab[1] - ab[0]), keys[ab[0]:ab[1]],
-                                                   lsn_arr.slice(ab[0], ab[1] - ab[0])),
-                           list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)), workers)
+        return changes_of_pieces(plan, values, keys, lsn_arr, bounds, workers)
     except PgoutputCodecError:
         return None              # the decoder raises it, or gives what it gives in error
-    out = pa.concat_tables(parts)
-    rank = out.column("commit_rank").to_numpy()
-    oseq = out.column("seq").to_numpy()
-    d_rank, d_seq = np.diff(rank), np.diff(oseq)
-    if not ((d_rank > 0) | ((d_rank == 0) & (d_seq >= 0))).all():
-        out = take_table(out, np.lexsort((oseq, rank)))
-    return out.drop_columns(["commit_rank"])
-

@@ -27,9 +27,10 @@ control rows, in chunks), ``heads`` (the row filters a query engine can apply),
 
 from __future__ import annotations
 
-from .controlplan import ControlPlan, checkpoint_after, decode_changes_parallel, spread_rows
+from .controlplan import ControlPlan, changes_of_pieces, checkpoint_after, decode_changes_parallel, spread_rows
 from .heads import GivenHeads, RowDrops
 from .tags import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, control_candidates
 
-__all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "decode_changes_parallel", "CONTROL_TAGS",
+__all__ = ["control_candidates", "ControlPlan", "checkpoint_after", "decode_changes_parallel", "changes_of_pieces",
+           "CONTROL_TAGS",
            "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "spread_rows", "RowDrops", "GivenHeads"]

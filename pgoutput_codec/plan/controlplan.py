@@ -14,7 +14,7 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (OUTSIDE_TRANSACTION, change_columns, corrupt_rows, tag_codes, truncate_columns,
+from ..changerows import (OUTSIDE_TRANSACTION, change_columns, commit_order, corrupt_rows, tag_codes, truncate_columns,
                           versions_before)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint
@@ -22,12 +22,13 @@ from ..errors import PgoutputDecodeError
 from ..messages import format_lsn
 from ..relations import one_bearer
 from ..schema import CHANGE_SCHEMA
+from ..threads import run_pieces
 from ..selection import commit_window, in_commit_window, intersect_windows, table_selected
 from . import walking
 from .heads import RowFilters
 from .tags import BEFORE_ALL, IS_CHANGE, IS_CONTROL, control_candidates
 
-__all__ = ["ControlPlan", "checkpoint_after", "decode_changes_parallel", "spread_rows"]
+__all__ = ["ControlPlan", "checkpoint_after", "decode_changes_parallel", "changes_of_pieces", "spread_rows"]
 
 
 def _glob_exact(name: str) -> str:
@@ -520,16 +521,27 @@ def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **op
 
 
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:
-    """Single-process demonstration of the parallel path: plan over the control rows,
-    then decode the archive in ``splits`` independent pieces; equals ``decode_changes``."""
+    """Single-process form of the parallel path: plan over the control rows, then decode
+    the archive in ``splits`` independent pieces, one after another; equals
+    ``decode_changes`` (:func:`pgoutput_codec.parallel.changes_by_pieces` runs the pieces
+    on threads)."""
     values = one_binary(values)
     keys = np.arange(len(values), dtype=np.int64) if order is None else order_keys(order)
     mask = control_candidates(values)
     plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
-    lsn_arr = None if lsn is None else lsn_array(lsn, len(values))
-    bounds = np.linspace(0, len(values), splits + 1, dtype=int)
-    parts = [plan.changes(values.slice(a, b - a), keys[a:b], None if lsn_arr is None else lsn_arr.slice(a, b - a))
-             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return changes_of_pieces(plan, values, keys, lsn_array(lsn, len(values)),
+                             np.linspace(0, len(values), splits + 1, dtype=int), 1)
+
+
+def changes_of_pieces(plan: ControlPlan, values: pa.Array, keys: np.ndarray, lsn: pa.Array, bounds,
+                      workers: int) -> pa.Table:
+    """``plan.changes`` of ``values`` cut at row ``bounds``, the pieces on up to
+    ``workers`` threads, joined in commit order (without ``commit_rank``)."""
+    pairs = list(zip(np.asarray(bounds[:-1]).tolist(), np.asarray(bounds[1:]).tolist(), strict=True))
+    parts = run_pieces(lambda ab: plan.changes(values.slice(ab[0], ab[1] - ab[0]), keys[ab[0]:ab[1]],
+                                               lsn.slice(ab[0], ab[1] - ab[0])), pairs, workers)
     out = pa.concat_tables(parts)
-    order_ = pc.sort_indices(out, sort_keys=[("commit_rank", "ascending"), ("seq", "ascending")])
-    return take_table(out, order_.to_numpy()).drop_columns(["commit_rank"])
+    order = commit_order(out.column("commit_rank").to_numpy(), out.column("seq").to_numpy())
+    if order is not None:
+        out = take_table(out, order)
+    return out.drop_columns(["commit_rank"])
