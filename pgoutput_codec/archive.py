@@ -118,10 +118,8 @@ class ArchivePart:
         them, rows in ``seq`` order."""
         t = _read_parquet(self.path) if self.kind == "parquet" else _read_csv(self.path)
         t = self._checked(t, payload)
-        if "seq" in t.column_names and len(t) > 1:
-            seq = t.column("seq")
-            if not pc.all(pc.greater(seq.slice(1), seq.slice(0, len(t) - 1))).as_py():
-                t = t.take(pc.sort_indices(t, [("seq", "ascending")]))
+        if "seq" in t.column_names and not _rising(t.column("seq")):
+            t = t.take(pc.sort_indices(t, [("seq", "ascending")]))
         return t
 
     def read_batches(self, payload="data", rows=1 << 18):
@@ -150,7 +148,7 @@ class ArchivePart:
             seq = f.read(columns=["seq"]).column("seq")
         except (pa.ArrowException, OSError) as e:
             raise ArchiveError(f"{self.path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
-        return len(seq) < 2 or pc.all(pc.greater(seq.slice(1), seq.slice(0, len(seq) - 1))).as_py()
+        return _rising(seq)
 
     def _checked(self, t, payload):
         """``t`` with its payload column as ``data``, refused unless binary."""
@@ -163,6 +161,11 @@ class ArchivePart:
         if not (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)):
             raise ArchiveError(f"{self.path}: payload column {payload!r} is {typ}, not binary")
         return t
+
+
+def _rising(seq) -> bool:
+    """Whether ``seq`` rises row by row (the order a file is read in)."""
+    return len(seq) < 2 or pc.all(pc.greater(seq.slice(1), seq.slice(0, len(seq) - 1))).as_py()
 
 
 def _read_parquet(path):

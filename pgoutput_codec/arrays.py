@@ -11,14 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._gather import take_lists
-
 from ._builders import nulls
+from ._gather import take_lists
 from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
-           "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "payload_sizes",
-           "MAX_CHUNK_BYTES"]
+           "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "plain_list_schema",
+           "payload_sizes", "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
 #: input chunk holding more payload bytes than this is decoded in slices (the result is
@@ -198,6 +197,12 @@ def share_lists(lists: pa.Array, idx: np.ndarray) -> pa.Array:
     return pa.ListViewArray.from_arrays(pa.array(starts - lo, pa.int32()), pa.array(sizes, pa.int32()), values,
                                         type=pa.list_view(lists.type.value_field),
                                         mask=pa.array(null) if null.any() else None)
+
+
+def plain_list_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with each list view a plain list: what :func:`plain_list_columns` gives."""
+    return pa.schema([pa.field(f.name, pa.list_(f.type.value_field), f.nullable, f.metadata)
+                      if pa.types.is_list_view(f.type) else f for f in schema], metadata=schema.metadata)
 
 
 def plain_list_columns(table: pa.Table) -> pa.Table:

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..archive import archive_row, iter_archive, read_archive_parts
-from ..arrays import plain_list_columns
+from ..arrays import plain_list_columns, plain_list_schema
 from ..batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
 from ..changes import ChangeDecoder
 from ..errors import PgoutputDecodeError
@@ -46,15 +46,6 @@ def _message_table(part_table, msgs, mode):
     if mode == "DROPMALFORMED":
         t = t.filter(pc.is_null(t.column("error")))
     return t
-
-
-def _plain_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with list views as plain lists. The output takes its change rows so
-    (``arrays.plain_list_columns``): Parquet stores a list either way, and pyarrow's
-    writer expands a view row by row, three times the time of writing everything else,
-    on the one writing thread."""
-    return pa.schema([pa.field(f.name, pa.list_(f.type.value_field), f.nullable, f.metadata)
-                      if pa.types.is_list_view(f.type) else f for f in schema], metadata=schema.metadata)
 
 
 def _fail_first_error(table, errors):
@@ -105,8 +96,10 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                 t, _ = transcoded(recode, t)
             if changes:
                 try:
+                    # (column lists as plain lists: pyarrow's Parquet writer expands a list
+                    # view row by row, three times the time of writing everything else)
                     for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
-                        dest.write(plain_list_columns(rows), _plain_schema(dec.output_schema))
+                        dest.write(plain_list_columns(rows), plain_list_schema(dec.output_schema))
                         counts["rows_out"] += len(rows)
                 except PgoutputDecodeError as e:
                     raise CliError(f"{first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
@@ -127,7 +120,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                     dest.write(out_rows, out_rows.schema)
                     counts["rows_out"] += len(out_rows)
             bar.update(len(t))
-        out = dest.finish(_plain_schema(dec.output_schema) if changes else pa.schema([]))
+        out = dest.finish(plain_list_schema(dec.output_schema) if changes else pa.schema([]))
     if checkpoint:
         # the next run's start: a plan over the control rows this run fed its decoder
         nxt = run.next_checkpoint(tables=tables, after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,

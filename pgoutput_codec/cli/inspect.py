@@ -11,8 +11,9 @@ import pyarrow.compute as pc
 
 from .. import messages
 from ..archive import iter_archive, read_archive_parts
+from ..arrays import lsn_array
 from ..batch import decode_batch_with_state
-from ..messages import format_lsn, parse_lsn
+from ..messages import format_lsn
 from ..threads import prefetch
 from .decode import BATCH_ROWS
 from .progress import note_recaptured, progress
@@ -73,12 +74,10 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
                 seq_lo = mn.as_py() if seq_lo is None else min(seq_lo, mn.as_py())
                 seq_hi = mx.as_py() if seq_hi is None else max(seq_hi, mx.as_py())
             if "lsn" in t.column_names and len(t):
-                lsns = [parse_lsn(v) for v in pc.drop_null(t.column("lsn")).to_pylist()] \
-                    if t.schema.field("lsn").type == pa.string() \
-                    else pc.drop_null(t.column("lsn")).to_pylist()
-                if lsns:
-                    lsn_lo = min(lsns + ([lsn_lo] if lsn_lo is not None else []))
-                    lsn_hi = max(lsns + ([lsn_hi] if lsn_hi is not None else []))
+                mn, mx = pc.min_max(lsn_array(t.column("lsn"), len(t))).values()
+                if mn.is_valid:
+                    lsn_lo = mn.as_py() if lsn_lo is None else min(lsn_lo, mn.as_py())
+                    lsn_hi = mx.as_py() if lsn_hi is None else max(lsn_hi, mx.as_py())
             xids = pc.drop_null(msgs.field("xid"))
             if len(xids):
                 mn, mx = pc.min_max(xids).values()
