@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-lane-core test-lane-spark test-fast test-spark35 test-connect lint docs fuzz sanitize sanitize-fuzz bench corpus demo clean wheel system
+.PHONY: all build test test-lane-core test-lane-spark test-cluster pack test-fast test-spark35 test-connect lint docs fuzz sanitize sanitize-fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -30,8 +30,8 @@ system:
 # after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
 # measured times on a quiet machine: tests/spark on PySpark 4 and the short sanitizer run
-# (about 22 min) beside the rest (the core suite 6.5, tests/spark on Connect 8 and on
-# PySpark 3.5 6.5: about 21 min).
+# (about 19.5 min) beside the rest (the core suite 7.5, tests/spark on Connect 6.5 and on
+# PySpark 3.5 5.5, the cluster tests 2.5: about 22 min).
 test:
 	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
@@ -42,10 +42,17 @@ test-lane-core:   # the lanes assume make test's prerequisites
 	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
 	$(PYTEST_CONNECT)
 	$(PYTEST_SPARK35)
+	$(PYTEST_CLUSTER)
 
 test-lane-spark:
 	$(PY) -m pytest -q $(DURATIONS) tests/spark
 	bash tools/sanitize.sh quick
+
+# the tests marked on_cluster again, on a standalone cluster (a master and two one-core
+# workers, separate processes) whose executors get the package only through ship()
+PYTEST_CLUSTER = PGOUTPUT_CODEC_SPARK_CLUSTER=1 $(PY) -m pytest -q $(DURATIONS) -m on_cluster tests/spark
+test-cluster: build
+	$(PYTEST_CLUSTER)
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
@@ -103,6 +110,10 @@ corpus: build
 # real server -> capture -> archive -> Spark -> tables checked against the server (demo_out/)
 demo: build
 	$(PY) -m pgoutput_codec.demo --out demo_out
+
+# the packed environment for spark-submit --archives (docs/cluster.md): dist/
+pack: build
+	$(PY) -m pgoutput_codec.cli pack -o dist/pgoutput_codec-env.tar.gz
 
 wheel: $(STAMP)
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .

@@ -25,6 +25,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "same_code_on_spark35: a long Spark test whose PySpark 3.5 code paths "
                             "(mapInArrow and pandas_udf for arrow_udf, the 3.5 SQL of snapshot and history) "
                             "other tests of that lane run too (`make test-spark35` leaves it out)")
+    config.addinivalue_line("markers", "on_cluster: a Spark test that also runs on a standalone cluster whose "
+                            "executors get the package shipped (`make test-cluster`)")
 
 
 def _compiled():

@@ -11,6 +11,7 @@ from .. import __version__
 from ..archive import ArchiveError
 from ..data import sample_archive_path
 from ..messages import format_lsn
+from ..packenv import ENV_NAME, pack_environment
 from ..selection import commit_window
 from .bench import run_bench
 from .capture import capture
@@ -138,6 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("archive", metavar="ARCHIVE", help="archive file or directory")
     m.add_argument("target", metavar="TARGET", help="directory of the Delta tables (created)")
     m.add_argument("--tables", metavar="LIST", help="tables to keep, e.g. 'public.t1,*.t3,s.*'")
+
+    k = sub.add_parser("pack", help="pack pgoutput_codec and its dependencies for Spark executors",
+                       description="Writes an archive of a Python environment that imports pgoutput_codec "
+                                   "(this one's versions, compiled extensions included), for executors that do "
+                                   "not have it: spark-submit --archives ARCHIVE#environment --conf "
+                                   "spark.sql.execution.pyspark.python=./environment/bin/python "
+                                   "(docs/cluster.md). The nodes need CPython of this minor version.")
+    k.add_argument("-o", "--out", metavar="ARCHIVE",
+                   help="the archive to write (.tar.gz or .tgz); default: one in ~/.cache/pgoutput_codec, "
+                        "reused while nothing in it changed")
+    k.add_argument("--python-prefix", metavar="DIR",
+                   help="where the executors' CPython is installed (/usr for /usr/bin/python3.X); "
+                        "default: this interpreter's")
 
     b = sub.add_parser("bench", help="run the benchmarks of bench/ and print their tables",
                        description="Runs bench/decode_bench.py and the other bench/*_bench.py scripts "
@@ -271,9 +285,14 @@ def _run(args) -> int:
             held = format_lsn(r.commit_lsn) if r.commit_lsn is not None else "none"
             print(f"{r.table}: {did} (holds commits up to LSN {held})")
         return 0
+    if args.command == "pack":
+        path = pack_environment(args.out, python_prefix=args.python_prefix)
+        print(f"{path} ({path.stat().st_size / 1e6:.0f} MB): spark.archives={path}#{ENV_NAME}, "
+              f"spark.sql.execution.pyspark.python=./{ENV_NAME}/bin/python")
+        return 0
     if args.command == "bench":
         return run_bench(args.names, args.quick)
-    raise CliError("a command is required: capture, decode, mirror, inspect or bench (see --help)")
+    raise CliError("a command is required: capture, decode, transcode, inspect, mirror, pack or bench (see --help)")
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,8 @@
 Modules, each importing only those before it: :mod:`.types` (Arrow → Spark types: the
 one converter), :mod:`.modes` (parse modes), :mod:`.shipping` (a driver-side value to
 the workers: a broadcast, or inside the query on Spark Connect, where every function
-here also runs), :mod:`.batchcache` (one decode per Arrow batch for per-field UDFs),
+here also runs), :mod:`.environment` (the package itself, to executors that lack it),
+:mod:`.batchcache` (one decode per Arrow batch for per-field UDFs),
 :mod:`.rowfilter` (Spark's own tests on payload bytes), :mod:`.dataframes`,
 :mod:`.orderkey` (arrival order); :mod:`.functions` (message column/DataFrame
 functions); the change rows: :mod:`.counts`, :mod:`.changetype`, :mod:`.decoded` (what a
@@ -70,8 +71,8 @@ they cost far less. ``mapInArrow`` has no struct column to project and no per-ro
 pandas work. (On PySpark 3.5 the same harness measured ``decode_messages`` 1.95 s and
 ``from_pgoutput`` pandas_udf 3.66 s, in an earlier, slower state of the machine.)
 
-Spark workers must be able to import ``pgoutput_codec`` (install the wheel on the
-cluster, or ``spark.submit.pyFiles`` / ``PYTHONPATH`` with the built extensions).
+Spark executors must be able to import ``pgoutput_codec``: install the wheel on the
+nodes, or :func:`ship` it as a packed environment (:mod:`.environment`, docs/cluster.md).
 """
 
 from .functions import (
@@ -82,6 +83,7 @@ from .functions import (
     from_pgoutput,
     opengauss_messages,
 )
+from .environment import ship
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError
 from .reading import read_archive
 from .sql import register
@@ -91,7 +93,7 @@ __all__ = [
     "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "read_archive",
     "register", "FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MalformedPayloadError",
     "MESSAGE_TYPE", "message_type", "spark_type", "CORRUPT_RECORD", "LSN_TYPE",
-    "DEFAULT_KEEP", "HAS_ARROW_UDF",
+    "DEFAULT_KEEP", "HAS_ARROW_UDF", "ship",
 ]
 
 # public as well (README, docs/spark.md), though not in ``__all__``

@@ -125,7 +125,7 @@ from .opengauss_changes import opengauss_decode_changes
 from .orderkey import order_key
 from .pass2 import FieldChanges, MapChanges
 from .rowfilter import KEY, PAYLOAD
-from .shipping import ship
+from .shipping import to_workers
 
 __all__ = ["decode_changes", "checkpoint_of", "replayed_of"]
 
@@ -210,7 +210,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
         _log.warning("pgoutput_codec: %d transaction(s) received again (replays) given once, the first "
                      "at seq %s; replayed_of(changes) lists them", len(plan.replayed), plan.replayed[0]["seq"])
     spark = df.sparkSession
-    plan_bc = ship(spark, plan)
+    plan_bc = to_workers(spark, plan)
 
     # pass 2: every partition
     if impl == "fields":

@@ -84,7 +84,7 @@ from .counts import COUNT_FIELDS, observe_counts, with_count_row
 from .decoded import DecodedChanges, record
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
 from .orderkey import order_key
-from .shipping import ship
+from .shipping import to_workers
 
 __all__ = ["opengauss_decode_changes", "opengauss_change_type"]
 
@@ -444,7 +444,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
         _log.warning("pgoutput_codec: %d openGauss transaction(s) received again (replays) given once, the "
                      "first in the frame of order key %s; replayed_of(changes) lists them",
                      len(replayed), replayed[0]["seq"])
-    plan_bc = ship(df.sparkSession, plan)
+    plan_bc = to_workers(df.sparkSession, plan)
     drop = _options(include_xids, include_timestamp, include_origin)
     change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
                                    include_origin=include_origin, mode=FAILFAST if mode == FAILFAST else PERMISSIVE)

@@ -31,7 +31,7 @@ from .mappers import (HEAD_FACTS_ROW, ChangeField, ChangeRows, HeadFacts, TypedM
                       sub_order, typed_rows)
 from .modes import FAILFAST, failfast_errors
 from .rowfilter import KEY, PAYLOAD
-from .shipping import ship
+from .shipping import to_workers
 from .tableinfo import TableInfo
 
 __all__ = ["Pass2", "MapChanges", "FieldChanges"]
@@ -58,7 +58,7 @@ class Pass2:
             p = self.plan.for_table(schema, table, until_lsn)
             if narrow:
                 p = p.between(until_lsn=until_lsn)
-            self._tables[key] = (p, ship(self.spark, p))
+            self._tables[key] = (p, to_workers(self.spark, p))
         return self._tables[key]
 
     def table_info(self, schema: str, table: str, as_of_lsn=None) -> TableInfo:

@@ -23,7 +23,7 @@ import tempfile
 import uuid
 from collections import OrderedDict
 
-__all__ = ["Held", "Shipped", "is_connect", "ship"]
+__all__ = ["Held", "Shipped", "is_connect", "to_workers"]
 
 #: plans a worker process keeps loaded (a reused worker serves query after query)
 _KEEP = 4
@@ -66,7 +66,7 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def ship(spark, value):
+def to_workers(spark, value):
     """``value`` for the workers: a broadcast, or on Spark Connect :class:`Shipped`."""
     if not is_connect(spark):
         return spark.sparkContext.broadcast(value)

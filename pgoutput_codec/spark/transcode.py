@@ -26,7 +26,7 @@ from . import rowfilter as RF
 from .dataframes import col, collect_arrow
 from .orderkey import order_key
 from .rowfilter import KEY
-from .shipping import ship
+from .shipping import to_workers
 
 __all__ = ["transcode"]
 
@@ -72,6 +72,6 @@ def transcode(df: DataFrame, encoding: str, *, payload: str = "data", order_by=N
     rows = collect_arrow(src.where(RF.is_control(col(payload), envelope, STATE_TAGS)).select(payload, KEY))
     timeline = Timeline.build(rows.column(payload), rows.column(KEY), encoding, envelope=envelope,
                               in_stream=in_stream, registry=registry, errors=errors)
-    bc = ship(df.sparkSession, timeline)
+    bc = to_workers(df.sparkSession, timeline)
     out = src.mapInArrow(_TranscodeMapper(bc, payload, errors), src.schema)
     return out.drop(KEY).select(*[F.col(f"`{c}`") for c in df.columns])

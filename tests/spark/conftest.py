@@ -1,10 +1,19 @@
-"""One local SparkSession for the whole test session (JVM start-up is the expensive part).
+"""One SparkSession for the whole test session (JVM start-up is the expensive part).
 
 local[2], loopback only, UI off, quiet logs, 2 shuffle partitions, small Arrow batches
 (so a partition spans several batches and the stream state is carried between them).
 Workers run this interpreter (PYSPARK_PYTHON) and import pgoutput_codec from the
 repository (PYTHONPATH), so the in-place built extensions are the ones tested.
 Skipped, with the reason shown, when PySpark or a Java runtime is missing.
+
+PGOUTPUT_CODEC_SPARK_CLUSTER=1 (``make test-cluster``, the tests marked ``on_cluster``):
+the session's master is a standalone cluster of two one-core workers, each its own
+process (:class:`~pgoutput_codec.testing.sparkcluster.StandaloneCluster`); the package
+reaches the executors only through ``ship`` (a packed environment in ``spark.archives``).
+The workers cannot see the package's source tree nor the driver's temporary directory
+(an empty mount over each, where the kernel allows it): what a task needs from the
+driver must come through Spark. Test data (pytest's ``tmp_path``) stands for shared
+storage and is seen by all.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +34,8 @@ if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 #: PGOUTPUT_CODEC_SPARK_CONNECT=1: the session is a Spark Connect client (``make test-connect``)
 CONNECT = os.environ.get("PGOUTPUT_CODEC_SPARK_CONNECT") == "1"
+#: PGOUTPUT_CODEC_SPARK_CLUSTER=1: the session runs on a standalone cluster (``make test-cluster``)
+CLUSTER = os.environ.get("PGOUTPUT_CODEC_SPARK_CLUSTER") == "1"
 #: Arrow batch size of the session: small, so that state carrying across batches is exercised
 BATCH = 700
 
@@ -36,7 +48,28 @@ def _java():
 
 
 @pytest.fixture(scope="session")
-def spark():
+def cluster(tmp_path_factory):
+    """The standalone cluster of the session (PGOUTPUT_CODEC_SPARK_CLUSTER=1), with
+    ``driver_tmp``: the driver's temporary directory, which the workers cannot see."""
+    if not CLUSTER:
+        pytest.skip("runs on a standalone cluster (make test-cluster)")
+    from pgoutput_codec.testing.sparkcluster import StandaloneCluster
+
+    tmp_path_factory.getbasetemp()   # test data stay where the workers see them
+    driver_tmp = Path(tempfile.mkdtemp(prefix="pgoutput-codec-driver-"))
+    package = Path(ROOT) / "pgoutput_codec"
+    with StandaloneCluster(workers=2, cores=1, memory="1g", hide=[package, driver_tmp]) as c:
+        c.driver_tmp = driver_tmp
+        before, tempfile.tempdir = tempfile.tempdir, str(driver_tmp)
+        try:
+            yield c
+        finally:
+            tempfile.tempdir = before
+            shutil.rmtree(driver_tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark(request):
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install '.[spark]')")
     if not _java():
         pytest.skip("no Java runtime (java not on PATH and JAVA_HOME unset): the Spark tests need a JVM")
@@ -49,7 +82,15 @@ def spark():
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    if CONNECT:   # a local Spark Connect server, and this process its client
+    if CLUSTER:
+        from pgoutput_codec.packenv import pack_environment
+        from pgoutput_codec.spark.environment import ship
+
+        c = request.getfixturevalue("cluster")
+        archive = pack_environment(c.base_dir / "environment.tar.gz")
+        builder = ship(builder.master(c.url), archive).config("spark.local.dir", str(c.driver_tmp)) \
+            .config("spark.executor.memory", "1g")
+    elif CONNECT:   # a local Spark Connect server, and this process its client
         pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio, zstandard, ...)")
         builder = builder.remote("local[2]")
     else:

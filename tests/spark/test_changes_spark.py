@@ -100,6 +100,7 @@ def files(tmp_path_factory):
 # --------------------------------------------------------------------------- decode_changes
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
+@pytest.mark.on_cluster
 def test_the_plan_reaches_the_workers_once_not_with_every_udf(spark, files):
     """decode_changes' per-field path is one UDF per change field, all reading the plan:
     a broadcast, or on Spark Connect a file artifact loaded once per worker — never a
@@ -553,6 +554,7 @@ def test_failfast_names_null_short_and_unknown_rows(spark, tmp_path, impl):
                 decode_changes(df, order_by="seq", observation=Observation("o")).count()
 
 
+@pytest.mark.on_cluster
 def test_partitions_and_file_order_do_not_matter(spark, files):
     """Streaming + two-phase archive: 1 partition, 8 shuffled partitions, files listed in
     reverse, and the default order (file path, then row index) give the same rows."""
@@ -644,6 +646,7 @@ def test_commit_window_gives_the_filtered_changes(spark, files, impl):
 
 
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
+@pytest.mark.on_cluster
 def test_runs_resumed_from_checkpoints_over_a_growing_archive(spark, tmp_path, impl):
     """A lake that grows by a few files a day, decoded each day from the day before's
     checkpoint (saved as JSON): each run reads only the rows from the checkpoint's key on
@@ -1447,6 +1450,7 @@ def test_default_order_without_row_index_metadata(spark, files):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.same_code_on_spark35
+@pytest.mark.on_cluster
 def test_history_equals_single_process_on_corpus(spark, files):
     """SCD2 rows on the corpus tables with key-changing updates (default, index and FULL
     identity), unchanged TOAST and truncates."""

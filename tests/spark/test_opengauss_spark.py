@@ -148,6 +148,7 @@ def test_equals_single_process(spark, partitions, opts):
     assert got == expected
 
 
+@pytest.mark.on_cluster
 def test_transactions_span_frames_and_partitions(spark):
     # every transaction's Begin, DML and Commit in different frames
     recs = _records(seed=11, n_txns=12)
@@ -163,6 +164,7 @@ def test_transactions_span_frames_and_partitions(spark):
     assert sorted(unsorted, key=key) == sorted(expected, key=key)
 
 
+@pytest.mark.on_cluster
 def test_decode_changes_takes_the_opengauss_source(spark):
     from pgoutput_codec.spark import decode_changes
     frames = _frames(_records(seed=2), seed=2)
@@ -298,6 +300,7 @@ def test_modes_failfast_names_key_lsn_and_offset(spark):
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.on_cluster
 def test_modes_permissive_and_dropmalformed_count_every_frame(spark, partitions):
     from pyspark.sql import Observation
 

@@ -328,6 +328,7 @@ def test_from_pgoutput_failfast_names_row_key_type_offset(spark, impl):
         from_pgoutput("data", mode="DROPMALFORMED")
 
 
+@pytest.mark.on_cluster
 def test_decode_messages_modes(spark):
     payloads = mixed()
     nbad = len(malformed())
@@ -382,6 +383,7 @@ def test_decode_messages_fields_gives_only_the_fields_named(spark):
         decode_messages(df.filter("seq > 12"), fields="type").collect()
 
 
+@pytest.mark.on_cluster
 def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
     want = expected_struct(corpus.column("data").combine_chunks())
     results = []
@@ -394,6 +396,7 @@ def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
     assert results[0].equals(results[1])
 
 
+@pytest.mark.on_cluster
 def test_partitions_and_batches_cut_inside_a_stream_block(spark, corpus, tmp_path):
     """A stream block can hold more rows than a Spark partition or an Arrow batch (its size
     is logical_decoding_work_mem): partitions and first batches that hold only rows of a
@@ -474,6 +477,7 @@ def test_csv_bad_hex_is_an_error_row(spark, tmp_path):
 
 
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
+@pytest.mark.on_cluster
 def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
     register(spark)
     want = expected_struct(corpus.column("data").combine_chunks())
@@ -522,6 +526,7 @@ def test_data_source_fields_option(spark, corpus, corpus_path, tmp_path):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
+@pytest.mark.on_cluster
 def test_data_source_changes_equal_decode_changes(spark, tmp_path):
     """output=changes: the same change rows (and seq: file index, row index) as
     decode_changes on the DataFrame without order_by, over several files and row groups —
@@ -708,6 +713,7 @@ def og_frames():
     return [good, encode_frame(recs[:1]), good[:-7], good]
 
 
+@pytest.mark.on_cluster
 def test_opengauss(spark):
     from pgoutput_codec.opengauss import decode_batch as og_decode
     frames = og_frames()

@@ -225,6 +225,7 @@ def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.on_cluster
 def test_a_stream_of_messages(spark, tmp_path):
     register(spark)
     arc = archive("v1_text")
@@ -269,6 +270,7 @@ def test_a_read_limit_splits_a_run_into_micro_batches(spark, tmp_path):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.on_cluster
 def test_a_malformed_row_read_again_is_given_once(spark, tmp_path):
     """PERMISSIVE: a bad row inside the open streamed transaction's rows is read by day
     0's micro-batch and again by day 1's; it is one error row."""
@@ -342,6 +344,7 @@ def test_a_stream_needs_an_order_column_and_parquet(spark, tmp_path):
 
 
 @pytest.mark.same_code_on_connect
+@pytest.mark.on_cluster
 def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path):
     """The change rows a stream gave, micro-batch by micro-batch (days cut inside a
     streamed transaction), landed in a lake: the tables that hold every type, FULL

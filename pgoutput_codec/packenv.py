@@ -1,0 +1,184 @@
+"""A packed Python environment holding pgoutput_codec, for machines that do not have it.
+
+Spark unpacks an archive named in ``spark.archives`` (or added as a session artifact on
+Spark Connect) in each executor's working directory; the executors' Python then runs
+from it (:func:`pgoutput_codec.spark.ship`). Compiled extensions cannot be imported from
+a zip on ``sys.path`` (``spark.submit.pyFiles``), so the archive is a virtual environment
+as files, the layout ``python -m venv`` makes and ``venv-pack`` packs:
+
+- ``bin/python``: a link to an interpreter of the same version (the driver's own, or the
+  one under ``python_prefix`` on the cluster's nodes), and ``pyvenv.cfg`` beside it, which
+  makes that interpreter take ``lib/pythonX.Y/site-packages`` as its own;
+- in site-packages, the files of pgoutput_codec as this process imports it (compiled
+  extensions included, generated C left out) and of the distributions it needs on the
+  executors (pyarrow, numpy, pandas for Spark's Arrow workers, and what they require),
+  copied from this process's environment: the same versions as the driver, and no
+  package index needed.
+
+The interpreter itself is not in the archive (neither venv-pack nor PEX carry one): the
+nodes need CPython of the same minor version, at the path the link names. The archive's
+name is a digest of everything in it, so a second call finds the first's file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as metadata
+import importlib.util
+import io
+import os
+import re
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+__all__ = ["ENV_NAME", "RUNTIME", "pack_environment", "default_cache"]
+
+#: the directory an archive unpacks to on the executors (``archive#ENV_NAME``)
+ENV_NAME = "environment"
+#: what the executors import besides pgoutput_codec: its dependencies, and pandas, which
+#: PySpark's Arrow workers import
+RUNTIME = ("pyarrow", "numpy", "pandas")
+#: files of the package's source tree that are not needed to run it
+_LEFT_OUT = re.compile(r"(\.c|\.cpp|\.o|\.pyc)$")
+#: the name of the archives kept in the cache, before their digest
+_CACHED = "pgoutput_codec-env-"
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def default_cache() -> Path:
+    """Where archives are kept: ``$XDG_CACHE_HOME/pgoutput_codec`` (``~/.cache/...``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pgoutput_codec"
+
+
+def _package_files():
+    """(path, name in the archive) of every file of the imported pgoutput_codec."""
+    spec = importlib.util.find_spec("pgoutput_codec")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if not _LEFT_OUT.search(name):
+                p = Path(dirpath) / name
+                out.append((p, Path("pgoutput_codec") / p.relative_to(root)))
+    return out
+
+
+def _distributions(names):
+    """The installed distributions ``names`` and, transitively, what they require (extras
+    left out; a requirement not installed here is not needed here either)."""
+    seen, todo, out = set(), list(names), []
+    while todo:
+        name = todo.pop(0)
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            if name in names:
+                raise ValueError(f"{name} is not installed here: it cannot be packed") from None
+            continue
+        out.append(dist)
+        for req in dist.requires or ():
+            if "extra ==" not in req and "extra==" not in req:
+                m = _NAME.match(req)
+                if m:
+                    todo.append(m.group(1))
+    return out
+
+
+def _dist_files(dist):
+    """(path, name in site-packages) of a distribution's files (its RECORD), leaving out
+    what pip put outside site-packages (scripts) and compiled bytecode."""
+    out = []
+    for f in dist.files or ():
+        if f.parts and f.parts[0] == "..":
+            continue
+        if f.suffix == ".pyc":
+            continue
+        p = Path(dist.locate_file(f))
+        if p.is_file():
+            out.append((p, Path(f)))
+    return out
+
+
+def _interpreter(python_prefix):
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if python_prefix:
+        return str(Path(python_prefix) / "bin" / ver), ver
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base), ver
+
+
+def pack_environment(out=None, *, python_prefix=None, runtime=RUNTIME, cache_dir=None) -> Path:
+    """The path of an archive of an environment that imports pgoutput_codec: built, or
+    found from an earlier call.
+
+    ``out``: the archive to write (``.tar.gz`` or ``.tgz``: Spark unpacks a plain ``.tar``
+    with its own reader, which refuses the link to the interpreter); default: a file
+    named by the contents' digest in ``cache_dir`` (default :func:`default_cache`), the
+    only one kept there.
+    ``python_prefix``: the cluster nodes' Python (``/usr`` for ``/usr/bin/python3.11``);
+    default: this process's base interpreter, for nodes set up like this machine.
+    ``runtime``: the distributions to carry besides pgoutput_codec.
+    """
+    python, ver = _interpreter(python_prefix)
+    files = [(p, Path("lib") / ver / "site-packages" / n) for p, n in _package_files()]
+    for dist in _distributions(runtime):
+        files += [(p, Path("lib") / ver / "site-packages" / n) for p, n in _dist_files(dist)]
+    digest = hashlib.sha256(f"{python}\n{sys.version}\n".encode())
+    for p, name in files:
+        st = p.stat()
+        digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    cached = out is None
+    if cached:
+        out = Path(cache_dir or default_cache()) / f"{_CACHED}{digest.hexdigest()[:16]}.tar.gz"
+        if out.exists():
+            return out
+    out = Path(out)
+    if not out.name.endswith((".tar.gz", ".tgz")):
+        raise ValueError(f"{out}: an environment archive is .tar.gz or .tgz")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", dir=out.parent)
+    os.close(fd)
+    try:
+        # gzip level 1: a fifth of the time of the default level for 1.1× its size
+        with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+            _add_link(tar, "bin/python", python)
+            for alias in ("python3", ver):
+                _add_link(tar, f"bin/{alias}", "python")
+            cfg = (f"home = {os.path.dirname(python)}\ninclude-system-site-packages = false\n"
+                   f"version = {sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}\n")
+            _add_bytes(tar, "pyvenv.cfg", cfg.encode())
+            for p, name in files:
+                tar.add(p, arcname=str(name), recursive=False)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    if cached:   # the archives of what was installed before are not used again
+        for old in out.parent.glob(f"{_CACHED}*.tar.gz"):
+            if old != out:
+                old.unlink(missing_ok=True)
+    return out
+
+
+def _add_link(tar, name, target):
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.SYMTYPE
+    info.linkname = target
+    info.mode = 0o777
+    tar.addfile(info)
+
+
+def _add_bytes(tar, name, data):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
