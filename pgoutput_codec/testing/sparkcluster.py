@@ -60,7 +60,7 @@ def can_isolate() -> bool:
 class StandaloneCluster:
     """``with StandaloneCluster(workers=2) as c: ... SparkSession.builder.master(c.url)``."""
 
-    def __init__(self, workers=2, cores=1, memory="2g", hide=(), base_dir=None, start_timeout=90):
+    def __init__(self, workers=2, cores=1, memory="2g", hide=(), base_dir=None, start_timeout=90, pin=False):
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -69,6 +69,9 @@ class StandaloneCluster:
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="pgoutput-codec-cluster-"))
         self.isolated = bool(self.hide) and can_isolate()
+        #: pin: worker k and its executors run on CPU k only (taskset), so that executors do not
+        #: share a CPU while the machine has one per worker
+        self.pin = pin and shutil.which("taskset") is not None and workers <= (os.cpu_count() or 1)
         self._procs = []
         self.url = None
 
@@ -81,8 +84,10 @@ class StandaloneCluster:
         env.setdefault("SPARK_NO_DAEMONIZE", "1")
         return env
 
-    def _start(self, name, cls, args, env, isolate):
+    def _start(self, name, cls, args, env, isolate, cpu=None):
         cmd = [os.path.join(spark_home(), "bin", "spark-class"), cls, *args]
+        if cpu is not None:
+            cmd = ["taskset", "-c", str(cpu), *cmd]
         if isolate:
             # an empty tmpfs over each hidden path, then the worker itself (exec keeps its pid)
             mounts = " && ".join(f'mount -t tmpfs -o size=64k tmpfs "${{{i + 1}}}"' for i in range(len(self.hide)))
@@ -122,7 +127,7 @@ class StandaloneCluster:
             self._start(name, "org.apache.spark.deploy.worker.Worker",
                         ["--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
                          "--webui-port", str(_free_port()), "--work-dir", str(wdir / "work"), self.url],
-                        wenv, self.isolated)
+                        wenv, self.isolated, cpu=i if self.pin else None)
         self._wait_for_workers(f"http://127.0.0.1:{ui}/json/")
         return self
 
