@@ -52,6 +52,7 @@ def _session(url: str, cores: int):
          .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
          .config("spark.sql.files.maxPartitionBytes", str(32 << 20))
          .config("spark.python.worker.reuse", "true")
+         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     return s

@@ -4,7 +4,11 @@ drift from the code. Blocks that use PySpark need Java; all of them, README's an
 share one interpreter, one after the other, for a JVM's and a Spark session's start-up is
 most of such a block's time (31-36 s each in CI, in processes of their own). Each still
 builds its session itself (``getOrCreate``) and binds every name it uses, as a reader's
-would; only the JVM and module imports are shared."""
+would; only the JVM and module imports are shared.
+
+Not run: a block addressed to a cluster the reader has (``spark://head:…``,
+``sc://host:…``, docs/cluster.md); the same calls run on a real standalone cluster in
+``tests/spark/test_cluster.py``."""
 
 from __future__ import annotations
 
@@ -23,6 +27,10 @@ README = os.path.join(ROOT, "README.md")
 DOCS = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 
 
+#: the address of a reader's own cluster in an example
+REMOTE = re.compile(r"\b(spark|sc)://(head|host)\b")
+
+
 def python_blocks(path=README):
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -35,7 +43,8 @@ def _named_blocks():
     for path in [README, *DOCS]:
         rel = os.path.relpath(path, ROOT)
         stem = rel[:-len(".md")].replace(os.sep, "-")
-        out += [(f"{stem}-block{i}", code) for i, code in enumerate(python_blocks(path))]
+        out += [(f"{stem}-block{i}", code) for i, code in enumerate(python_blocks(path))
+                if not REMOTE.search(code)]
     return out
 
 
@@ -105,3 +114,11 @@ def test_block_runner_names_the_failing_block(tmp_path):
     only the first bound), and the run fails naming it."""
     with pytest.raises(AssertionError, match="README block1.py failed"):
         _run(["x = 1\nprint(x)\n", "print(x)\n"], tmp_path, ["block0", "block1"])
+
+
+def test_only_the_cluster_example_is_not_run():
+    """The blocks left out name a reader's cluster, and there is one, in docs/cluster.md."""
+    skipped = [(os.path.basename(p), code) for p in [README, *DOCS] for code in python_blocks(p)
+               if REMOTE.search(code)]
+    assert [name for name, _ in skipped] == ["cluster.md"]
+    assert "ship(" in skipped[0][1]

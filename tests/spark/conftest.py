@@ -68,6 +68,18 @@ def cluster(tmp_path_factory):
             shutil.rmtree(driver_tmp, ignore_errors=True)
 
 
+@pytest.fixture
+def driver_only(request, tmp_path):
+    """A directory for what only the driver may read or write (a stream's checkpoint
+    location): on the cluster, inside the driver's temporary directory, which the workers
+    cannot see; elsewhere, in ``tmp_path``."""
+    if CLUSTER:
+        return Path(tempfile.mkdtemp(prefix="driver-only-", dir=request.getfixturevalue("cluster").driver_tmp))
+    d = tmp_path / "driver-only"
+    d.mkdir()
+    return d
+
+
 @pytest.fixture(scope="session")
 def spark(request):
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install '.[spark]')")
@@ -88,8 +100,11 @@ def spark(request):
 
         c = request.getfixturevalue("cluster")
         archive = pack_environment(c.base_dir / "environment.tar.gz")
+        # both executors registered before the first job runs, so that every test sees two
         builder = ship(builder.master(c.url), archive).config("spark.local.dir", str(c.driver_tmp)) \
-            .config("spark.executor.memory", "1g")
+            .config("spark.executor.memory", "1g") \
+            .config("spark.scheduler.minRegisteredResourcesRatio", "1.0") \
+            .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
     elif CONNECT:   # a local Spark Connect server, and this process its client
         pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio, zstandard, ...)")
         builder = builder.remote("local[2]")

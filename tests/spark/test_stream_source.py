@@ -60,9 +60,10 @@ def run(spark, root: Path, chk: Path, fail=False, outputs=None, **options):
     read what is there: the micro-batches' rows, one table each (those with rows).
     ``fail``: the sink fails on the first micro-batch, after Spark logged its offsets
     (the next run must redo it). ``outputs``: name -> function of the micro-batch
-    DataFrame, to give each one's tables instead. The sink writes Parquet: on Spark
-    Connect it runs in the server's Python process, not in this one."""
-    out = str(chk) + f"_out/{uuid.uuid4().hex}"
+    DataFrame, to give each one's tables instead. The sink writes Parquet beside ``root``
+    (the executors write it): on Spark Connect it runs in the server's Python process, not
+    in this one. ``chk`` may be where only the driver sees (``driver_only``)."""
+    out = str(root) + f"_out/{uuid.uuid4().hex}"
     fns = outputs or {"rows": None}
 
     def sink(b, batch_id):
@@ -226,10 +227,10 @@ def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.on_cluster
-def test_a_stream_of_messages(spark, tmp_path):
+def test_a_stream_of_messages(spark, tmp_path, driver_only):
     register(spark)
     arc = archive("v1_text")
-    root, chk = tmp_path / "lake", tmp_path / "chk"
+    root, chk = tmp_path / "lake", driver_only / "chk"
     got = []
     for day, t in enumerate(days(arc, (100, 250))):
         land(root, day, t)
@@ -271,7 +272,7 @@ def test_a_read_limit_splits_a_run_into_micro_batches(spark, tmp_path):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.on_cluster
-def test_a_malformed_row_read_again_is_given_once(spark, tmp_path):
+def test_a_malformed_row_read_again_is_given_once(spark, tmp_path, driver_only):
     """PERMISSIVE: a bad row inside the open streamed transaction's rows is read by day
     0's micro-batch and again by day 1's; it is one error row."""
     register(spark)
@@ -281,7 +282,7 @@ def test_a_malformed_row_read_again_is_given_once(spark, tmp_path):
     bad = pa.table({"seq": pa.array(bad_at, pa.int64()), "lsn": ["0/BAD"] * 3, "xid": pa.nulls(3, arc.schema.field("xid").type),
                     "data": pa.array([b"I\x00\x00", b"\xff\x01", b"U\x00\x00\x40\x00N\x00"], pa.binary())})
     mixed = pa.concat_tables([good, bad.cast(good.schema)]).sort_by("seq")
-    root, chk = tmp_path / "lake", tmp_path / "chk"
+    root, chk = tmp_path / "lake", driver_only / "chk"
     got = []
     for day, t in enumerate(days(mixed, (2000, 4500))):
         land(root, day, t)
@@ -293,7 +294,7 @@ def test_a_malformed_row_read_again_is_given_once(spark, tmp_path):
     ok = in_commit_order(out.filter(pc.is_null(out.column("error"))))
     assert ok.column("seq").to_pylist() == in_commit_order(decode_changes_1(good)).column("seq").to_pylist()
     with pytest.raises(Exception, match=r"seq (55|1505|5005) \(lsn 0/BAD\): "):
-        run(spark, root, tmp_path / "chk_failfast", output="changes")
+        run(spark, root, driver_only / "chk_failfast", output="changes")
 
 
 @pytest.mark.same_code_on_connect
@@ -345,7 +346,7 @@ def test_a_stream_needs_an_order_column_and_parquet(spark, tmp_path):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.on_cluster
-def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path):
+def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path, driver_only):
     """The change rows a stream gave, micro-batch by micro-batch (days cut inside a
     streamed transaction), landed in a lake: the tables that hold every type, FULL
     identity's old rows and unchanged TOAST, typed by Spark's table_changes over them,
@@ -364,7 +365,7 @@ def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path):
     root = tmp_path / "lake"
     for day, t in enumerate(days(arc)):
         land(root, day, t)
-    rows = pa.concat_tables(run(spark, root, tmp_path / "chk", output="changes"))
+    rows = pa.concat_tables(run(spark, root, driver_only / "chk", output="changes"))
     pq.write_table(rows, tmp_path / "rows.parquet")
     df = spark.read.parquet(str(tmp_path / "rows.parquet"))
     single = decode_changes_1(arc)
