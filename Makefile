@@ -29,26 +29,24 @@ system:
 # workers waiting on each other, so two sessions side by side take far less than one
 # after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
-# measured times on a quiet machine: tests/spark on PySpark 4 but openGauss's, the cluster
-# tests and the short sanitizer run (about 20.5 min) beside the rest (the core suite 7.5,
-# openGauss's Spark tests 1.5, tests/spark on Connect 6.5 and on PySpark 3.5 5.5: about
-# 21 min).
+# measured times on a quiet machine: tests/spark on PySpark 4 and the short sanitizer run
+# (about 19.5 min) beside the rest (the core suite 7.5, tests/spark on Connect 6.5 and on
+# PySpark 3.5 5.5: about 19.5 min). The cluster tests run after both, alone (2 min): its
+# five JVMs beside a lane slowed both lanes by a fifth.
 test:
 	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
+	$(PYTEST_CLUSTER)
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
 test-lane-core:   # the lanes assume make test's prerequisites
 	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
-	$(PY) -m pytest -q $(DURATIONS) $(SPARK_OG)
 	$(PYTEST_CONNECT)
 	$(PYTEST_SPARK35)
 
-SPARK_OG = tests/spark/test_opengauss_spark.py
 test-lane-spark:
-	$(PY) -m pytest -q $(DURATIONS) --ignore=$(SPARK_OG) tests/spark
-	$(PYTEST_CLUSTER)
+	$(PY) -m pytest -q $(DURATIONS) tests/spark
 	bash tools/sanitize.sh quick
 
 # the tests marked on_cluster again, on a standalone cluster (a master and two one-core

@@ -100,7 +100,6 @@ def files(tmp_path_factory):
 # --------------------------------------------------------------------------- decode_changes
 
 @pytest.mark.skipif(not HAS_ARROW_UDF, reason="per-field change UDFs need arrow_udf (PySpark >= 4.1)")
-@pytest.mark.on_cluster
 def test_the_plan_reaches_the_workers_once_not_with_every_udf(spark, files):
     """decode_changes' per-field path is one UDF per change field, all reading the plan:
     a broadcast, or on Spark Connect a file artifact loaded once per worker — never a
@@ -646,7 +645,6 @@ def test_commit_window_gives_the_filtered_changes(spark, files, impl):
 
 
 @pytest.mark.parametrize("impl", CHANGE_IMPLS)
-@pytest.mark.on_cluster
 def test_runs_resumed_from_checkpoints_over_a_growing_archive(spark, tmp_path, impl):
     """A lake that grows by a few files a day, decoded each day from the day before's
     checkpoint (saved as JSON): each run reads only the rows from the checkpoint's key on

@@ -328,7 +328,6 @@ def test_from_pgoutput_failfast_names_row_key_type_offset(spark, impl):
         from_pgoutput("data", mode="DROPMALFORMED")
 
 
-@pytest.mark.on_cluster
 def test_decode_messages_modes(spark):
     payloads = mixed()
     nbad = len(malformed())
@@ -396,7 +395,6 @@ def test_decode_messages_corpus_1_vs_8_partitions(spark, corpus, corpus_df):
     assert results[0].equals(results[1])
 
 
-@pytest.mark.on_cluster
 def test_partitions_and_batches_cut_inside_a_stream_block(spark, corpus, tmp_path):
     """A stream block can hold more rows than a Spark partition or an Arrow batch (its size
     is logical_decoding_work_mem): partitions and first batches that hold only rows of a
@@ -713,7 +711,6 @@ def og_frames():
     return [good, encode_frame(recs[:1]), good[:-7], good]
 
 
-@pytest.mark.on_cluster
 def test_opengauss(spark):
     from pgoutput_codec.opengauss import decode_batch as og_decode
     frames = og_frames()

@@ -345,7 +345,6 @@ def test_a_stream_needs_an_order_column_and_parquet(spark, tmp_path):
 
 
 @pytest.mark.same_code_on_connect
-@pytest.mark.on_cluster
 def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path, driver_only):
     """The change rows a stream gave, micro-batch by micro-batch (days cut inside a
     streamed transaction), landed in a lake: the tables that hold every type, FULL

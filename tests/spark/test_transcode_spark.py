@@ -58,7 +58,6 @@ def test_every_partitioning_gives_the_single_process_rewrite(spark, latin1, shap
     assert _by_seq(out) == want
 
 
-@pytest.mark.on_cluster
 def test_a_payload_it_cannot_rewrite_names_its_order_key(spark, latin1, tmp_path):
     _, theirs, want, _ = latin1
     bad = list(theirs)
@@ -74,8 +73,7 @@ def test_a_payload_it_cannot_rewrite_names_its_order_key(spark, latin1, tmp_path
 
 
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0")
-@pytest.mark.parametrize("output", ["messages", "changes"])
-@pytest.mark.on_cluster
+@pytest.mark.parametrize("output", ["messages", pytest.param("changes", marks=pytest.mark.on_cluster)])
 def test_the_data_source_reads_an_archive_in_another_encoding(spark, latin1, output):
     """option('encoding'): the same rows as the data source over the UTF-8 archive (a
     partition per row group of 100 rows: the state rows of most partitions' rows lie in
