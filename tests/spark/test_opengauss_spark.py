@@ -148,7 +148,6 @@ def test_equals_single_process(spark, partitions, opts):
     assert got == expected
 
 
-@pytest.mark.on_cluster
 def test_transactions_span_frames_and_partitions(spark):
     # every transaction's Begin, DML and Commit in different frames
     recs = _records(seed=11, n_txns=12)

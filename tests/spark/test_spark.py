@@ -475,7 +475,6 @@ def test_csv_bad_hex_is_an_error_row(spark, tmp_path):
 
 
 @pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0 (use read_archive)")
-@pytest.mark.on_cluster
 def test_data_source_parquet_and_csv(spark, corpus, corpus_path, csv_paths):
     register(spark)
     want = expected_struct(corpus.column("data").combine_chunks())

@@ -226,7 +226,6 @@ def _landed_by_days_merges_into_the_model(spark, tmp_path, *, seed, cut_seed):
 
 
 @pytest.mark.same_code_on_connect
-@pytest.mark.on_cluster
 def test_a_stream_of_messages(spark, tmp_path, driver_only):
     register(spark)
     arc = archive("v1_text")
