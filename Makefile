@@ -31,12 +31,12 @@ system:
 # Each lane's output is printed whole when the lane ends. The lanes are balanced by their
 # measured times on a quiet machine: tests/spark on PySpark 4 and the short sanitizer run
 # (about 19.5 min) beside the rest (the core suite 7.5, tests/spark on Connect 6.5 and on
-# PySpark 3.5 5.5: about 19.5 min). The cluster tests run after both, alone (2 min): its
-# five JVMs beside a lane slowed both lanes by a fifth.
+# PySpark 3.5 5.5: about 19.5 min). The cluster tests (2 min) run once the extensions are
+# built, while the system packages and PySpark 3.5 install: beside a lane, the cluster's
+# five JVMs slowed both lanes by a fifth.
 test:
-	$(MAKE) -j3 --no-print-directory build system $(SPARK35)/.installed   # installs side by side
+	$(MAKE) -j3 --output-sync=target --no-print-directory test-cluster system $(SPARK35)/.installed
 	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
-	$(PYTEST_CLUSTER)
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
