@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from spark_bench import PER_TXN, build_archive  # noqa: E402
+from spark_bench import PER_TXN, _best, build_archive  # noqa: E402
 
 from pgoutput_codec.testing.sparkcluster import StandaloneCluster  # noqa: E402
 
@@ -56,15 +56,6 @@ def _session(url: str, cores: int):
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     return s
-
-
-def _best(fn, repeat):
-    times, res = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), res
 
 
 def run(url: str, cores: int, path: Path, repeat: int) -> dict:
