@@ -20,6 +20,7 @@ from .errors import PROG, CliError, first_line
 from .inspect import format_inspect, inspect_archive
 from .opengauss import decode_archive as og_decode
 from .opengauss import inspect_archive as og_inspect
+from .paths import decode_output, refuse_overwrite
 from .transcode import transcode_files
 
 __all__ = ["main", "build_parser", "MODES", "ENVELOPES"]
@@ -230,6 +231,11 @@ def _run(args) -> int:
             commit_window(args.after_lsn, args.until_lsn)
         except ValueError as e:
             raise CliError(f"--after-lsn/--until-lsn: {e}") from None
+        default = "changes.parquet" if args.changes else \
+            "messages.parquet" if args.source == "pgoutput" else "records.parquet"
+        target = decode_output(args.out, default)
+        refuse_overwrite({"ARCHIVE": archive}, {"OUT": target, "the errors file": target + ".errors.parquet",
+                                                "--checkpoint": args.checkpoint})
         if args.source == "opengauss":
             c = og_decode(archive, args.out, style=args.style, changes=args.changes, tables=args.tables,
                           keys=args.keys, mode=args.mode, envelope=args.envelope, payload=args.payload,
@@ -259,6 +265,7 @@ def _run(args) -> int:
                      else ""))
         return 0
     if args.command == "transcode":
+        refuse_overwrite({"ARCHIVE": args.archive}, {"OUT": args.out})
         c = transcode_files(args.archive, args.out, encoding=args.encoding, errors=args.errors,
                             payload=args.payload, envelope=args.envelope)
         print(f"rows: {c['rows']}  rewritten: {c['rewritten']}  left as sent: {c['left_as_sent']}  "

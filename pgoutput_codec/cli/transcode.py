@@ -45,6 +45,35 @@ def transcoded(recode, t, hint="--mode PERMISSIVE/DROPMALFORMED leaves it as sen
     return t.set_column(t.column_names.index("data"), "data", data), report
 
 
+def _identity(path):
+    try:
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _destinations(archive, parts, out) -> dict:
+    """The file written for each part: its path under ``out`` as under the archive
+    directory (files of one name in two subdirectories stay two files), refused where it
+    is an archive file or where two parts would share one."""
+    is_dir = os.path.isdir(archive)
+    sources = {_identity(p.path): p.path for p in parts}
+    dests, taken = {}, {}
+    for part in parts:
+        rel = os.path.relpath(part.path, archive) if is_dir else os.path.basename(part.path)
+        dest = os.path.join(out, os.path.splitext(rel)[0] + ".parquet")
+        key = os.path.realpath(dest)
+        if key in taken:
+            raise CliError(f"{part.path} and {taken[key]} would both be written to {dest}; nothing written")
+        taken[key] = part.path
+        src = sources.get(_identity(dest)) or sources.get(key)
+        if src is not None:
+            raise CliError(f"OUT file {dest} is the archive file {src}: it would be overwritten; write elsewhere")
+        dests[part.path] = dest
+    return dests
+
+
 def transcode_files(archive, out, *, encoding, errors="strict", payload="data", envelope="auto") -> dict:
     """``transcode``: the archive rewritten as a UTF-8 session would have captured it, one
     Parquet file in ``out`` per file read (re-captured rows dropped, capture metadata kept
@@ -52,6 +81,7 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
     recode = new_transcoder(encoding, errors, envelope)
     source = pg_encoding_name(encoding)
     parts = read_archive_parts(archive)
+    dests = _destinations(archive, parts, out)
     os.makedirs(out, exist_ok=True)
     counts = {"files": 0, "rows": 0, "rewritten": 0, "left_as_sent": 0, "out": out}
     for part, t in iter_archive(parts, payload, on_recaptured=note_recaptured):
@@ -62,10 +92,8 @@ def transcode_files(archive, out, *, encoding, errors="strict", payload="data", 
         md[TRANSCODED_FROM] = source.encode()
         if part.meta:   # a capture's file stays one, resumable and chained by its LSNs
             md[META_KEY] = json.dumps(dict(part.meta, client_encoding="UTF8", transcoded_from=source)).encode()
-        name = os.path.splitext(os.path.basename(part.path))[0] + ".parquet"
-        dest = os.path.join(out, name)
-        if os.path.abspath(dest) == os.path.abspath(part.path):
-            raise CliError(f"{dest}: OUT must not be the archive's own directory")
+        dest = dests[part.path]
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
         pq.write_table(t.replace_schema_metadata(md), dest, compression="zstd")
         counts["files"] += 1
         counts["rows"] += report.rows
