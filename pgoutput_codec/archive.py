@@ -28,10 +28,10 @@ the rows of a file that the file before it already holds.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
+import stat
 
 import numpy as np
 import pyarrow as pa
@@ -248,6 +248,38 @@ def _is_parquet(path) -> bool:
         return f.read(4) == b"PAR1"
 
 
+def _parquet_files(root: str) -> list:
+    """The ``*.parquet`` files under directory ``root`` (names starting with '.' left out,
+    and the directories so named), sorted by path, each file once: a directory reached
+    again through a symbolic link is not entered again, a file of several names (links)
+    is listed under its first. ``root`` is a path, never a pattern (``arch[1]`` is that
+    directory). A name that is not a regular file (a pipe, a socket, a device) is left
+    out with a warning: reading it could block forever."""
+    found, seen_dirs = [], set()
+    for top, dirs, names in os.walk(root, followlinks=True):
+        st = os.stat(top)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            dirs[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [os.path.join(top, n) for n in names if n.endswith(".parquet") and not n.startswith(".")]
+    files, seen_files = [], set()
+    for f in sorted(found):
+        try:
+            st = os.stat(f)
+        except OSError as e:            # (a link to nothing)
+            _log.warning("%s: skipped: %s", f, e.strerror or e)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            _log.warning("%s: skipped: not a regular file (a pipe, socket or device is not an archive file)", f)
+            continue
+        if (st.st_dev, st.st_ino) not in seen_files:
+            seen_files.add((st.st_dev, st.st_ino))
+            files.append(f)
+    return files
+
+
 def read_archive_parts(path: str) -> list:
     """The files of an archive in ``seq`` order: a Parquet file, a directory of Parquet
     files (ordered by their capture metadata ``seq_start``, else by the first ``seq``,
@@ -255,8 +287,7 @@ def read_archive_parts(path: str) -> list:
     if not os.path.exists(path):
         raise ArchiveError(f"{path}: no such file or directory")
     if os.path.isdir(path):
-        files = sorted(f for f in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True)
-                       if not os.path.basename(f).startswith("."))
+        files = _parquet_files(path)
         if not files:
             raise ArchiveError(f"{path}: no Parquet files in this directory")
         parts = [parquet_part(f) for f in files]
@@ -267,6 +298,8 @@ def read_archive_parts(path: str) -> list:
             return (1, _first_seq(p.path), p.path)
 
         return sorted(parts, key=key)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ArchiveError(f"{path}: not a regular file (a pipe, socket or device is not an archive)")
     if not os.access(path, os.R_OK):
         raise ArchiveError(f"{path}: permission denied")
     try:
@@ -345,13 +378,14 @@ def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=No
                 if k:
                     report(part, k)
                     t = t.slice(k)
-            tables = (t,) if batch_rows is None else (t.slice(at, batch_rows) for at in range(0, len(t), batch_rows))
+            tables = (t,) if batch_rows is None or len(t) == 0 else \
+                (t.slice(at, batch_rows) for at in range(0, len(t), batch_rows))
         given = False
         for t in tables:
             given = True
             yield part, t
         if not given and not skipped:
-            yield part, part.read(payload)        # (no rows: its columns all the same)
+            yield part, part.read(payload)        # (a file of no rows: its columns all the same)
         if part.meta and part.meta.get("end_lsn"):
             end = parse_lsn(part.meta["end_lsn"])
             covered = end if covered is None else max(covered, end)

@@ -5,15 +5,21 @@ drop a transaction silently, checkpoints checked field by field."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from pgoutput_codec import cli
+from pgoutput_codec.archive import META_KEY
+from pgoutput_codec.cli.inspect import inspect_archive
 from pgoutput_codec.data import sample_archive_path
+from pgoutput_codec.lake import mirror
 
 SAMPLE = sample_archive_path()
 
@@ -109,3 +115,79 @@ def test_transcode_keeps_the_layout_of_subdirectories(capsys, tmp_path):
     for sub in ("x", "y"):
         assert pq.read_table(tmp_path / "out" / sub / "part.parquet").num_rows == 1300
     assert sorted(os.listdir(tmp_path / "out")) == ["x", "y"]
+
+
+# ------------------------------------------------------------------------------ archive paths read as paths
+def run_process(*args, timeout=60):
+    """The command in a process of its own (for what could hang), its result."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    return subprocess.run([sys.executable, "-m", "pgoutput_codec.cli", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=root)
+
+
+def test_an_archive_path_with_glob_characters_is_that_path(capsys, tmp_path):
+    t = pq.read_table(SAMPLE)
+    for name, rows in (("arch[1]", 2630), ("arch1", 100), ("arch*", 7), ("arch?", 9)):
+        (tmp_path / name).mkdir()
+        pq.write_table(t.slice(0, rows), tmp_path / name / "a.parquet")
+    for name, rows in (("arch[1]", 2630), ("arch*", 7), ("arch?", 9)):
+        r = inspect_archive(str(tmp_path / name))
+        assert (r["files"], r["messages"]) == (1, rows), name
+        code, out, err = run(capsys, "decode", tmp_path / name, tmp_path / f"{rows}.parquet")
+        assert code == 0 and f"rows in: {rows} " in out, (out, err)
+    shutil.copytree(tmp_path / "arch[1]", tmp_path / "plain")
+    got = {(r.table, r.upserts, r.deletes) for r in mirror(str(tmp_path / "arch[1]"), str(tmp_path / "lake1"))}
+    want = {(r.table, r.upserts, r.deletes) for r in mirror(str(tmp_path / "plain"), str(tmp_path / "lake2"))}
+    assert got == want and sum(u for _, u, _ in got) > 0
+
+
+def test_each_archive_file_is_read_once(capsys, tmp_path):
+    """A file re-captured whole (every row already in the file before it), a symbolic link
+    looping to its own directory, and a second name of one file: each row once."""
+    t = pq.read_table(SAMPLE)
+    meta = t.schema.metadata[META_KEY]
+    d = tmp_path / "arch"
+    d.mkdir()
+    pq.write_table(t, d / "part-000000.parquet")
+    again = json.loads(meta)
+    again.update(file_index=1, seq_start=2630, seq_end=5259)
+    seq = pa.array(range(2630, 5260), pa.int64())
+    pq.write_table(t.set_column(0, "seq", seq).replace_schema_metadata({META_KEY: json.dumps(again).encode()}),
+                   d / "part-000001.parquet")
+    code, out, err = run(capsys, "decode", d, tmp_path / "m.parquet")
+    assert code == 0 and "rows in: 2630 " in out, (out, err)
+    assert pq.read_table(tmp_path / "m.parquet").num_rows == 2630
+    assert inspect_archive(str(d))["messages"] == 2630
+
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    shutil.copy(SAMPLE, loop / "a.parquet")
+    os.symlink(loop, loop / "again")                       # loop/again/again/... is loop
+    os.link(loop / "a.parquet", loop / "b.parquet")        # one file, two names
+    r = inspect_archive(str(loop))
+    assert (r["files"], r["messages"]) == (1, 2630)
+
+
+def test_a_fifo_is_not_read_as_an_archive_file(tmp_path):
+    d = tmp_path / "arch"
+    d.mkdir()
+    shutil.copy(SAMPLE, d / "a.parquet")
+    os.mkfifo(d / "pipe.parquet")
+    res = run_process("inspect", d)
+    assert res.returncode == 0, res.stderr
+    assert "2630 messages" in res.stdout
+    assert "pipe.parquet" in res.stderr and "not a regular file" in res.stderr, res.stderr
+    res = run_process("inspect", d / "pipe.parquet")
+    assert res.returncode == 1 and "not a regular file" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_capture_clears_only_its_own_directory_of_unfinished_files(capsys, tmp_path):
+    """--out 'arch[1]': the unfinished files of that directory go, not those of arch1."""
+    for name in ("arch[1]", "arch1"):
+        (tmp_path / name).mkdir(mode=0o700)
+        (tmp_path / name / ".part-000000.parquet.tmp").write_bytes(b"x")
+    refused(capsys, "capture", "--dsn", "host=/nonexistent port=1", "--slot", "s", "--publication", "p",
+            "--out", tmp_path / "arch[1]", needle="cannot connect")
+    assert os.listdir(tmp_path / "arch1") == [".part-000000.parquet.tmp"]
+    assert not os.path.exists(tmp_path / "arch[1]" / ".part-000000.parquet.tmp")

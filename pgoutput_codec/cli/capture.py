@@ -305,7 +305,8 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
     os.makedirs(out, mode=0o700, exist_ok=True)     # row data: readable by its owner only
     lock = _lock(out)
     try:
-        for tmp in glob.glob(os.path.join(out, ".part-*.tmp")) + glob.glob(os.path.join(out, STAGING_NAME)):
+        here = glob.escape(out)     # (a path, not a pattern: 'arch[1]' is that directory)
+        for tmp in glob.glob(os.path.join(here, ".part-*.tmp")) + glob.glob(os.path.join(here, STAGING_NAME)):
             os.unlink(tmp)   # a peek or a write that never reached its link: its rows are still in the slot
         options = ["proto_version", str(proto), "publication_names", publication]
         if binary:
