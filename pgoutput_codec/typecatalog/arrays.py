@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
 from .binary import BINARY_PARSERS, binary_as_bytes
+from .facts import MAXDIM
 from .markers import Special
 from .text import TEXT_PARSERS, text_as_str
 
@@ -22,6 +23,7 @@ __all__ = ["parse_text_array", "parse_binary_array", "value_ndims", "mixed_dims_
 
 
 _ARRAY_DIMS = re.compile(rb"((?:\[-?[0-9]+:-?[0-9]+\])+)=")
+_TOO_DEEP = f"more than {MAXDIM} dimensions (PostgreSQL's most)"
 
 
 class _ArrayOut(NamedTuple):
@@ -60,6 +62,8 @@ def parse_text_array(s, r):
     pos = 0
     if m:
         bounds = [tuple(int(x) for x in d.split(b":")) for d in re.findall(rb"\[(-?[0-9]+:-?[0-9]+)\]", m[1])]
+        if len(bounds) > MAXDIM:
+            raise ValueError(f"bad array text: bounds prefix of {len(bounds)} dimensions, {_TOO_DEEP}")
         pos = m.end()
     flat, especials, dims_seen = [], [], {}
     depth, n = 0, len(s)
@@ -74,6 +78,8 @@ def parse_text_array(s, r):
         c = s[pos:pos + 1]
         if c == b"{":
             depth += 1
+            if depth > MAXDIM:
+                fail(_TOO_DEEP)
             counts.append(0)
             pos += 1
             continue
@@ -143,7 +149,9 @@ def parse_binary_array(b, r):
     if len(b) < 12:
         raise ValueError("array send form shorter than its header")
     ndim, hasnull, elemoid = struct.unpack_from(">iiI", b)
-    if ndim < 0 or ndim > 6 or hasnull not in (0, 1) or len(b) < 12 + 8 * ndim:
+    if ndim > MAXDIM:
+        raise ValueError(f"array header says {ndim} dimensions, {_TOO_DEEP}")
+    if ndim < 0 or hasnull not in (0, 1) or len(b) < 12 + 8 * ndim:
         raise ValueError("bad array header")
     dims = [struct.unpack_from(">ii", b, 12 + 8 * k) for k in range(ndim)]
     total = 1
@@ -171,9 +179,6 @@ def parse_binary_array(b, r):
     return _ArrayOut(_shape(flat, [n for n, _ in dims]),
                      _array_special([(lb, n) for n, lb in dims], especials)), ndim
 
-
-#: the most dimensions a PostgreSQL array has (MAXDIM)
-MAXDIM = 6
 
 
 def value_ndims(kinds, data) -> np.ndarray:
@@ -218,7 +223,8 @@ def value_ndims(kinds, data) -> np.ndarray:
         going &= byte(t_rows, k) == ord("{")
         braces += going
     empty = (braces == 1) & (byte(t_rows, 1) == ord("}"))
-    out[t_rows] = np.where(empty, 0, np.where(braces > 0, braces, -1))
+    # deeper than MAXDIM (braces counted to MAXDIM + 1): not an array's text, the converter says why
+    out[t_rows] = np.where(empty, 0, np.where((braces > 0) & (braces <= MAXDIM), braces, -1))
     return out
 
 

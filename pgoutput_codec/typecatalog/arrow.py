@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .facts import MAXDIM
 from .registry import TypeRegistry, resolve
 from .typmods import numeric_typmod
 
@@ -48,6 +49,8 @@ _ARROW = {
 def arrow_of(r, binary, ndim=1):
     """The Arrow type of a :class:`~.registry.Resolved` type (see :func:`arrow_type`)."""
     if r.conv == "array":
+        if ndim > MAXDIM:
+            raise ValueError(f"ndim={ndim}: PostgreSQL arrays have at most {MAXDIM} dimensions")
         t = arrow_of(r.elem, binary)
         for _ in range(max(ndim, 1)):
             t = pa.list_(t)
@@ -62,7 +65,7 @@ def arrow_type(type_oid: int, type_modifier: int = -1, registry: TypeRegistry | 
                binary: bool = False, ndim: int = 1) -> pa.DataType:
     """The Arrow type of a column. ``binary`` matters only for unknown types (string of
     the text form, or binary of the send form); ``ndim`` only for arrays (lists nested
-    ``ndim`` deep; PostgreSQL does not record a column's dimensionality)."""
+    ``ndim`` deep, at most 6; PostgreSQL does not record a column's dimensionality)."""
     return arrow_of(resolve(type_oid, type_modifier, registry), binary, ndim)
 
 

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "BY_NAME", "ARRAY_ELEM", "ARRAY_NAME", "ARRAY_BY_NAME",
     "F_BOOL", "F_INT2", "F_INT4", "F_INT8", "F_OID", "F_FLOAT4", "F_FLOAT8", "F_NUMERIC", "F_DATE", "F_TIME",
-    "F_TIMESTAMP", "F_TIMESTAMPTZ", "F_INTERVAL", "F_TEXT", "F_BYTEA", "F_UUID", "F_JSONB",
+    "F_TIMESTAMP", "F_TIMESTAMPTZ", "F_INTERVAL", "F_TEXT", "F_BYTEA", "F_UUID", "F_JSONB", "MAXDIM",
 ]
+
+#: the most dimensions a PostgreSQL array has (its MAXDIM): a value nested deeper is
+#: refused and no type is nested deeper (Arrow's nested types recurse per level)
+MAXDIM = 6
 
 
 @dataclass(frozen=True)
