@@ -191,3 +191,13 @@ def test_capture_clears_only_its_own_directory_of_unfinished_files(capsys, tmp_p
             "--out", tmp_path / "arch[1]", needle="cannot connect")
     assert os.listdir(tmp_path / "arch1") == [".part-000000.parquet.tmp"]
     assert not os.path.exists(tmp_path / "arch[1]" / ".part-000000.parquet.tmp")
+
+
+# ------------------------------------------------------------------------------ counts add up
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_rows_in_are_rows_decoded_and_rows_in_error_when_every_row_is_bad(capsys, tmp_path, mode):
+    f = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"seq": pa.array(range(5), pa.int64()), "data": pa.array([b"\xff\x00"] * 5)}), f)
+    code, out, err = run(capsys, "decode", f, tmp_path / "o.parquet", "--mode", mode)
+    assert code == 0, err
+    assert "rows in: 5  rows decoded: 0  rows in error: 5 " in out, out

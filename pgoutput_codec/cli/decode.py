@@ -113,7 +113,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                         msgs = with_payload_errors(msgs, rows.column(PAYLOAD_ERROR))
                     errors = msgs.field("error")
                     counts["rows_in"] += len(msgs)
-                    counts["rows_in_error"] += errors.null_count and len(msgs) - errors.null_count
+                    counts["rows_in_error"] += len(msgs) - errors.null_count
                     if mode == "FAILFAST" and errors.null_count != len(msgs):
                         _fail_first_error(rows, errors)
                     out_rows = _message_table(rows, msgs, mode)
