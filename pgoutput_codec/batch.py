@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from . import _batch
 from .arrays import binary_chunks, payload_sizes
-from .threads import piece_bounds, run_pieces, worker_count
+from .threads import payload_bytes, piece_bounds, run_pieces, worker_count
 
 __all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_pieces", "decode_batch_rows",
            "initial_stream_state", "message_tags", "envelope_code",
@@ -57,10 +57,11 @@ def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto", workers
     ``workers``: as for :func:`decode_batch`, but one by default (the callers are
     pieces of a parallel run already)."""
     env = envelope_code(envelope)
-    workers = worker_count(workers)
+    chunks = binary_chunks(values)
+    workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
     flags = np.asarray(in_stream_rows, dtype=np.uint8)
     pieces, at = [], 0
-    for chunk in binary_chunks(values):
+    for chunk in chunks:
         # one worker decodes a chunk whole: pieces would cost a join for nothing
         bounds = piece_bounds(payload_sizes(chunk), workers) if workers > 1 else (0, len(chunk))
         pieces += [(chunk.slice(a, b - a), flags[at + a:at + b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -108,8 +109,8 @@ def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | Non
     StructArray), …], stream state after the last row)``, the pieces in input order —
     for a caller that writes them out one by one, sparing the copy of a join."""
     env = envelope_code(envelope)
-    workers = worker_count(workers)
     chunks = binary_chunks(values)
+    workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
     state = int(_initial_state(chunks, env) if in_stream is None else bool(in_stream))
     pieces, at = [], 0
     for chunk in chunks:
@@ -159,8 +160,9 @@ def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = Non
     (LargeBinary input of more than ``arrays.MAX_CHUNK_BYTES`` payload bytes) comes back as a
     ``pa.ChunkedArray`` of StructArrays instead.
     ``workers``: threads decoding pieces of the input at once (None: one per core this
-    process may use; 1: this thread only). The result is the same for any number: each
-    piece starts in the stream state the rows before it leave.
+    process may use, but one per ``threads.WORKER_MIN_BYTES`` of payload at most, so a
+    small input stays on this thread; 1: this thread only). The result is the same for
+    any number: each piece starts in the stream state the rows before it leave.
     """
     return decode_batch_with_state(values, envelope=envelope, in_stream=in_stream, workers=workers)[0]
 

@@ -48,7 +48,7 @@ from .errors import PgoutputDecodeError
 from .messages import END_TAGS
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
-from .threads import worker_count
+from .threads import payload_bytes, worker_count
 from .walk import TransactionWalk, Txn
 
 __all__ = ["ChangeDecoder", "LightChangeDecoder"]
@@ -116,7 +116,8 @@ class ChangeDecoder:
     timeline switch after a point-in-time recovery, whose LSNs restart lower). In a run
     resumed from a checkpoint, commits at or below its ``after_lsn`` are not checked:
     the run before gave them. ``workers``: threads decoding the messages of each feed
-    (None: one per core; see :func:`~pgoutput_codec.batch.decode_batch`); the
+    (None: one per core, as many as the feed's size pays for; see
+    :func:`~pgoutput_codec.threads.worker_count`); the
     transactions are then followed in this thread.
     """
 
@@ -140,7 +141,10 @@ class ChangeDecoder:
                             after_lsn=after_lsn, until_lsn=until_lsn,
                             resume=None if resume is None else Checkpoint.of(resume), replays=replays,
                             workers=workers)
-        self.workers = worker_count(workers)
+        worker_count(workers)        # (a bad count fails here, not at the first feed)
+        self._workers = workers
+        #: the threads of the last feed (``workers``, or with None as many as its size pays for)
+        self.workers = worker_count(workers, 0)
         #: the commit-LSN window of the transactions given (``selection.commit_window``)
         self.window = commit_window(after_lsn, until_lsn)
         #: the table list as (schema, table) globs (``selection.parse_table_list``)
@@ -270,6 +274,7 @@ class ChangeDecoder:
                 unread = values.column(PAYLOAD_ERROR)
             values = values.column("data")
         values = one_array(values)
+        self.workers = worker_count(self._workers, payload_bytes(values))
         msgs, after = decode_batch_with_state(values, in_stream=self._in_stream, workers=self.workers)
         if self._in_stream is not None or len(values):
             self._in_stream = after

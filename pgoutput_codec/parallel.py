@@ -22,7 +22,7 @@ from .errors import PgoutputCodecError
 from .opengauss.changes import decode_changes as opengauss_decode_changes
 from .plan import ControlPlan, changes_of_pieces, control_candidates
 from . import threads
-from .threads import piece_bounds, worker_count
+from .threads import payload_bytes, piece_bounds, worker_count
 
 __all__ = ["decode_changes", "changes_by_pieces"]
 
@@ -35,8 +35,9 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
     int, ``xid``, ``seq``). Rows are taken in the order given — never re-sorted by
     ``lsn``: a change's LSN goes backwards when transactions interleave. Options: see
     :class:`ChangeDecoder`. ``workers``: threads decoding pieces of the archive at once
-    (None: one per core this process may use; 1: this thread only); the rows are the
-    same for any number. ``source="opengauss"`` reads openGauss/GaussDB frames instead
+    (None: one per core this process may use, as many as the archive's size pays for:
+    see :func:`~pgoutput_codec.threads.worker_count`; 1: this thread only); the rows are
+    the same for any number. ``source="opengauss"`` reads openGauss/GaussDB frames instead
     (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``): its frames
     decoded on the threads, its transactions followed in this one.
     """
@@ -46,7 +47,7 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
         return opengauss_decode_changes(input, workers=workers, **options)
     if source != "pgoutput":
         raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
-    workers = worker_count(workers)
+    workers = worker_count(workers, payload_bytes(input))
     if workers > 1:
         pieces = changes_by_pieces(input, workers, options)
         if pieces is not None:

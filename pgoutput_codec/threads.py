@@ -13,8 +13,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pyarrow as pa
 
-__all__ = ["worker_count", "piece_bounds", "run_pieces", "prefetch", "PIECE_BYTES", "MIN_PIECE_ROWS"]
+__all__ = ["worker_count", "payload_bytes", "piece_bounds", "run_pieces", "prefetch", "PIECE_BYTES",
+           "MIN_PIECE_ROWS", "WORKER_MIN_BYTES"]
 
 #: a piece holds at most this many payload bytes: what one worker has in flight (its
 #: input slice and the output built from it) stays near this, however large the input
@@ -23,19 +25,53 @@ PIECE_BYTES = 32 << 20
 #: fewer rows than this are not worth a thread (the pool's hand-off costs more)
 MIN_PIECE_ROWS = 4096
 
+#: payload bytes each worker must have, for the default (``workers=None``) to use it: below
+#: this a second thread costs more (its start, cutting the input, joining the pieces'
+#: outputs) than it gives back. Measured with bench/parallel_bench.py (docs/benchmarks.md).
+WORKER_MIN_BYTES = 96 << 20
+
 _local = threading.local()
 
 
-def worker_count(workers) -> int:
-    """``workers``: None for every core this process may run on, else a positive int."""
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:      # (not on Linux)
+        return os.cpu_count() or 1
+
+
+def worker_count(workers, payload: int | None = None) -> int:
+    """The threads to decode ``payload`` bytes on. ``workers``: a positive int, taken as
+    it is, or None: one per core this process may run on, but no more than one per
+    ``WORKER_MIN_BYTES`` of ``payload`` (so a small input stays on this thread: the
+    default is never slower than one worker). ``payload`` None: not known yet, every core."""
     if workers is None:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:      # (not on Linux)
-            return os.cpu_count() or 1
+        cores = _cores()
+        if payload is None:
+            return cores
+        return max(1, min(cores, int(payload) // WORKER_MIN_BYTES))
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be None or a positive integer, not {workers!r}")
     return int(workers)
+
+
+def payload_bytes(values) -> int:
+    """The payload bytes of an input as the decoders take it: a binary array, a chunked
+    one, a table with a ``data`` column, or a sequence of ``bytes``/None (read from the
+    offsets alone: no payload is touched)."""
+    if isinstance(values, pa.Table):
+        values = values.column("data") if "data" in values.column_names else values.column(0)
+    if isinstance(values, pa.ChunkedArray):
+        return sum(payload_bytes(c) for c in values.chunks)
+    if isinstance(values, pa.Array):
+        typ = values.type
+        if not len(values) or not (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
+                                   or pa.types.is_string(typ) or pa.types.is_large_string(typ)):
+            return values.nbytes if len(values) else 0
+        width = np.int64 if pa.types.is_large_binary(typ) or pa.types.is_large_string(typ) else np.int32
+        offs = np.frombuffer(values.buffers()[1], dtype=width)
+        return int(offs[values.offset + len(values)] - offs[values.offset])
+    return sum(len(v) for v in values if isinstance(v, (bytes, bytearray, memoryview)))
 
 
 def piece_bounds(sizes: np.ndarray, workers: int, *, piece_bytes: int | None = None) -> np.ndarray:

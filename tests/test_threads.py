@@ -1,4 +1,5 @@
-"""Several threads decoding and converting at once give what one thread gives.
+"""Several threads decoding and converting at once give what one thread gives; the
+default number of threads follows the input's size.
 
 The converters release the GIL and grow their output through the shared block cache
 (``_memory``) while other threads decode with the GIL held: every output is compared
@@ -11,8 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from pgoutput_codec import decode_batch, decode_changes
+from pgoutput_codec import ChangeDecoder, decode_batch, decode_changes, decode_table_changes, threads
+from pgoutput_codec.batch import decode_batch_pieces
+from pgoutput_codec.opengauss import decode_batch as og_decode_batch
+from pgoutput_codec.opengauss.encode import encode_frame, encode_record
+from pgoutput_codec.opengauss.records import Column, Record
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.typecatalog.columns import convert_columns
 
@@ -56,3 +62,78 @@ def test_threads_convert_and_decode_as_one_thread_does():
                 for (gv, gs), (wv, ws) in zip(got, want_conv[what], strict=True):
                     assert gv.equals(wv)
                     assert (gs is None) == (ws is None) and (gs is None or gs.equals(ws))
+
+
+class _PoolSpy:
+    """``threads.ThreadPoolExecutor``, noting the size of each pool started."""
+
+    def __init__(self, monkeypatch):
+        self.sizes = []
+        real = threads.ThreadPoolExecutor
+
+        def pool(max_workers, **kw):
+            self.sizes.append(max_workers)
+            return real(max_workers, **kw)
+        monkeypatch.setattr(threads, "ThreadPoolExecutor", pool)
+
+
+def _og_frames(n):
+    cols = tuple(Column(f"col{i}", 25, b"value-%02d" % i) for i in range(4))
+    rec = encode_record(Record("I", 0x1000, schema="public", table="t", new_tuple=cols))
+    return pa.array([encode_frame([rec] * 50)] * n, pa.binary())
+
+
+def test_default_workers_follow_the_input_size():
+    cores = threads.worker_count(None)
+    assert cores >= 1
+    assert threads.worker_count(None, 0) == 1
+    assert threads.worker_count(None, threads.WORKER_MIN_BYTES - 1) == 1
+    assert threads.worker_count(None, 2 * threads.WORKER_MIN_BYTES) == min(2, cores)
+    assert threads.worker_count(None, 10**15) == cores
+    assert threads.worker_count(3, 0) == 3       # a count given is taken as it is
+    values = pa.array([b"ab", None, b"cde"], pa.binary())
+    assert threads.payload_bytes(values) == 5
+    assert threads.payload_bytes(values.slice(1)) == 3
+    assert threads.payload_bytes(pa.chunked_array([values, values])) == 10
+    assert threads.payload_bytes(pa.table({"data": values.cast(pa.large_binary())})) == 5
+    assert threads.payload_bytes([b"ab", None, b"cde"]) == 5
+
+
+def test_small_inputs_stay_on_one_thread_by_default(monkeypatch):
+    """Below ``WORKER_MIN_BYTES`` a payload per worker, no decoder starts a pool; above
+    it, they do, and give what one worker gives."""
+    archive = pq.read_table(sample_archive_path())
+    values = pa.concat_arrays([archive.column("data").combine_chunks()] * 40)
+    frames = _og_frames(400)
+    table = decode_changes(values, workers=1).column("table")[0].as_py()
+    schema = decode_changes(values, workers=1).column("schema")[0].as_py()
+    calls = {
+        "decode_batch": lambda w: decode_batch(values, workers=w),
+        "decode_batch_pieces": lambda w: pa.concat_arrays([p for _, p in decode_batch_pieces(values, workers=w)[0]]),
+        "decode_changes": lambda w: decode_changes(values, workers=w),
+        "ChangeDecoder": lambda w: ChangeDecoder(workers=w).feed(values),
+        "decode_table_changes": lambda w: decode_table_changes(values, f"{schema}.{table}", workers=w),
+        "opengauss decode_batch": lambda w: og_decode_batch(frames, workers=w),
+        "decode_changes opengauss": lambda w: decode_changes(frames, source="opengauss", workers=w),
+    }
+    want = {name: call(1) for name, call in calls.items()}
+    spy = _PoolSpy(monkeypatch)
+    for name, call in calls.items():
+        assert call(None).equals(want[name]), name
+        assert spy.sizes == [], f"{name} started threads for a small input"
+    if threads.worker_count(None) < 2:
+        return
+    monkeypatch.setattr(threads, "MIN_PIECE_ROWS", 64)
+    monkeypatch.setattr(threads, "WORKER_MIN_BYTES", 1)
+    for name, call in calls.items():
+        assert call(None).equals(want[name]), name
+        assert spy.sizes, f"{name} stayed on one thread for a large input"
+        spy.sizes.clear()
+
+
+def test_change_decoder_takes_workers_per_feed():
+    with pytest.raises(ValueError, match="workers"):
+        ChangeDecoder(workers=0)
+    dec = ChangeDecoder()
+    dec.feed(pq.read_table(sample_archive_path()))
+    assert dec.workers == 1

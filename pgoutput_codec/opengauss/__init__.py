@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..arrays import payload_chunks, payload_sizes
-from ..threads import piece_bounds, run_pieces, worker_count
+from ..threads import payload_bytes, piece_bounds, run_pieces, worker_count
 from ..errors import PgoutputDecodeError
 from ._binary_py import ENVELOPES, decode_frame_items
 from ._binary_py import decode_frame as _decode_frame_b
@@ -90,7 +90,8 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
     ``sending_batch`` ('t'/'j' only): True/False, or None to tell by the first byte
     (a bare text frame starts with a letter or '{', a batched one with a length's 0x00).
     ``workers`` ('b' with the compiled decoder): threads decoding pieces of the input at
-    once (None: one per core; 1: this thread); frames are independent of each other, so
+    once (None: one per core, as many as the input's size pays for: see
+    ``threads.worker_count``; 1: this thread); frames are independent of each other, so
     the records are the same for any number.
     """
     if envelope not in ENVELOPES:
@@ -98,9 +99,10 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
     if style == "b":
         if not USING_EXTENSIONS:
             return decode_batch_py(values, envelope=envelope)
-        workers = worker_count(workers)
+        chunks = payload_chunks(values)
+        workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
         pieces, base = [], 0
-        for chunk in payload_chunks(values):
+        for chunk in chunks:
             if pa.types.is_null(chunk.type):
                 chunk = chunk.cast(pa.binary())
             bounds = piece_bounds(payload_sizes(chunk), workers) if workers > 1 else [0, len(chunk)]
