@@ -45,7 +45,8 @@ from .errors import PgoutputCodecError, first_line
 from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
-           "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq"]
+           "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq",
+           "check_seq"]
 
 FORMATS = ("parquet", "csv")
 HEX_ERROR = "payload is not bytea hex text ('\\x' followed by an even number of hex digits)"
@@ -160,7 +161,19 @@ class ArchivePart:
         typ = t.schema.field("data").type
         if not (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)):
             raise ArchiveError(f"{self.path}: payload column {payload!r} is {typ}, not binary")
+        if "seq" in t.column_names:
+            check_seq(self.path, t.schema.field("seq").type, t.column("seq").null_count)
         return t
+
+
+def check_seq(path, typ, nulls=0) -> None:
+    """ArchiveError unless a ``seq`` column (the arrival order: rows are read, and
+    incremental runs resume, by it) is of an integer type and has no nulls."""
+    if not pa.types.is_integer(typ):
+        raise ArchiveError(f"{path}: column seq is {typ}, not an integer type (seq orders the rows as numbers)")
+    if nulls:
+        raise ArchiveError(f"{path}: column seq has {nulls} null value(s): every row needs its place in "
+                           "the arrival order")
 
 
 def _rising(seq) -> bool:
@@ -238,6 +251,8 @@ def parquet_part(path) -> ArchivePart:
     except (pa.ArrowException, OSError) as e:
         raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
     meta = capture_meta(schema)
+    if "seq" in schema.names:
+        check_seq(path, schema.field("seq").type)
     if "data" not in schema.names:
         raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")
     return ArchivePart(path, "parquet", meta, n)

@@ -201,3 +201,31 @@ def test_rows_in_are_rows_decoded_and_rows_in_error_when_every_row_is_bad(capsys
     code, out, err = run(capsys, "decode", f, tmp_path / "o.parquet", "--mode", mode)
     assert code == 0, err
     assert "rows in: 5  rows decoded: 0  rows in error: 5 " in out, out
+
+
+# ------------------------------------------------------------------------------ seq checked
+def _with_seq(tmp_path, seq):
+    t = pq.read_table(SAMPLE).slice(0, 3).replace_schema_metadata(None)
+    f = tmp_path / "a.parquet"
+    pq.write_table(t.set_column(0, "seq", seq), f)
+    return f
+
+
+def test_a_seq_that_is_not_integer_is_refused(capsys, tmp_path):
+    f = _with_seq(tmp_path, pa.array(["10", "9", "100"]))
+    msg = refused(capsys, "decode", f, tmp_path / "o.parquet", needle="seq")
+    assert "a.parquet" in msg and "string" in msg, msg
+    msg = refused(capsys, "decode", f, tmp_path / "o.parquet", "--changes", "--checkpoint", tmp_path / "cp",
+                  needle="string")
+    d = tmp_path / "dir"
+    d.mkdir()
+    shutil.move(f, d / "a.parquet")
+    refused(capsys, "inspect", d, needle="string")
+
+
+def test_a_null_seq_is_refused(capsys, tmp_path):
+    f = _with_seq(tmp_path, pa.array([0, None, 2], pa.int64()))
+    for extra in ((), ("--changes",), ("--changes", "--checkpoint", tmp_path / "cp")):
+        msg = refused(capsys, "decode", f, tmp_path / "o.parquet", *extra, needle="a.parquet")
+        assert "seq" in msg and "1 null" in msg, msg
+    assert not (tmp_path / "cp").exists()
