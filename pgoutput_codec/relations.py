@@ -4,16 +4,23 @@ a table's columns over all its versions."""
 
 from __future__ import annotations
 
+from .idents import parse_name, qualified_name, resolve_name
+
 __all__ = ["split_name", "one_bearer", "bearer", "merge_columns"]
 
 
-def split_name(name: str) -> tuple:
-    """``schema.table`` (``public`` when no schema is given; quotes taken off) as a pair."""
-    if "." in name:
-        schema, table = name.split(".", 1)
-    else:
-        schema, table = "public", name
-    return schema.strip('"'), table.strip('"')
+def split_name(name, known=None) -> tuple:
+    """Table ``name`` (``schema.table``, identifiers quoted as PostgreSQL quotes them, or
+    a (schema, table) pair; ``public`` when no schema is given) as a pair.
+    ``known``: the (schema, table) pairs there are, which an unquoted name with several
+    dots must match one of (:func:`~pgoutput_codec.idents.resolve_name`)."""
+    if known is not None:
+        return resolve_name(name, known)
+    cands = parse_name(name)
+    if len(cands) > 1:
+        raise ValueError(f"table name {name!r} may name {len(cands)} tables: quote it as PostgreSQL does, "
+                         + " or ".join(qualified_name(*c) for c in cands))
+    return cands[0]
 
 
 def one_bearer(versions: list) -> list:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from .arrays import one_array
+from .idents import parse_name, split_parts
 from .messages import parse_lsn
 
 __all__ = ["parse_table_list", "table_selected", "commit_window", "intersect_windows", "in_commit_window"]
@@ -16,25 +17,37 @@ __all__ = ["parse_table_list", "table_selected", "commit_window", "intersect_win
 
 def parse_table_list(spec):
     """openGauss white-table-list syntax (``public.t1,*.t3,my_schema.*``) to (schema, table)
-    glob pairs; ``None``/empty means every table. Identifiers with a '.' may be quoted."""
+    glob pairs; ``None``/empty means every table. An identifier with a dot or a quote is
+    quoted as PostgreSQL quotes it (``"sales.eu".*``, ``public."a""b"``); an unquoted item
+    with several dots stands for each way of reading it (``a.b.c``: ``a``.``b.c`` and
+    ``a.b``.``c``); one quoted identifier alone is a schema (``"s"``: every table of
+    ``s``), one unquoted a table of any schema."""
     if spec is None:
         return None
-    items = spec if isinstance(spec, (list, tuple)) else [s for s in spec.split(",")]
+    items = spec if isinstance(spec, (list, tuple)) else _items(spec)
     out = []
     for item in items:
         item = item.strip()
         if not item:
             continue
-        if item.startswith('"'):
-            end = item.index('"', 1)
-            sch, rest = item[1:end], item[end + 1:]
-            tbl = rest[1:] if rest.startswith(".") else "*"
-        elif "." in item:
-            sch, tbl = item.split(".", 1)
-        else:
-            sch, tbl = "*", item
-        out.append((sch, tbl.strip('"')))
+        parts = split_parts(item)
+        if len(parts) == 1:
+            out.append((parts[0][0], "*") if parts[0][1] else ("*", parts[0][0]))
+            continue
+        out.extend(p for p in parse_name(item) if p not in out)
     return out or None
+
+
+def _items(spec: str) -> list[str]:
+    """``spec`` split at its commas outside double quotes."""
+    items, start, quoted = [], 0, False
+    for k, ch in enumerate(spec):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            items.append(spec[start:k])
+            start = k + 1
+    return items + [spec[start:]]
 
 
 def _lsn_bound(v):

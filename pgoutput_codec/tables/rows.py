@@ -9,11 +9,12 @@ import pyarrow.compute as pc
 
 from .._gather import take_table
 from ..arrays import one_array, plain_lists
+from ..idents import parse_name
 from ..relations import bearer, merge_columns, one_bearer, split_name
 from ..typecatalog import with_type_names
 from ..schema import CHANGE_COLUMN, CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 
-__all__ = ["resolve", "rows_of", "in_commit_order", "as_change_rows", "column_lists", "holder", "column_set_ids",
+__all__ = ["resolve", "table_of", "rows_of", "in_commit_order", "as_change_rows", "column_lists", "holder", "column_set_ids",
            "table_columns", "table_registry"]
 
 
@@ -113,6 +114,17 @@ def in_commit_order(changes: pa.Table) -> pa.Table:
     return take_table(changes, np.concatenate([np.arange(starts[k], ends[k]) for k in order]))
 
 
+def table_of(changes: pa.Table, name) -> tuple[str, str]:
+    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.relations.split_name`),
+    an unquoted name with several dots resolved against the tables ``changes`` hold."""
+    if len(parse_name(name)) == 1:
+        return parse_name(name)[0]
+    named = changes.filter(pc.is_valid(changes.column("table"))).select(["schema", "table"])
+    pairs = named.group_by(["schema", "table"], use_threads=False).aggregate([]) if len(named) else named
+    return split_name(name, set(zip(pairs.column("schema").to_pylist(), pairs.column("table").to_pylist(),
+                                    strict=True)))
+
+
 def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     """(the rows of the table named ``name`` — of the relation that bore it as of
     ``as_of_lsn``, all of them —, whether another relation held the name before it in
@@ -132,7 +144,7 @@ def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
 
     Rows are selected once per relation version (few, by ``relation_version``), then
     with one vector ``is_in`` on the uint64 fingerprint instead of string comparisons."""
-    schema, table = split_name(name)
+    schema, table = table_of(changes, name)
     if not len(changes):
         return changes, False
     changes = in_commit_order(as_change_rows(changes))

@@ -329,7 +329,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     the transactions are followed in this thread."""
     dec = LightChangeDecoder(registry=registry, **options)   # learns domains from Type messages
     light = dec.feed(input)
-    schema, table = split_name(name)
+    schema, table = split_name(name, {(d["schema"], d["table"]) for d in dec.walk.versions})
     ver_all = one_array(light.column("_ver")).to_numpy(zero_copy_only=False)
     # the relation that bears the name (resolve's rule), by each row's Relation version
     mine = np.asarray(holder([(d["relation_id"] if d["relation_id"] is not None else (d["schema"], d["table"]),
