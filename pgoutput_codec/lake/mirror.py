@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 from typing import NamedTuple
 
 import numpy as np
@@ -30,10 +29,11 @@ from ..checkpoint import Checkpoint
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
-from ..relations import split_name
+from ..idents import parse_name, qualified_name, resolve_name
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
+from .names import column_names, copy_dir, free_name, lake_dir
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
            "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
@@ -60,10 +60,15 @@ class MirrorRun(NamedTuple):
     truncated: bool
 
 
-def table_path(target, name: str) -> str:
-    """The directory of table ``schema.table``'s copy under ``target``: the name escaped
-    so that any identifier is one directory."""
-    return os.path.join(os.fspath(target), urllib.parse.quote(name, safe=""))
+def table_path(target, name) -> str:
+    """The directory of table ``name``'s copy under ``target`` (``name`` as
+    :func:`~pgoutput_codec.idents.parse_name` reads it; an unquoted name with several
+    dots must name one copy there is): one directory per table, named by
+    :func:`~pgoutput_codec.lake.names.dir_name`."""
+    cands = parse_name(name)
+    if len(cands) > 1:
+        cands = [resolve_name(name, {c for c in cands if os.path.isdir(copy_dir(target, *c))})]
+    return copy_dir(target, *cands[0])
 
 
 def _changes_of(source, registry, options) -> pa.Table:
@@ -112,7 +117,7 @@ def _leave_record(record_path, run, tables, copies, options) -> None:
 
 def _names(changes: pa.Table, patterns) -> list[str]:
     pairs = set(zip(changes.column("schema").to_pylist(), changes.column("table").to_pylist(), strict=True))
-    return sorted(f"{s}.{t}" for s, t in pairs if t is not None and table_selected(patterns, s, t))
+    return sorted(qualified_name(s, t) for s, t in pairs if t is not None and table_selected(patterns, s, t))
 
 
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
@@ -128,6 +133,7 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     :class:`MirrorRun` per table."""
     from deltalake import DeltaTable
 
+    lake_dir(target)
     record = None
     if isinstance(source, (str, os.PathLike)):
         changes, run, record_path, copies = _archive_run(source, target, tables, registry, options)
@@ -148,7 +154,8 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
         record_path, run, copies = record
         named = {r.table for r in runs}
         for name in sorted(set(copies) - named):     # copies this run's rows did not touch: nothing new
-            if table_selected(patterns, *split_name(name)) and os.path.isdir(table_path(target, name)):
+            if any(table_selected(patterns, *p) for p in parse_name(name)) and \
+                    os.path.isdir(table_path(target, name)):
                 held = DeltaTable(table_path(target, name)).transaction_version(app_id)
                 runs.append(MirrorRun(name, None, held, 0, 0, False))
         _leave_record(record_path, run, tables, set(copies) | {r.table for r in runs if r.commit_lsn is not None},
@@ -176,16 +183,74 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
     path = table_path(target, name)
     dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
     done = dt.transaction_version(app_id) if dt is not None else None
-    if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate" \
-            and _relation_of(dt) not in (None, net.column("__RELATION_ID")[0].as_py()):
+    if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" \
+            and _relation_of(dt) not in (None, _controls(net)[5][0].as_py()):
         # the copy is of a relation that no longer bears the name (the table dropped
         # and created again, or another renamed in, between runs): start it again
-        first = (net.column("__COMMIT_LSN")[0].as_py(), net.column("__COMMIT_AT")[0].as_py())
-        net = pa.concat_tables([truncate_row(net.schema, first, net.column("__RELATION_ID")[0].as_py()), net])
-    if dt is not None and len(net) and net.column("__OP")[0].as_py() != "truncate":
+        net = pa.concat_tables([_truncate_row(net), net])
+    held = _held(dt).names if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" else []
+    net, ctl, column_lists = _named_apart(net, column_lists, held)
+    if held:
         _drop_columns(dt, column_lists)
-        dt = _widened(dt, path, net, name)
-    return _apply(dt, path, name, net, app_id, done, file_size)
+        dt = _widened(dt, path, net, name, ctl)
+    return _apply(dt, path, name, net, app_id, done, file_size, ctl)
+
+
+class _Ctl(NamedTuple):
+    """The names of a batch's control columns (``_CONTROL``'s, in its order) beside its
+    data columns."""
+
+    op: str
+    unchanged: str
+    moved_from: str
+    lsn: str
+    at: str
+    relation: str
+
+
+def _controls(net: pa.Table) -> list:
+    """The control columns of a :func:`net_changes` batch: its last six, by place (a
+    table's own column may bear one of their names)."""
+    names = net.column_names
+    if tuple(names[-len(_CONTROL):]) != _CONTROL:
+        raise ValueError(f"not a net_changes batch: its last columns are {names[-len(_CONTROL):]}, "
+                         f"not {list(_CONTROL)}")
+    return [net.column(len(names) - len(_CONTROL) + j) for j in range(len(_CONTROL))]
+
+
+def _truncate_row(net: pa.Table) -> pa.Table:
+    """The ``truncate`` row of the batch ``net``, at its first row's commit."""
+    ctl = _controls(net)
+    k = len(net.column_names) - len(_CONTROL)
+    canon = pa.schema([f.with_name(n) for f, n in zip(net.schema, [f"c{j}" for j in range(k)] + list(_CONTROL),
+                                                      strict=True)])
+    row = truncate_row(canon, (ctl[3][0].as_py(), ctl[4][0].as_py()), ctl[5][0].as_py())
+    return row.rename_columns(net.column_names)
+
+
+def _named_apart(net: pa.Table, column_lists: list, held) -> tuple:
+    """``net`` with its data columns named as in the copy whose columns are ``held``
+    (:func:`~pgoutput_codec.lake.names.column_names`: in its unchanged-value lists and
+    key structs too) and its control columns named apart from them; the names
+    (:class:`_Ctl`), and ``column_lists`` so named."""
+    controls = _controls(net)
+    data = net.column_names[:-len(_CONTROL)]
+    ren = column_names(data, held)
+    ctl = _Ctl(*(free_name(c, {v for v in ren.values()}) for c in _CONTROL))
+    if any(a != b for a, b in ren.items()):
+        unchanged = controls[1].combine_chunks()
+        flat = pc.list_flatten(unchanged)
+        controls[1] = pa.ListArray.from_arrays(
+            pc.subtract(unchanged.offsets, unchanged.offsets[0]),
+            pa.array([ren.get(c, c) for c in flat.to_pylist()], pa.string()), mask=unchanged.is_null())
+        moved = controls[2].combine_chunks()
+        controls[2] = pa.StructArray.from_arrays(
+            [moved.field(j) for j in range(moved.type.num_fields)],
+            names=[ren.get(f.name, f.name) for f in moved.type], mask=moved.is_null())
+        column_lists = [[{**c, "name": ren.get(c["name"], c["name"])} for c in cols] for cols in column_lists]
+    net = pa.Table.from_arrays([net.column(j) for j in range(len(data))] + controls,
+                               names=[ren[c] for c in data] + list(ctl))
+    return net, ctl, column_lists
 
 
 def _column_of(name: str) -> str:
@@ -203,7 +268,7 @@ def _drop_columns(dt, lists: list) -> None:
     held = _held(dt).names
     gone = [c for c in held if any(_column_of(c) not in {x["name"] for x in cols} for cols in lists)]
     if gone:
-        dt.update(updates={c: "NULL" for c in gone},
+        dt.update(updates={_q(c): "NULL" for c in gone},
                   predicate=" OR ".join(f"{_q(c)} IS NOT NULL" for c in gone))
 
 
@@ -212,7 +277,7 @@ def _held(dt) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
 
 
-def _widened(dt, path, net: pa.Table, name: str):
+def _widened(dt, path, net: pa.Table, name: str, ctl):
     """The copy, with every column whose type the source widened (``ALTER COLUMN … TYPE``
     to one holding every value of the old: :func:`widens`) rewritten in the new type, in
     a commit of its own before the MERGE (a rerun finds it done). Another change of type
@@ -221,7 +286,7 @@ def _widened(dt, path, net: pa.Table, name: str):
     held = {f.name: f.type for f in _held(dt)}
     wider = {}
     for f in net.schema:
-        if f.name in _CONTROL or f.name not in held:
+        if f.name in ctl or f.name not in held:
             continue
         want = delta_type(f.type)
         if _same_type(held[f.name], want):
@@ -283,42 +348,42 @@ def _relation_of(dt) -> int | None:
     return None
 
 
-def _commit(app_id: str, net: pa.Table):
+def _commit(app_id: str, net: pa.Table, ctl):
     from deltalake import CommitProperties, Transaction
-    lsn = pc.max(net.column("__COMMIT_LSN")).as_py()
-    at = pc.max(net.column("__COMMIT_AT")).as_py()
+    lsn = pc.max(net.column(ctl.lsn)).as_py()
+    at = pc.max(net.column(ctl.at)).as_py()
     if lsn >= 1 << 63:
         raise OverflowError(f"commit LSN {lsn} is past what a Delta application transaction version holds")
     meta = {LSN_KEY: str(lsn), COMMIT_AT_KEY: at.isoformat() if at is not None else None}
-    rel = net.column("__RELATION_ID")[0].as_py() if len(net) else None
+    rel = net.column(ctl.relation)[0].as_py() if len(net) else None
     if rel is not None:
         meta[RELATION_KEY] = str(rel)
     return lsn, CommitProperties(app_transactions=[Transaction(app_id, int(lsn))],
                                  custom_metadata={k: v for k, v in meta.items() if v is not None})
 
 
-def _rows(net: pa.Table) -> pa.Table:
+def _rows(net: pa.Table, ctl) -> pa.Table:
     """The data columns of ``net`` in Delta's types, and the control columns the MERGE reads."""
-    cols = [c for c in net.column_names if c not in _CONTROL]
-    return pa.table({**{c: to_delta(net.column(c)) for c in cols}, "__OP": net.column("__OP"),
-                     "__UNCHANGED": net.column("__UNCHANGED"), "__UNCHANGED_FROM": net.column("__UNCHANGED_FROM")})
+    cols = [c for c in net.column_names if c not in ctl]
+    return pa.table({**{c: to_delta(net.column(c)) for c in cols}, ctl.op: net.column(ctl.op),
+                     ctl.unchanged: net.column(ctl.unchanged), ctl.moved_from: net.column(ctl.moved_from)})
 
 
-def _key_columns(net: pa.Table) -> list[str]:
-    return [f.name for f in net.schema.field("__UNCHANGED_FROM").type]
+def _key_columns(net: pa.Table, ctl) -> list[str]:
+    return [f.name for f in net.schema.field(ctl.moved_from).type]
 
 
-def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> MirrorRun:
+def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl) -> MirrorRun:
     from deltalake import DeltaTable, write_deltalake
-    ops = net.column("__OP").to_pylist()
+    ops = net.column(ctl.op).to_pylist()
     if not len(net):
         return MirrorRun(name, None, done, 0, 0, False)
     truncated = ops[0] == "truncate"
-    lsn, commit = _commit(app_id, net)
+    lsn, commit = _commit(app_id, net, ctl)
     body = net.slice(1) if truncated else net
-    data_cols = [c for c in net.column_names if c not in _CONTROL]
+    data_cols = [c for c in net.column_names if c not in ctl]
     schema = pa.schema([pa.field(c, delta_type(net.schema.field(c).type)) for c in data_cols])
-    keys = _key_columns(net)
+    keys = _key_columns(net, ctl)
     # statistics of the key columns alone: what a MERGE skips files by (the others'
     # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
     stats = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
@@ -341,21 +406,22 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size=None) -> 
     if not len(body):        # a truncate alone: the record of it is a commit of no rows
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
         return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
-    rows = _fill_moved(dt, _rows(body)).drop_columns(["__UNCHANGED_FROM"])
+    rows = _fill_moved(dt, _rows(body, ctl), keys, ctl).drop_columns([ctl.moved_from])
     # a copy with no file yet (created, or emptied, by this run) is written, not merged into
     if not len(dt.file_uris()) or (keys and (_touched_share(dt, rows, keys) or 0) >= REWRITE_SHARE):
-        _rewrite(dt, rows, keys, data_cols, commit)
+        _rewrite(dt, rows, keys, data_cols, commit, ctl)
         return MirrorRun(name, DeltaTable(path).version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
     on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
     held = set(_held(dt).names)      # a column new to the copy has no value of its own to keep
-    updates = {c: f"CASE WHEN array_has(s.__UNCHANGED, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
+    updates = {_q(c): f"CASE WHEN array_has(s.{_q(ctl.unchanged)}, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
                if c in held else f"s.{_q(c)}" for c in data_cols}
-    inserts = {c: f"s.{_q(c)}" for c in data_cols}
+    inserts = {_q(c): f"s.{_q(c)}" for c in data_cols}
     merger = dt.merge(rows, predicate=on, source_alias="s", target_alias="t", merge_schema=True,
                       commit_properties=commit)
-    (merger.when_matched_delete(predicate="s.__OP = 'delete'")
-           .when_matched_update(updates=updates, predicate="s.__OP = 'upsert'")
-           .when_not_matched_insert(updates=inserts, predicate="s.__OP = 'upsert'")
+    op = f"s.{_q(ctl.op)}"
+    (merger.when_matched_delete(predicate=f"{op} = 'delete'")
+           .when_matched_update(updates=updates, predicate=f"{op} = 'upsert'")
+           .when_not_matched_insert(updates=inserts, predicate=f"{op} = 'upsert'")
            .execute())
     dt = DeltaTable(path)
     if dt.transaction_version(app_id) != lsn:    # the MERGE changed no row, so wrote no commit
@@ -390,7 +456,7 @@ def _touched_share(dt, rows: pa.Table, keys: list[str]) -> float | None:
     return float(size[touched].sum() / max(1, size.sum()))
 
 
-def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit) -> None:
+def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, ctl) -> None:
     """The MERGE of ``rows`` done by rewriting the copy in one overwrite commit (with the
     batch's application transaction): the copy's rows of keys the batch holds out, the
     upserts in, their unchanged TOAST values taken from the copy's row of the same key
@@ -399,18 +465,19 @@ def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit) 
     copy = dt.to_pyarrow_table()
     copy = copy.cast(pa.schema([f.with_type(_plain(f.type)) for f in copy.schema]))
     key_types = {k: copy.schema.field(k).type for k in keys}
+    at_j, at_i = free_name("__j", keys), free_name("__i", keys)     # row numbers beside the keys
     batch = pa.table({**{k: rows.column(k).cast(key_types[k]) for k in keys},
-                      "__j": pa.array(np.arange(len(rows)))})
-    ids = pa.table({**{k: copy.column(k) for k in keys}, "__i": pa.array(np.arange(len(copy)))})
+                      at_j: pa.array(np.arange(len(rows)))})
+    ids = pa.table({**{k: copy.column(k) for k in keys}, at_i: pa.array(np.arange(len(copy)))})
     pairs = ids.join(batch, keys=keys, join_type="inner", use_threads=False)
     drop = np.zeros(len(copy), bool)
-    drop[pairs.column("__i").to_numpy()] = True
+    drop[pairs.column(at_i).to_numpy()] = True
     kept = copy.filter(pa.array(~drop))
-    is_up = pc.equal(rows.column("__OP"), "upsert").to_numpy(zero_copy_only=False)
+    is_up = pc.equal(rows.column(ctl.op), "upsert").to_numpy(zero_copy_only=False)
     # each upsert's row in the copy (-1: none), for its unchanged values
     found = np.full(len(rows), -1, np.int64)
-    found[pairs.column("__j").to_numpy()] = pairs.column("__i").to_numpy()
-    unchanged = rows.column("__UNCHANGED").combine_chunks()
+    found[pairs.column(at_j).to_numpy()] = pairs.column(at_i).to_numpy()
+    unchanged = rows.column(ctl.unchanged).combine_chunks()
     flat = pc.list_flatten(unchanged)
     parent = pc.list_parent_indices(unchanged).to_numpy() if len(flat) else np.zeros(0, np.int64)
     up = np.flatnonzero(is_up)
@@ -451,26 +518,25 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _fill_moved(dt, net: pa.Table) -> pa.Table:
+def _fill_moved(dt, net: pa.Table, keys: list[str], ctl) -> pa.Table:
     """Upserts whose key changed in the batch take their unchanged-TOAST values from the
     copy's row of the key they left (``__UNCHANGED_FROM``), read here, before the MERGE
     (rare: an Update that changed the key and left a TOASTed value as it was)."""
-    src = net.column("__UNCHANGED_FROM")
+    src = net.column(ctl.moved_from)
     if src.null_count == len(src):
         return net
     copy = dt.to_pyarrow_table()
-    keys = _key_columns(net)
     by_key = {tuple(r[k] for k in keys): r for r in copy.to_pylist()}
     rows = net.to_pylist()
     for r in rows:
-        frm = r["__UNCHANGED_FROM"]
-        if frm is None or not r["__UNCHANGED"]:
+        frm = r[ctl.moved_from]
+        if frm is None or not r[ctl.unchanged]:
             continue
         old = by_key.get(tuple(frm[k] for k in keys))
         if old is not None:
-            for c in r["__UNCHANGED"]:
+            for c in r[ctl.unchanged]:
                 r[c] = old.get(c)
-            r["__UNCHANGED"] = []
+            r[ctl.unchanged] = []
     return pa.Table.from_pylist(rows, schema=net.schema)
 
 
