@@ -8,8 +8,16 @@ more are kept here when the Arrow array that owned them is released and handed t
 next batch (already touched: no page faults). The cache holds at most
 ``PGOUTPUT_CODEC_CACHE_MB`` (default 256) MiB and 32 blocks; ``cache_clear()`` empties it.
 
-Each block carries a 64-byte header with its capacity, so ``pool_free``/``pool_realloc``
-need only the pointer (the header keeps malloc's 16-byte alignment). The converters
+Blocks of ``MAP_MIN`` (32 MiB) and more are mapped here rather than by malloc, 2 MiB
+aligned and advised as transparent huge pages (``MADV_HUGEPAGE``: the kernel's default
+mode is ``madvise`` on many systems): a first touch then faults 2 MiB at once instead of
+4 KiB, and such a block grows by ``mremap`` (the kernel moves the page table entries:
+no copy, no page touched again). A decode of 2 M messages spent most of its time in the
+page faults of its largest output buffers (the tuple values: more than the cache holds).
+
+Each block carries a 64-byte header with its capacity and, for a mapped block, its mapped
+length, so ``pool_free``/``pool_realloc`` need only the pointer (the header keeps
+malloc's 16-byte alignment). The converters
 grow their buffers with the GIL released, so the cache has a lock of its own, held only
 while a block is taken from it or put back (never while memory is copied or Python runs).
 """
@@ -28,6 +36,63 @@ cdef enum:
     MIN_CACHED = 1 << 20
     SLOTS = 32
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <sys/mman.h>
+    #define PGC_HUGE ((size_t)2 << 20)
+
+    /* len bytes (a multiple of PGC_HUGE) of fresh zero pages, PGC_HUGE aligned, advised
+       as huge pages; NULL when the system has none to give */
+    static void* pgc_map(size_t len) {
+        size_t span = len + PGC_HUGE;
+        uint8_t* p = (uint8_t*)mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uintptr_t a;
+        size_t head, tail;
+        if (p == (uint8_t*)MAP_FAILED)
+            return NULL;
+        a = ((uintptr_t)p + PGC_HUGE - 1) & ~(uintptr_t)(PGC_HUGE - 1);
+        head = a - (uintptr_t)p;
+        tail = span - head - len;
+        if (head)
+            munmap(p, head);
+        if (tail)
+            munmap((uint8_t*)a + len, tail);
+    #ifdef MADV_HUGEPAGE
+        madvise((void*)a, len, MADV_HUGEPAGE);
+    #endif
+        return (void*)a;
+    }
+
+    /* a mapping of old bytes grown to len, its pages moved rather than copied */
+    static void* pgc_remap(void* p, size_t old, size_t len) {
+    #ifdef MREMAP_MAYMOVE
+        void* q = mremap(p, old, len, MREMAP_MAYMOVE);
+        if (q == MAP_FAILED)
+            return NULL;
+    #ifdef MADV_HUGEPAGE
+        madvise(q, len, MADV_HUGEPAGE);
+    #endif
+        return q;
+    #else
+        (void)p; (void)old; (void)len;
+        return NULL;
+    #endif
+    }
+
+    static void pgc_unmap(void* p, size_t len) {
+        munmap(p, len);
+    }
+    """
+    size_t PGC_HUGE
+    void* pgc_map(size_t len) nogil
+    void* pgc_remap(void* p, size_t old, size_t len) nogil
+    void pgc_unmap(void* p, size_t len) nogil
+
+#: blocks this large are mapped with huge pages and grown by mremap (see above)
+cdef size_t MAP_MIN_BYTES = 32 << 20
+cdef bint _map = os.environ.get("PGOUTPUT_CODEC_HUGE_PAGES", "1") != "0"
+
 cdef struct Block:
     void* raw
     size_t cap
@@ -41,13 +106,46 @@ if _lock == NULL:
     raise MemoryError("cannot allocate the block cache's lock")
 
 
-cdef inline void* _user(void* raw, size_t cap) noexcept nogil:
+cdef inline void* _user(void* raw, size_t cap, size_t mapped) noexcept nogil:
     (<size_t*>raw)[0] = cap
+    (<size_t*>raw)[1] = mapped
     return <uint8_t*>raw + HEADER
 
 
 cdef inline size_t _cap(void* p) noexcept nogil:
     return (<size_t*>(<uint8_t*>p - HEADER))[0]
+
+
+cdef inline size_t _mapped(void* raw) noexcept nogil:
+    """The length of ``raw``'s mapping (0: a block from malloc)."""
+    return (<size_t*>raw)[1]
+
+
+cdef inline size_t _map_len(size_t size) noexcept nogil:
+    return (size + HEADER + PGC_HUGE - 1) & ~(PGC_HUGE - 1)
+
+
+cdef void* _new_block(size_t size) noexcept nogil:
+    """A fresh block of ``size`` bytes: mapped when large (see the module), else malloc's."""
+    cdef void* raw
+    cdef size_t length
+    if _map and size >= MAP_MIN_BYTES:
+        length = _map_len(size)
+        raw = pgc_map(length)
+        if raw != NULL:
+            return _user(raw, length - HEADER, length)
+    raw = malloc(size + HEADER)
+    if raw == NULL:
+        return NULL
+    return _user(raw, size, 0)
+
+
+cdef inline void _release(void* raw) noexcept nogil:
+    cdef size_t mapped = _mapped(raw)
+    if mapped:
+        pgc_unmap(raw, mapped)
+    else:
+        free(raw)
 
 
 cdef void* pool_malloc(size_t size) noexcept nogil:
@@ -70,12 +168,8 @@ cdef void* pool_malloc(size_t size) noexcept nogil:
             _cached_bytes -= cap
         PyThread_release_lock(_lock)
         if best >= 0:
-            return _user(raw, cap)
-    cap = size if size > 0 else 1
-    raw = malloc(cap + HEADER)
-    if raw == NULL:
-        return NULL
-    return _user(raw, cap)
+            return <uint8_t*>raw + HEADER
+    return _new_block(size if size > 0 else 1)
 
 
 cdef void* pool_calloc(size_t size) noexcept nogil:
@@ -103,7 +197,7 @@ cdef void pool_free(void* p) noexcept nogil:
                     smallest = i
             if _cache[smallest].cap >= cap:
                 break       # keep the larger blocks we already have
-            free(_cache[smallest].raw)
+            _release(_cache[smallest].raw)
             _cached_bytes -= _cache[smallest].cap
             _ncached -= 1
             _cache[smallest] = _cache[_ncached]
@@ -114,17 +208,27 @@ cdef void pool_free(void* p) noexcept nogil:
             _cached_bytes += cap
             raw = NULL
         PyThread_release_lock(_lock)
-    free(raw)
+    if raw != NULL:
+        _release(raw)
 
 
 cdef void* pool_realloc(void* p, size_t size) noexcept nogil:
     cdef void* q
-    cdef size_t old
+    cdef void* raw
+    cdef size_t old, mapped, length
     if p == NULL:
         return pool_malloc(size)
     old = _cap(p)
     if size <= old:
         return p
+    raw = <uint8_t*>p - HEADER
+    mapped = _mapped(raw)
+    if mapped:
+        # the pages move with the mapping: nothing copied, nothing touched again
+        length = _map_len(size)
+        q = pgc_remap(raw, mapped, length)
+        if q != NULL:
+            return _user(q, length - HEADER, length)
     q = pool_malloc(size)
     if q == NULL:
         return NULL
@@ -187,7 +291,7 @@ def cache_clear():
     with nogil:
         PyThread_acquire_lock(_lock, WAIT_LOCK)
         for i in range(_ncached):
-            free(_cache[i].raw)
+            _release(_cache[i].raw)
         _ncached = 0
         _cached_bytes = 0
         PyThread_release_lock(_lock)
