@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..idents import qualified_name
 from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn
 from ..schema import TS
 from ..selection import parse_table_list, table_selected
@@ -43,7 +44,8 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
         changes = changes.persist()
     try:
         pairs = changes.where(F.col("table").isNotNull()).select("schema", "table").distinct().collect()
-        names = sorted(f"{r['schema']}.{r['table']}" for r in pairs if table_selected(patterns, r["schema"], r["table"]))
+        names = sorted(qualified_name(r["schema"], r["table"]) for r in pairs
+                       if table_selected(patterns, r["schema"], r["table"]))
         runs = []
         for name in names:
             done = held_lsn(target, name, app_id)

@@ -10,13 +10,13 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..relations import merge_columns, split_name
+from ..relations import merge_columns
 from ..tables import added_columns, missing_values
 from ..typecatalog import arrow_type, with_type_names
 from .typedrows import END_OF_DAY
 from . import types as ST
 from .decoded import pass2_of
-from .tableinfo import TableInfo, pos
+from .tableinfo import TableInfo, pos, table_of
 
 __all__ = ["column_spans", "fill_values", "as_added"]
 
@@ -38,7 +38,7 @@ def column_spans(changes: DataFrame, name: str, as_of_lsn, info: TableInfo) -> l
     else:
         pass2 = pass2_of(changes)
         if pass2 is not None:
-            cut = pass2.cut_info(*split_name(name), as_of_lsn)
+            cut = pass2.cut_info(*table_of(changes, name), as_of_lsn)
             got = list(zip(cut.versions, cut.fingerprints, cut.firsts, cut.lasts, strict=True))
         else:
             got = info.upto or []

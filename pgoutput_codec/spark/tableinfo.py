@@ -11,12 +11,13 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..idents import parse_name
 from ..relations import bearer, split_name
 from . import types as ST
 from .dataframes import physical_plan
 from .decoded import pass2_of
 
-__all__ = ["TableInfo", "table_info", "pos", "rescanned_cheaply"]
+__all__ = ["TableInfo", "table_info", "table_of", "pos", "rescanned_cheaply"]
 
 
 class TableInfo(NamedTuple):
@@ -39,6 +40,20 @@ class TableInfo(NamedTuple):
     upto: list | None = None
 
 
+def table_of(changes: DataFrame, name) -> tuple[str, str]:
+    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.relations.split_name`):
+    an unquoted name with several dots is resolved against the tables ``changes`` hold
+    that it may name, in one small job (none for any other name)."""
+    cands = parse_name(name)
+    if len(cands) == 1:
+        return cands[0]
+    which = F.lit(False)
+    for s, t in cands:
+        which = which | ((F.col("schema") == F.lit(s)) & (F.col("table") == F.lit(t)))
+    found = changes.where(which).select("schema", "table").distinct().collect()
+    return split_name(name, {(r["schema"], r["table"]) for r in found})
+
+
 def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
     """One small job: which relation bears the name (as of ``as_of_lsn``; the rule of
     :func:`pgoutput_codec.relations.bearer`), and over all its changes its Relation
@@ -53,8 +68,8 @@ def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
     each version's first row (:func:`_columns_apart`)."""
     pass2 = pass2_of(changes)
     if pass2 is not None:
-        return pass2.table_info(*split_name(name), as_of_lsn)
-    schema, table = split_name(name)
+        return pass2.table_info(*table_of(changes, name), as_of_lsn)
+    schema, table = table_of(changes, name)
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
     at = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
     by = at if as_of_lsn is None else F.when(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE), at)

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..relations import merge_columns, split_name
+from ..relations import merge_columns
 from ..retyped import retyped_names
 from ..tables import net_key, unknown_key_error
 from ..typecatalog import with_type_names
@@ -33,7 +33,7 @@ from .crossing import SHIFTED, to_python, unshifted
 from .decoded import pass2_of
 from .identity import earlier_identities, found_keys, row_keys
 from .spans import as_added, column_spans, fill_values
-from .tableinfo import TableInfo, table_info
+from .tableinfo import TableInfo, table_info, table_of
 from .toast import carry_toast
 from .arraydims import array_dims
 from .shipping import is_connect
@@ -50,11 +50,11 @@ def _of_table(changes: DataFrame, name: str, info: TableInfo | None = None) -> D
     """The decoded change rows of the table named ``name``: those of the relation that
     bears the name (``info``'s, :func:`.tableinfo.table_info`; without it, rows under the
     name)."""
-    schema, table = split_name(name)
     if info is not None and not info.found:
         return changes.where(F.lit(False))
     if info is not None and info.relation_id is not None:
         return changes.where(F.col("relation_id") == F.lit(info.relation_id))
+    schema, table = table_of(changes, name)
     return changes.where((F.col("schema") == schema) & (F.col("table") == table))
 
 
@@ -79,7 +79,7 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
     """:func:`table_changes`; ``info``: :func:`.tableinfo.table_info`'s, when known;
     ``until_lsn``: ``snapshot``'s ``as_of_lsn``, so that later transactions are not
     decoded (it filters as well)."""
-    schema, table = split_name(name)
+    schema, table = table_of(changes, name)
     if info is None:
         info = table_info(changes, name, until_lsn)
     cols = merge_columns(info.versions, info.versions[-1] if info.versions else None)
