@@ -17,6 +17,11 @@ told the run, so the next run reads only the rows from that point on:
   Relation once per walsender session, not once per transaction), the Relations in the
   order they were sent (which of two relations that bore one name bears it now:
   ``ControlPlan.bearer``), and the stream state there;
+- ``end_key``: the order key just past the last control row the run read. Rows from
+  ``from_key`` up to it are read again; a commit at or below ``after_lsn`` among them
+  was the run's to give, one past it is new — a replay of a commit given before (at
+  ``after_lsn``: dropped as such) or an archive out of order (``ArchiveOrderError``),
+  never left out in silence;
 - ``rank_base``: where the next run's ``commit_rank`` starts, past every rank this run
   gave, so that the change rows of runs appended to one table keep (``commit_rank``,
   ``seq``) their commit order (were each run's ranks to start at 0, a table rebuilt
@@ -54,6 +59,7 @@ class Checkpoint:
     relations: tuple = ()      # Relation definitions (dicts as the decoder keeps them), one per relid, in the order sent
     types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
     rank_base: int = 0         # the next run's first commit_rank
+    end_key: int | None = None   # past the last control row read (None: a checkpoint without it)
     held_by: tuple = field(default=(), compare=False)   # diagnostics only
 
     def __post_init__(self):
@@ -94,6 +100,7 @@ class Checkpoint:
                        relations=tuple(_relation(r) for r in d.get("relations", ())),
                        types=tuple(_type(t) for t in d.get("types", ())),
                        rank_base=int(d.get("rank_base", 0)),
+                       end_key=None if d.get("end_key") is None else int(d["end_key"]),
                        held_by=tuple(d.get("held_by", ())))
         except KeyError as e:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None

@@ -72,7 +72,8 @@ class TransactionWalk:
     - ``in_stream``: inside a Stream Start … Stream Stop block;
     - ``committed``: the commit LSNs taken, rising (``replays="drop"``); ``floor``: a
       checkpoint's ``after_lsn`` (commits at or below it are the run before's, not
-      judged); ``replayed``: the replays dropped (xid, commit_lsn, seq); ``abandoned``:
+      judged, up to ``fresh_key``, the checkpoint's ``end_key``: one at or past it is
+      new, judged against the floor); ``replayed``: the replays dropped (xid, commit_lsn, seq); ``abandoned``:
       the transactions a Begin found still open, dropped (xid, seq of that Begin);
     - ``seeded``: (relation id, version) pairs a checkpoint taught.
     """
@@ -91,6 +92,7 @@ class TransactionWalk:
         self.in_stream = False
         self.committed = array("Q")
         self.floor = None
+        self.fresh_key = None
         self.replayed: list[dict] = []
         self.abandoned: list[dict] = []
         self.begun = False
@@ -103,6 +105,7 @@ class TransactionWalk:
     def resume(self, cp: Checkpoint) -> None:
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""
         self.floor = cp.after_lsn
+        self.fresh_key = cp.end_key
         self.in_stream = cp.in_stream
         self.begun = cp.from_key != BEFORE_ALL
         for oid, ns, name in cp.types:
@@ -232,21 +235,31 @@ class TransactionWalk:
         """Transaction ``slot`` commits (control row ``k``): taken, or dropped as a replay
         of an earlier commit, or refused out of order (see ``replays``)."""
         lsn = m["commit_lsn"]
-        unchecked = self.floor is not None and lsn is not None and lsn <= self.floor   # the run before's
-        if self.replays == "keep" or lsn is None or unchecked:
+        key = None if keys is None else int(keys[k])
+        below = self.floor is not None and lsn is not None and lsn <= self.floor
+        if below and self.fresh_key is not None and key is not None and key >= self.fresh_key:
+            # past where the run before stopped: not one it gave
+            if self.replays == "drop" and lsn == self.floor:
+                self.replayed.append(dict(xid=self._xid(slot, m), commit_lsn=lsn, seq=key))
+                self.drop(slot)
+                return
+            raise order_error(m["type"], lsn, self.floor, key, floor=True)
+        if self.replays == "keep" or lsn is None or below:     # below: the run before's
             commits.append((slot, m))
             return
         verdict = judge_commit(self.committed, lsn)
         if verdict == TAKE:
             commits.append((slot, m))
             return
-        key = None if keys is None else int(keys[k])
         if verdict == REPLAY:
-            xid = self.txns[slot].xid
-            self.replayed.append(dict(xid=m["xid"] if xid is None else xid, commit_lsn=lsn, seq=key))
+            self.replayed.append(dict(xid=self._xid(slot, m), commit_lsn=lsn, seq=key))
             self.drop(slot)
             return
         raise order_error(m["type"], lsn, self.committed[-1], key)
+
+    def _xid(self, slot: int, m: dict):
+        xid = self.txns[slot].xid
+        return m["xid"] if xid is None else xid
 
     def discard_open(self) -> None:
         """Remove the spill files of every transaction still open (their rows then live

@@ -15,11 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pgoutput_codec import cli
+from pgoutput_codec import ArchiveOrderError, cli
+from pgoutput_codec._encode import encode_message
 from pgoutput_codec.archive import META_KEY
 from pgoutput_codec.cli.inspect import inspect_archive
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.lake import mirror
+from pgoutput_codec.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
 
 SAMPLE = sample_archive_path()
 
@@ -229,3 +231,64 @@ def test_a_null_seq_is_refused(capsys, tmp_path):
         msg = refused(capsys, "decode", f, tmp_path / "o.parquet", *extra, needle="a.parquet")
         assert "seq" in msg and "1 null" in msg, msg
     assert not (tmp_path / "cp").exists()
+
+
+# ------------------------------------------------------------------------------ incremental runs drop nothing silently
+REL = 16384
+
+
+def _txn(xid, lsn, relation=False):
+    msgs = [Begin(final_lsn=lsn, commit_ts=0, xid=xid)]
+    if relation:
+        msgs.append(Relation(relation_id=REL, namespace="public", relation_name="t", replica_identity="d",
+                             columns=(RelationColumn(1, "id", 23, -1),)))
+    msgs += [Insert(relation_id=REL, new_tuple=(TupleColumn("t", str(xid).encode()),)),
+             Commit(flags=0, commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=0)]
+    return [encode_message(m) for m in msgs]
+
+
+def _append_file(d, txns):
+    """One more archive file in ``d``: the transactions (xid, commit lsn), seq going on."""
+    files = sorted(os.listdir(d))
+    start = pq.read_table(d / files[-1]).column("seq")[-1].as_py() + 1 if files else 0
+    data = [p for i, (xid, lsn) in enumerate(txns) for p in _txn(xid, lsn, relation=not files and i == 0)]
+    pq.write_table(pa.table({"seq": pa.array(range(start, start + len(data)), pa.int64()),
+                             "data": pa.array(data, pa.binary())}), d / f"part-{len(files):06d}.parquet")
+
+
+def test_an_incremental_run_refuses_a_later_commit_below_the_checkpoint(capsys, tmp_path):
+    d = tmp_path / "arch"
+    d.mkdir()
+    cp = tmp_path / "cp.json"
+    _append_file(d, [(1, 0x100), (2, 0x300)])
+    code, out, err = run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)
+    assert code == 0 and "change rows written: 2 " in out, (out, err)
+    _append_file(d, [(3, 0x200), (4, 0x400)])          # 0/200: after 0/300, no commit had it
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                  needle="0/200")
+    assert "0/300" in msg and "arrival order" in msg, msg
+    assert "--mode" not in msg                        # no parse mode gets past the archive's order
+    # the same archive in one run: the same error
+    refused(capsys, "decode", d, tmp_path / "3.parquet", "--changes", needle="0/200")
+
+
+def test_an_incremental_run_drops_a_replay_of_the_last_commit(capsys, tmp_path):
+    d = tmp_path / "arch"
+    d.mkdir()
+    cp = tmp_path / "cp.json"
+    _append_file(d, [(1, 0x100), (2, 0x300)])
+    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    _append_file(d, [(2, 0x300), (4, 0x400)])          # received again after a reconnect
+    code, out, err = run(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp)
+    assert code == 0 and "change rows written: 1 " in out and "1 transaction(s) received again" in out, (out, err)
+    assert pq.read_table(tmp_path / "2.parquet").column("xid").to_pylist() == [4]
+
+
+def test_a_mirror_refuses_a_later_commit_below_what_it_holds(tmp_path):
+    d = tmp_path / "arch"
+    d.mkdir()
+    _append_file(d, [(1, 0x100), (2, 0x300)])
+    assert sum(r.upserts for r in mirror(str(d), str(tmp_path / "lake"))) == 2
+    _append_file(d, [(3, 0x200), (4, 0x400)])
+    with pytest.raises(ArchiveOrderError, match="0/200"):
+        mirror(str(d), str(tmp_path / "lake"))

@@ -13,7 +13,7 @@ from ..archive import archive_row, iter_archive, read_archive_parts
 from ..arrays import plain_list_columns, plain_list_schema
 from ..batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
 from ..changes import ChangeDecoder
-from ..errors import PgoutputDecodeError
+from ..errors import ArchiveOrderError, PgoutputDecodeError
 from .errors import PROG, CliError, first_line
 from ..runs import IncrementalRun, load_checkpoint, save_checkpoint
 from ..threads import prefetch, worker_count
@@ -101,6 +101,8 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                     for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
                         dest.write(plain_list_columns(rows), plain_list_schema(dec.output_schema))
                         counts["rows_out"] += len(rows)
+                except ArchiveOrderError as e:      # (no parse mode gets past the archive's order)
+                    raise CliError(first_line(e)) from None
                 except PgoutputDecodeError as e:
                     raise CliError(f"{first_line(e)} (--mode PERMISSIVE/DROPMALFORMED skips it)") from None
             else:

@@ -82,6 +82,7 @@ class ControlPlan(RowFilters):
         dec = ChangeDecoder(resume=cp, **options)
         self = cls()
         self.start_key = None if cp is None else cp.from_key
+        self.start_end_key = None if cp is None else cp.end_key
         # commit ranks given out start here (a run resumed: past the runs before)
         self.rank_base = 0 if cp is None else cp.rank_base
         walk = dec.walk
@@ -210,8 +211,10 @@ class ControlPlan(RowFilters):
                 rels[rid] = (key, ver)   # sorted by relid then key: the last one wins
         # in the order they were sent (which relation bears a name: ControlPlan.bearer)
         rels = {rid: ver for rid, (_, ver) in sorted(rels.items(), key=lambda kv: kv[1])}
+        # past every control row read (the run before's end, when this one read none)
+        end_key = int(self.ctrl_keys[-1]) + 1 if len(self.ctrl_keys) else self.start_end_key
         return Checkpoint(
-            from_key=int(from_key), after_lsn=after,
+            from_key=int(from_key), after_lsn=after, end_key=end_key,
             in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
             relations=tuple(copy.deepcopy(self.versions[v]) for v in rels.values()),
             types=tuple(t for k, t in self.type_events if k < from_key),
