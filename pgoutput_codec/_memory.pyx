@@ -8,12 +8,15 @@ more are kept here when the Arrow array that owned them is released and handed t
 next batch (already touched: no page faults). The cache holds at most
 ``PGOUTPUT_CODEC_CACHE_MB`` (default 256) MiB and 32 blocks; ``cache_clear()`` empties it.
 
-Blocks of ``MAP_MIN`` (32 MiB) and more are mapped here rather than by malloc, 2 MiB
+Blocks of ``MAP_MIN_BYTES`` (4 MiB) and more are mapped here rather than by malloc, 2 MiB
 aligned and advised as transparent huge pages (``MADV_HUGEPAGE``: the kernel's default
 mode is ``madvise`` on many systems): a first touch then faults 2 MiB at once instead of
 4 KiB, and such a block grows by ``mremap`` (the kernel moves the page table entries:
 no copy, no page touched again). A decode of 2 M messages spent most of its time in the
-page faults of its largest output buffers (the tuple values: more than the cache holds).
+page faults of its largest output buffers (the tuple values: more than the cache holds),
+and a decode in pieces on threads faulted its pieces' blocks of 4-32 MiB in again and
+again from malloc's per-thread arenas (32,000 faults for 2 M messages: 40% more CPU time
+than one thread; with these mapped, 400-4,000 and 10-20%).
 
 Each block carries a 64-byte header with its capacity and, for a mapped block, its mapped
 length, so ``pool_free``/``pool_realloc`` need only the pointer (the header keeps
@@ -90,7 +93,7 @@ cdef extern from *:
     void pgc_unmap(void* p, size_t len) nogil
 
 #: blocks this large are mapped with huge pages and grown by mremap (see above)
-cdef size_t MAP_MIN_BYTES = 32 << 20
+cdef size_t MAP_MIN_BYTES = 4 << 20
 cdef bint _map = os.environ.get("PGOUTPUT_CODEC_HUGE_PAGES", "1") != "0"
 
 cdef struct Block:
