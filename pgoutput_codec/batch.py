@@ -72,21 +72,36 @@ def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto", workers
     return _join(results)
 
 
-def _states_at(chunk, env: int, state: int, cuts: np.ndarray) -> np.ndarray:
-    """The stream state in force at each row of ``cuts``, for a chunk beginning in
-    ``state``: that after the last Stream Start or Stop before it that parses. Only those
-    rows change it, so decoding them alone, in order, gives what the whole run gives."""
-    tags = _batch.tags_of(chunk, env)
-    marks = np.flatnonzero((tags == ord("S")) | (tags == ord("E")))
-    out = np.full(len(cuts), state, np.uint8)
-    if not len(marks):
-        return out
-    msgs, _ = _batch.decode_chunk(chunk.take(pa.array(marks, pa.int64())), env, state)
-    parsed = msgs.field("error").is_null().to_numpy(zero_copy_only=False)
-    marks, now = marks[parsed], (tags[marks[parsed]] == ord("S")).astype(np.uint8)
-    last = np.searchsorted(marks, cuts, side="left") - 1     # the last mark before each cut
-    out[last >= 0] = now[last[last >= 0]]
-    return out
+def _has_marks(msgs) -> bool:
+    """Whether decoded messages hold a Stream Start or Stop (that parsed)."""
+    return bool(pc.any(pc.is_in(msgs.field("type"), value_set=pa.array(["S", "E"]))).as_py())
+
+
+def _decode_cuts(cuts: list, env: int, state: int, workers: int):
+    """The outputs of ``[(first row, slice), …]`` decoded in order from stream state
+    ``state``, on ``workers`` threads, and the state after the last.
+
+    Every piece is decoded at once as if it began in ``state``: the state changes only at
+    a Stream Start or Stop, which parse alike inside a stream and out, so a piece's end
+    state is right when it holds one, and is its start state otherwise. Walking the ends
+    in order then gives each piece's true start; the few begun in a wrong one (inside a
+    streamed transaction's block) are decoded again. Most archives have none, and no
+    pass over the input is spent finding the states first."""
+    guess = state
+    done = run_pieces(lambda p: _batch.decode_chunk(p[1], env, guess), cuts, workers)
+    starts, again = [], []
+    for k, (out, end) in enumerate(done):
+        starts.append(state)
+        if state != guess:
+            again.append(k)
+            if not _has_marks(out):
+                end = state
+        state = int(end)
+    if again:
+        redone = run_pieces(lambda k: _batch.decode_chunk(cuts[k][1], env, starts[k]), again, workers)
+        for k, res in zip(again, redone, strict=True):
+            done[k] = res
+    return [out for out, _ in done], state
 
 
 def initial_stream_state(values, *, envelope: str = "auto") -> bool:
@@ -113,22 +128,20 @@ def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | Non
     workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
     state = int(_initial_state(chunks, env) if in_stream is None else bool(in_stream))
     pieces, at = [], 0
-    for chunk in chunks:
-        if workers == 1:
+    if workers == 1:
+        for chunk in chunks:
             out, now = _batch.decode_chunk(chunk, env, state)
             pieces.append((at, out))
             state = int(now)
-        else:
+            at += len(chunk)
+    else:
+        cuts = []
+        for chunk in chunks:
             bounds = piece_bounds(payload_sizes(chunk), workers)
-            states = _states_at(chunk, env, state, np.append(bounds[1:-1], len(chunk)))
-            starts = np.concatenate([[state], states[:-1]])
-            pieces += [(at + a, (chunk.slice(a, b - a), int(st)))
-                       for a, b, st in zip(bounds[:-1], bounds[1:], starts, strict=True)]
-            state = int(states[-1])
-        at += len(chunk)
-    if workers > 1:
-        outs = run_pieces(lambda p: _batch.decode_chunk(p[1][0], env, p[1][1])[0], pieces, workers)
-        pieces = [(a, out) for (a, _), out in zip(pieces, outs, strict=True)]
+            cuts += [(at + a, chunk.slice(a, b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            at += len(chunk)
+        outs, state = _decode_cuts(cuts, env, state, workers)
+        pieces = [(a, out) for (a, _), out in zip(cuts, outs, strict=True)]
     if not pieces:
         pieces = [(0, _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0])]
     return pieces, state == 1
