@@ -29,7 +29,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, Update, encode_message
-from pgoutput_codec.lake import mirror, table_path
+from pgoutput_codec.lake import mirror, read_copy, table_path
 
 RESULTS = Path(__file__).parent / "results"
 NAME = "public.bench"
@@ -66,7 +66,7 @@ def _runs(work: Path, n: int, file_size, lsn: int) -> tuple[float, list]:
     t = time.perf_counter()
     mirror(arc, base, file_size=file_size)
     t_initial = time.perf_counter() - t
-    snapshot = DeltaTable(table_path(base, NAME)).to_pyarrow_table()
+    snapshot = read_copy(table_path(base, NAME))
     rng = random.Random(1)
     rows = []
     for share in (0.01, 0.001):
@@ -79,7 +79,7 @@ def _runs(work: Path, n: int, file_size, lsn: int) -> tuple[float, list]:
             got = mirror(inc, target)
             t_mirror = time.perf_counter() - t
             assert got[0].upserts == k, got
-            changed = DeltaTable(table_path(target, NAME)).to_pyarrow_table().take(pa.array(list(ids)))
+            changed = read_copy(table_path(target, NAME)).take(pa.array(list(ids)))
             merge_dir = work / f"merge-{file_size}-{share}-{layout}"
             shutil.copytree(table_path(base, NAME), merge_dir)
             t = time.perf_counter()

@@ -1,11 +1,12 @@
 """Lake tables kept from an archive: a Delta Lake copy of every table, current after each
-run, exactly once (:func:`mirror`), in the Delta types of :mod:`.deltatypes`. Needs
-``deltalake`` (the ``delta`` extra)."""
+run, exactly once (:func:`mirror`), in the Delta types of :mod:`.deltatypes`, read back
+whole by :func:`read_copy`. Needs ``deltalake`` (the ``delta`` extra)."""
 
 from __future__ import annotations
 
 from .deltatypes import delta_type, to_delta
+from .reading import read_copy
 from .mirror import APP_ID, MirrorRun, apply_batch, held_lsn, mirror, mirror_version_at, table_path, widens
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
-           "delta_type", "to_delta"]
+           "delta_type", "to_delta", "read_copy"]

@@ -33,6 +33,7 @@ from ..idents import parse_name, qualified_name, resolve_name
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
+from .reading import read_copy
 from .names import column_names, copy_dir, free_name, lake_dir
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
@@ -183,6 +184,10 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
     path = table_path(target, name)
     dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
     done = dt.transaction_version(app_id) if dt is not None else None
+    names = net.column_names
+    if "__UNCHANGED_FROM" not in names and tuple(names[-5:]) == _CONTROL[:2] + _CONTROL[3:]:
+        # Spark's batch of no row change (a truncate at most) names no key
+        net = net.add_column(len(names) - 3, "__UNCHANGED_FROM", pa.nulls(len(net), pa.struct([])))
     if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" \
             and _relation_of(dt) not in (None, _controls(net)[5][0].as_py()):
         # the copy is of a relation that no longer bears the name (the table dropped
@@ -298,7 +303,7 @@ def _widened(dt, path, net: pa.Table, name: str, ctl):
         wider[f.name] = want
     if not wider:
         return dt
-    copy = dt.to_pyarrow_table()
+    copy = read_copy(dt)
     write_deltalake(dt, pa.table({c: copy.column(c).cast(wider[c]) if c in wider else copy.column(c)
                                   for c in copy.column_names}), mode="overwrite", schema_mode="overwrite")
     return DeltaTable(path)
@@ -462,8 +467,7 @@ def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, 
     upserts in, their unchanged TOAST values taken from the copy's row of the same key
     (only non-null keys come here, or an empty copy: pyarrow's joins match no null)."""
     from deltalake import write_deltalake
-    copy = dt.to_pyarrow_table()
-    copy = copy.cast(pa.schema([f.with_type(_plain(f.type)) for f in copy.schema]))
+    copy = read_copy(dt)
     key_types = {k: copy.schema.field(k).type for k in keys}
     at_j, at_i = free_name("__j", keys), free_name("__i", keys)     # row numbers beside the keys
     batch = pa.table({**{k: rows.column(k).cast(key_types[k]) for k in keys},
@@ -504,20 +508,6 @@ def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, 
                     schema_mode="merge", commit_properties=commit)
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
-    """``t`` with the view types deltalake reads (string_view, list_view …) as the plain ones
-    it writes."""
-    if t == pa.string_view():
-        return pa.string()
-    if t == pa.binary_view():
-        return pa.binary()
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_plain(f.type)) for f in t])
-    return t
-
-
 def _fill_moved(dt, net: pa.Table, keys: list[str], ctl) -> pa.Table:
     """Upserts whose key changed in the batch take their unchanged-TOAST values from the
     copy's row of the key they left (``__UNCHANGED_FROM``), read here, before the MERGE
@@ -525,7 +515,7 @@ def _fill_moved(dt, net: pa.Table, keys: list[str], ctl) -> pa.Table:
     src = net.column(ctl.moved_from)
     if src.null_count == len(src):
         return net
-    copy = dt.to_pyarrow_table()
+    copy = read_copy(dt)
     by_key = {tuple(r[k] for k in keys): r for r in copy.to_pylist()}
     rows = net.to_pylist()
     for r in rows:

@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 deltalake = pytest.importorskip("deltalake")
 
 from pgoutput_codec import mirror as mirror_1  # noqa: E402
-from pgoutput_codec.lake import table_path  # noqa: E402
+from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.spark import decode_changes  # noqa: E402
 from pgoutput_codec.spark import mirror  # noqa: E402
 
@@ -29,7 +29,7 @@ _spec.loader.exec_module(CS)
 
 
 def _copy(target, name) -> pa.Table:
-    t = deltalake.DeltaTable(table_path(target, name)).to_pyarrow_table()
+    t = read_copy(table_path(target, name))
     orderable = [f.name for f in t.schema if not (pa.types.is_nested(f.type) or pa.types.is_dictionary(f.type))]
     return t.sort_by([(c, "ascending") for c in orderable])
 
