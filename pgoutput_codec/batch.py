@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _batch
+from ._builders import nulls
 from .arrays import binary_chunks, payload_sizes
 from .threads import payload_bytes, piece_bounds, run_pieces, worker_count
 
@@ -25,14 +26,34 @@ PAYLOAD_ERROR = "payload_error"
 _ENVELOPES = {"auto": 0, "none": 1, "xlogdata": 2}
 
 
-def _join(results):
-    """One StructArray when it fits 32-bit offsets, else a ChunkedArray of the pieces."""
+def _join(results, workers: int = 1):
+    """One StructArray when it fits 32-bit offsets, else a ChunkedArray of the pieces.
+
+    Joined field by field, on ``workers`` threads (pyarrow's concatenation releases the
+    GIL): a field null in every piece (most of them: a message type uses a few) is the
+    shared all-null column, not a copy of the pieces' zeros (a quarter of the join's
+    time for 2 M Inserts)."""
     if len(results) == 1:
         return results[0]
+    typ, n = results[0].type, sum(len(r) for r in results)
+    if any(r.null_count for r in results) or any(r.offset for r in results):
+        fields = None
+    else:
+        fields = sorted(range(typ.num_fields), key=lambda i: -results[0].field(i).nbytes)
+
+    def field(i):
+        parts = [r.field(i) for r in results]
+        if all(p.null_count == len(p) for p in parts):
+            return nulls(n, typ.field(i).type)
+        return pa.concat_arrays(parts)
+
     try:
-        return pa.concat_arrays(results)
+        if fields is None:
+            return pa.concat_arrays(results)
+        cols = dict(zip(fields, run_pieces(field, fields, workers), strict=True))
     except (pa.ArrowInvalid, pa.ArrowCapacityError):
         return pa.chunked_array(results)
+    return pa.StructArray.from_arrays([cols[i] for i in range(typ.num_fields)], fields=list(typ))
 
 
 def envelope_code(envelope: str) -> int:
@@ -69,7 +90,7 @@ def decode_batch_rows(values, in_stream_rows, *, envelope: str = "auto", workers
     results = run_pieces(lambda p: _batch.decode_chunk(p[0], env, 0, p[1])[0], pieces, workers)
     if not results:
         return _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0]
-    return _join(results)
+    return _join(results, workers)
 
 
 def _has_marks(msgs) -> bool:
@@ -123,6 +144,11 @@ def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | Non
     """:func:`decode_batch_with_state` without joining the pieces: ``([(first row,
     StructArray), …], stream state after the last row)``, the pieces in input order —
     for a caller that writes them out one by one, sparing the copy of a join."""
+    return _pieces(values, envelope, in_stream, workers)[:2]
+
+
+def _pieces(values, envelope: str, in_stream: bool | None, workers: int | None):
+    """(pieces, stream state after them, the threads they were decoded on)."""
     env = envelope_code(envelope)
     chunks = binary_chunks(values)
     workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
@@ -144,15 +170,15 @@ def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | Non
         pieces = [(a, out) for (a, _), out in zip(cuts, outs, strict=True)]
     if not pieces:
         pieces = [(0, _batch.decode_chunk(pa.array([], type=pa.binary()), env, 0)[0])]
-    return pieces, state == 1
+    return pieces, state == 1, workers
 
 
 def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool | None = None,
                             workers: int | None = None):
     """Like :func:`decode_batch`, also returning the stream state after the last row
     (True inside a Stream Start/Stop block), to continue with the next batch."""
-    pieces, state = decode_batch_pieces(values, envelope=envelope, in_stream=in_stream, workers=workers)
-    return _join([out for _, out in pieces]), state
+    pieces, state, workers = _pieces(values, envelope, in_stream, workers)
+    return _join([out for _, out in pieces], workers), state
 
 
 def decode_batch(values, *, envelope: str = "auto", in_stream: bool | None = None,
