@@ -94,14 +94,16 @@ class Checkpoint:
         if fmt != _FORMAT:
             raise ValueError(f"checkpoint format {fmt} is not {_FORMAT}: written by another version")
         try:
-            return cls(from_key=int(d["from_key"]),
-                       after_lsn=None if d.get("after_lsn") is None else int(d["after_lsn"]),
-                       in_stream=bool(d.get("in_stream", False)),
-                       relations=tuple(_relation(r) for r in d.get("relations", ())),
-                       types=tuple(_type(t) for t in d.get("types", ())),
-                       rank_base=int(d.get("rank_base", 0)),
-                       end_key=None if d.get("end_key") is None else int(d["end_key"]),
-                       held_by=tuple(d.get("held_by", ())))
+            if "from_key" not in d:
+                raise KeyError("from_key")
+            return cls(from_key=_int(d, "from_key", *_INT64),
+                       after_lsn=_int(d, "after_lsn", *_UINT64, null=True),
+                       in_stream=_bool(d, "in_stream"),
+                       relations=tuple(_relation(r) for r in _list(d, "relations")),
+                       types=tuple(_type(t) for t in _list(d, "types")),
+                       rank_base=_int(d, "rank_base", 0, _INT64[1], default=0),
+                       end_key=_int(d, "end_key", *_INT64, null=True),
+                       held_by=tuple(_list(d, "held_by")))
         except KeyError as e:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
@@ -120,16 +122,72 @@ def latest_types(types) -> tuple:
 # A checkpoint may have been stored for months, or edited: its definitions are checked
 # here, so that a bad one fails with a clear error before any row is decoded.
 
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+_UINT64 = (0, 2 ** 64 - 1)
+_UINT32 = (0, 2 ** 32 - 1)
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+
+
+def _int(d: dict, name: str, lo: int, hi: int, *, null=False, default=None, where=""):
+    """``d[name]``: an integer (JSON number without a fraction, not a boolean) in
+    ``[lo, hi]``, the range the decoders hold it in; None when ``null`` and it is null
+    or absent."""
+    if name not in d and not null and default is None:
+        raise KeyError(name)
+    v = d.get(name, default)
+    if v is None and (null or default is not None):
+        return default
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ValueError(f"{where}{name} must be an integer from {lo} to {hi}, got {v!r:.40}")
+    return v
+
+
+def _bool(d: dict, name: str) -> bool:
+    v = d.get(name, False)
+    if not isinstance(v, bool):
+        raise ValueError(f"{name} must be true or false, got {v!r:.40}")
+    return v
+
+
+def _list(d: dict, name: str, where="") -> list:
+    v = d.get(name, [])
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"{where}{name} must be a list, got {v!r:.40}")
+    return v
+
+
+def _str(d: dict, name: str, where="", null=False):
+    v = d.get(name)
+    if v is None and null:
+        return None
+    if not isinstance(v, str):
+        raise KeyError(name) if name not in d else ValueError(f"{where}{name} must be text, got {v!r:.40}")
+    return v
+
+
 def _relation(r) -> dict:
     if not isinstance(r, dict) or not isinstance(r.get("columns"), list):
         raise ValueError(f"a relation must be a dict with a columns list, got {r!r:.80}")
-    cols = [dict(name=str(c["name"]), type_oid=int(c["type_oid"]), type_modifier=int(c["type_modifier"]),
-                 flags=int(c["flags"]), **{k: str(c[k]) for k in ("type_namespace", "type_name") if c.get(k) is not None})
-            for c in r["columns"]]
-    return dict(schema=str(r["schema"]), table=str(r["table"]), relation_id=int(r["relation_id"]),
-                replica_identity=r["replica_identity"], columns=cols)
+    rid = _int(r, "relation_id", *_UINT32, where="relations: ")
+    at = f"relation {rid}: "
+    cols = []
+    for c in r["columns"]:
+        if not isinstance(c, dict):
+            raise ValueError(f"{at}a column must be a dict, got {c!r:.80}")
+        cols.append(dict(name=_str(c, "name", at), type_oid=_int(c, "type_oid", *_UINT32, where=at),
+                         type_modifier=_int(c, "type_modifier", *_INT32, where=at),
+                         flags=_int(c, "flags", 0, 255, where=at),
+                         **{k: _str(c, k, at) for k in ("type_namespace", "type_name") if c.get(k) is not None}))
+    return dict(schema=_str(r, "schema", at), table=_str(r, "table", at), relation_id=rid,
+                replica_identity=_str(r, "replica_identity", at), columns=cols)
 
 
 def _type(t) -> tuple:
+    if not isinstance(t, (list, tuple)) or len(t) != 3:
+        raise ValueError(f"types: an entry must be [type_oid, namespace, type_name], got {t!r:.80}")
     oid, ns, name = t
-    return int(oid), ns, name
+    d = dict(type_oid=oid, namespace=ns, type_name=name)
+    return _int(d, "type_oid", *_UINT32, where="types: "), _str(d, "namespace", "types: "), \
+        _str(d, "type_name", "types: ")

@@ -292,3 +292,48 @@ def test_a_mirror_refuses_a_later_commit_below_what_it_holds(tmp_path):
     _append_file(d, [(3, 0x200), (4, 0x400)])
     with pytest.raises(ArchiveOrderError, match="0/200"):
         mirror(str(d), str(tmp_path / "lake"))
+
+
+# ------------------------------------------------------------------------------ checkpoints checked
+@pytest.mark.parametrize("field, value", [
+    ("from_key", 10 ** 30), ("from_key", "1e400"), ("from_key", -(2 ** 64)), ("after_lsn", 2 ** 64),
+    ("after_lsn", -1), ("rank_base", -5), ("rank_base", 2 ** 63), ("end_key", 2 ** 80), ("from_key", True),
+    ("rank_base", 1.5)])
+def test_a_tampered_checkpoint_names_its_field(capsys, tmp_path, field, value):
+    d = tmp_path / "arch"
+    d.mkdir()
+    cp = tmp_path / "cp.json"
+    _append_file(d, [(1, 0x100), (2, 0x300)])
+    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    text = cp.read_text()
+    good = json.loads(text)
+    assert field in good
+    good[field] = value
+    text = json.dumps(good)
+    if value == "1e400":
+        text = text.replace('"1e400"', "1e400")       # JSON's infinity
+    cp.write_text(text)
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp, needle=field)
+    assert "not a checkpoint" in msg and "Overflow" not in msg, msg
+    assert not (tmp_path / "2.parquet").exists()
+
+
+@pytest.mark.parametrize("path, value", [
+    (("relations", 0, "relation_id"), 2 ** 40), (("relations", 0, "columns", 0, "type_oid"), -1),
+    (("relations", 0, "columns", 0, "type_modifier"), 2 ** 40), (("relations", 0, "columns", 0, "flags"), 1e300),
+    (("types",), [[2 ** 70, "public", "mood"]])])
+def test_a_tampered_checkpoint_definition_names_its_field(capsys, tmp_path, path, value):
+    d = tmp_path / "arch"
+    d.mkdir()
+    cp = tmp_path / "cp.json"
+    _append_file(d, [(1, 0x100), (2, 0x300)])
+    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    good = json.loads(cp.read_text())
+    at = good
+    for k in path[:-1]:
+        at = at[k]
+    at[path[-1]] = value
+    cp.write_text(json.dumps(good))
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                  needle=path[-1] if path[-1] != "types" else "type_oid")
+    assert "not a checkpoint" in msg and "Overflow" not in msg, msg
