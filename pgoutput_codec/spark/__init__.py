@@ -83,7 +83,7 @@ from .functions import (
     from_pgoutput,
     opengauss_messages,
 )
-from .environment import ship
+from .environment import WorkerPythonError, ship
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, MalformedPayloadError
 from .reading import read_archive
 from .sql import register
@@ -93,7 +93,7 @@ __all__ = [
     "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "read_archive",
     "register", "FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MalformedPayloadError",
     "MESSAGE_TYPE", "message_type", "spark_type", "CORRUPT_RECORD", "LSN_TYPE",
-    "DEFAULT_KEEP", "HAS_ARROW_UDF", "ship",
+    "DEFAULT_KEEP", "HAS_ARROW_UDF", "ship", "WorkerPythonError",
 ]
 
 # public as well (README, docs/spark.md), though not in ``__all__``

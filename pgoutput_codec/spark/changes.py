@@ -117,6 +117,7 @@ from . import rowfilter as RF
 from .changetype import LSN, SUB, drop_malformed, mapper_schema
 from .counts import observe_counts
 from .dataframes import col, collect_arrow
+from .environment import check_workers
 from .decoded import DecodedChanges, facts_of, record
 from .functions import HAS_ARROW_UDF
 from .mappers import ChangeMapper
@@ -166,6 +167,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     Runs one Spark job eagerly (pass 1, collecting the control rows to the driver).
     ``source="opengauss"``: openGauss/GaussDB frames instead (``style=`` 'b'/'t'/'j',
     ``exclude_users=``…), through :func:`.opengauss_changes.opengauss_decode_changes`."""
+    check_workers(df.sparkSession)
     if source == "opengauss":
         if resume is not None:
             raise ValueError("resume is for pgoutput archives (openGauss frames: use after_lsn)")

@@ -5,17 +5,23 @@ The package's compiled extensions reach the executors inside a packed environmen
 working directory, and the executors' Python is the one in it. That is Spark's own way
 (``spark.archives`` on a classic session, an archive artifact on Spark Connect), so it
 works on standalone, YARN and Kubernetes alike: docs/cluster.md.
+
+:func:`check_workers`: on a local master, whether the Python workers' interpreter imports
+the package, asked on the driver before the first job.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 
+from ..errors import PgoutputCodecError
 from ..packenv import ENV_NAME, pack_environment
 from .shipping import is_connect
 
-__all__ = ["ship", "EXECUTOR_PYTHON", "PYTHON_CONF"]
+__all__ = ["ship", "check_workers", "WorkerPythonError", "EXECUTOR_PYTHON", "PYTHON_CONF"]
 
 #: the executors' Python, relative to their working directory
 EXECUTOR_PYTHON = f"./{ENV_NAME}/bin/python"
@@ -66,3 +72,87 @@ def _builder_option(builder, key):
     # the Builder keeps its options in a dict and has no getter for them
     options = getattr(builder, "_options", None) or {}
     return options.get(key)
+
+
+class WorkerPythonError(PgoutputCodecError, RuntimeError):
+    """Spark's Python workers run an interpreter that cannot import pgoutput_codec."""
+
+
+#: (interpreter, PYTHONPATH, working directory) -> why it cannot import the package, or None
+_PROBED: dict = {}
+#: the probe: what unpickling a function of the package on a worker imports first
+_PROBE = "import pgoutput_codec"
+
+
+def check_workers(spark=None) -> None:
+    """Raise :class:`WorkerPythonError` when ``spark`` (default: the active session) runs
+    on a local master and its Python workers' interpreter cannot import pgoutput_codec.
+
+    PySpark starts its workers with ``spark.sql.execution.pyspark.python`` when set, else
+    ``PYSPARK_PYTHON`` as it was when the SparkContext started, else ``python3`` from the
+    ``PATH``: a script run as ``.venv/bin/python app.py`` without the venv on the ``PATH``
+    has workers in another interpreter. Their functions refer to this package by name, so
+    unpickling them fails before any code of ours runs there, deep in a Java stack trace;
+    this says why in one line, with the fix. On a local master the workers run on this
+    machine with this process's environment: one probe (that interpreter importing the
+    package, under a second) tells, once per interpreter, none when it is this one. A
+    cluster's executors (``ship``, the nodes' install) and a Spark Connect server run
+    their own Python, which the driver does not see: no check there."""
+    if spark is None:
+        from pyspark.sql import SparkSession
+        spark = SparkSession.getActiveSession()
+    if spark is None or is_connect(spark):
+        return
+    sc = spark.sparkContext
+    if not str(sc.master).startswith("local"):
+        return
+    conf = spark.conf.get(PYTHON_CONF, None)
+    exe = conf or sc.pythonExec
+    if conf:
+        source = PYTHON_CONF
+    elif os.environ.get("PYSPARK_PYTHON") == exe:
+        source = "PYSPARK_PYTHON"
+    elif os.sep not in exe:
+        source = f"{exe} on the PATH: PYSPARK_PYTHON was unset when the session started"
+    else:
+        source = "PYSPARK_PYTHON when the session started"
+    if os.sep in exe and not os.path.isabs(exe):
+        return   # relative to the executors' directory (ship's ./environment/bin/python)
+    env = {**os.environ, **dict(sc.environment)}
+    includes = list(getattr(sc, "_python_includes", None) or ())   # addPyFile, --py-files: on the workers' path
+    if includes:
+        from pyspark import SparkFiles
+        root = SparkFiles.getRootDirectory()
+        env["PYTHONPATH"] = os.pathsep.join([*(os.path.join(root, f) for f in includes),
+                                             *filter(None, [env.get("PYTHONPATH")])])
+    path = exe if os.sep in exe else shutil.which(exe, path=env.get("PATH"))
+    if path is not None and os.path.abspath(path) == os.path.abspath(sys.executable):
+        return
+    key = (path or exe, env.get("PYTHONPATH"), os.getcwd())
+    if key not in _PROBED:
+        _PROBED[key] = _probe(path, exe, env)
+    why = _PROBED[key]
+    if why is not None:
+        raise WorkerPythonError(
+            f"Spark's Python workers run {path or exe} ({source}), which cannot import pgoutput_codec ({why}): "
+            f"set PYSPARK_PYTHON={sys.executable} before the session starts, or "
+            f"spark.conf.set('{PYTHON_CONF}', '{sys.executable}'), or ship the package with "
+            f"pgoutput_codec.spark.ship(builder) (docs/cluster.md)")
+
+
+def _probe(path, exe, env):
+    """Why ``path`` cannot import the package (the last line of its error), or None."""
+    if path is None:
+        return f"{exe} is not on the PATH"
+    try:
+        # the working directory is on the workers' sys.path too (python -m pyspark.daemon)
+        r = subprocess.run([path, "-c", _PROBE], env=env, cwd=os.getcwd(), capture_output=True, text=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        return None          # slow, not known to fail: the job will tell
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror}"
+    if r.returncode == 0:
+        return None
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else f"exit status {r.returncode}"

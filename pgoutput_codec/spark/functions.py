@@ -61,6 +61,7 @@ from ..opengauss.schema import RECORD_STRUCT
 from ..schema import MESSAGE_STRUCT
 from . import types as ST
 from .batchcache import once_per_batch
+from .environment import check_workers
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, corrupt_records, raise_first_error
 
 __all__ = [
@@ -320,6 +321,7 @@ def from_pgoutput(col, *, envelope: str = "auto", mode: str = FAILFAST, in_strea
     payloads plus one string column, not the 42 fields). "pandas" (the default before
     4.1): one iterator ``pandas_udf`` for the whole struct; every field returned crosses
     into Spark rows, so ``fields=`` is what keeps that cheap there."""
+    check_workers()
     col = F.col(col) if isinstance(col, str) else col
     key_name = None if key is None else key if isinstance(key, str) else "key"
     key_col = None if key is None else (F.col(key) if isinstance(key, str) else key).cast("string")
@@ -417,6 +419,7 @@ def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, 
     are named in FAILFAST errors. ``observation``: a ``pyspark.sql.Observation`` that
     receives ``rows`` (rows in) and ``malformed`` (rows in error, dropped or kept) after
     the first action. ``payload_format``: "binary", or "hex" for ``\\x…`` bytea text."""
+    check_workers(df.sparkSession)
     mode = check_mode(mode)
     _check_envelope(envelope)
     if payload_format not in ("binary", "hex"):
@@ -489,6 +492,7 @@ def from_opengauss(col, style: str = "b", *, mode: str = FAILFAST, key=None, imp
     """openGauss parallel-decoding frames → an array of records per row (one frame holds
     many records; ``F.explode`` it, or use :func:`opengauss_messages`). Error records
     stay in the array with ``error`` set in PERMISSIVE mode."""
+    check_workers()
     col = F.col(col) if isinstance(col, str) else col
     if key is None:
         return opengauss_udf(style=style, mode=mode, impl=impl)(col)
@@ -527,6 +531,7 @@ def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b"
     ``source_``), ``record`` (position of the record in its frame), the record fields of
     ``opengauss.schema.RECORD_SCHEMA`` except ``row``, and ``_corrupt_record`` (the whole
     frame, on error records). Heartbeats are skipped as by ``decode_batch``."""
+    check_workers(df.sparkSession)
     mode = check_mode(mode)
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")

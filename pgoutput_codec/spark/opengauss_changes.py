@@ -82,6 +82,7 @@ from . import types as ST
 from .changetype import ERROR_FIELDS, drop_malformed
 from .counts import COUNT_FIELDS, observe_counts, with_count_row
 from .decoded import DecodedChanges, record
+from .environment import check_workers
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
 from .orderkey import order_key
 from .shipping import to_workers
@@ -424,6 +425,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
     the frame holding the second Commit). ``keys``: tables' keys the records may never
     name, as the single-process decoder (``{"schema.table": [columns]}`` or the text
     ``"schema.table(col, ...), ..."``)."""
+    check_workers(df.sparkSession)
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
     if style not in STYLES:

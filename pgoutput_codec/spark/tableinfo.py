@@ -16,6 +16,7 @@ from ..relations import bearer, split_name
 from . import types as ST
 from .dataframes import physical_plan
 from .decoded import pass2_of
+from .environment import check_workers
 
 __all__ = ["TableInfo", "table_info", "table_of", "pos", "rescanned_cheaply"]
 
@@ -66,6 +67,7 @@ def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
     rows: every version's facts, the bearer's kept on the driver; where reading them
     again is a scan (:func:`rescanned_cheaply`), the column lists in a second job, from
     each version's first row (:func:`_columns_apart`)."""
+    check_workers(changes.sparkSession)
     pass2 = pass2_of(changes)
     if pass2 is not None:
         return pass2.table_info(*table_of(changes, name), as_of_lsn)

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from ..transcode import STATE_TAGS, Timeline, Transcoder, is_utf8
 from . import rowfilter as RF
 from .dataframes import col, collect_arrow
+from .environment import check_workers
 from .orderkey import order_key
 from .rowfilter import KEY
 from .shipping import to_workers
@@ -62,6 +63,7 @@ def transcode(df: DataFrame, encoding: str, *, payload: str = "data", order_by=N
     the job at the first payload it cannot rewrite, naming its order key, byte offset and
     message type; ``"keep"`` leaves such rows as sent (the decoders' ``mode`` then judges
     them). Runs one Spark job eagerly (the state rows to the driver)."""
+    check_workers(df.sparkSession)
     if errors not in ("strict", "keep"):
         raise ValueError(f"errors must be 'strict' or 'keep', not {errors!r}")
     if is_utf8(encoding):

@@ -96,3 +96,69 @@ def test_ship_adds_the_environment_as_a_session_artifact(spark, tmp_path):
         assert pythons and all(p.endswith(os.path.join("", ENV_NAME, "bin", "python")) for p in pythons), pythons
     finally:
         spark.conf.unset(PYTHON_CONF)
+
+
+_README_WITHOUT_THE_VENV = '''
+import json, sys
+from pyspark.sql import SparkSession
+from pgoutput_codec.data import sample_archive_path
+from pgoutput_codec.spark import decode_changes, snapshot
+
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.sparkContext.setLogLevel("FATAL")
+
+def readme():
+    archive = spark.read.parquet(sample_archive_path())
+    changes = decode_changes(archive, order_by="seq")
+    changes.groupBy("table", "op").count().orderBy("table", "op").show()
+    return snapshot(changes, "public.customers").count()
+
+try:
+    readme()
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}), flush=True)
+    spark.conf.set("spark.sql.execution.pyspark.python", sys.executable)   # the fix the message gives
+    print(json.dumps({"rows": readme()}), flush=True)
+else:
+    print(json.dumps({"error": None}), flush=True)
+'''
+
+
+@pytest.mark.skipif(CLUSTER or CONNECT, reason="a classic session on a local master, in its own process")
+# the check's 3.5 path (the same SparkContext fields) runs in every test of that lane; this one
+# needs the package installed in the driver's venv, where the 3.5 lane has it on PYTHONPATH only
+@pytest.mark.same_code_on_spark35
+def test_workers_that_cannot_import_the_package_are_named_before_a_job(tmp_path):
+    """The README's example run as ``.venv/bin/python example.py`` without the venv on the
+    ``PATH``: PySpark's workers run ``python3`` from the ``PATH``, another interpreter,
+    which cannot import the package. The first of our functions says so in one line, with
+    the fix, before any job fails deep in a Java stack trace; the fix it gives works."""
+    import json
+    import shutil
+    import subprocess
+
+    java = shutil.which("java") or os.path.join(os.environ.get("JAVA_HOME", "/nonexistent"), "bin", "java")
+    if not os.path.exists(java):
+        pytest.skip("no Java runtime: the Spark tests need a JVM")
+    other = tmp_path / "other"   # a bare interpreter of the same version: no pyarrow, no pgoutput_codec
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base, "-m", "venv", "--without-pip", str(other)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", PYTHON_CONF)}
+    env["PATH"] = os.pathsep.join([str(other / "bin"), os.path.dirname(java), env.get("PATH", "")])
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    script = tmp_path / "example.py"
+    script.write_text(_README_WITHOUT_THE_VENV)
+    r = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert r.returncode == 0 and lines, (r.stdout[-3000:], r.stderr[-3000:])
+    first = lines[0]
+    assert first["error"] == "WorkerPythonError", (first, r.stderr[-3000:])
+    message = first["message"]
+    assert "\n" not in message
+    assert str(other / "bin" / "python3") in message and "cannot import pgoutput_codec" in message, message
+    assert f"PYSPARK_PYTHON={sys.executable}" in message and "ship(" in message, message
+    assert "at org.apache.spark" not in r.stderr and "PythonException" not in r.stderr, r.stderr[-3000:]
+    assert lines[1] == {"rows": 38}
