@@ -210,3 +210,18 @@ def test_batch_all_null_rows(impl):
     assert out.field("error").to_pylist() == ["null payload"] * 2 or all(
         e and "null payload" in e for e in out.field("error").to_pylist())
     assert out.field("type").to_pylist() == [None, None]
+
+
+def test_an_opengauss_json_frame_nested_too_deep_is_an_error_row():
+    """A JSON frame of 100,000 nested objects or arrays (a few hundred KB) is a malformed
+    frame like any other, an error row naming it, not a RecursionError out of the decoder;
+    the frames beside it decode."""
+    import pyarrow as pa
+
+    from pgoutput_codec.opengauss import decode_batch
+
+    frames = [b'{"a":' * 100_000 + b"1" + b"}" * 100_000, b"[" * 100_000, b"{bad"]
+    rows = decode_batch(pa.array(frames, pa.binary()), style="j").to_pylist()
+    assert [r["row"] for r in rows] == [0, 1, 2]
+    assert all(r["error"].startswith("Frame at byte") for r in rows), rows
+    assert "nested too deep" in rows[0]["error"] and "nested too deep" in rows[1]["error"]

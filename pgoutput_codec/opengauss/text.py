@@ -209,6 +209,8 @@ def _dml_json(s, lsn):
         obj = json.loads(s)
     except ValueError as e:
         raise _Bad(getattr(e, "pos", 0), f"invalid JSON: {e.msg if hasattr(e, 'msg') else e}") from None
+    except RecursionError:   # json's decoder recurses once per level
+        raise _Bad(0, "invalid JSON: nested too deep") from None
     if not isinstance(obj, dict):
         raise _Bad(0, "a JSON object expected")
     tag = _OPS.get(obj.get("op_type"))
