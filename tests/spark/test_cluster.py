@@ -3,7 +3,8 @@
 On the standalone cluster (``make test-cluster``): the executors import pgoutput_codec
 from the environment ``ship`` packed, unpacked in their own working directories, and
 see nothing of the driver's files. Elsewhere: ``ship`` on a builder, and on Spark
-Connect, where the archive is a session artifact.
+Connect, where the archive is a session artifact; on a local master, workers whose
+interpreter lacks the package are named before a job.
 """
 
 from __future__ import annotations
