@@ -290,3 +290,35 @@ def test_deltalake_reads_a_percent_escape_in_a_local_path_elsewhere(tmp_path):
         except Exception:        # deltalake's own error: the log looked for elsewhere
             back = None
         assert back is None or not (where / "_delta_log").is_dir(), k
+
+
+def test_a_column_named_as_a_control_column_through_truncates_and_a_new_relation(tmp_path):
+    """A table whose own columns are named __OP and __RELATION_ID: truncated within a
+    batch, then dropped and created again between runs (the copy restarted by a truncate
+    row of the mirror's own); the copy holds the server's rows each time."""
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, Truncate, TupleColumn, encode_message
+
+    def rel(rid):
+        return Relation(relation_id=rid, namespace="public", relation_name="w", replica_identity="d",
+                        columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "__OP", 25, -1),
+                                 RelationColumn(0, "__RELATION_ID", 23, -1)))
+
+    def row(*v):
+        return tuple(TupleColumn("t", str(x).encode()) for x in v)
+
+    def txn(lsn, *changes):
+        return [Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn), *changes,
+                Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=lsn)]
+
+    def arc(msgs):
+        return pa.table({"seq": pa.array(range(len(msgs)), pa.int64()),
+                         "data": pa.array([encode_message(m) for m in msgs], pa.binary())})
+    msgs = txn(10, rel(16500), Insert(relation_id=16500, new_tuple=row(1, "a", 7)))
+    target = tmp_path / "lake"
+    mirror(arc(msgs), target)
+    msgs += txn(20, Truncate(relation_ids=(16500,), options=0), Insert(relation_id=16500, new_tuple=row(2, "b", 8)))
+    assert [r.truncated for r in mirror(arc(msgs), target)] == [True]
+    assert _copy_rows(target, "public", "w") == [{"id": 2, "__OP": "b", "__RELATION_ID": 8}]
+    msgs += txn(30, rel(16600), Insert(relation_id=16600, new_tuple=row(3, "c", 9)))
+    assert [r.truncated for r in mirror(arc(msgs), target)] == [True]
+    assert _copy_rows(target, "public", "w") == [{"id": 3, "__OP": "c", "__RELATION_ID": 9}]
