@@ -322,3 +322,18 @@ def test_a_column_named_as_a_control_column_through_truncates_and_a_new_relation
     msgs += txn(30, rel(16600), Insert(relation_id=16600, new_tuple=row(3, "c", 9)))
     assert [r.truncated for r in mirror(arc(msgs), target)] == [True]
     assert _copy_rows(target, "public", "w") == [{"id": 3, "__OP": "c", "__RELATION_ID": 9}]
+
+
+def test_a_copy_is_found_by_any_name_of_its_table(captured, tmp_path):
+    """table_path takes the names snapshot takes; an unquoted dotted name is the one copy
+    it may name, refused where it may name two, and names no copy where there is none."""
+    part, _, _, _ = captured
+    target = tmp_path / "lake"
+    mirror(part, target, tables='"sales.eu".orders')
+    path = table_path(target, '"sales.eu".orders')
+    assert table_path(target, ("sales.eu", "orders")) == path == table_path(target, "sales.eu.orders")
+    assert os.path.basename(path) == "~22sales.eu~22.orders"
+    assert not os.path.isdir(table_path(target, "nowhere.to.be"))
+    mirror(part, target, tables='sales."eu.orders"')
+    with pytest.raises(ValueError, match="matches 2 tables"):
+        table_path(target, "sales.eu.orders")

@@ -64,12 +64,14 @@ class MirrorRun(NamedTuple):
 def table_path(target, name) -> str:
     """The directory of table ``name``'s copy under ``target`` (``name`` as
     :func:`~pgoutput_codec.idents.parse_name` reads it; an unquoted name with several
-    dots must name one copy there is): one directory per table, named by
-    :func:`~pgoutput_codec.lake.names.dir_name`."""
+    dots is the copy there is of the tables it may name, a ValueError when there are
+    several, a directory that holds none when there is none): one directory per table,
+    named by :func:`~pgoutput_codec.lake.names.dir_name`."""
     cands = parse_name(name)
-    if len(cands) > 1:
-        cands = [resolve_name(name, {c for c in cands if os.path.isdir(copy_dir(target, *c))})]
-    return copy_dir(target, *cands[0])
+    there = [c for c in cands if os.path.isdir(copy_dir(target, *c))] if len(cands) > 1 else cands
+    if len(there) > 1:
+        resolve_name(name, set(there))
+    return copy_dir(target, *(there or cands)[0])
 
 
 def _changes_of(source, registry, options) -> pa.Table:
