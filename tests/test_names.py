@@ -15,7 +15,8 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 psycopg = pytest.importorskip("psycopg")
 
-from pgoutput_codec import decode_changes, history, mirror, net_changes, snapshot  # noqa: E402
+from pgoutput_codec import (decode_changes, decode_table_changes, history, mirror, net_changes,  # noqa: E402
+                            snapshot, table_changes)
 from pgoutput_codec.idents import parse_name, qualified_name, resolve_name  # noqa: E402
 from pgoutput_codec.lake import table_path  # noqa: E402
 from pgoutput_codec.lake.names import dir_name  # noqa: E402
@@ -207,6 +208,10 @@ def test_a_dotted_schema_is_named_quoted_or_as_a_pair(captured):
         snapshot(ch, "sales.eu.orders")
     with pytest.raises(ValueError, match="matches no table"):
         snapshot(ch, "nowhere.to.be.found")
+    for name in ('"sales.eu".orders', ("sales.eu", "orders")):
+        assert decode_table_changes(whole, name).equals(table_changes(ch, name))
+    with pytest.raises(ValueError, match="matches 2 tables"):
+        decode_table_changes(whole, "sales.eu.orders")
     assert _sorted(snapshot(ch, 'public."a""b"')) == rows2[("public", 'a"b')]
     assert _sorted(snapshot(ch, "public.café")) == rows2[("public", "café")]
     assert _sorted(snapshot(ch, "café")) == rows2[("public", "café")]
