@@ -6,7 +6,7 @@ tables there are, and refused when it matches none or several."""
 
 from __future__ import annotations
 
-__all__ = ["parse_name", "qualified_name", "quote_ident", "resolve_name", "split_parts"]
+__all__ = ["parse_name", "qualified_name", "quote_ident", "resolve_name", "split_parts", "free_name"]
 
 
 def quote_ident(ident: str) -> str:
@@ -105,3 +105,12 @@ def resolve_name(name, known) -> tuple[str, str]:
     if not hits:
         raise ValueError(f"table name {name!r} matches no table (a dotted schema or table is quoted: {how})")
     raise ValueError(f"table name {name!r} matches {len(hits)} tables: name one, {how}")
+
+
+def free_name(name: str, taken) -> str:
+    """``name``, or ``_`` + it as often as needed to bear a name ``taken`` lacks: the
+    name of a column of our own (``history``'s ``__OP``, a batch's control columns)
+    beside a table's columns, which may bear it. The one rule for every such column."""
+    while name in taken:
+        name = "_" + name
+    return name

@@ -342,3 +342,45 @@ def test_a_copy_is_found_by_any_name_of_its_table(captured, tmp_path):
     mirror(part, target, tables='sales."eu.orders"')
     with pytest.raises(ValueError, match="matches 2 tables"):
         table_path(target, "sales.eu.orders")
+
+
+def _one_table_archive(columns, *rows):
+    """An archive of one transaction inserting ``rows`` into public.w (``columns``:
+    names, the first the key; every value text), then updating the first row's last column."""
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, Update, encode_message
+    rel = Relation(relation_id=16700, namespace="public", relation_name="w", replica_identity="d",
+                   columns=tuple(RelationColumn(1 if j == 0 else 0, c, 25, -1) for j, c in enumerate(columns)))
+
+    def tup(vals):
+        return tuple(TupleColumn("t", str(v).encode()) for v in vals)
+    msgs = [Begin(final_lsn=10, commit_ts=10, xid=10), rel, *[Insert(relation_id=16700, new_tuple=tup(r)) for r in rows],
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=10),
+            Begin(final_lsn=20, commit_ts=20, xid=20),
+            Update(relation_id=16700, new_tuple=tup([*rows[0][:-1], "changed"])),
+            Commit(commit_lsn=20, end_lsn=21, commit_ts=20)]
+    return pa.table({"seq": pa.array(range(len(msgs)), pa.int64()),
+                     "data": pa.array([encode_message(m) for m in msgs], pa.binary())})
+
+
+def test_history_names_its_own_columns_apart_from_the_tables():
+    """A table whose columns bear history's names (__OP, __START_LSN, and ___OP, the
+    first name __OP would take): history's own columns take a name no column of the
+    table bears (``_`` before it, as often as needed), the table's keep theirs."""
+    arc = _one_table_archive(["id", "__OP", "___OP", "__START_LSN"], ["1", "a", "b", "c"])
+    h = history(decode_changes(arc), "public.w")
+    assert h.column_names == ["id", "__OP", "___OP", "__START_LSN", "____OP", "___START_LSN", "__START_AT",
+                              "__END_LSN", "__END_AT"]
+    rows = sorted(h.to_pylist(), key=lambda r: r["___START_LSN"])
+    assert [(r["id"], r["__OP"], r["___OP"], r["__START_LSN"], r["____OP"], r["___START_LSN"], r["__END_LSN"])
+            for r in rows] == [("1", "a", "b", "c", "I", 10, 20), ("1", "a", "b", "changed", "U", 20, None)]
+
+
+def test_history_of_a_real_table_with_a_column_named_op(captured):
+    """The captured table's own __OP column beside history's, named apart."""
+    _, whole, _, rows2 = captured
+    h = history(decode_changes(whole), "public.cols")
+    assert h.column_names[-5:] == ["___OP", "__START_LSN", "__START_AT", "__END_LSN", "__END_AT"]
+    current = sorted((r for r in h.to_pylist() if r["__END_LSN"] is None), key=lambda r: r["Id"])
+    assert [{k: v for k, v in r.items() if k in rows2[("public", "cols")][0]} for r in current] == \
+        rows2[("public", "cols")]
+    assert {r["___OP"] for r in h.to_pylist()} == {"I", "U"}

@@ -16,7 +16,7 @@ import os
 import string
 import urllib.parse
 
-from ..idents import qualified_name
+from ..idents import free_name, qualified_name
 
 __all__ = ["dir_name", "lake_dir", "copy_dir", "free_name", "column_names", "MAX_BYTES"]
 
@@ -59,14 +59,6 @@ def lake_dir(target) -> str:
 def copy_dir(target, schema: str, table: str) -> str:
     """The directory of table ``schema.table``'s copy under ``target``."""
     return os.path.join(lake_dir(target), dir_name(qualified_name(schema, table)))
-
-
-def free_name(name: str, taken) -> str:
-    """``name``, or ``_`` + it as often as needed to bear a name ``taken`` lacks: the
-    names of a batch's control columns beside a table's own (which may bear them)."""
-    while name in taken:
-        name = "_" + name
-    return name
 
 
 def column_names(names: list[str], held) -> dict[str, str]:

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array
+from ..idents import free_name
 from ..retyped import retyped_names, text_form
 from ..schema import TS
 from ..typecatalog.columns import convert_column
@@ -16,7 +17,7 @@ from .columnlists import added_columns, columns_in_force, filled, missing_values
 from .rows import column_set_ids, rows_of, table_columns, table_registry
 from .typed import columns_out, type_of, typed_changes, variant_index
 
-__all__ = ["snapshot", "history", "replay", "typed_rows", "unknown_key_error", "unsaid", "NULL", "canonical_keys"]
+__all__ = ["snapshot", "history", "history_names", "HISTORY_COLUMNS", "replay", "typed_rows", "unknown_key_error", "unsaid", "NULL", "canonical_keys"]
 
 
 def unknown_key_error(name: str, commit_lsn) -> str:
@@ -340,17 +341,26 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
 def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
     """Every version of every row (SCD type 2): typed columns, ``__OP`` (the change that
     made the version), ``__START_LSN``/``__START_AT`` (its commit) and
-    ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current)."""
+    ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current).
+    A table column bearing one of these names keeps it; the other column is named apart
+    (``___OP``: :func:`~pgoutput_codec.idents.free_name`, :func:`history_names`)."""
     rows = rows_of(changes, name)
     cols = table_columns(changes, name, _rows=rows)
     registry = table_registry(rows, registry)
     _, versions = replay(rows, name, True, cols=cols)
     arrays, names = typed_rows([v[1] for v in versions], cols, registry)
-    extra = {
-        "__OP": pa.array([v[2] for v in versions], pa.string()),
-        "__START_LSN": pa.array([v[3] for v in versions], pa.uint64()),
-        "__START_AT": pa.array([v[4] for v in versions], TS),
-        "__END_LSN": pa.array([v[5] for v in versions], pa.uint64()),
-        "__END_AT": pa.array([v[6] for v in versions], TS),
-    }
-    return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
+    extra = [pa.array([v[2] for v in versions], pa.string()), pa.array([v[3] for v in versions], pa.uint64()),
+             pa.array([v[4] for v in versions], TS), pa.array([v[5] for v in versions], pa.uint64()),
+             pa.array([v[6] for v in versions], TS)]
+    return pa.Table.from_arrays(arrays + extra, names=names + history_names(names))
+
+
+#: history's own columns, in their order
+HISTORY_COLUMNS = ("__OP", "__START_LSN", "__START_AT", "__END_LSN", "__END_AT")
+
+
+def history_names(columns: list) -> list:
+    """The names of :func:`history`'s own columns (:data:`HISTORY_COLUMNS`) beside the
+    table's ``columns``: each its own, or named apart from a table column bearing it
+    (:func:`~pgoutput_codec.idents.free_name`). Shared with the Spark path."""
+    return [free_name(c, set(columns)) for c in HISTORY_COLUMNS]
