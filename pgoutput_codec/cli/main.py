@@ -285,8 +285,17 @@ def _run(args) -> int:
         print(json.dumps(r, default=str, indent=1) if args.json else format_inspect(r))
         return 0
     if args.command == "mirror":
+        import warnings
+
         from ..lake import mirror
-        for r in mirror(args.archive, args.target, tables=args.tables):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            try:
+                runs = mirror(args.archive, args.target, tables=args.tables)
+            finally:
+                for w in said:
+                    print(f"{PROG} mirror: warning: {w.message}", file=sys.stderr)
+        for r in runs:
             did = "nothing new" if r.version is None else \
                 f"version {r.version}: {r.upserts} upserts, {r.deletes} deletes" + (", truncated" if r.truncated else "")
             held = format_lsn(r.commit_lsn) if r.commit_lsn is not None else "none"

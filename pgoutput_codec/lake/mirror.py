@@ -15,17 +15,22 @@ already applied is never applied twice; a run with nothing new writes no version
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..changes import ChangeDecoder
 from ..parallel import decode_changes
+from ..archive import read_archive_parts
 from ..checkpoint import Checkpoint
+from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
@@ -46,6 +51,9 @@ APP_ID = "pgoutput_codec.mirror"
 LSN_KEY = "pgoutput_codec.commit_lsn"
 COMMIT_AT_KEY = "pgoutput_codec.commit_at"
 RELATION_KEY = "pgoutput_codec.relation_id"
+#: the creation commit's metadata: the table the copy is of (a copy is known by it
+#: before its first batch lands)
+TABLE_KEY = "pgoutput_codec.table"
 #: net_changes' columns that say what to do, not what a row holds
 _CONTROL = ("__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__RELATION_ID")
 
@@ -83,38 +91,133 @@ def _changes_of(source, registry, options) -> pa.Table:
 
 #: the file under ``target`` that says where the next run over an archive directory starts
 CHECKPOINT = ".pgoutput_codec.mirror.json"
+#: the file under ``target`` a run holds locked (``flock``) from start to end: runs into
+#: one target take turns
+LOCK = ".pgoutput_codec.mirror.lock"
+
+
+@contextlib.contextmanager
+def _target_locked(target):
+    """Held while a run reads and writes ``target``: a second run waits for it. The
+    system lets go of it when the process ends, however it ends."""
+    import fcntl
+    os.makedirs(os.fspath(target), exist_ok=True)
+    fd = os.open(os.path.join(os.fspath(target), LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _seq_range(path) -> tuple | None:
+    """(smallest, largest) ``seq`` of a Parquet archive file, from its statistics (None:
+    not known)."""
+    try:
+        md = pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException):
+        return None
+    if "seq" not in md.schema.names:
+        return None
+    i = md.schema.names.index("seq")
+    stats = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
+    if not stats or any(st is None or not st.has_min_max for st in stats):
+        return None
+    return min(st.min for st in stats), max(st.max for st in stats)
+
+
+def _archive_of(source, parts) -> dict:
+    """What the checkpoint says of the archive it was made over: its path, each file's
+    size, and the largest ``seq`` in it."""
+    ends = [(_seq_range(p.path) or (None, None))[1] for p in parts]
+    root = os.path.realpath(os.fspath(source))
+    return {"path": root, "files": {os.path.relpath(os.path.realpath(p.path), root) if os.path.isdir(root) else
+                                    os.path.basename(p.path): os.path.getsize(p.path) for p in parts},
+            "seq_end": None if None in ends else max(ends, default=None)}
+
+
+def _same_archive(held: dict, now: dict, parts) -> bool:
+    """Whether the archive of ``now`` (:func:`_archive_of`) goes on the one ``held``
+    describes: the same path, each file it had the same size (or removed), and each new
+    file wholly after its last ``seq``. A new capture (``seq`` from 0 again), in a new
+    directory or the same one, is another archive."""
+    if held["path"] != now["path"] or held["seq_end"] is None:
+        return False
+    for p, (name, size) in zip(parts, now["files"].items(), strict=True):
+        if name in held["files"]:
+            if held["files"][name] != size:
+                return False
+            continue
+        span = _seq_range(p.path)
+        if span is None or span[0] <= held["seq_end"]:
+            return False
+    return True
+
+
+def _record_read(record_path) -> dict | None:
+    """The checkpoint file's record, checked whole; None when there is none. One of
+    another shape (edited, written by hand, cut short) is set aside with a warning: the
+    run reads the archive from its start and each copy's held commit LSN says what it
+    lacks."""
+    if not os.path.exists(record_path):
+        return None
+    try:
+        with open(record_path, encoding="utf-8") as f:
+            record = json.load(f)
+        if not isinstance(record, dict):
+            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+        missing = [k for k in ("checkpoint", "tables", "copies") if k not in record]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+        if not isinstance(record["copies"], list) or not all(isinstance(c, str) for c in record["copies"]):
+            raise ValueError("copies is not a list of table names")
+        if record["tables"] is not None and not isinstance(record["tables"], (str, list)):
+            raise ValueError("tables is not a table list")
+        if not isinstance(record["checkpoint"], str):
+            raise ValueError("checkpoint is not a checkpoint's JSON text")
+        record["checkpoint"] = Checkpoint.from_json(record["checkpoint"])
+        arc = record.get("archive")
+        if arc is not None and not (isinstance(arc, dict) and isinstance(arc.get("path"), str)
+                                    and isinstance(arc.get("files"), dict)
+                                    and all(isinstance(v, int) for v in arc["files"].values())
+                                    and (arc.get("seq_end") is None or isinstance(arc["seq_end"], int))):
+            raise ValueError("archive is not an archive's description")
+    except (OSError, ValueError, TypeError, UnicodeDecodeError) as e:
+        warnings.warn(f"{record_path}: not a mirror checkpoint ({first_line(e)}): the run reads the archive "
+                      "from its start", stacklevel=4)
+        return None
+    return record
 
 
 def _archive_run(source, target, tables, registry, options):
     """(change rows, the run, the record to leave) of an archive file or directory: from
-    the checkpoint the last complete run left, where it still holds (every copy it
-    brought current is there, the same tables are asked for), else from the start."""
+    the checkpoint the last complete run left, where it still holds (made over this
+    archive, every copy it brought current is there, the same tables are asked for),
+    else from the start."""
     record_path = os.path.join(os.fspath(target), CHECKPOINT)
-    record = None
-    if os.path.exists(record_path):
-        try:
-            with open(record_path, encoding="utf-8") as f:
-                record = json.load(f)
-        except (OSError, ValueError):   # unreadable: the run reads the archive from its start
-            record = None
+    record = _record_read(record_path)
+    parts = read_archive_parts(os.fspath(source))
+    now = _archive_of(source, parts)
     resume = None
-    if record is not None and record.get("tables") == tables and all(
-            os.path.isdir(table_path(target, n)) for n in record.get("copies", ())):
-        resume = Checkpoint.from_json(record["checkpoint"])
+    if record is not None and record.get("archive") is not None and record["tables"] == tables \
+            and _same_archive(record["archive"], now, parts) \
+            and all(os.path.isdir(table_path(target, n)) for n in record["copies"]):
+        resume = record["checkpoint"]
     run = IncrementalRun(source, resume)
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
         pieces = [dec.feed(t) for _, t in run.tables()]
         changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
-    return changes, run, record_path, (record or {}).get("copies", [])
+    return changes, run, record_path, (record or {}).get("copies", []), now
 
 
-def _leave_record(record_path, run, tables, copies, options) -> None:
-    """After every copy is current: where the next run starts, written durably."""
+def _leave_record(record_path, run, tables, copies, archive, options) -> None:
+    """After every copy is current: where the next run starts, and the archive that is
+    so of, written durably."""
     cp = run.next_checkpoint(**options)
     os.makedirs(os.path.dirname(record_path), exist_ok=True)
     tmp = record_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"checkpoint": cp.to_json(), "tables": tables, "copies": sorted(copies)}, f)
+        json.dump({"checkpoint": cp.to_json(), "tables": tables, "copies": sorted(copies), "archive": archive}, f)
     replace_durably(tmp, record_path)
 
 
@@ -134,18 +237,25 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     ``missing``). ``file_size``: the bytes a copy created by this run aims its data files
     at (Delta's ``delta.targetFileSize``; None: deltalake's default, 100 MB). Gives one
     :class:`MirrorRun` per table."""
-    from deltalake import DeltaTable
-
     lake_dir(target)
+    with _target_locked(target):
+        return _mirror(source, target, tables, registry, missing, app_id, file_size, options)
+
+
+def _mirror(source, target, tables, registry, missing, app_id, file_size, options) -> list[MirrorRun]:
+    from deltalake import DeltaTable
     record = None
     if isinstance(source, (str, os.PathLike)):
-        changes, run, record_path, copies = _archive_run(source, target, tables, registry, options)
-        record = (record_path, run, copies)
+        changes, run, record_path, copies, archive = _archive_run(source, target, tables, registry, options)
+        record = (record_path, run, copies, archive)
     else:
         changes = _changes_of(source, registry, options)
     patterns = parse_table_list(tables)
+    names = _names(changes, patterns)
+    for name in names:          # every copy checked before any is written
+        _own_copy(target, name, app_id)
     runs = []
-    for name in _names(changes, patterns):
+    for name in names:
         done = held_lsn(target, name, app_id)
         later = changes if done is None else changes.filter(
             pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
@@ -154,7 +264,7 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
         lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
         runs.append(apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size))
     if record is not None:
-        record_path, run, copies = record
+        record_path, run, copies, archive = record
         named = {r.table for r in runs}
         for name in sorted(set(copies) - named):     # copies this run's rows did not touch: nothing new
             if any(table_selected(patterns, *p) for p in parse_name(name)) and \
@@ -162,8 +272,25 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
                 held = DeltaTable(table_path(target, name)).transaction_version(app_id)
                 runs.append(MirrorRun(name, None, held, 0, 0, False))
         _leave_record(record_path, run, tables, set(copies) | {r.table for r in runs if r.commit_lsn is not None},
-                      options)
+                      archive, options)
     return sorted(runs, key=lambda r: r.table)
+
+
+def _own_copy(target, name: str, app_id: str = APP_ID):
+    """The Delta table at table ``name``'s place under ``target``, when the mirror wrote
+    it (its log holds the ``app_id`` transaction, or a commit with the mirror's
+    metadata, its creation's too); None when there is none. Any other Delta table there
+    is refused, naming the table and the path: a MERGE into it would keep its rows."""
+    from deltalake import DeltaTable
+    path = table_path(target, name)
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return None
+    dt = DeltaTable(path)
+    if dt.transaction_version(app_id) is None and not any(
+            h.get(LSN_KEY) is not None or h.get(TABLE_KEY) is not None for h in dt.history()):
+        raise ValueError(f"{name}: {path} is a Delta table the mirror did not write (no {app_id} transaction or "
+                         "pgoutput_codec commit in its log): move it away, or mirror into another target")
+    return dt
 
 
 def held_lsn(target, name: str, app_id: str = APP_ID) -> int | None:
@@ -182,14 +309,20 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
     Relations sent ``column_lists`` (one list of column dicts per definition): one MERGE,
     and the commit LSN it reaches recorded in the same Delta commit. The one writer of
     :func:`mirror` and of ``pgoutput_codec.spark.mirror``."""
-    from deltalake import DeltaTable
     path = table_path(target, name)
-    dt = DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
+    dt = _own_copy(target, name, app_id)
     done = dt.transaction_version(app_id) if dt is not None else None
     names = net.column_names
     if "__UNCHANGED_FROM" not in names and tuple(names[-5:]) == _CONTROL[:2] + _CONTROL[3:]:
         # Spark's batch of no row change (a truncate at most) names no key
         net = net.add_column(len(names) - 3, "__UNCHANGED_FROM", pa.nulls(len(net), pa.struct([])))
+    if done is not None and len(net):
+        reached = _controls(net)[3]
+        if pc.max(reached).as_py() <= done:      # the copy holds it already: applied by another run
+            return MirrorRun(name, None, done, 0, 0, False)
+        if pc.min(reached).as_py() <= done:
+            raise ValueError(f"{name}: the batch holds commits up to {pc.min(reached).as_py()}, which the copy "
+                             f"holds already (up to {done}): compute it from held_lsn() again")
     if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" \
             and _relation_of(dt) not in (None, _controls(net)[5][0].as_py()):
         # the copy is of a relation that no longer bears the name (the table dropped
@@ -381,7 +514,7 @@ def _key_columns(net: pa.Table, ctl) -> list[str]:
 
 
 def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl) -> MirrorRun:
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
     ops = net.column(ctl.op).to_pylist()
     if not len(net):
         return MirrorRun(name, None, done, 0, 0, False)
@@ -399,7 +532,8 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl) -> 
         config = dict(stats)
         if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
             config["delta.targetFileSize"] = str(int(file_size))
-        write_deltalake(path, schema.empty_table(), mode="error", configuration=config)
+        write_deltalake(path, schema.empty_table(), mode="error", configuration=config,
+                        commit_properties=CommitProperties(custom_metadata={TABLE_KEY: name}))
         dt = DeltaTable(path)
     elif truncated:
         # emptied, in the batch's columns and types (a table created again under the name
