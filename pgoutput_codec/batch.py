@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from . import _batch
 from ._builders import nulls
 from .arrays import binary_chunks, payload_sizes
+from . import threads
 from .threads import payload_bytes, piece_bounds, run_pieces, worker_count
 
 __all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_pieces", "decode_batch_rows",
@@ -163,7 +164,7 @@ def _pieces(values, envelope: str, in_stream: bool | None, workers: int | None):
     else:
         cuts = []
         for chunk in chunks:
-            bounds = piece_bounds(payload_sizes(chunk), workers)
+            bounds = piece_bounds(payload_sizes(chunk), workers, piece_bytes=threads.HELD_PIECE_BYTES)
             cuts += [(at + a, chunk.slice(a, b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
             at += len(chunk)
         outs, state = _decode_cuts(cuts, env, state, workers)

@@ -43,6 +43,7 @@ def small_pieces(monkeypatch):
     """Pieces of a few rows: a corpus archive is a few hundred."""
     monkeypatch.setattr(threads, "MIN_PIECE_ROWS", 7)
     monkeypatch.setattr(threads, "PIECE_BYTES", 300)
+    monkeypatch.setattr(threads, "HELD_PIECE_BYTES", 300)
 
 
 def test_archives_are_cut_in_many_pieces():
