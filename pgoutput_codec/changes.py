@@ -40,8 +40,8 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_columns, control_rows, corrupt_rows,
-                         light_change_columns, newest_versions, row_versions, rows_at, spread, tag_codes, to_numpy_u,
+from .changerows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
+                         light_change_columns, newest_versions, row_versions, spread, tag_codes, to_numpy_u,
                          truncate_columns)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
@@ -351,7 +351,7 @@ class ChangeDecoder:
             yield fast
             return
         seg_counts = np.bincount(seg[change_idx], minlength=len(ctrl_idx) + 1) if n else np.zeros(1, int)
-        ctrl = control_rows(msgs, ctrl_idx)
+        ctrl = self.walk.control_dicts(msgs, ctrl_idx)
         relmap_start = dict(self.walk.relmap)
         ctrl_keys = seq_arr.to_numpy(zero_copy_only=False)[ctrl_idx]
         try:
@@ -411,7 +411,7 @@ class ChangeDecoder:
         # Relation and Type rows, in order (few)
         rt = ctrl_idx[(ctags == ord("R")) | (ctags == ord("Y"))]
         relmap_start = dict(self.walk.relmap)
-        r_versions = self.walk.definitions(rows_at(msgs, rt, DEFINITION_FIELDS))
+        r_versions = self.walk.definitions(self.walk.control_dicts(msgs, rt, DEFINITION_FIELDS))
         self.walk.next_slot += ntx
         self.walk.committed.frombytes(lsns.tobytes())
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)

@@ -101,8 +101,12 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
                     features["unchanged TOAST"] |= "u" in vc
             rel_rows = pc.equal(types, "R")
             if pc.any(rel_rows).as_py():
-                for r in msgs.filter(pc.fill_null(rel_rows, False)).to_pylist():
-                    rel_name[r["relation_id"]] = f"{r['namespace'] or 'pg_catalog'}.{r['relation_name']}"
+                # the names only: a Relation's column list as Python objects would cost
+                # ~150 bytes a column, every time it is resent
+                at = pc.fill_null(rel_rows, False)
+                for rid, ns, name in zip(*(msgs.field(f).filter(at).to_pylist()
+                                           for f in ("relation_id", "namespace", "relation_name")), strict=True):
+                    rel_name[rid] = f"{ns or 'pg_catalog'}.{name}"
             iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
             if pc.any(iud).as_py():
                 sub = msgs.filter(iud)

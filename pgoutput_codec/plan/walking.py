@@ -11,7 +11,6 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 
-from ..changerows import control_rows
 from ..walk import TransactionWalk, Txn
 
 __all__ = ["Walked", "python_walk", "plain_walk", "walk_bounds", "cyclic_gc_paused", "WALK_CHUNK", "VECTORIZED_WALK",
@@ -57,7 +56,7 @@ def definition_rows(ctrl: list, where) -> tuple:
 def python_walk(walk: TransactionWalk, msgs, idx: np.ndarray, phantom: bool, keys: np.ndarray) -> Walked:
     """A chunk of control rows (message rows ``idx``) through :meth:`TransactionWalk.walk`;
     its committed transactions are let go."""
-    ctrl = control_rows(msgs, idx)
+    ctrl = walk.control_dicts(msgs, idx)
     counts = np.zeros(len(idx) + 1, dtype=np.int64)
     counts[0] = phantom
     seg_slot, commits, r_v, seg_stream = walk.walk(ctrl, counts, keys)
@@ -143,7 +142,7 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
     walk.committed.frombytes(taken.tobytes())
     ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64())).cast(pa.int64())
     ry = np.flatnonzero((t == ord("R")) | (t == ord("Y")))
-    defs = control_rows(msgs, idx[ry])
+    defs = walk.control_dicts(msgs, idx[ry])
     r_keys, r_rel, y_keys, y_types = definition_rows(defs, ry)
     return Walked(seg_slot, np.zeros(len(idx) + 1, bool), slots, xid, lsn, ts, origin, aborted,
                    r_keys, r_rel, np.array(walk.definitions(defs), np.int64), y_keys, y_types)
