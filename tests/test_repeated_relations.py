@@ -135,3 +135,25 @@ def test_a_relation_resent_after_another_definition_takes_its_own_again():
         from pgoutput_codec.plan import decode_changes_parallel
         p = decode_changes_parallel(pa.array(data, pa.binary()), splits=3)
         assert p.column("columns").to_pylist() == t.column("columns").to_pylist()
+
+
+def test_threads_give_the_same_rows(tmp_path):
+    """Repeated and changed Relations cut across the pieces of several threads: the
+    messages and change rows of --jobs 1, 2 and 5 are the same."""
+    from pgoutput_codec.cli import main
+
+    data = []
+    for i in range(300):
+        data += [_begin(i), _relation("wide" if i % 7 else "renamed", 400), _insert(i, 400), _commit(i)]
+    path = tmp_path / "a.parquet"
+    _write(path, data)
+    got = {}
+    for jobs in (1, 2, 5):
+        for what in ((), ("--changes",)):
+            out = tmp_path / f"{jobs}{len(what)}.parquet"
+            assert main(["decode", str(path), str(out), "--jobs", str(jobs), *what]) == 0
+            got.setdefault(what, []).append(pq.read_table(out))
+    for what, tables in got.items():
+        assert all(t.equals(tables[0]) for t in tables[1:]), what
+    assert got[("--changes",)][0].column("table").to_pylist() == ["renamed" if i % 7 == 0 else "wide"
+                                                                  for i in range(300)]
