@@ -62,26 +62,32 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
 def _as_written(net: pa.Table) -> pa.Table:
     """Spark's net changes as the one-process ones are: the control columns in their
     types, and a ``__special`` column only where some value has a note (Spark's schema
-    comes before the values, so it gives one for every type that may need it)."""
-    for c in net.column_names:
-        if pa.types.is_time64(net.schema.field(c).type):    # Spark's TIME arrives in ns
-            net = net.set_column(net.column_names.index(c), c, net.column(c).cast(pa.time64("us")))
+    comes before the values, so it gives one for every type that may need it). Columns
+    are taken by place: a table's column may bear a control column's name."""
+    ctl = 6 if len(net.column_names) >= 6 and net.column_names[-4] == "__UNCHANGED_FROM" else 5
+    data = net.column_names[:len(net.column_names) - ctl]
+    for j, c in enumerate(data):
+        if pa.types.is_time64(net.schema.field(j).type):    # Spark's TIME arrives in ns
+            net = net.set_column(j, c, net.column(j).cast(pa.time64("us")))
+    for j, c in enumerate(data):
         note = f"{c}__special"
-        if note not in net.column_names:
+        if note not in data:
             continue
-        eod = pc.fill_null(pc.equal(net.column(note), "24:00:00"), False)
-        v = net.column(c)
+        k = data.index(note)
+        eod = pc.fill_null(pc.equal(net.column(k), "24:00:00"), False)
+        v = net.column(j)
         if pc.any(eod).as_py() and (pa.types.is_time64(v.type) or v.type == pa.int64()):
             # PostgreSQL's 24:00:00, past Spark's last time of day: in the copy, as one
             # process writes it, 86,400,000,000 µs
             v = pc.if_else(eod, pa.scalar(END_OF_DAY, pa.int64()), v.cast(pa.int64()))
-            net = net.set_column(net.column_names.index(c), c, v)
-            net = net.set_column(net.column_names.index(note), note,
-                                 pc.if_else(eod, pa.scalar(None, pa.string()), net.column(note)))
-    empty = [c for c in net.column_names if c.endswith("__special") and c[:-len("__special")] in net.column_names
-             and net.column(c).null_count == len(net)]
-    net = net.drop_columns(empty)
-    for name, t in _CONTROL_TYPES.items():
-        if name in net.column_names and net.schema.field(name).type != t:
-            net = net.set_column(net.column_names.index(name), name, net.column(name).cast(t))
+            net = net.set_column(j, c, v)
+            net = net.set_column(k, note, pc.if_else(eod, pa.scalar(None, pa.string()), net.column(k)))
+    empty = [j for j, c in enumerate(data) if c.endswith("__special") and c[:-len("__special")] in data
+             and net.column(j).null_count == len(net)]
+    for j in reversed(empty):
+        net = net.remove_column(j)
+    n = len(net.column_names)
+    for j, t in zip(range(n - len(_CONTROL_TYPES), n), _CONTROL_TYPES.values(), strict=True):
+        if net.schema.field(j).type != t:
+            net = net.set_column(j, net.column_names[j], net.column(j).cast(t))
     return net

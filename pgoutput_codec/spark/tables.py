@@ -25,10 +25,12 @@ from pyspark.sql import types as T
 
 from ..relations import merge_columns
 from ..retyped import retyped_names
-from ..tables import net_key, unknown_key_error
+from ..tables import history_names, net_key, unknown_key_error
+from ..tables.replay import HISTORY_COLUMNS
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
 from . import types as ST
+from .colnames import Inner, own_name, renamed_strings, to_inner, user_struct
 from .crossing import SHIFTED, to_python, unshifted
 from .decoded import pass2_of
 from .identity import earlier_identities, found_keys, row_keys
@@ -39,7 +41,10 @@ from .arraydims import array_dims
 from .shipping import is_connect
 from .typedrows import TIME_TYPE, TableMapper, table_schema
 
-__all__ = ["table_changes", "snapshot", "history", "net_changes"]
+__all__ = ["table_changes", "snapshot", "history", "net_changes", "NET_COLUMNS"]
+
+#: net changes' own columns, last, in their order (a table's column may bear one of their names)
+NET_COLUMNS = ("__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__RELATION_ID")
 
 
 _TC_PASS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin", "commit_rank", "before_kind",
@@ -119,23 +124,28 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
     key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
-    whether an Update may have changed a key (``TableInfo.sends_old``), and the
-    :class:`TableInfo`. ``ev`` is None when the table has no row change here (no columns to build a key from:
-    Spark 3.5 refuses an empty struct column)."""
+    whether an Update may have changed a key (``TableInfo.sends_old``), the
+    :class:`TableInfo` and the :class:`.colnames.Inner` names: the row struct's fields,
+    the names, the key and ``unchanged`` are under the inner names
+    (:func:`.colnames.to_inner`; ``info`` under the user's). ``ev`` is None when the
+    table has no row change here (no columns to build a key from: Spark 3.5 refuses an
+    empty struct column)."""
     info = table_info(changes, name, as_of_lsn)
-    versions, truncs, sends_old, deletes = info.versions, info.truncates, info.sends_old, info.deletes
-    if not versions:
-        return None, truncs, [], T.StructType([]), False, [], info
+    truncs, sends_old, deletes = info.truncates, info.sends_old, info.deletes
+    if not info.versions:
+        return None, truncs, [], T.StructType([]), False, [], info, Inner(T.StructType([]), {})
     tc = _table_changes(changes, name, registry, info, as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
         tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
+    tc, inner = to_inner(tc)
+    versions = [[{**c, "name": inner.inner.get(c["name"], c["name"])} for c in v] for v in info.versions]
     cols = tc.schema["after"].dataType
     names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
     newest = versions[-1] if versions else []
     flagged = [c["name"] for c in newest if c["flags"] & 1]
     keycols = flagged or [c["name"] for c in newest]
-    earlier = earlier_identities(info, keycols)
+    earlier = earlier_identities(info._replace(versions=versions), keycols)
     identities = row_keys(versions)
     common = set.intersection(*identities) if identities and earlier else set()
     if earlier and common and all(common <= {c["name"] for c in cols if c["flags"] & 1} for cols in versions) \
@@ -166,7 +176,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         # no Delete and no key change (known from the heads): every change sets its row
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
-        return ev, truncs, names, cols, sends_old, net_key(versions, newest), info
+        return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
     # of 1 M rows with Deletes, per-field, 9.7 s against 16.3 s): an array of the events'
@@ -184,7 +194,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
                   "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
-    return ev, truncs, names, cols, sends_old, net_key(versions, newest), info
+    return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
 
 
 
@@ -207,19 +217,20 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     that the Relation in force at the cut lists (a column dropped is not the table's).
     ``missing``: {column: value} the server gave a column added with a ``DEFAULT`` in the
     rows older than it (:func:`pgoutput_codec.tables.snapshot`)."""
-    ev, truncs, names, cols, sends_old, _, info = _events(changes, name, as_of_lsn, registry)
+    ev, truncs, names, cols, sends_old, _, info, inner = _events(changes, name, as_of_lsn, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
     w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
     last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
-    spans = column_spans(changes, name, as_of_lsn, info)
-    out = as_added(last, cols, spans, fill_values(missing, cols, info, registry)).select("after.*")
-    if spans is None:
-        return out
-    keep = set(spans[-1][0])
-    return out.select(*[f"`{c}`" for c in out.columns
-                        if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
+    spans = inner.spans(column_spans(changes, name, as_of_lsn, info))
+    fill = {inner.inner[k]: v for k, v in fill_values(missing, inner.user, info, registry).items()}
+    out = as_added(last, cols, spans, fill).select("after.*")
+    if spans is not None:
+        keep = set(spans[-1][0])
+        out = out.select(*[f"`{c}`" for c in out.columns
+                           if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
+    return out.toDF(*[inner.outer(c) for c in out.columns]) if inner.renamed else out
 
 
 
@@ -237,8 +248,11 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     replica identity's columns, or those every identity over the changes held
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
     :func:`pgoutput_codec.tables.net_changes`)."""
-    ev, truncs, names, cols, sends_old, keycols, info = _events(changes, name, None, registry)
-    relation = F.lit(info.relation_id).cast(T.LongType()).alias("__RELATION_ID")
+    ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry)
+    # our own columns beside the table's (which may bear their names): named apart
+    # here, given their names by position at the end
+    own = {c: own_name(c, cols.names) for c in (*NET_COLUMNS, "__pos")}
+    relation = F.lit(info.relation_id).cast(T.LongType()).alias(own["__RELATION_ID"])
     if ev is None:   # no row change: a truncate at most, and no columns to give
         extra = T.StructType([T.StructField("__OP", T.StringType()),
                               T.StructField("__UNCHANGED", T.ArrayType(T.StringType())),
@@ -256,7 +270,8 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     else:
         replaced = []
     ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
-    ev = as_added(ev, cols, column_spans(changes, name, None, info), fill_values(missing, cols, info, registry))
+    fill = {inner.inner[k]: v for k, v in fill_values(missing, inner.user, info, registry).items()}
+    ev = as_added(ev, cols, inner.spans(column_spans(changes, name, None, info)), fill)
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
         return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])
@@ -272,20 +287,27 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     pending = F.when(is_set, F.coalesce(F.col("__pending"), F.array().cast("array<string>"))) \
         .otherwise(F.array().cast("array<string>"))
     moved = F.col("__lin.p").isNull() & ~net_of("__lin.k").eqNullSafe(net_of("__key"))
-    out = last.select(image.alias("__img"), F.when(is_set, "upsert").otherwise("delete").alias("__OP"),
-                      pending.alias("__UNCHANGED"),
-                      F.when((F.size(pending) > 0) & moved, net_of("__lin.k")).alias("__UNCHANGED_FROM"),
-                      F.col("commit_lsn").alias("__COMMIT_LSN"), F.col("commit_ts").alias("__COMMIT_AT"), "__pos")
-    out = out.select("__img.*", "__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", relation,
-                     "__pos")
+    op, unchanged, moved_from, lsn_, at_, pos_ = (own[c] for c in (*NET_COLUMNS[:5], "__pos"))
+    out = last.select(image.alias("__img"), F.when(is_set, "upsert").otherwise("delete").alias(op),
+                      pending.alias(unchanged),
+                      F.when((F.size(pending) > 0) & moved, net_of("__lin.k")).alias(moved_from),
+                      F.col("commit_lsn").alias(lsn_), F.col("commit_ts").alias(at_), F.col("__pos").alias(pos_))
+    out = out.select("__img.*", op, unchanged, moved_from, lsn_, at_, relation, pos_)
     if truncs or replaced:
         r, q, lsn, ts = (truncs or replaced)[-1]
         row = {f.name: None for f in out.schema.fields} | {
-            "__OP": "truncate", "__UNCHANGED": [], "__COMMIT_LSN": lsn, "__COMMIT_AT": ts,
-            "__RELATION_ID": info.relation_id, "__pos": (r, q)}
+            op: "truncate", unchanged: [], lsn_: lsn, at_: ts, own["__RELATION_ID"]: info.relation_id,
+            pos_: (r, q)}
         out = out.unionByName(changes.sparkSession.createDataFrame([row], out.schema))
-    first = F.when(F.col("__OP") == "truncate", 0).otherwise(1)
-    return out.orderBy(first, "__pos").drop("__pos")
+    first = F.when(F.col(op) == "truncate", 0).otherwise(1)
+    out = out.orderBy(first, pos_).drop(pos_)
+    if inner.renamed:   # the key struct and the unchanged lists under the user's names
+        key_t = out.schema[moved_from].dataType
+        out = out.select(*[f"`{c}`" for c in cols.names], op,
+                         renamed_strings(F.col(unchanged), {v: k for k, v in inner.inner.items()}).alias(unchanged),
+                         user_struct(F.col(moved_from), key_t, [inner.outer(f.name) for f in key_t.fields])
+                         .alias(moved_from), lsn_, at_, own["__RELATION_ID"])
+    return out.toDF(*[inner.outer(c) for c in cols.names], *NET_COLUMNS)
 
 
 def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
@@ -293,7 +315,7 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current)."""
-    ev, ts, names, cols, sends_old, _, _ = _events(changes, name, None, registry)
+    ev, ts, names, cols, sends_old, _, _, inner = _events(changes, name, None, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),
@@ -316,7 +338,10 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
                                                 < F.col("__next.__pos")))
         end_lsn = F.when(before_next, first_t["lsn"]).otherwise(end_lsn)
         end_at = F.when(before_next, first_t["at"]).otherwise(end_at)
+    own = [own_name(c, cols.names) for c in HISTORY_COLUMNS]
     out = nxt.where(F.col("__ev") == "set").select(
-        "after.*", F.col("op").alias("__OP"), F.col("commit_lsn").alias("__START_LSN"),
-        F.col("commit_ts").alias("__START_AT"), end_lsn.alias("__END_LSN"), end_at.alias("__END_AT"))
-    return out
+        "after.*", *[c.alias(o) for c, o in zip((F.col("op"), F.col("commit_lsn"), F.col("commit_ts"), end_lsn, end_at),
+                                                own, strict=True)])
+    data = [inner.outer(c) for c in cols.names]
+    # the table's columns under the user's names, ours as the single-process history names them
+    return out.toDF(*data, *history_names(data))

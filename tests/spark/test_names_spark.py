@@ -5,6 +5,8 @@ the single process writes — over an archive captured from a real server."""
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +19,8 @@ pytest.importorskip("psycopg")
 from pgoutput_codec import mirror as mirror_1  # noqa: E402
 from pgoutput_codec.idents import qualified_name  # noqa: E402
 from pgoutput_codec.lake import table_path  # noqa: E402
-from pgoutput_codec.spark import decode_changes, mirror, snapshot  # noqa: E402
+from pgoutput_codec.spark import decode_changes, history, mirror, net_changes, snapshot, table_changes  # noqa: E402
+from pgoutput_codec.spark.dataframes import collect_arrow  # noqa: E402
 from pgoutput_codec.testing import pgserver  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -61,14 +64,68 @@ def test_spark_names_tables_as_postgresql_quotes_them(spark, captured):
 
 
 def test_spark_mirrors_every_name_to_the_copies_one_process_keeps(spark, captured, tmp_path):
+    """Every table, public.cols too (columns Id and ID, __OP, __COMMIT_LSN, __UNCHANGED,
+    a.b, it's, back`tick): Spark writes the copy one process writes (names, rows), and
+    the server's rows."""
     path, rows = captured
     ch = decode_changes(spark.read.parquet(str(path)), order_by="seq")
-    # public.cols aside: Spark's net changes name their own columns __OP, __COMMIT_LSN …
-    names = [(s, t) for s, t in TN.TABLES if t != "cols"]
-    got = mirror(ch, tmp_path / "spark", tables=[qualified_name(s, t) for s, t in names])
-    want = mirror_1(pq.read_table(path), tmp_path / "one", tables=[qualified_name(s, t) for s, t in names])
+    got = mirror(ch, tmp_path / "spark")
+    want = mirror_1(pq.read_table(path), tmp_path / "one")
     assert got == want
-    assert sorted(r.table for r in got) == sorted(qualified_name(s, t) for s, t in names)
-    for s, t in names:
-        copy = deltalake.DeltaTable(table_path(tmp_path / "spark", qualified_name(s, t))).to_pyarrow_table()
-        assert sorted(copy.to_pylist(), key=lambda r: r["id"]) == rows[(s, t)], (s, t)
+    assert sorted(r.table for r in got) == sorted(qualified_name(s, t) for s, t in TN.TABLES)
+    for s, t in TN.TABLES:
+        copies = [deltalake.DeltaTable(table_path(tmp_path / w, qualified_name(s, t))).to_pyarrow_table()
+                  for w in ("spark", "one")]
+        assert copies[0].column_names == copies[1].column_names, (s, t)
+        assert _by_place(copies[0]) == _by_place(copies[1]), (s, t)
+        assert TN._copy_rows(tmp_path / "spark", s, t) == rows[(s, t)], (s, t)
+    assert all(r.version is None for r in mirror(ch, tmp_path / "spark"))
+
+
+def _norm(v):
+    """A value as both paths give it: Spark's decimal LSNs and long ids as integers,
+    times as naive UTC."""
+    if isinstance(v, Decimal):
+        return int(v)
+    if isinstance(v, datetime):
+        return v.astimezone(timezone.utc).replace(tzinfo=None) if v.tzinfo else v
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_norm(x) for x in v]
+    return v
+
+
+def _by_place(t) -> tuple:
+    """A table's column names and its rows by place (names may repeat), in a set order."""
+    cols = [t.column(j).to_pylist() for j in range(t.num_columns)]
+    return t.column_names, sorted((repr(tuple(_norm(c[i]) for c in cols)) for i in range(len(t))))
+
+
+def test_spark_tables_of_a_table_with_odd_column_names_equal_one_process(spark, captured):
+    """public.cols (a key Id beside ID, columns named as net changes' and history's own,
+    a.b TOASTed and sent unchanged, it's, back`tick, s.a): Spark's snapshot, history,
+    net_changes and table_changes equal one process's, names and values, without the
+    session's spark.sql.caseSensitive changed."""
+    from pgoutput_codec import decode_changes as decode_1
+    from pgoutput_codec import history as history_1
+    from pgoutput_codec import net_changes as net_1
+    from pgoutput_codec import snapshot as snapshot_1
+    from pgoutput_codec import table_changes as table_changes_1
+    path, rows = captured
+    ch = decode_changes(spark.read.parquet(str(path)), order_by="seq")
+    one = decode_1(pq.read_table(path))
+    name = "public.cols"
+    assert spark.conf.get("spark.sql.caseSensitive") == "false"
+    for fn, fn_1 in ((snapshot, snapshot_1), (history, history_1), (net_changes, net_1)):
+        got, want = collect_arrow(fn(ch, name)), fn_1(one, name)
+        assert len(got) > 1 and _by_place(got) == _by_place(want), fn.__name__
+    snap = collect_arrow(snapshot(ch, name))
+    assert sorted(snap.to_pylist(), key=lambda r: r["Id"]) == rows[("public", "cols")]
+    assert history(ch, name).columns[-5:] == ["___OP", "__START_LSN", "__START_AT", "__END_LSN", "__END_AT"]
+    assert net_changes(ch, name).columns[-6:] == ["__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN",
+                                                  "__COMMIT_AT", "__RELATION_ID"]
+    got, want = collect_arrow(table_changes(ch, name)), table_changes_1(one, name)
+    keep = ["op", "commit_lsn", "before", "after", "unchanged"]
+    assert _by_place(got.select(keep)) == _by_place(want.select(keep))
+    assert spark.conf.get("spark.sql.caseSensitive") == "false"
