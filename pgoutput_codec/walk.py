@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .changerows import VERSION_SCHEMA, control_rows, rows_at, version_widths
+from .changerows import VERSION_SCHEMA, control_rows, rows_at, tag_codes, version_widths
 from .checkpoint import BEFORE_ALL, Checkpoint
 from .commitorder import TAKE, REPLAY, judge_commit, order_error
 from .messages import CONTROL_TAGS
@@ -53,17 +53,22 @@ class Txn:
                 os.unlink(p)
 
 
-def relation_key(columns: pa.StructArray, a: int, b: int) -> tuple:
-    """The column list at ``[a, b)`` of a decoded Relation's column structs, as bytes:
-    two equal keys, two equal column lists."""
-    part = columns.slice(a, b - a).flatten()
-    names = part[columns.type.get_field_index("name")]
+def _column_list_keys(columns: pa.StructArray):
+    """``key(a, b)``: the column structs ``[a, b)`` of decoded Relations as bytes (names,
+    their lengths, the other fields' values): two equal keys, two equal column lists."""
+    parts = columns.flatten()
+    at = columns.type.get_field_index("name")
+    names = parts[at]
     bufs = names.buffers()
     off = np.frombuffer(bufs[1], np.int32)[names.offset:names.offset + len(names) + 1] if bufs[1] is not None \
-        else np.zeros(1, np.int32)
-    data = bufs[2].slice(int(off[0]), int(off[-1] - off[0])).to_pybytes() if bufs[2] is not None else b""
-    return (data, (off - off[0]).tobytes(), *(arr.to_numpy(zero_copy_only=False).tobytes() for arr, f in
-                                              zip(part, columns.type, strict=True) if f.name != "name"))
+        else np.zeros(len(names) + 1, np.int32)
+    data = bufs[2]
+    others = [arr.to_numpy(zero_copy_only=False) for k, arr in enumerate(parts) if k != at]
+
+    def key(a: int, b: int) -> tuple:
+        text = data.slice(int(off[a]), int(off[b] - off[a])).to_pybytes() if data is not None else b""
+        return (text, (off[a:b + 1] - off[a]).tobytes(), *(v[a:b].tobytes() for v in others))
+    return key
 
 
 class TransactionWalk:
@@ -110,7 +115,7 @@ class TransactionWalk:
         self.abandoned: list[dict] = []
         self.begun = False
         self.seeded: list[tuple] = []
-        # relation id -> the definition (relation_key) that made its version in force: a
+        # relation id -> the definition (_column_list_keys) that made its version in force: a
         # Relation resent unchanged is then not made into Python objects again
         self.sent: dict[int, tuple] = {}
         self._vt = None
@@ -215,8 +220,7 @@ class TransactionWalk:
         make = (lambda at: control_rows(msgs, at)) if fields is None else (lambda at: rows_at(msgs, at, fields))
         if not len(idx):
             return make(idx)
-        tags = msgs.field("type").take(pa.array(idx)).to_pylist()
-        resent = self._resent(msgs, idx, tags)
+        resent = self._resent(msgs, idx)
         if not resent.any():
             return make(idx)
         rows = [None] * len(idx)
@@ -229,17 +233,21 @@ class TransactionWalk:
             rows[j] = dict(type="R", relation_id=rid, resent=True)
         return rows
 
-    def _resent(self, msgs, idx, tags) -> np.ndarray:
-        """Which of the control rows ``idx`` (their ``tags``) are Relations resent
-        unchanged; :attr:`sent` follows them, in arrival order."""
+    def _resent(self, msgs, idx) -> np.ndarray:
+        """Which of the control rows ``idx`` are Relations resent unchanged;
+        :attr:`sent` follows them, in arrival order."""
         out = np.zeros(len(idx), bool)
-        ry = [j for j, t in enumerate(tags) if t in ("R", "Y")]
-        if not ry:
+        codes = tag_codes(msgs.field("type").take(pa.array(idx)))
+        ry = np.flatnonzero((codes == ord("R")) | (codes == ord("Y")))
+        if not len(ry):
             return out
+        tags = {int(j): chr(codes[j]) for j in ry}
+        ry = ry.tolist()
         at = pa.array(idx[ry])
         cols = msgs.field("columns")
         offs = cols.offsets.to_numpy()
-        child = cols.values
+        valid = cols.is_valid().to_numpy(zero_copy_only=False)
+        key_of = _column_list_keys(cols.values)
         fields = {f: msgs.field(f).take(at).to_pylist()
                   for f in ("relation_id", "namespace", "relation_name", "replica_identity", "type_oid", "type_name")}
         types = dict(self.type_of)
@@ -252,7 +260,7 @@ class TransactionWalk:
                 continue
             i = int(idx[j])
             key = (fields["namespace"][k], fields["relation_name"][k], fields["replica_identity"][k],
-                   relation_key(child, int(offs[i]), int(offs[i + 1])) if cols[i].is_valid else None)
+                   key_of(int(offs[i]), int(offs[i + 1])) if valid[i] else None)
             rid = fields["relation_id"][k]
             if self.sent.get(rid) == key:       # (the first of them is walked before it)
                 out[j] = True
