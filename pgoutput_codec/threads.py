@@ -31,9 +31,28 @@ HELD_PIECE_BYTES = 1 << 62
 MIN_PIECE_ROWS = 4096
 
 #: payload bytes each worker must have, for the default (``workers=None``) to use it: below
-#: this a second thread costs more (its start, cutting the input, joining the pieces'
-#: outputs) than it gives back. Measured with bench/parallel_bench.py (docs/benchmarks.md).
-WORKER_MIN_BYTES = 96 << 20
+#: this a second thread costs more than it gives back — its start, cutting the input,
+#: joining the pieces' outputs, and above all the fresh memory each piece's output takes
+#: (on the 2-core machine of docs/benchmarks.md, two workers were slower than one at
+#: every size measured, up to 20 M messages, 3.1 GB). bench/parallel_bench.py measures
+#: it; ``PGOUTPUT_CODEC_WORKER_MIN_MB`` sets it for a machine where a second core pays.
+WORKER_MIN_BYTES = 2048 << 20
+
+
+def _env_mb(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise ValueError(f"{name} must be a positive number of MiB, not {text!r}")
+    return value << 20
+
+
+WORKER_MIN_BYTES = _env_mb("PGOUTPUT_CODEC_WORKER_MIN_MB", WORKER_MIN_BYTES)
 
 _local = threading.local()
 

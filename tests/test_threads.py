@@ -7,6 +7,9 @@ with the single-threaded one."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -137,3 +140,13 @@ def test_change_decoder_takes_workers_per_feed():
     dec = ChangeDecoder()
     dec.feed(pq.read_table(sample_archive_path()))
     assert dec.workers == 1
+
+
+def test_worker_min_bytes_from_the_environment():
+    code = "from pgoutput_codec import threads; print(threads.WORKER_MIN_BYTES)"
+    env = {**os.environ, "PGOUTPUT_CODEC_WORKER_MIN_MB": "10"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and int(out.stdout) == 10 << 20, out.stderr
+    env["PGOUTPUT_CODEC_WORKER_MIN_MB"] = "lots"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "PGOUTPUT_CODEC_WORKER_MIN_MB must be a positive number" in out.stderr
