@@ -337,3 +337,14 @@ def test_a_tampered_checkpoint_definition_names_its_field(capsys, tmp_path, path
     msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
                   needle=path[-1] if path[-1] != "types" else "type_oid")
     assert "not a checkpoint" in msg and "Overflow" not in msg, msg
+
+
+def test_mirror_refuses_a_target_that_is_its_archive_or_inside_it(capsys, arch, tmp_path):
+    """A copy's Parquet files inside the archive directory would be read as archive files
+    by every later run."""
+    before = digest(arch)
+    refused(capsys, "mirror", arch, arch, needle="is ARCHIVE")
+    refused(capsys, "mirror", arch, arch / "lake", needle="inside")
+    refused(capsys, "mirror", arch / "a.parquet", arch / "a.parquet", needle="is ARCHIVE")
+    assert digest(arch) == before
+    assert run(capsys, "mirror", arch, tmp_path / "lake")[0] == 0

@@ -288,6 +288,7 @@ def _run(args) -> int:
         import warnings
 
         from ..lake import mirror
+        refuse_overwrite({"ARCHIVE": args.archive}, {"TARGET": args.target})
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             try:
