@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -129,3 +130,73 @@ def test_spark_tables_of_a_table_with_odd_column_names_equal_one_process(spark, 
     keep = ["op", "commit_lsn", "before", "after", "unchanged"]
     assert _by_place(got.select(keep)) == _by_place(want.select(keep))
     assert spark.conf.get("spark.sql.caseSensitive") == "false"
+
+
+def _case_archive(path) -> None:
+    """public.w (key Id, ID, back`tick, __OP): two rows inserted; ID sent unchanged
+    (TOAST, 'u') by an Update; then the row's key changed 1 -> 3, ID unchanged again, and
+    row 2 deleted. Written to ``path``."""
+    from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationColumn, TupleColumn, Update,
+                                encode_message)
+    rel = Relation(relation_id=16800, namespace="public", relation_name="w", replica_identity="d",
+                   columns=(RelationColumn(1, "Id", 23, -1), RelationColumn(0, "ID", 25, -1),
+                            RelationColumn(0, "back`tick", 25, -1), RelationColumn(0, "__OP", 25, -1)))
+
+    def row(*v):
+        return tuple(TupleColumn("u", None) if x is ... else TupleColumn("n", None) if x is None
+                     else TupleColumn("t", str(x).encode()) for x in v)
+
+    def txn(lsn, *changes):
+        return [Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn), *changes,
+                Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=lsn)]
+    r = 16800
+    msgs = (txn(10, rel, Insert(relation_id=r, new_tuple=row(1, "x", "y", "a")),
+                Insert(relation_id=r, new_tuple=row(2, "p", "q", "b")))
+            + txn(20, Update(relation_id=r, new_tuple=row(1, ..., "y2", "c")))
+            + txn(30, Update(relation_id=r, old_kind="K", old_tuple=row(1, None, None, None),
+                             new_tuple=row(3, ..., "y3", "d")),
+                  Delete(relation_id=r, old_kind="K", old_tuple=row(2, None, None, None))))
+    pq.write_table(pa.table({"seq": pa.array(range(len(msgs)), pa.int64()),
+                             "data": pa.array([encode_message(m) for m in msgs], pa.binary())}), path)
+
+
+def test_spark_carries_an_unchanged_value_of_a_column_named_as_another_but_for_case(spark, tmp_path):
+    """ID (beside the key Id) sent as unchanged TOAST, before and across a key change:
+    Spark's snapshot, history, net_changes (of every change, and after the first commit:
+    __UNCHANGED names ID, __UNCHANGED_FROM is {Id: 1}) and table_changes equal one
+    process's; the Spark mirror, run twice, writes the copy one process writes."""
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    from pgoutput_codec import decode_changes as decode_1
+    from pgoutput_codec import history as history_1
+    from pgoutput_codec import net_changes as net_1
+    from pgoutput_codec import snapshot as snapshot_1
+    from pgoutput_codec import table_changes as table_changes_1
+    path = tmp_path / "w.parquet"
+    _case_archive(path)
+    ch = decode_changes(spark.read.parquet(str(path)), order_by="seq", lsn=None)
+    one = decode_1(pq.read_table(path))
+    name = "public.w"
+    for fn, fn_1 in ((snapshot, snapshot_1), (history, history_1), (net_changes, net_1)):
+        got, want = collect_arrow(fn(ch, name)), fn_1(one, name)
+        assert len(got) and _by_place(got) == _by_place(want), fn.__name__
+    assert collect_arrow(snapshot(ch, name)).to_pylist() == [{"Id": 3, "ID": "x", "back`tick": "y3", "__OP": "d"}]
+    later = collect_arrow(net_changes(ch.where(F.col("commit_lsn") > 10), name))
+    later_1 = net_1(one.filter(pc.greater(one.column("commit_lsn"), 10)), name)
+    assert _by_place(later) == _by_place(later_1)
+    at = later.column(0).to_pylist().index(3)     # the table's columns, then __OP, __UNCHANGED …
+    assert [later.column(j)[at].as_py() for j in (3, 4, 5, 6)] == ["d", "upsert", ["ID"], {"Id": 1}]
+    keep = ["op", "commit_lsn", "before", "after", "unchanged"]
+    assert _by_place(collect_arrow(table_changes(ch, name)).select(keep)) == \
+        _by_place(table_changes_1(one, name).select(keep))
+    first = ch.where(F.col("commit_lsn") <= 10)
+    for target, run in ((tmp_path / "spark", lambda d: mirror(d, tmp_path / "spark")),
+                        (tmp_path / "one", lambda d: mirror_1(d, tmp_path / "one"))):
+        run(first if target.name == "spark" else one.filter(pc.less_equal(one.column("commit_lsn"), 10)))
+        run(ch if target.name == "spark" else one)
+    copies = [deltalake.DeltaTable(table_path(tmp_path / w, name)).to_pyarrow_table() for w in ("spark", "one")]
+    assert copies[0].column_names == copies[1].column_names
+    assert _by_place(copies[0]) == _by_place(copies[1])
+    assert [{TN.RENAMED.get(k, k): v for k, v in r.items()} for r in copies[0].to_pylist()] == \
+        [{"Id": 3, "ID": "x", "back`tick": "y3", "__OP": "d"}]
