@@ -145,14 +145,14 @@ def decode_batch_pieces(values, *, envelope: str = "auto", in_stream: bool | Non
     """:func:`decode_batch_with_state` without joining the pieces: ``([(first row,
     StructArray), …], stream state after the last row)``, the pieces in input order —
     for a caller that writes them out one by one, sparing the copy of a join."""
-    return _pieces(values, envelope, in_stream, workers)[:2]
+    return _pieces(values, envelope, in_stream, workers, False)[:2]
 
 
-def _pieces(values, envelope: str, in_stream: bool | None, workers: int | None):
+def _pieces(values, envelope: str, in_stream: bool | None, workers: int | None, joined: bool):
     """(pieces, stream state after them, the threads they were decoded on)."""
     env = envelope_code(envelope)
     chunks = binary_chunks(values)
-    workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
+    workers = worker_count(workers, sum(payload_bytes(c) for c in chunks), joined=joined)
     state = int(_initial_state(chunks, env) if in_stream is None else bool(in_stream))
     pieces, at = [], 0
     if workers == 1:
@@ -178,7 +178,7 @@ def decode_batch_with_state(values, *, envelope: str = "auto", in_stream: bool |
                             workers: int | None = None):
     """Like :func:`decode_batch`, also returning the stream state after the last row
     (True inside a Stream Start/Stop block), to continue with the next batch."""
-    pieces, state, workers = _pieces(values, envelope, in_stream, workers)
+    pieces, state, workers = _pieces(values, envelope, in_stream, workers, True)
     return _join([out for _, out in pieces], workers), state
 
 

@@ -94,6 +94,11 @@ def test_default_workers_follow_the_input_size():
     assert threads.worker_count(None, 2 * threads.WORKER_MIN_BYTES) == min(2, cores)
     assert threads.worker_count(None, 10**15) == cores
     assert threads.worker_count(3, 0) == 3       # a count given is taken as it is
+    # outputs kept apart (no join): a smaller input pays for a second worker
+    assert threads.PIECES_WORKER_MIN_BYTES < threads.WORKER_MIN_BYTES
+    assert threads.worker_count(None, threads.PIECES_WORKER_MIN_BYTES - 1, joined=False) == 1
+    assert threads.worker_count(None, 2 * threads.PIECES_WORKER_MIN_BYTES, joined=False) == min(2, cores)
+    assert threads.worker_count(None, 2 * threads.PIECES_WORKER_MIN_BYTES) == 1
     values = pa.array([b"ab", None, b"cde"], pa.binary())
     assert threads.payload_bytes(values) == 5
     assert threads.payload_bytes(values.slice(1)) == 3
@@ -103,8 +108,8 @@ def test_default_workers_follow_the_input_size():
 
 
 def test_small_inputs_stay_on_one_thread_by_default(monkeypatch):
-    """Below ``WORKER_MIN_BYTES`` a payload per worker, no decoder starts a pool; above
-    it, they do, and give what one worker gives."""
+    """Below ``WORKER_MIN_BYTES`` (``PIECES_WORKER_MIN_BYTES``) a payload per worker, no
+    decoder starts a pool; above it, they do, and give what one worker gives."""
     archive = pq.read_table(sample_archive_path())
     values = pa.concat_arrays([archive.column("data").combine_chunks()] * 40)
     frames = _og_frames(400)
@@ -128,6 +133,7 @@ def test_small_inputs_stay_on_one_thread_by_default(monkeypatch):
         return
     monkeypatch.setattr(threads, "MIN_PIECE_ROWS", 64)
     monkeypatch.setattr(threads, "WORKER_MIN_BYTES", 1)
+    monkeypatch.setattr(threads, "PIECES_WORKER_MIN_BYTES", 1)
     for name, call in calls.items():
         assert call(None).equals(want[name]), name
         assert spy.sizes, f"{name} stayed on one thread for a large input"

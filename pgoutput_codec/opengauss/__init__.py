@@ -100,7 +100,7 @@ def decode_batch(values, style: str = "b", *, envelope: str = "auto", sending_ba
         if not USING_EXTENSIONS:
             return decode_batch_py(values, envelope=envelope)
         chunks = payload_chunks(values)
-        workers = worker_count(workers, sum(payload_bytes(c) for c in chunks))
+        workers = worker_count(workers, sum(payload_bytes(c) for c in chunks), joined=False)
         pieces, base = [], 0
         for chunk in chunks:
             if pa.types.is_null(chunk.type):
