@@ -200,3 +200,45 @@ def test_spark_carries_an_unchanged_value_of_a_column_named_as_another_but_for_c
     assert _by_place(copies[0]) == _by_place(copies[1])
     assert [{TN.RENAMED.get(k, k): v for k, v in r.items()} for r in copies[0].to_pylist()] == \
         [{"Id": 3, "ID": "x", "back`tick": "y3", "__OP": "d"}]
+
+
+def test_spark_fills_an_added_column_named_as_another_but_for_case(spark, tmp_path):
+    """Column ID added (with a DEFAULT, given as ``missing=``) beside the key Id, then
+    back`tick dropped: Spark's snapshot (as of each commit), history and net_changes equal
+    one process's."""
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, Update, encode_message
+    from pgoutput_codec import decode_changes as decode_1
+    from pgoutput_codec import history as history_1
+    from pgoutput_codec import net_changes as net_1
+    from pgoutput_codec import snapshot as snapshot_1
+
+    def rel(*names):
+        return Relation(relation_id=16900, namespace="public", relation_name="w", replica_identity="d",
+                        columns=tuple(RelationColumn(1 if n == "Id" else 0, n, 23 if n == "Id" else 25, -1)
+                                      for n in names))
+
+    def row(*v):
+        return tuple(TupleColumn("t", str(x).encode()) for x in v)
+
+    def txn(lsn, *changes):
+        return [Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn), *changes,
+                Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=lsn)]
+    msgs = (txn(10, rel("Id", "back`tick"), Insert(relation_id=16900, new_tuple=row(1, "a")),
+                Insert(relation_id=16900, new_tuple=row(2, "b")))
+            + txn(20, rel("Id", "back`tick", "ID"), Insert(relation_id=16900, new_tuple=row(3, "c", "C")))
+            + txn(30, rel("Id", "ID"), Update(relation_id=16900, new_tuple=row(2, "B"))))
+    path = tmp_path / "w.parquet"
+    pq.write_table(pa.table({"seq": pa.array(range(len(msgs)), pa.int64()),
+                             "data": pa.array([encode_message(m) for m in msgs], pa.binary())}), path)
+    ch = decode_changes(spark.read.parquet(str(path)), order_by="seq", lsn=None)
+    one = decode_1(pq.read_table(path))
+    fill = {"ID": "z"}
+    for cut in (10, 20, None):
+        got, want = collect_arrow(snapshot(ch, "public.w", cut, missing=fill)), \
+            snapshot_1(one, "public.w", cut, missing=fill)
+        assert _by_place(got) == _by_place(want), cut
+    assert sorted(map(repr, collect_arrow(snapshot(ch, "public.w", missing=fill)).to_pylist())) == \
+        sorted(map(repr, [{"Id": 1, "ID": "z"}, {"Id": 2, "ID": "B"}, {"Id": 3, "ID": "C"}]))
+    assert _by_place(collect_arrow(history(ch, "public.w"))) == _by_place(history_1(one, "public.w"))
+    assert _by_place(collect_arrow(net_changes(ch, "public.w", missing=fill))) == \
+        _by_place(net_1(one, "public.w", missing=fill))
