@@ -247,7 +247,9 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     update when matched (keeping the ``__UNCHANGED`` columns) or insert. The key: the
     replica identity's columns, or those every identity over the changes held
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
-    :func:`pgoutput_codec.tables.net_changes`)."""
+    :func:`pgoutput_codec.tables.net_changes`). The control columns are the last six
+    (a table's own column may bear one of their names); the table's columns bear the
+    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`)."""
     ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry)
     # our own columns beside the table's (which may bear their names): named apart
     # here, given their names by position at the end
@@ -314,7 +316,9 @@ def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     """Every version of every row (SCD type 2): the typed columns, ``__OP`` (the change
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
-    next Truncate, whichever comes first; null: current)."""
+    next Truncate, whichever comes first; null: current). A table column bearing one of
+    these names keeps it, and ours is named apart, as one process names it
+    (:func:`pgoutput_codec.tables.history_names`)."""
     ev, ts, names, cols, sends_old, _, _, inner = _events(changes, name, None, registry)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version

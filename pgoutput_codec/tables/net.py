@@ -50,7 +50,9 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     start before such an ``ALTER`` (the rows these changes hold are named right: an
     Update under the earlier identity that changes a column of the newest key sends no
     old key, and the row's key it left is named ``delete`` from its image held).
-    ``missing``: as for :func:`snapshot`, in the upserts' images."""
+    ``missing``: as for :func:`snapshot`, in the upserts' images. The control columns
+    are the last six, in this order: a table's own column may bear one of their names
+    (read them by place)."""
     rows_of, replaced = resolve(changes, name)
     cols = table_columns(changes, name, _rows=rows_of)
     registry = table_registry(rows_of, registry)
