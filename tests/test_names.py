@@ -18,7 +18,7 @@ psycopg = pytest.importorskip("psycopg")
 from pgoutput_codec import (decode_changes, decode_table_changes, history, mirror, net_changes,  # noqa: E402
                             snapshot, table_changes)
 from pgoutput_codec.idents import parse_name, qualified_name, resolve_name  # noqa: E402
-from pgoutput_codec.lake import table_path  # noqa: E402
+from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.lake.names import dir_name  # noqa: E402
 from pgoutput_codec.testing import pgserver  # noqa: E402
 
@@ -141,9 +141,8 @@ RENAMED = {"ID~" + __import__("hashlib").sha256(b"ID").hexdigest()[:8]: "ID"}
 
 
 def _copy_rows(target, s, t) -> list:
-    dt = deltalake.DeltaTable(table_path(target, qualified_name(s, t)))
     rows = [{RENAMED.get(c, c): v for c, v in r.items()} if t == "cols" else r
-            for r in dt.to_pyarrow_table().to_pylist()]
+            for r in read_copy(table_path(target, qualified_name(s, t))).to_pylist()]
     key = next(iter(rows[0])) if rows else None
     return sorted(rows, key=lambda r: r[key])
 
@@ -291,7 +290,7 @@ def test_deltalake_reads_a_percent_escape_in_a_local_path_elsewhere(tmp_path):
         where = base / f"t{k}"
         try:
             deltalake.write_deltalake(form(where), t)
-            back = len(deltalake.DeltaTable(form(where)).to_pyarrow_table())
+            back = len(read_copy(form(where)))
         except Exception:        # deltalake's own error: the log looked for elsewhere
             back = None
         assert back is None or not (where / "_delta_log").is_dir(), k

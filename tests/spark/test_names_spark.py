@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("pyspark")
-deltalake = pytest.importorskip("deltalake")
+pytest.importorskip("deltalake")
 pytest.importorskip("psycopg")
 
 from pgoutput_codec import mirror as mirror_1  # noqa: E402
 from pgoutput_codec.idents import qualified_name  # noqa: E402
-from pgoutput_codec.lake import table_path  # noqa: E402
+from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, mirror, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark.dataframes import collect_arrow  # noqa: E402
 from pgoutput_codec.testing import pgserver  # noqa: E402
@@ -75,8 +75,7 @@ def test_spark_mirrors_every_name_to_the_copies_one_process_keeps(spark, capture
     assert got == want
     assert sorted(r.table for r in got) == sorted(qualified_name(s, t) for s, t in TN.TABLES)
     for s, t in TN.TABLES:
-        copies = [deltalake.DeltaTable(table_path(tmp_path / w, qualified_name(s, t))).to_pyarrow_table()
-                  for w in ("spark", "one")]
+        copies = [read_copy(table_path(tmp_path / w, qualified_name(s, t))) for w in ("spark", "one")]
         assert copies[0].column_names == copies[1].column_names, (s, t)
         assert _by_place(copies[0]) == _by_place(copies[1]), (s, t)
         assert TN._copy_rows(tmp_path / "spark", s, t) == rows[(s, t)], (s, t)
@@ -195,7 +194,7 @@ def test_spark_carries_an_unchanged_value_of_a_column_named_as_another_but_for_c
                         (tmp_path / "one", lambda d: mirror_1(d, tmp_path / "one"))):
         run(first if target.name == "spark" else one.filter(pc.less_equal(one.column("commit_lsn"), 10)))
         run(ch if target.name == "spark" else one)
-    copies = [deltalake.DeltaTable(table_path(tmp_path / w, name)).to_pyarrow_table() for w in ("spark", "one")]
+    copies = [read_copy(table_path(tmp_path / w, name)) for w in ("spark", "one")]
     assert copies[0].column_names == copies[1].column_names
     assert _by_place(copies[0]) == _by_place(copies[1])
     assert [{TN.RENAMED.get(k, k): v for k, v in r.items()} for r in copies[0].to_pylist()] == \
