@@ -49,3 +49,26 @@ def test_a_large_first_decode_faults_its_output_in_huge_pages():
     # buffers, from malloc, fault by 4 KiB: a few thousand faults)
     assert got["value_bytes"] > 64 << 20
     assert got["faults"] < got["value_bytes"] // 4096 // 4, got
+
+
+def test_buffers_grown_past_the_mapped_size_keep_their_bytes():
+    """openGauss frames hold any number of records: its builders grow, and past 4 MiB a
+    mapped block grows by mremap. The whole input decoded on one thread gives what its
+    frames decoded in small batches (small buffers, never mapped) give."""
+    import pyarrow as pa
+
+    from pgoutput_codec.opengauss import Column, Record, decode_batch
+    from pgoutput_codec.opengauss.encode import encode_frame, encode_record
+
+    frames = []
+    for f in range(400):
+        recs = [encode_record(Record("I", 0x1000 + f, schema="public", table="t", new_tuple=tuple(
+            Column(f"c{i}", 25, b"v%d-%d-%d" % (f, r, i) * (1 + (r + i) % 5)) for i in range(8))))
+            for r in range(100)]
+        frames.append(encode_frame(recs))
+    values = pa.array(frames, pa.binary())
+    whole = decode_batch(values, workers=1)
+    assert whole.num_rows == 40_000 and whole.nbytes > 16 << 20
+    parts = pa.concat_tables([decode_batch(values.slice(k, 10), workers=1) for k in range(0, 400, 10)])
+    assert whole.drop_columns(["row"]).equals(parts.drop_columns(["row"]))
+    assert whole.column("row").to_pylist() == [k for k in range(400) for _ in range(100)]
