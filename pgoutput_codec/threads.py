@@ -33,15 +33,16 @@ MIN_PIECE_ROWS = 4096
 #: payload bytes each worker must have, for the default (``workers=None``) to use it: below
 #: this a second thread costs more than it gives back — its start, cutting the input,
 #: joining the pieces' outputs, and above all the fresh memory each piece's output takes
-#: (on the 2-core machine of docs/benchmarks.md, two workers were slower than one at
-#: every size measured, up to 20 M messages, 3.1 GB). bench/parallel_bench.py measures
-#: it; ``PGOUTPUT_CODEC_WORKER_MIN_MB`` sets it for a machine where a second core pays.
+#: (on the 2-core machine of docs/benchmarks.md, whole processes on two workers took
+#: 1.8-2.3x the time of one, median, at every size measured from 2 M messages, 303 MB,
+#: to 20 M, 3.0 GB). bench/parallel_bench.py measures it; ``PGOUTPUT_CODEC_WORKER_MIN_MB``
+#: sets it for a machine where a second core pays.
 WORKER_MIN_BYTES = 2048 << 20
 
 #: the same for a decoder that hands the pieces' outputs back as they are, without a join
-#: (``decode_batch_pieces``, the openGauss ``decode_batch``, ``decode_changes``' pieces):
-#: there two workers took 0.59-0.82x the time of one from 2 M messages (303 MB) on,
-#: and lost below 200 k (30 MB). ``PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB`` sets it.
+#: (``decode_batch_pieces``, the openGauss ``decode_batch``): there two workers took
+#: 0.56-1.0x the time of one at 1-2 M messages (151-303 MB), 0.95-1.05x at 20 M, and
+#: lost at 200 k (30 MB). ``PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB`` sets it.
 PIECES_WORKER_MIN_BYTES = 64 << 20
 
 
