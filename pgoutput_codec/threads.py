@@ -32,12 +32,12 @@ MIN_PIECE_ROWS = 4096
 
 #: payload bytes each worker must have, for the default (``workers=None``) to use it: below
 #: this a second thread costs more than it gives back — its start, cutting the input,
-#: joining the pieces' outputs, and above all the fresh memory each piece's output takes
-#: (on the 2-core machine of docs/benchmarks.md, whole processes on two workers took
-#: 1.8-2.3x the time of one, median, at every size measured from 2 M messages, 303 MB,
-#: to 20 M, 3.0 GB). bench/parallel_bench.py measures it; ``PGOUTPUT_CODEC_WORKER_MIN_MB``
-#: sets it for a machine where a second core pays.
-WORKER_MIN_BYTES = 2048 << 20
+#: joining the pieces' outputs, and above all the fresh memory each piece's output takes.
+#: On the 2-core machine of docs/benchmarks.md, quiet, ``decode_batch`` on two workers
+#: against one: 2 M messages (303 MB) 0.42-0.91x, 5 M 0.87x, 10 M (1.5 GB) 1.01x, 14 M
+#: (2.1 GB) 1.27x, 20 M (3.0 GB) 1.42-1.90x. bench/parallel_bench.py measures it;
+#: ``PGOUTPUT_CODEC_WORKER_MIN_MB`` sets it for another machine.
+WORKER_MIN_BYTES = 1024 << 20
 
 #: the same for a decoder that hands the pieces' outputs back as they are, without a join
 #: (``decode_batch_pieces``, the openGauss ``decode_batch``): there two workers took
