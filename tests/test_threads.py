@@ -156,3 +156,23 @@ def test_worker_min_bytes_from_the_environment():
     env["PGOUTPUT_CODEC_WORKER_MIN_MB"] = "lots"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "PGOUTPUT_CODEC_WORKER_MIN_MB must be a positive number" in out.stderr
+
+
+def test_the_command_line_takes_the_size_rule_by_default(monkeypatch, tmp_path, capsys):
+    """``decode`` and ``inspect`` without ``--jobs`` leave the thread count to the
+    decoders' rule: an archive of a few MB is decoded on one thread."""
+    from pgoutput_codec import cli
+    t = pq.read_table(sample_archive_path())
+    big = pa.concat_tables([t] * 40)
+    big = big.set_column(0, "seq", pa.array(np.arange(big.num_rows, dtype=np.int64)))
+    pq.write_table(big, tmp_path / "a.parquet")
+    spy = _PoolSpy(monkeypatch)
+    assert cli.main(["decode", str(tmp_path / "a.parquet"), str(tmp_path / "m.parquet")]) == 0
+    assert cli.main(["inspect", str(tmp_path / "a.parquet")]) == 0
+    assert spy.sizes == []
+    if threads.worker_count(None) > 1:        # (the spy sees a pool where one is asked for)
+        assert cli.main(["decode", str(tmp_path / "a.parquet"), str(tmp_path / "j.parquet"), "--jobs", "2"]) == 0
+        assert spy.sizes
+    with pytest.raises(SystemExit):
+        cli.main(["decode", str(tmp_path / "a.parquet"), str(tmp_path / "x.parquet"), "--jobs", "0"])
+    capsys.readouterr()

@@ -68,10 +68,12 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
     next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
     client encoding the archive was captured under, when not UTF-8 (transcode.py).
-    ``jobs``: threads decoding (None: every core). The archive is read, decoded and
-    written in batches of ``BATCH_ROWS`` rows, the three at once: the next batch is read
-    and the last one written while this one is decoded."""
-    jobs = worker_count(jobs)
+    ``jobs``: threads decoding (None: as many as a batch's size pays for,
+    ``threads.worker_count``). The archive is read, decoded and written in batches of
+    ``BATCH_ROWS`` rows, the three at once: the next batch is read and the last one
+    written while this one is decoded."""
+    if jobs is not None:
+        worker_count(jobs)          # (a bad count fails before anything is read)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
     recode = transcoder(encoding, mode, envelope)
     if recode is not None and checkpoint:

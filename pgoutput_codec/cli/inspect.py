@@ -29,7 +29,7 @@ TAG_NAMES = {cls.type: name for name, cls in ((n, getattr(messages, n)) for n in
 def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, jobs=None) -> dict:
     """Counts and ranges of an archive (what ``inspect`` prints); ``encoding``: the client
     encoding it was captured under, when not UTF-8 (read through a Transcoder, payloads it
-    cannot rewrite counted as errors). ``jobs``: threads decoding (None: every core); the
+    cannot rewrite counted as errors). ``jobs``: threads decoding (None: as a batch's size pays for); the
     archive is read in batches (``decode.BATCH_ROWS``), the next while one is decoded."""
     parts = read_archive_parts(archive)
     by_type = collections.Counter()

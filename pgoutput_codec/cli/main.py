@@ -182,7 +182,7 @@ def _jobs(text):
 
 def _jobs_argument(p):
     p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
-                   help="threads decoding at once (default: every core; pgoutput payloads)")
+                   help="threads decoding at once (default: as many as a batch's size pays for; pgoutput payloads)")
 
 
 def _resolve_archive(args):

@@ -76,7 +76,7 @@ def decode_archive(archive, out, *, style="b", changes=False, tables=None, keys=
                    envelope="auto", payload="data", after_lsn=None, until_lsn=None, replays="drop",
                    jobs=None) -> dict:
     """``decode --source opengauss``: returns the counts printed at the end. ``jobs``:
-    threads decoding (None: every core); the archive is read in batches, the next while
+    threads decoding (None: as a batch's size pays for); the archive is read in batches, the next while
     one is decoded and written."""
     parts = read_archive_parts(archive)
     dest = ParquetOut(out, "changes.parquet" if changes else "records.parquet")
