@@ -3,6 +3,8 @@
 - ``impl``: every decoder test runs on both implementations, the compiled modules
   (``_decode`` + ``batch``) and the plain-Python twin (``_decode_py``), as yarl runs
   its quoting tests on ``_quoting_c`` and ``_quoting_py``.
+- ``pg_server``: a PostgreSQL server of the test module's own (the first version
+  ``testing.pgserver`` finds), started as an unprivileged user, stopped after the module.
 - "Exception ignored" (an exception swallowed in a ``noexcept`` Cython function, or a
   failing ``__del__``) fails the test that caused it: such an exception goes through
   ``sys.unraisablehook``, which pytest turns into a ``PytestUnraisableExceptionWarning``;
@@ -60,3 +62,16 @@ def compiled_impl():
 @pytest.fixture(scope="session")
 def python_impl():
     return _python()
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    from pgoutput_codec.testing import pgserver
+    try:
+        spec = pgserver.first_available()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    srv = pgserver.PgServer(spec)
+    srv.start()
+    yield srv
+    srv.stop()

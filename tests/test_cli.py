@@ -420,15 +420,8 @@ def test_a_server_copy_is_run_only_from_a_directory_of_our_own(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def server():
-    try:
-        spec = pgserver.first_available()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    srv = pgserver.PgServer(spec)
-    srv.start()
-    yield srv
-    srv.stop()
+def server(pg_server):
+    return pg_server
 
 
 def _dsn(srv):

@@ -20,7 +20,6 @@ from pgoutput_codec import (decode_changes, decode_table_changes, history, mirro
 from pgoutput_codec.idents import parse_name, qualified_name, resolve_name  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.lake.names import dir_name  # noqa: E402
-from pgoutput_codec.testing import pgserver  # noqa: E402
 
 CJK_SCHEMA = "数据" * 10          # 60 bytes in UTF-8, near PostgreSQL's 63
 CJK_TABLE = "表格" * 10
@@ -53,15 +52,8 @@ def _q(schema: str, table: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server():
-    try:
-        spec = pgserver.first_available()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    srv = pgserver.PgServer(spec)
-    srv.start()
-    yield srv
-    srv.stop()
+def server(pg_server):
+    return pg_server
 
 
 def _big(k: int) -> str:

@@ -22,7 +22,6 @@ from pgoutput_codec.idents import qualified_name  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, mirror, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark.dataframes import collect_arrow  # noqa: E402
-from pgoutput_codec.testing import pgserver  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_names", TESTS / "test_names.py")
@@ -30,21 +29,12 @@ TN = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TN)
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory):
-    try:
-        spec = pgserver.first_available()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    srv = pgserver.PgServer(spec)
-    srv.start()
-    try:
-        with srv.connect() as c:
-            TN._phase1(c)
-            TN._phase2(c)
-            msgs = TN._take(c)
-            rows = {k: TN._server_rows(c, *k) for k in TN.TABLES}
-    finally:
-        srv.stop()
+def captured(tmp_path_factory, pg_server):
+    with pg_server.connect() as c:
+        TN._phase1(c)
+        TN._phase2(c)
+        msgs = TN._take(c)
+        rows = {k: TN._server_rows(c, *k) for k in TN.TABLES}
     path = tmp_path_factory.mktemp("names") / "archive.parquet"
     pq.write_table(TN._archive(msgs), path)
     return path, rows
