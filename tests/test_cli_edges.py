@@ -273,11 +273,7 @@ def test_an_incremental_run_refuses_a_later_commit_below_the_checkpoint(capsys, 
 
 
 def test_an_incremental_run_drops_a_replay_of_the_last_commit(capsys, tmp_path):
-    d = tmp_path / "arch"
-    d.mkdir()
-    cp = tmp_path / "cp.json"
-    _append_file(d, [(1, 0x100), (2, 0x300)])
-    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    d, cp = _first_run(capsys, tmp_path)
     _append_file(d, [(2, 0x300), (4, 0x400)])          # received again after a reconnect
     code, out, err = run(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp)
     assert code == 0 and "change rows written: 1 " in out and "1 transaction(s) received again" in out, (out, err)
@@ -295,16 +291,22 @@ def test_a_mirror_refuses_a_later_commit_below_what_it_holds(tmp_path):
 
 
 # ------------------------------------------------------------------------------ checkpoints checked
-@pytest.mark.parametrize("field, value", [
-    ("from_key", 10 ** 30), ("from_key", "1e400"), ("from_key", -(2 ** 64)), ("after_lsn", 2 ** 64),
-    ("after_lsn", -1), ("rank_base", -5), ("rank_base", 2 ** 63), ("end_key", 2 ** 80), ("from_key", True),
-    ("rank_base", 1.5)])
-def test_a_tampered_checkpoint_names_its_field(capsys, tmp_path, field, value):
+def _first_run(capsys, tmp_path):
+    """An archive of two transactions and the checkpoint its first run leaves."""
     d = tmp_path / "arch"
     d.mkdir()
     cp = tmp_path / "cp.json"
     _append_file(d, [(1, 0x100), (2, 0x300)])
     assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    return d, cp
+
+
+@pytest.mark.parametrize("field, value", [
+    ("from_key", 10 ** 30), ("from_key", "1e400"), ("from_key", -(2 ** 64)), ("after_lsn", 2 ** 64),
+    ("after_lsn", -1), ("rank_base", -5), ("rank_base", 2 ** 63), ("end_key", 2 ** 80), ("from_key", True),
+    ("rank_base", 1.5)])
+def test_a_tampered_checkpoint_names_its_field(capsys, tmp_path, field, value):
+    d, cp = _first_run(capsys, tmp_path)
     text = cp.read_text()
     good = json.loads(text)
     assert field in good
@@ -323,11 +325,7 @@ def test_a_tampered_checkpoint_names_its_field(capsys, tmp_path, field, value):
     (("relations", 0, "columns", 0, "type_modifier"), 2 ** 40), (("relations", 0, "columns", 0, "flags"), 1e300),
     (("types",), [[2 ** 70, "public", "mood"]])])
 def test_a_tampered_checkpoint_definition_names_its_field(capsys, tmp_path, path, value):
-    d = tmp_path / "arch"
-    d.mkdir()
-    cp = tmp_path / "cp.json"
-    _append_file(d, [(1, 0x100), (2, 0x300)])
-    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp)[0] == 0
+    d, cp = _first_run(capsys, tmp_path)
     good = json.loads(cp.read_text())
     at = good
     for k in path[:-1]:
