@@ -34,12 +34,12 @@ from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
-from ..idents import parse_name, qualified_name, resolve_name
+from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
-from .names import column_names, copy_dir, free_name, lake_dir
+from .names import column_names, copy_dir, lake_dir
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
            "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]

@@ -16,9 +16,9 @@ import os
 import string
 import urllib.parse
 
-from ..idents import free_name, qualified_name
+from ..idents import qualified_name
 
-__all__ = ["dir_name", "lake_dir", "copy_dir", "free_name", "column_names", "MAX_BYTES"]
+__all__ = ["dir_name", "lake_dir", "copy_dir", "column_names", "MAX_BYTES"]
 
 #: the longest directory name (bytes) written: a file system's limit is 255
 MAX_BYTES = 200
@@ -65,18 +65,20 @@ def column_names(names: list[str], held) -> dict[str, str]:
     """Each column of ``names`` (a batch's, in the table's order) -> its name in a copy
     whose columns are ``held``: its own, unless Delta (whose column names are
     case-insensitive) would take it for another: of columns named alike but for case,
-    one held keeps its name, else the first in the table's order; the others are named
-    ``name~`` + 8 hex digits of their name's SHA-256 (the same name each run). A
-    ``c__special`` note follows column ``c``."""
+    one held keeps its name (the copy keeps a column the batch no longer sends, as
+    ``id`` after ``RENAME COLUMN id TO "ID"``), else the first in the table's order; the
+    others are named ``name~`` + 8 hex digits of their name's SHA-256 (the same name
+    each run). A ``c__special`` note follows column ``c``."""
     held = set(held)
-    first: dict[str, str] = {}
-    for n in [m for m in names if m in held] + list(names):
+    # a Delta table's columns are case-insensitively distinct: one held name per lower form
+    first: dict[str, str] = {h.lower(): h for h in held}
+    for n in names:
         first.setdefault(n.lower(), n)
     out = {}
     for n in names:
         if n.endswith("__special") and n[:-len("__special")] in names:
             continue
-        mine = n in held or first[n.lower()] == n
+        mine = first[n.lower()] == n
         out[n] = n if mine else f"{n}~{hashlib.sha256(n.encode()).hexdigest()[:8]}"
     for n in names:
         if n not in out:
