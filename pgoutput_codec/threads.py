@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -47,6 +48,9 @@ PIECES_WORKER_MIN_BYTES = 64 << 20
 
 
 def _env_mb(name: str, default: int) -> int:
+    """``name``'s value in MiB, as bytes; ``default`` when unset or not a positive
+    integer. A bad value warns rather than raises: it is read when the package is
+    imported, and an import that fails takes every decoder (and each Spark worker) down."""
     text = os.environ.get(name)
     if text is None:
         return default
@@ -55,7 +59,9 @@ def _env_mb(name: str, default: int) -> int:
     except ValueError:
         value = -1
     if value < 1:
-        raise ValueError(f"{name} must be a positive number of MiB, not {text!r}")
+        warnings.warn(f"{name} must be a positive number of MiB, not {text!r}: "
+                      f"{default >> 20} MiB is used", RuntimeWarning, stacklevel=2)
+        return default
     return value << 20
 
 

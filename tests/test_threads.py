@@ -153,9 +153,39 @@ def test_worker_min_bytes_from_the_environment():
     env = {**os.environ, "PGOUTPUT_CODEC_WORKER_MIN_MB": "10"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and int(out.stdout) == 10 << 20, out.stderr
-    env["PGOUTPUT_CODEC_WORKER_MIN_MB"] = "lots"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "PGOUTPUT_CODEC_WORKER_MIN_MB must be a positive number" in out.stderr
+
+
+_READ_SIZES = """
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from pgoutput_codec import threads
+print(threads.WORKER_MIN_BYTES, threads.PIECES_WORKER_MIN_BYTES)
+for w in caught:
+    print(w.category.__name__, w.message)
+"""
+
+
+def _sizes_in_a_fresh_process(**variables):
+    env = {k: v for k, v in os.environ.items() if k not in ("PGOUTPUT_CODEC_WORKER_MIN_MB",
+                                                             "PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB")}
+    out = subprocess.run([sys.executable, "-c", _READ_SIZES], env={**env, **variables}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, *warned = out.stdout.splitlines()
+    return tuple(int(v) for v in first.split()), warned
+
+
+@pytest.mark.parametrize("name", ["PGOUTPUT_CODEC_WORKER_MIN_MB", "PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB"])
+@pytest.mark.parametrize("value", ["lots", "0", "-3", ""])
+def test_a_bad_size_variable_warns_and_keeps_the_default(name, value):
+    """A bad value must not break ``import pgoutput_codec`` (nor a Spark worker's)."""
+    defaults, warned = _sizes_in_a_fresh_process()
+    assert warned == []
+    sizes, warned = _sizes_in_a_fresh_process(**{name: value})
+    assert sizes == defaults
+    assert len(warned) == 1 and warned[0].startswith("RuntimeWarning") and name in warned[0], warned
+    assert repr(value) in warned[0]
 
 
 def test_the_command_line_takes_the_size_rule_by_default(monkeypatch, tmp_path, capsys):
