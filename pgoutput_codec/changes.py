@@ -119,7 +119,9 @@ class ChangeDecoder:
     (``ArchiveOrderError``) unless it replays the commit at ``after_lsn``. ``workers``: threads decoding the messages of each feed
     (None: one per core, as many as the feed's size pays for; see
     :func:`~pgoutput_codec.threads.worker_count`); the
-    transactions are then followed in this thread.
+    transactions are then followed in this thread. The attribute ``workers`` is the
+    number of threads the last feed used: before the first feed, the count given, or 1
+    with None (no feed, no size to pay for more).
     """
 
     _VECTORIZED = True     # tests turn the plain-transaction path off to compare
