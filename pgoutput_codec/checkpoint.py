@@ -22,6 +22,12 @@ told the run, so the next run reads only the rows from that point on:
   was the run's to give, one past it is new — a replay of a commit given before (at
   ``after_lsn``: dropped as such) or an archive out of order (``ArchiveOrderError``),
   never left out in silence;
+- ``commit_lsns``: the commit LSNs at or below ``after_lsn`` the runs took, rising,
+  the most recent :data:`REMEMBERED_COMMITS` of them: a reconnect resends the
+  transactions after the slot's ``confirmed_flush``, so a resumed run judges a commit
+  at or below ``after_lsn`` past ``end_key`` as one run over the whole archive would —
+  one of them again is a replay, any other an archive out of order. A checkpoint
+  without it (null) knows the commit at ``after_lsn`` only;
 - ``rank_base``: where the next run's ``commit_rank`` starts, past every rank this run
   gave, so that the change rows of runs appended to one table keep (``commit_rank``,
   ``seq``) their commit order (were each run's ranks to start at 0, a table rebuilt
@@ -42,13 +48,18 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Checkpoint", "latest_types", "BEFORE_ALL"]
+__all__ = ["Checkpoint", "latest_types", "recent_commits", "BEFORE_ALL", "REMEMBERED_COMMITS"]
 
 _FORMAT = 1
 
 #: An order key below every other: a checkpoint's Relations are in force before any row,
 #: and a checkpoint from here holds nothing (the archive's start).
 BEFORE_ALL = -(2 ** 63)
+
+#: How many commit LSNs a checkpoint remembers (``commit_lsns``): a replay resends the
+#: commits after the slot's confirmed_flush, which a consumer confirms every few
+#: seconds — far fewer commits than these, which add 150 KB at most to the JSON.
+REMEMBERED_COMMITS = 10_000
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class Checkpoint:
     types: tuple = ()          # (type_oid, namespace, type_name) of the Type messages, in order
     rank_base: int = 0         # the next run's first commit_rank
     end_key: int | None = None   # past the last control row read (None: a checkpoint without it)
+    commit_lsns: tuple | None = None   # recent commit LSNs <= after_lsn, rising (None: a checkpoint without them)
     held_by: tuple = field(default=(), compare=False)   # diagnostics only
 
     def __post_init__(self):
@@ -103,11 +115,18 @@ class Checkpoint:
                        types=tuple(_type(t) for t in _list(d, "types")),
                        rank_base=_int(d, "rank_base", 0, _INT64[1], default=0),
                        end_key=_int(d, "end_key", *_INT64, null=True),
+                       commit_lsns=_commit_lsns(d),
                        held_by=tuple(_list(d, "held_by")))
         except KeyError as e:
             raise ValueError(f"not a checkpoint: no {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
             raise ValueError(f"not a checkpoint: {e}") from None
+
+
+def recent_commits(*lsns) -> tuple:
+    """The commit LSNs of ``lsns`` (iterables of ints) a checkpoint remembers: each once,
+    rising, the last :data:`REMEMBERED_COMMITS`."""
+    return tuple(sorted(set().union(*lsns))[-REMEMBERED_COMMITS:])
 
 
 def latest_types(types) -> tuple:
@@ -165,6 +184,21 @@ def _str(d: dict, name: str, where="", null=False):
     if not isinstance(v, str):
         raise KeyError(name) if name not in d else ValueError(f"{where}{name} must be text, got {v!r:.40}")
     return v
+
+
+def _commit_lsns(d: dict):
+    v = d.get("commit_lsns")
+    if v is None:
+        return None
+    lsns = [_int({"commit_lsns": x}, "commit_lsns", *_UINT64, where="each of ") for x in _list(d, "commit_lsns")]
+    if len(lsns) > REMEMBERED_COMMITS:
+        raise ValueError(f"commit_lsns must hold at most {REMEMBERED_COMMITS} LSNs, got {len(lsns)}")
+    if any(b <= a for a, b in zip(lsns, lsns[1:], strict=False)):
+        raise ValueError("commit_lsns must rise")
+    after = d.get("after_lsn")
+    if lsns and (after is None or lsns[-1] > after):
+        raise ValueError(f"commit_lsns must not pass after_lsn ({after}), got {lsns[-1]}")
+    return tuple(lsns)
 
 
 def _relation(r) -> dict:

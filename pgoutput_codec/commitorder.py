@@ -27,18 +27,24 @@ def judge_commit(taken, lsn: int) -> str:
     return REPLAY if i < len(taken) and taken[i] == lsn else OUT_OF_ORDER
 
 
-def order_error(message_type: str, lsn: int, previous: int, key=None, floor=False) -> ArchiveOrderError:
+def order_error(message_type: str, lsn: int, previous: int, key=None, floor=False,
+                remembered=None) -> ArchiveOrderError:
     """The error for a commit :func:`judge_commit` finds OUT_OF_ORDER (``key``: its order
     key); ``floor``: in a resumed run, a new commit at or below the checkpoint's
-    ``after_lsn`` (``previous``), whose earlier commits the run does not know."""
+    ``after_lsn`` (``previous``) and none of the commit LSNs it ``remembered`` (None:
+    a checkpoint that names none)."""
     where = "" if key is None else f"seq {key}: "
     if floor:
+        if not remembered:
+            known = "which the checkpoint does not name (it names no commit LSN but after_lsn)"
+        else:
+            known = (f"and the checkpoint remembers {len(remembered)} commit LSN(s), "
+                     f"{format_lsn(remembered[0])} to {format_lsn(remembered[-1])}: not this one")
         return ArchiveOrderError(
             f"{where}'{message_type}' commit at LSN {format_lsn(lsn)}, at or below the checkpoint's after_lsn "
-            f"{format_lsn(previous)}, arrived after the rows the run before read: the archive is not in arrival "
-            "order (or it replays a commit older than the last one given, which a resumed run cannot tell "
-            "apart; or it spans a timeline switch) — its rows are not given: decode the archive from its "
-            "start, without the checkpoint",
+            f"{format_lsn(previous)}, arrived after the rows the run before read, {known}: the archive is not "
+            "in arrival order (or it replays a commit older than those, or it spans a timeline switch) — "
+            "its rows are not given: decode the archive from its start, without the checkpoint",
             message_type=message_type, seq=key, commit_lsn=lsn, previous_lsn=previous)
     return ArchiveOrderError(
         f"{where}'{message_type}' commit at LSN {format_lsn(lsn)} after a commit at {format_lsn(previous)}, "

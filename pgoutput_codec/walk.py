@@ -111,6 +111,7 @@ class TransactionWalk:
         self.committed = array("Q")
         self.floor = None
         self.fresh_key = None
+        self.remembered = None
         self.replayed: list[dict] = []
         self.abandoned: list[dict] = []
         self.begun = False
@@ -127,6 +128,10 @@ class TransactionWalk:
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""
         self.floor = cp.after_lsn
         self.fresh_key = cp.end_key
+        # the commits before the checkpoint a replay may repeat: judged as in one run
+        self.remembered = cp.commit_lsns
+        if self.replays == "drop" and cp.commit_lsns:
+            self.committed = array("Q", cp.commit_lsns)
         self.in_stream = cp.in_stream
         self.begun = cp.from_key != BEFORE_ALL
         for oid, ns, name in cp.types:
@@ -323,11 +328,12 @@ class TransactionWalk:
         below = self.floor is not None and lsn is not None and lsn <= self.floor
         if below and self.fresh_key is not None and key is not None and key >= self.fresh_key:
             # past where the run before stopped: not one it gave
-            if self.replays == "drop" and lsn == self.floor:
+            if self.replays == "drop" and (lsn == self.floor if self.remembered is None
+                                           else judge_commit(self.committed, lsn) == REPLAY):
                 self.replayed.append(dict(xid=self._xid(slot, m), commit_lsn=lsn, seq=key))
                 self.drop(slot)
                 return
-            raise order_error(m["type"], lsn, self.floor, key, floor=True)
+            raise order_error(m["type"], lsn, self.floor, key, floor=True, remembered=self.remembered)
         if self.replays == "keep" or lsn is None or below:     # below: the run before's
             commits.append((slot, m))
             return

@@ -346,3 +346,105 @@ def test_mirror_refuses_a_target_that_is_its_archive_or_inside_it(capsys, arch, 
     refused(capsys, "mirror", arch / "a.parquet", arch / "a.parquet", needle="is ARCHIVE")
     assert digest(arch) == before
     assert run(capsys, "mirror", arch, tmp_path / "lake")[0] == 0
+
+
+# ------------------------------------------------------------------------------ replays across runs
+def _replayed_archive(capsys, tmp_path, *extra):
+    """Three transactions, the checkpoint of a run over them, then a reconnect that
+    resends the last two from a confirmed_flush behind them, and a new fourth."""
+    d = tmp_path / "arch"
+    d.mkdir()
+    cp = tmp_path / "cp.json"
+    _append_file(d, [(1, 0x100), (2, 0x200), (3, 0x300)])
+    assert run(capsys, "decode", d, tmp_path / "1.parquet", "--changes", "--checkpoint", cp, *extra)[0] == 0
+    _append_file(d, [(2, 0x200), (3, 0x300), (4, 0x400)])
+    return d, cp
+
+
+def test_an_incremental_run_drops_a_replay_of_several_commits(capsys, tmp_path):
+    d, cp = _replayed_archive(capsys, tmp_path)
+    code, out, err = run(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp)
+    assert code == 0 and "2 transaction(s) received again" in out, (out, err)
+    # one run over the whole archive: the same rows for the new commit, the same replays
+    code, out, err = run(capsys, "decode", d, tmp_path / "all.parquet", "--changes")
+    assert code == 0 and "2 transaction(s) received again" in out, (out, err)
+    whole = pq.read_table(tmp_path / "all.parquet")
+    resumed = pq.read_table(tmp_path / "2.parquet")
+    assert resumed.column("xid").to_pylist() == [4]
+    tail = whole.filter(pa.compute.greater(whole.column("commit_lsn"), 0x300))
+    assert resumed.drop_columns(["commit_rank"] if "commit_rank" in resumed.column_names else []).select(
+        ["xid", "commit_lsn", "seq", "op"]).equals(tail.select(["xid", "commit_lsn", "seq", "op"]))
+    # and the checkpoint it leaves carries on: a later replay of commit 4 is dropped too
+    _append_file(d, [(4, 0x400), (5, 0x500)])
+    code, out, err = run(capsys, "decode", d, tmp_path / "3.parquet", "--changes", "--checkpoint", cp)
+    assert code == 0 and "1 transaction(s) received again" in out, (out, err)
+    assert pq.read_table(tmp_path / "3.parquet").column("xid").to_pylist() == [5]
+
+
+def test_an_incremental_run_refuses_a_new_commit_below_the_checkpoint_it_does_not_remember(capsys, tmp_path):
+    d, cp = _replayed_archive(capsys, tmp_path)
+    _append_file(d, [(5, 0x250)])                     # no run took a commit at 0/250
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                  needle="0/250")
+    assert "arrival order" in msg, msg
+    refused(capsys, "decode", d, tmp_path / "3.parquet", "--changes", needle="0/250")
+
+
+def test_an_incremental_run_names_the_commits_its_checkpoint_remembers(capsys, tmp_path):
+    d, cp = _replayed_archive(capsys, tmp_path)
+    good = json.loads(cp.read_text())
+    assert good["commit_lsns"] == [0x100, 0x200, 0x300]
+    good["commit_lsns"] = [0x300]                     # remembering the last commit only
+    cp.write_text(json.dumps(good))
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                  needle="0/200")
+    assert "remembers 1 commit" in msg and "0/300" in msg, msg
+
+
+@pytest.mark.parametrize("value", [[2 ** 64], [-1], [0x300, 0x200], [0x300, 0x300], "0/300", [True], [0x400]])
+def test_a_tampered_checkpoint_commit_list_names_its_field(capsys, tmp_path, value):
+    d, cp = _first_run(capsys, tmp_path)
+    good = json.loads(cp.read_text())
+    good["commit_lsns"] = value
+    cp.write_text(json.dumps(good))
+    msg = refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                  needle="commit_lsns")
+    assert "not a checkpoint" in msg, msg
+
+
+def test_an_incremental_run_from_a_checkpoint_without_commit_lsns_drops_the_last_commit_only(capsys, tmp_path):
+    d, cp = _replayed_archive(capsys, tmp_path)
+    good = json.loads(cp.read_text())
+    del good["commit_lsns"]
+    cp.write_text(json.dumps(good))
+    refused(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp, needle="0/200")
+
+
+def test_an_incremental_run_keeping_replays_gives_what_one_run_gives(capsys, tmp_path):
+    d, cp = _replayed_archive(capsys, tmp_path, "--replays", "keep")
+    code, out, err = run(capsys, "decode", d, tmp_path / "2.parquet", "--changes", "--checkpoint", cp,
+                         "--replays", "keep")
+    assert code == 0, (out, err)
+    code, out, err = run(capsys, "decode", d, tmp_path / "all.parquet", "--changes", "--replays", "keep")
+    assert code == 0, (out, err)
+    first = pq.read_table(tmp_path / "1.parquet").column("xid").to_pylist()
+    resumed = pq.read_table(tmp_path / "2.parquet").column("xid").to_pylist()
+    assert first == [1, 2, 3] and resumed == [2, 3, 4]
+    assert first + resumed == pq.read_table(tmp_path / "all.parquet").column("xid").to_pylist()
+
+
+def test_a_mirror_drops_a_replay_of_several_commits_as_one_run_does(tmp_path):
+    from deltalake import DeltaTable
+
+    from pgoutput_codec.lake.mirror import table_path
+    d = tmp_path / "arch"
+    d.mkdir()
+    _append_file(d, [(1, 0x100), (2, 0x200), (3, 0x300)])
+    assert sum(r.upserts for r in mirror(str(d), str(tmp_path / "lake"))) == 3
+    _append_file(d, [(2, 0x200), (3, 0x300), (4, 0x400)])
+    runs = mirror(str(d), str(tmp_path / "lake"))
+    assert sum(r.upserts for r in runs) == 1 and runs[0].commit_lsn == 0x400
+    mirror(str(d), str(tmp_path / "whole"))
+    copies = [DeltaTable(table_path(tmp_path / lake, "public.t")).to_pyarrow_table().sort_by("id")
+              for lake in ("lake", "whole")]
+    assert copies[0].equals(copies[1]) and copies[0].column("id").to_pylist() == [1, 2, 3, 4]

@@ -17,7 +17,7 @@ from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
 from ..changerows import (OUTSIDE_TRANSACTION, change_columns, commit_order, corrupt_rows, tag_codes, truncate_columns,
                           versions_before)
 from ..changes import ChangeDecoder
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
 from ..messages import format_lsn
 from ..relations import one_bearer
@@ -83,6 +83,7 @@ class ControlPlan(RowFilters):
         self = cls()
         self.start_key = None if cp is None else cp.from_key
         self.start_end_key = None if cp is None else cp.end_key
+        self.start_commit_lsns = () if cp is None else cp.commit_lsns or ()
         # commit ranks given out start here (a run resumed: past the runs before)
         self.rank_base = 0 if cp is None else cp.rank_base
         walk = dec.walk
@@ -213,8 +214,12 @@ class ControlPlan(RowFilters):
         rels = {rid: ver for rid, (_, ver) in sorted(rels.items(), key=lambda kv: kv[1])}
         # past every control row read (the run before's end, when this one read none)
         end_key = int(self.ctrl_keys[-1]) + 1 if len(self.ctrl_keys) else self.start_end_key
+        # the commits a replay may send again (those above after_lsn are read again)
+        taken = lsn[pc.is_valid(self.commit_lsn).to_numpy(zero_copy_only=False)]
+        taken = taken[taken <= np.uint64(after)] if after is not None else taken[:0]
         return Checkpoint(
             from_key=int(from_key), after_lsn=after, end_key=end_key,
+            commit_lsns=recent_commits(self.start_commit_lsns, taken.tolist()),
             in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
             relations=tuple(copy.deepcopy(self.versions[v]) for v in rels.values()),
             types=tuple(t for k, t in self.type_events if k < from_key),
