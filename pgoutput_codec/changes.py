@@ -175,7 +175,9 @@ class ChangeDecoder:
     def _resume(self, cp: Checkpoint):
         """Start where a checkpoint says: its definitions, stream state and commit LSN."""
         self._from_key = cp.from_key
-        self.window = intersect_windows(self.window, commit_window(cp.after_lsn))
+        if self.options["replays"] == "drop":
+            # (keep: the walk drops the run before's commits, and gives every new one)
+            self.window = intersect_windows(self.window, commit_window(cp.after_lsn))
         self._in_stream = cp.in_stream
         self.walk.resume(cp)
 

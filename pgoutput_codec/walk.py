@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .changerows import VERSION_SCHEMA, control_rows, rows_at, tag_codes, version_widths
 from .checkpoint import BEFORE_ALL, Checkpoint
@@ -311,6 +312,10 @@ class TransactionWalk:
         at or below that floor, no LSN): the walk must take the chunk. With
         ``replays="keep"`` nothing is judged or recorded (empty)."""
         if self.replays == "keep":
+            # a resumed run: the walk tells the run before's commits from new ones
+            low = pc.min(lsn).as_py() if self.floor is not None and len(lsn) else None
+            if low is not None and low <= self.floor:
+                return None
             return np.zeros(0, np.uint64)
         if lsn.null_count:
             return None
@@ -326,14 +331,18 @@ class TransactionWalk:
         lsn = m["commit_lsn"]
         key = None if keys is None else int(keys[k])
         below = self.floor is not None and lsn is not None and lsn <= self.floor
-        if below and self.fresh_key is not None and key is not None and key >= self.fresh_key:
+        past = below and self.fresh_key is not None and key is not None and key >= self.fresh_key
+        if past and self.replays == "drop":
             # past where the run before stopped: not one it gave
-            if self.replays == "drop" and (lsn == self.floor if self.remembered is None
-                                           else judge_commit(self.committed, lsn) == REPLAY):
+            if (lsn == self.floor if self.remembered is None
+                    else judge_commit(self.committed, lsn) == REPLAY):
                 self.replayed.append(dict(xid=self._xid(slot, m), commit_lsn=lsn, seq=key))
                 self.drop(slot)
                 return
             raise order_error(m["type"], lsn, self.floor, key, floor=True, remembered=self.remembered)
+        if self.replays == "keep" and below and not past:
+            self.drop(slot)          # the run before's, given by it (keep: no window hides it)
+            return
         if self.replays == "keep" or lsn is None or below:     # below: the run before's
             commits.append((slot, m))
             return

@@ -84,6 +84,7 @@ class ControlPlan(RowFilters):
         self.start_key = None if cp is None else cp.from_key
         self.start_end_key = None if cp is None else cp.end_key
         self.start_commit_lsns = () if cp is None else cp.commit_lsns or ()
+        self.start_after = None if cp is None else cp.after_lsn
         # commit ranks given out start here (a run resumed: past the runs before)
         self.rank_base = 0 if cp is None else cp.rank_base
         walk = dec.walk
@@ -193,6 +194,8 @@ class ControlPlan(RowFilters):
         after = self.window[0] if self.window is not None else None
         if len(given):
             after = int(given.max()) if after is None else max(after, int(given.max()))
+        if self.start_after is not None:     # (replays="keep" gives commits below it)
+            after = self.start_after if after is None else max(after, self.start_after)
         # committed after the window (none given, no lower bound: every commit is later)
         later = np.flatnonzero(lsn > np.uint64(after)) if after is not None else np.arange(len(lsn))
         held = [dict(t) for t in self.open_transactions if t["slot"] in self.live_slots] + [
