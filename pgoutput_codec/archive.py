@@ -45,7 +45,7 @@ from .errors import PgoutputCodecError, first_line
 from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
-           "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq",
+           "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq", "seq_stats",
            "check_seq"]
 
 FORMATS = ("parquet", "csv")
@@ -325,7 +325,7 @@ def read_archive_parts(path: str) -> list:
     return [ArchivePart(path, "csv")]
 
 
-def _seq_stats(path):
+def seq_stats(path):
     """The ``seq`` column's statistics of a Parquet file, one (min, max) per row group
     (None for a row group without them); [] without a ``seq`` column."""
     md = pq.ParquetFile(path).metadata
@@ -337,13 +337,13 @@ def _seq_stats(path):
 
 
 def _first_seq(path):
-    stats = _seq_stats(path)
+    stats = seq_stats(path)
     return stats[0][0] if stats and stats[0] is not None else 0
 
 
 def last_seq(path):
     """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
-    stats = _seq_stats(path)
+    stats = seq_stats(path)
     return None if not stats or None in stats else max(hi for _, hi in stats)
 
 

@@ -303,3 +303,133 @@ def test_a_widened_column_is_rewritten_in_its_new_type_and_others_refused(tmp_pa
     mirror(_archive_of(msgs), target)
     assert read_copy(path).to_pylist() == [{"id": "k1", "s": "x"}]
     assert DeltaTable(path).metadata().configuration["delta.dataSkippingStatsColumns"] == "`id`"
+
+
+def test_a_target_that_is_its_archive_or_inside_it_is_refused(tmp_path):
+    """mirror() over an archive path refuses a target that is the archive, or a directory
+    inside the archive's directory (its files would be read as archive files), before it
+    writes anything."""
+    arc = archive("16.14", "v1_text")
+    src = tmp_path / "archive"
+    src.mkdir()
+    pq.write_table(arc, src / "a.parquet")
+    with pytest.raises(ValueError, match="inside"):
+        mirror(str(src), src / "lake")
+    assert sorted(os.listdir(src)) == ["a.parquet"]
+    with pytest.raises(ValueError, match="is the archive"):
+        mirror(str(src), src)
+    with pytest.raises(ValueError, match="is the archive"):
+        mirror(str(src / "a.parquet"), src / "a.parquet")
+    assert sorted(os.listdir(src)) == ["a.parquet"]
+
+
+def test_a_zero_row_archive_file_leaves_the_run_resumable(tmp_path, monkeypatch):
+    """An archive directory holding a file of no rows (a capture that ended before its
+    first message): the next run still opens only what is new. A file without seq
+    statistics makes each run read the archive from its start, and the run says so in
+    one warning."""
+    from pgoutput_codec import archive as archive_module
+    from pgoutput_codec.lake import MirrorWarning
+    arc = archive("16.14", "v1_text")
+    src, target = tmp_path / "archive", tmp_path / "lake"
+    src.mkdir()
+    cuts = [0, 100, 200, 300, len(arc)]
+    for k in range(3):
+        pq.write_table(arc.slice(cuts[k], cuts[k + 1] - cuts[k]), src / f"part-{k}.parquet")
+    pq.write_table(arc.slice(0, 0), src / "empty.parquet")
+    mirror(str(src), target)
+    pq.write_table(arc.slice(cuts[3]), src / "part-3.parquet")
+    read = []
+    real = archive_module.ArchivePart.read
+    monkeypatch.setattr(archive_module.ArchivePart, "read", lambda self, *a, **k: read.append(self.path) or
+                        real(self, *a, **k))
+    mirror(str(src), target)
+    # (the empty file is opened, to no effect: it has no seq to skip it by)
+    assert sorted(os.path.basename(p) for p in read if "empty" not in p)[0] in ("part-2.parquet",
+                                                                               "part-3.parquet"), read
+    assert check_copies(target, decode_changes(arc)) > 5
+    pq.write_table(arc.slice(0, 100), src / "part-0.parquet", write_statistics=False)
+    with pytest.warns(MirrorWarning, match="part-0.parquet.*no seq statistics") as said:
+        mirror(str(src), target)
+    assert len([w for w in said if issubclass(w.category, MirrorWarning)]) == 1
+    assert check_copies(target, decode_changes(arc)) > 5
+
+
+def test_the_command_line_prints_the_mirror_warnings_alone(tmp_path, monkeypatch, capsys):
+    """``mirror`` prints the mirror's own warnings as ``mirror: warning:`` lines; another
+    library's warning (a DeprecationWarning raised during the run) is left to Python's
+    warnings machinery."""
+    import warnings
+
+    from pgoutput_codec import lake
+    from pgoutput_codec.cli import main
+    arc = archive("16.14", "v1_text")
+    src = tmp_path / "archive"
+    src.mkdir()
+    pq.write_table(arc, src / "a.parquet")
+    target = tmp_path / "lake"
+    real = lake.mirror
+
+    def noisy(*a, **k):
+        warnings.warn("some library's call is deprecated", DeprecationWarning, stacklevel=1)
+        return real(*a, **k)
+    monkeypatch.setattr(lake, "mirror", noisy)
+    os.makedirs(target)
+    (target / ".pgoutput_codec.mirror.json").write_text("[]")
+    with warnings.catch_warnings(record=True) as others:
+        warnings.simplefilter("always")
+        assert main(["mirror", str(src), str(target)]) == 0
+    err = capsys.readouterr().err
+    assert "mirror: warning:" in err and "not a mirror checkpoint" in err, err
+    assert "deprecated" not in err, err
+    assert [str(w.message) for w in others] == ["some library's call is deprecated"]
+
+
+class _LockHolder:
+    """Another process holding the target's lock (``flock`` on its lock file) until
+    :meth:`release`."""
+
+    def __init__(self, target):
+        import subprocess
+        import sys
+        os.makedirs(target, exist_ok=True)
+        code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644); "
+                "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(target / ".pgoutput_codec.mirror.lock")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "held"
+
+    def release(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def waits_for_the_lock(target, run) -> None:
+    """``run()`` (a write into ``target``) waits while another process holds the
+    target's lock, and ends once it lets go."""
+    import threading
+    holder = _LockHolder(target)
+    done = []
+    th = threading.Thread(target=lambda: done.append(run()), daemon=True)
+    try:
+        th.start()
+        th.join(2.0)
+        assert th.is_alive() and not done, "the run did not wait for the target's lock"
+    finally:
+        holder.release()
+    th.join(120)
+    assert done, "the run did not end once the lock was let go"
+
+
+def test_apply_batch_waits_for_the_targets_lock(tmp_path):
+    """lake.apply_batch, the writer Spark's mirror shares, takes the target's lock as
+    mirror() does: it waits while another process holds it, then writes its batch."""
+    from pgoutput_codec import Begin, Commit, Insert, TupleColumn, net_changes
+    from pgoutput_codec.lake import apply_batch
+    msgs = [Begin(final_lsn=10, commit_ts=10, xid=10), _typed([("id", 23, -1), ("s", 25, -1)]),
+            Insert(relation_id=16500, new_tuple=(TupleColumn("t", b"1"), TupleColumn("t", b"x"))),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=10)]
+    net = net_changes(decode_changes(_archive_of(msgs)), "public.w")
+    target = tmp_path / "lake"
+    waits_for_the_lock(target, lambda: apply_batch(target, "public.w", net, []))
+    assert read_copy(table_path(target, "public.w")).to_pylist() == [{"id": 1, "s": "x"}]

@@ -287,15 +287,19 @@ def _run(args) -> int:
     if args.command == "mirror":
         import warnings
 
-        from ..lake import mirror
+        from .. import lake
         refuse_overwrite({"ARCHIVE": args.archive}, {"TARGET": args.target})
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            try:
-                runs = mirror(args.archive, args.target, tables=args.tables)
-            finally:
-                for w in said:
+        said: list = []
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", lake.MirrorWarning)
+                runs = lake.mirror(args.archive, args.target, tables=args.tables)
+        finally:
+            for w in said:
+                if issubclass(w.category, lake.MirrorWarning):
                     print(f"{PROG} mirror: warning: {w.message}", file=sys.stderr)
+                else:       # another library's: shown as Python's filters say
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         for r in runs:
             did = "nothing new" if r.version is None else \
                 f"version {r.version}: {r.upserts} upserts, {r.deletes} deletes" + (", truncated" if r.truncated else "")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import warnings
 from typing import NamedTuple
 
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ..changes import ChangeDecoder
 from ..parallel import decode_changes
-from ..archive import read_archive_parts
+from ..archive import read_archive_parts, seq_stats
 from ..checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
@@ -42,7 +43,7 @@ from .reading import read_copy
 from .names import column_names, copy_dir, lake_dir
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
-           "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
+           "MirrorWarning", "target_locked", "refuse_inside", "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
 
 #: the Delta application transaction that records what a copy holds
 APP_ID = "pgoutput_codec.mirror"
@@ -96,51 +97,85 @@ CHECKPOINT = ".pgoutput_codec.mirror.json"
 LOCK = ".pgoutput_codec.mirror.lock"
 
 
+class MirrorWarning(UserWarning):
+    """A warning of the mirror's own (a checkpoint set aside, an archive it cannot resume
+    over): what the command line prints as ``mirror: warning:`` lines."""
+
+
+_HELD = threading.local()      # the targets this thread holds locked
+
+
 @contextlib.contextmanager
-def _target_locked(target):
-    """Held while a run reads and writes ``target``: a second run waits for it. The
-    system lets go of it when the process ends, however it ends."""
+def target_locked(target):
+    """Held while a run reads and writes ``target``: a run in another process or thread
+    waits for it (``flock`` on :data:`LOCK` under ``target``); the thread that holds it
+    takes it again at once. The system lets go of it when the process ends, however it
+    ends."""
     import fcntl
+    key = os.path.realpath(os.fspath(target))
+    held = _HELD.__dict__.setdefault("paths", set())
+    if key in held:
+        yield
+        return
     os.makedirs(os.fspath(target), exist_ok=True)
     fd = os.open(os.path.join(os.fspath(target), LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        held.add(key)
         yield
     finally:
+        held.discard(key)
         os.close(fd)
 
 
+def refuse_inside(source, target) -> None:
+    """ValueError when ``target`` is the archive ``source`` or a directory inside the
+    archive's directory: the copies would overwrite it, or be read as part of it."""
+    src, out = os.path.realpath(os.fspath(source)), os.path.realpath(os.fspath(target))
+    same = src == out
+    if not same and os.path.exists(out):
+        with contextlib.suppress(OSError):
+            same = os.path.samefile(src, out)
+    if same:
+        raise ValueError(f"target {os.fspath(target)} is the archive {os.fspath(source)}: it would be overwritten; "
+                         "mirror into another directory")
+    if os.path.isdir(src) and os.path.commonpath([src, out]) == src:
+        raise ValueError(f"target {os.fspath(target)} is inside the archive {os.fspath(source)}: its files would be "
+                         "read as part of the archive; mirror into a directory outside it")
+
+
 def _seq_range(path) -> tuple | None:
-    """(smallest, largest) ``seq`` of a Parquet archive file, from its statistics (None:
-    not known)."""
+    """(smallest, largest) ``seq`` of a Parquet archive file, from its statistics; ()
+    for a file of no rows; None: not known."""
     try:
-        md = pq.ParquetFile(path).metadata
+        if pq.ParquetFile(path).metadata.num_rows == 0:
+            return ()
+        stats = seq_stats(path)
     except (OSError, pa.ArrowException):
         return None
-    if "seq" not in md.schema.names:
+    if not stats or None in stats:
         return None
-    i = md.schema.names.index("seq")
-    stats = [md.row_group(g).column(i).statistics for g in range(md.num_row_groups)]
-    if not stats or any(st is None or not st.has_min_max for st in stats):
-        return None
-    return min(st.min for st in stats), max(st.max for st in stats)
+    return min(lo for lo, _ in stats), max(hi for _, hi in stats)
 
 
-def _archive_of(source, parts) -> dict:
+def _archive_of(source, parts) -> tuple[dict, list[str]]:
     """What the checkpoint says of the archive it was made over: its path, each file's
-    size, and the largest ``seq`` in it."""
-    ends = [(_seq_range(p.path) or (None, None))[1] for p in parts]
+    size, and the largest ``seq`` in it (files of no rows hold none); and the files
+    whose ``seq`` is not known from their statistics."""
+    spans = {p.path: _seq_range(p.path) for p in parts}
+    unknown = [p for p, span in spans.items() if span is None]
+    ends = [span[1] for span in spans.values() if span]
     root = os.path.realpath(os.fspath(source))
     return {"path": root, "files": {os.path.relpath(os.path.realpath(p.path), root) if os.path.isdir(root) else
                                     os.path.basename(p.path): os.path.getsize(p.path) for p in parts},
-            "seq_end": None if None in ends else max(ends, default=None)}
+            "seq_end": None if unknown else max(ends, default=-1)}, unknown
 
 
 def _same_archive(held: dict, now: dict, parts) -> bool:
     """Whether the archive of ``now`` (:func:`_archive_of`) goes on the one ``held``
     describes: the same path, each file it had the same size (or removed), and each new
-    file wholly after its last ``seq``. A new capture (``seq`` from 0 again), in a new
-    directory or the same one, is another archive."""
+    file wholly after its last ``seq`` (or of no rows). A new capture (``seq`` from 0
+    again), in a new directory or the same one, is another archive."""
     if held["path"] != now["path"] or held["seq_end"] is None:
         return False
     for p, (name, size) in zip(parts, now["files"].items(), strict=True):
@@ -149,7 +184,7 @@ def _same_archive(held: dict, now: dict, parts) -> bool:
                 return False
             continue
         span = _seq_range(p.path)
-        if span is None or span[0] <= held["seq_end"]:
+        if span is None or (span and span[0] <= held["seq_end"]):
             return False
     return True
 
@@ -184,7 +219,7 @@ def _record_read(record_path) -> dict | None:
             raise ValueError("archive is not an archive's description")
     except (OSError, ValueError, TypeError, UnicodeDecodeError) as e:
         warnings.warn(f"{record_path}: not a mirror checkpoint ({first_line(e)}): the run reads the archive "
-                      "from its start", stacklevel=4)
+                      "from its start", MirrorWarning, stacklevel=4)
         return None
     return record
 
@@ -197,7 +232,12 @@ def _archive_run(source, target, tables, registry, options):
     record_path = os.path.join(os.fspath(target), CHECKPOINT)
     record = _record_read(record_path)
     parts = read_archive_parts(os.fspath(source))
-    now = _archive_of(source, parts)
+    now, unknown = _archive_of(source, parts)
+    if unknown:
+        more = f" and {len(unknown) - 1} more" if len(unknown) > 1 else ""
+        warnings.warn(f"{unknown[0]}{more}: no seq statistics (Parquet min/max of column seq), so the run cannot "
+                      "tell where the last one ended and reads the archive from its start each run; write the "
+                      "files with statistics", MirrorWarning, stacklevel=4)
     resume = None
     if record is not None and record.get("archive") is not None and record["tables"] == tables \
             and _same_archive(record["archive"], now, parts) \
@@ -238,7 +278,9 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     at (Delta's ``delta.targetFileSize``; None: deltalake's default, 100 MB). Gives one
     :class:`MirrorRun` per table."""
     lake_dir(target)
-    with _target_locked(target):
+    if isinstance(source, (str, os.PathLike)):
+        refuse_inside(source, target)
+    with target_locked(target):
         return _mirror(source, target, tables, registry, missing, app_id, file_size, options)
 
 
@@ -308,7 +350,13 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
     :func:`net_changes` of the transactions committed after :func:`held_lsn`, whose
     Relations sent ``column_lists`` (one list of column dicts per definition): one MERGE,
     and the commit LSN it reaches recorded in the same Delta commit. The one writer of
-    :func:`mirror` and of ``pgoutput_codec.spark.mirror``."""
+    :func:`mirror` and of ``pgoutput_codec.spark.mirror``; it holds :func:`target_locked`
+    while it writes."""
+    with target_locked(target):
+        return _apply_batch(target, name, net, column_lists, app_id, file_size)
+
+
+def _apply_batch(target, name, net, column_lists, app_id, file_size) -> MirrorRun:
     path = table_path(target, name)
     dt = _own_copy(target, name, app_id)
     done = dt.transaction_version(app_id) if dt is not None else None
