@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..idents import qualified_name
-from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn
+from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn, target_locked
 from ..schema import TS
 from ..selection import parse_table_list, table_selected
 from . import types as ST
@@ -36,8 +36,15 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
     computes the :func:`~pgoutput_codec.spark.net_changes` of the transactions
     committed after the last one its copy holds; the driver collects that batch (one
     row per key changed) and writes it. ``target`` is a path the driver writes (a local
-    or mounted directory). The change rows are cached for the run. ``tables``,
-    ``missing``, ``app_id``, ``file_size``: as for :func:`pgoutput_codec.mirror`."""
+    or mounted directory). The change rows are cached for the run. The driver holds the
+    target's lock (:func:`~pgoutput_codec.lake.target_locked`) from start to end, so runs
+    into one target, from Spark or one process, take turns. ``tables``, ``missing``,
+    ``app_id``, ``file_size``: as for :func:`pgoutput_codec.mirror`."""
+    with target_locked(target):
+        return _mirror(changes, target, tables, registry, missing, app_id, file_size)
+
+
+def _mirror(changes, target, tables, registry, missing, app_id, file_size) -> list[MirrorRun]:
     patterns = parse_table_list(tables)
     cached = not changes.is_cached
     if cached:
