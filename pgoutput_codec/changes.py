@@ -115,8 +115,9 @@ class ChangeDecoder:
     ``"keep"``: no check, every commit given as it comes (an archive that spans a
     timeline switch after a point-in-time recovery, whose LSNs restart lower). In a run
     resumed from a checkpoint, commits at or below its ``after_lsn`` are not checked:
-    the run before gave them — up to its ``end_key``; one past it is new, and refused
-    (``ArchiveOrderError``) unless it replays the commit at ``after_lsn``. ``workers``: threads decoding the messages of each feed
+    the run before gave them — up to its ``end_key``; one past it is new, judged by the
+    checkpoint's ``commit_lsns`` as one run over the archive would judge it (a replay of
+    one of them, or ``ArchiveOrderError``; ``"keep"``: given). ``workers``: threads decoding the messages of each feed
     (None: one per core, as many as the feed's size pays for; see
     :func:`~pgoutput_codec.threads.worker_count`); the
     transactions are then followed in this thread. The attribute ``workers`` is the

@@ -92,7 +92,8 @@ class TransactionWalk:
     - ``committed``: the commit LSNs taken, rising (``replays="drop"``); ``floor``: a
       checkpoint's ``after_lsn`` (commits at or below it are the run before's, not
       judged, up to ``fresh_key``, the checkpoint's ``end_key``: one at or past it is
-      new, judged against the floor); ``replayed``: the replays dropped (xid, commit_lsn, seq); ``abandoned``:
+      new, judged against ``remembered``, the checkpoint's ``commit_lsns`` that seed
+      ``committed``; None: against the floor alone); ``replayed``: the replays dropped (xid, commit_lsn, seq); ``abandoned``:
       the transactions a Begin found still open, dropped (xid, seq of that Begin);
     - ``seeded``: (relation id, version) pairs a checkpoint taught.
     """
