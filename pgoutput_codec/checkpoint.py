@@ -12,7 +12,8 @@ told the run, so the next run reads only the rows from that point on:
   Stream Start) of the earliest transaction the run did not give — still open at its
   end (a big transaction being streamed, one prepared and not yet committed) or
   committed after its ``until_lsn``. Rows from there on are read again next time:
-  a checkpoint holds no rows, so it stays small (JSON, a few KB) whatever is open;
+  a checkpoint holds no rows, so it stays small (JSON, a few KB and the
+  ``commit_lsns`` below, 150 KB at most) whatever is open;
 - the Relation and Type definitions in force at ``from_key`` (pgoutput sends a
   Relation once per walsender session, not once per transaction), the Relations in the
   order they were sent (which of two relations that bore one name bears it now:
