@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 
 from ..errors import PgoutputCodecError
 from ..packenv import ENV_NAME, pack_environment
@@ -82,6 +83,12 @@ class WorkerPythonError(PgoutputCodecError, RuntimeError):
 _PROBED: dict = {}
 #: the probe: what unpickling a function of the package on a worker imports first
 _PROBE = "import pgoutput_codec"
+#: a probe slower than this is given up on: not known to fail, the job will tell
+PROBE_TIMEOUT = 15
+#: the sessions (or, for a call without one, SparkContexts) whose workers passed, in the
+#: environment they passed in: (id, PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON, working
+#: directory) -> a weak reference to the session, which tells an id taken again apart
+_PASSED: dict = {}
 
 
 def check_workers(spark=None) -> None:
@@ -95,17 +102,58 @@ def check_workers(spark=None) -> None:
     unpickling them fails before any code of ours runs there, deep in a Java stack trace;
     this says why in one line, with the fix. On a local master the workers run on this
     machine with this process's environment: one probe (that interpreter importing the
-    package, under a second) tells, once per interpreter, none when it is this one. A
-    cluster's executors (``ship``, the nodes' install) and a Spark Connect server run
-    their own Python, which the driver does not see: no check there."""
+    package, under a second; given up on after ``PROBE_TIMEOUT`` seconds) tells, once per
+    interpreter, none when it is this one. A cluster's executors (``ship``, the nodes'
+    install) and a Spark Connect server run their own Python, which the driver does not
+    see: no check there.
+
+    Every Spark function of the package runs this first, so a session that passed is not
+    asked again (its settings live in the JVM, each read a round trip) while
+    ``PYSPARK_PYTHON``, ``PYSPARK_DRIVER_PYTHON`` and the working directory stay as they
+    were: an interpreter set with ``spark.conf.set`` after that goes unchecked. A session
+    that fails is asked again on every call, so the fix the error gives takes at once."""
+    owner = spark if spark is not None else _active_context()
+    if owner is not None:
+        key = (id(owner), os.environ.get("PYSPARK_PYTHON"), os.environ.get("PYSPARK_DRIVER_PYTHON"), os.getcwd())
+        ref = _PASSED.get(key)
+        if ref is not None and ref() is owner:
+            return
+    if _check(spark) and owner is not None:
+        for k in [k for k, r in _PASSED.items() if r() is None]:
+            del _PASSED[k]
+        try:
+            _PASSED[key] = weakref.ref(owner)
+        except TypeError:       # (no weak references to it: asked on every call)
+            pass
+
+
+def _active_context():
+    """The SparkContext of a call without a session, read without a round trip to the JVM
+    (the active session is not: several); None when there is none or a Spark Connect
+    session may be the active one (a local Connect server has a context here too)."""
+    try:
+        from pyspark.sql.utils import is_remote
+    except ImportError:
+        return None
+    if is_remote():
+        return None
+    from pyspark import SparkContext
+    return SparkContext._active_spark_context
+
+
+def _check(spark) -> bool:
+    """Raise :class:`WorkerPythonError` as :func:`check_workers` says; False when there
+    is no session to check (one may come later)."""
     if spark is None:
         from pyspark.sql import SparkSession
         spark = SparkSession.getActiveSession()
-    if spark is None or is_connect(spark):
-        return
+        if spark is None:
+            return False
+    if is_connect(spark):
+        return True
     sc = spark.sparkContext
     if not str(sc.master).startswith("local"):
-        return
+        return True
     conf = spark.conf.get(PYTHON_CONF, None)
     exe = conf or sc.pythonExec
     if conf:
@@ -117,7 +165,7 @@ def check_workers(spark=None) -> None:
     else:
         source = "PYSPARK_PYTHON when the session started"
     if os.sep in exe and not os.path.isabs(exe):
-        return   # relative to the executors' directory (ship's ./environment/bin/python)
+        return True   # relative to the executors' directory (ship's ./environment/bin/python)
     env = {**os.environ, **dict(sc.environment)}
     includes = list(getattr(sc, "_python_includes", None) or ())   # addPyFile, --py-files: on the workers' path
     if includes:
@@ -127,7 +175,7 @@ def check_workers(spark=None) -> None:
                                              *filter(None, [env.get("PYTHONPATH")])])
     path = exe if os.sep in exe else shutil.which(exe, path=env.get("PATH"))
     if path is not None and os.path.abspath(path) == os.path.abspath(sys.executable):
-        return
+        return True
     key = (path or exe, env.get("PYTHONPATH"), os.getcwd())
     if key not in _PROBED:
         _PROBED[key] = _probe(path, exe, env)
@@ -138,6 +186,7 @@ def check_workers(spark=None) -> None:
             f"set PYSPARK_PYTHON={sys.executable} before the session starts, or "
             f"spark.conf.set('{PYTHON_CONF}', '{sys.executable}'), or ship the package with "
             f"pgoutput_codec.spark.ship(builder) (docs/cluster.md)")
+    return True
 
 
 def _probe(path, exe, env):
@@ -147,7 +196,7 @@ def _probe(path, exe, env):
     try:
         # the working directory is on the workers' sys.path too (python -m pyspark.daemon)
         r = subprocess.run([path, "-c", _PROBE], env=env, cwd=os.getcwd(), capture_output=True, text=True,
-                           timeout=120)
+                           timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return None          # slow, not known to fail: the job will tell
     except OSError as e:

@@ -163,3 +163,57 @@ def test_workers_that_cannot_import_the_package_are_named_before_a_job(tmp_path)
     assert f"PYSPARK_PYTHON={sys.executable}" in message and "ship(" in message, message
     assert "at org.apache.spark" not in r.stderr and "PythonException" not in r.stderr, r.stderr[-3000:]
     assert lines[1] == {"rows": 38}
+
+
+@pytest.mark.skipif(CLUSTER or CONNECT, reason="a classic session on a local master")
+def test_the_worker_check_asks_again_until_it_passes_then_no_more(spark, tmp_path, monkeypatch):
+    """Every Spark function of the package runs the check first (``table_info`` once per
+    table of a mirror): once a session's workers pass, a call costs next to nothing. One
+    that fails is asked again on the next call, so that the fix the error gives
+    (``spark.conf.set``) lets that call through."""
+    import subprocess
+    import time
+
+    from pgoutput_codec.spark import environment
+
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    bare = tmp_path / "bare"       # no pyarrow, no pgoutput_codec
+    subprocess.run([base, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    fixed = tmp_path / "python"    # another path to this interpreter: it is probed, and imports the package
+    fixed.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    fixed.chmod(0o755)
+    probed = []
+
+    def probe(path, exe, env):
+        probed.append(path)
+        return real_probe(path, exe, env)
+    real_probe = environment._probe
+    monkeypatch.setattr(environment, "_probe", probe)
+    # the workers' path has the working directory and PYTHONPATH on it: neither may hold the package here
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    session = spark.newSession()   # one no call of the other tests has checked
+    session.conf.set(PYTHON_CONF, str(bare / "bin" / "python"))
+    for _ in range(2):
+        with pytest.raises(environment.WorkerPythonError, match="cannot import pgoutput_codec"):
+            environment.check_workers(session)
+    assert probed == [str(bare / "bin" / "python")], "one probe per interpreter"
+    session.conf.set(PYTHON_CONF, str(fixed))
+    environment.check_workers(session)
+    assert probed[1:] == [str(fixed)]
+
+    def best(f, n):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(n):
+                f()
+            times.append(time.perf_counter() - start)
+        return min(times)
+    # a check that asks the JVM again takes several py4j round trips (a setting read is one):
+    # 200 of them would take some 800; the yardstick, 50, on this machine as it is now
+    checks = best(lambda: environment.check_workers(session), 200)
+    round_trips = best(lambda: session.conf.get(PYTHON_CONF), 50)
+    assert checks < round_trips, f"200 checks of a session that passed: {checks:.4f} s, 50 round trips {round_trips:.4f} s"
+    assert len(probed) == 2
