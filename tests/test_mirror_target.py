@@ -137,9 +137,8 @@ def test_a_tampered_checkpoint_is_set_aside_with_a_warning(tmp_path, tampered):
 
 
 def test_apply_batch_applies_a_batch_the_copy_holds_no_more(tmp_path):
-    """lake.apply_batch (the writer Spark's mirror shares, which takes no lock) given a
-    batch the copy holds already writes nothing; one that overlaps what it holds is
-    refused by name."""
+    """lake.apply_batch (the writer Spark's mirror shares) given a batch the copy holds
+    already writes nothing; one that overlaps what it holds is refused by name."""
     from pgoutput_codec import net_changes
     from pgoutput_codec.lake import apply_batch, held_lsn
     changes = decode_changes(archive("16.14", "v3_2pc_binary_streaming"))
