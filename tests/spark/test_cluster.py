@@ -166,6 +166,7 @@ def test_workers_that_cannot_import_the_package_are_named_before_a_job(tmp_path)
 
 
 @pytest.mark.skipif(CLUSTER or CONNECT, reason="a classic session on a local master")
+@pytest.mark.same_code_on_spark35      # (that lane imports the package from PYTHONPATH, which this test clears)
 def test_the_worker_check_asks_again_until_it_passes_then_no_more(spark, tmp_path, monkeypatch):
     """Every Spark function of the package runs the check first (``table_info`` once per
     table of a mirror): once a session's workers pass, a call costs next to nothing. One
