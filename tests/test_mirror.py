@@ -210,17 +210,17 @@ def test_runs_killed_at_random_moments_apply_each_batch_once(tmp_path):
         assert reached == sorted(set(reached)), d
 
 
-def test_a_run_over_a_grown_archive_reads_only_what_is_new(tmp_path, monkeypatch):
-    """An archive directory's run leaves a checkpoint beside the copies: the next run
-    opens only the files from it on (Parquet statistics on seq), and the copies are the
-    snapshot still. A copy removed (to rebuild it) makes the next run read from the start."""
+def _grown_run(tmp_path, monkeypatch, arc, empty=False):
+    """Mirror three files of ``arc`` (and a file of no rows), add the fourth, mirror again:
+    (archive directory, target, the files the second run opened)."""
     from pgoutput_codec import archive as archive_module
-    arc = archive("16.14", "v1_text")
     src, target = tmp_path / "archive", tmp_path / "lake"
     src.mkdir()
     cuts = [0, 100, 200, 300, len(arc)]
     for k in range(3):
         pq.write_table(arc.slice(cuts[k], cuts[k + 1] - cuts[k]), src / f"part-{k}.parquet")
+    if empty:
+        pq.write_table(arc.slice(0, 0), src / "empty.parquet")
     mirror(str(src), target)
     pq.write_table(arc.slice(cuts[3]), src / "part-3.parquet")
     read = []
@@ -228,6 +228,15 @@ def test_a_run_over_a_grown_archive_reads_only_what_is_new(tmp_path, monkeypatch
     monkeypatch.setattr(archive_module.ArchivePart, "read", lambda self, *a, **k: read.append(self.path) or
                         real(self, *a, **k))
     mirror(str(src), target)
+    return src, target, read
+
+
+def test_a_run_over_a_grown_archive_reads_only_what_is_new(tmp_path, monkeypatch):
+    """An archive directory's run leaves a checkpoint beside the copies: the next run
+    opens only the files from it on (Parquet statistics on seq), and the copies are the
+    snapshot still. A copy removed (to rebuild it) makes the next run read from the start."""
+    arc = archive("16.14", "v1_text")
+    src, target, read = _grown_run(tmp_path, monkeypatch, arc)
     assert sorted(os.path.basename(p) for p in read)[0] in ("part-2.parquet", "part-3.parquet"), read
     assert check_copies(target, decode_changes(arc)) > 5
     import shutil
@@ -328,22 +337,9 @@ def test_a_zero_row_archive_file_leaves_the_run_resumable(tmp_path, monkeypatch)
     first message): the next run still opens only what is new. A file without seq
     statistics makes each run read the archive from its start, and the run says so in
     one warning."""
-    from pgoutput_codec import archive as archive_module
     from pgoutput_codec.lake import MirrorWarning
     arc = archive("16.14", "v1_text")
-    src, target = tmp_path / "archive", tmp_path / "lake"
-    src.mkdir()
-    cuts = [0, 100, 200, 300, len(arc)]
-    for k in range(3):
-        pq.write_table(arc.slice(cuts[k], cuts[k + 1] - cuts[k]), src / f"part-{k}.parquet")
-    pq.write_table(arc.slice(0, 0), src / "empty.parquet")
-    mirror(str(src), target)
-    pq.write_table(arc.slice(cuts[3]), src / "part-3.parquet")
-    read = []
-    real = archive_module.ArchivePart.read
-    monkeypatch.setattr(archive_module.ArchivePart, "read", lambda self, *a, **k: read.append(self.path) or
-                        real(self, *a, **k))
-    mirror(str(src), target)
+    src, target, read = _grown_run(tmp_path, monkeypatch, arc, empty=True)
     # (the empty file is opened, to no effect: it has no seq to skip it by)
     assert sorted(os.path.basename(p) for p in read if "empty" not in p)[0] in ("part-2.parquet",
                                                                                "part-3.parquet"), read
