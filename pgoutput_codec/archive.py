@@ -46,10 +46,31 @@ from .messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
            "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq", "seq_stats",
-           "check_seq"]
+           "check_seq", "same_file", "inside_dir"]
 
 FORMATS = ("parquet", "csv")
 HEX_ERROR = "payload is not bytea hex text ('\\x' followed by an even number of hex digits)"
+
+
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name one file or directory, as the system resolves
+    them: symbolic links and relative paths followed, hard links by inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:        # (one of them does not exist yet)
+        return False
+
+
+def inside_dir(path, directory) -> bool:
+    """Whether ``path`` lies in ``directory`` (an existing directory), as resolved: a
+    file there would be read as a file of an archive in that directory."""
+    d = os.path.realpath(directory)
+    if not os.path.isdir(d):
+        return False
+    return os.path.commonpath([os.path.realpath(path), d]) == d
+
 
 _NIBBLE = np.full(256, 0, dtype=np.uint8)
 for _i, _c in enumerate(b"0123456789abcdef"):

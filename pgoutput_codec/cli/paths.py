@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from ..archive import inside_dir, same_file
 from .errors import CliError
 
 __all__ = ["refuse_overwrite", "decode_output"]
@@ -17,23 +18,6 @@ def decode_output(out: str, default_name: str) -> str:
     return os.path.join(out, default_name) if os.path.isdir(out) else out
 
 
-def _same(a: str, b: str) -> bool:
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:        # (one of them does not exist yet)
-        return False
-
-
-def _inside(path: str, directory: str) -> bool:
-    d = os.path.realpath(directory)
-    if not os.path.isdir(d):
-        return False
-    p = os.path.realpath(path)
-    return os.path.commonpath([p, d]) == d
-
-
 def refuse_overwrite(inputs: dict, outputs: dict) -> None:
     """CliError unless every output (``{label: path}``) is apart from every input
     (``{label: path}``: a file, or a directory whose files are read) and from the other
@@ -41,12 +25,12 @@ def refuse_overwrite(inputs: dict, outputs: dict) -> None:
     outs = [(k, v) for k, v in outputs.items() if v]
     for label, out in outs:
         for in_label, src in inputs.items():
-            if _same(out, src):
+            if same_file(out, src):
                 raise CliError(f"{label} {out} is {in_label} {src}: it would be overwritten; write elsewhere")
-            if _inside(out, src):
+            if inside_dir(out, src):
                 raise CliError(f"{label} {out} is inside {in_label} {src}: it would be read as part of it; "
                                "write elsewhere")
     for i, (label, out) in enumerate(outs):
         for other_label, other in outs[i + 1:]:
-            if _same(out, other):
+            if same_file(out, other):
                 raise CliError(f"{label} {out} and {other_label} {other} are the same file; give two paths")

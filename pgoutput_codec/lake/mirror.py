@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ..changes import ChangeDecoder
 from ..parallel import decode_changes
-from ..archive import read_archive_parts, seq_stats
+from ..archive import inside_dir, read_archive_parts, same_file, seq_stats
 from ..checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
@@ -131,15 +131,10 @@ def target_locked(target):
 def refuse_inside(source, target) -> None:
     """ValueError when ``target`` is the archive ``source`` or a directory inside the
     archive's directory: the copies would overwrite it, or be read as part of it."""
-    src, out = os.path.realpath(os.fspath(source)), os.path.realpath(os.fspath(target))
-    same = src == out
-    if not same and os.path.exists(out):
-        with contextlib.suppress(OSError):
-            same = os.path.samefile(src, out)
-    if same:
+    if same_file(target, source):
         raise ValueError(f"target {os.fspath(target)} is the archive {os.fspath(source)}: it would be overwritten; "
                          "mirror into another directory")
-    if os.path.isdir(src) and os.path.commonpath([src, out]) == src:
+    if inside_dir(target, source):
         raise ValueError(f"target {os.fspath(target)} is inside the archive {os.fspath(source)}: its files would be "
                          "read as part of the archive; mirror into a directory outside it")
 
