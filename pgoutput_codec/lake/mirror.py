@@ -153,32 +153,31 @@ def _seq_range(path) -> tuple | None:
     return min(lo for lo, _ in stats), max(hi for _, hi in stats)
 
 
-def _archive_of(source, parts) -> tuple[dict, list[str]]:
+def _archive_of(source, parts) -> tuple[dict, list]:
     """What the checkpoint says of the archive it was made over: its path, each file's
-    size, and the largest ``seq`` in it (files of no rows hold none); and the files
-    whose ``seq`` is not known from their statistics."""
-    spans = {p.path: _seq_range(p.path) for p in parts}
-    unknown = [p for p, span in spans.items() if span is None]
-    ends = [span[1] for span in spans.values() if span]
+    size, and the largest ``seq`` in it (files of no rows hold none); and each file's
+    :func:`_seq_range`, in the order of ``parts``."""
+    spans = [_seq_range(p.path) for p in parts]
+    ends = [span[1] for span in spans if span]
     root = os.path.realpath(os.fspath(source))
-    return {"path": root, "files": {os.path.relpath(os.path.realpath(p.path), root) if os.path.isdir(root) else
+    in_dir = os.path.isdir(root)
+    return {"path": root, "files": {os.path.relpath(os.path.realpath(p.path), root) if in_dir else
                                     os.path.basename(p.path): os.path.getsize(p.path) for p in parts},
-            "seq_end": None if unknown else max(ends, default=-1)}, unknown
+            "seq_end": None if None in spans else max(ends, default=-1)}, spans
 
 
-def _same_archive(held: dict, now: dict, parts) -> bool:
-    """Whether the archive of ``now`` (:func:`_archive_of`) goes on the one ``held``
-    describes: the same path, each file it had the same size (or removed), and each new
-    file wholly after its last ``seq`` (or of no rows). A new capture (``seq`` from 0
-    again), in a new directory or the same one, is another archive."""
+def _same_archive(held: dict, now: dict, spans: list) -> bool:
+    """Whether the archive of ``now`` and ``spans`` (:func:`_archive_of`) goes on the one
+    ``held`` describes: the same path, each file it had the same size (or removed), and
+    each new file wholly after its last ``seq`` (or of no rows). A new capture (``seq``
+    from 0 again), in a new directory or the same one, is another archive."""
     if held["path"] != now["path"] or held["seq_end"] is None:
         return False
-    for p, (name, size) in zip(parts, now["files"].items(), strict=True):
+    for (name, size), span in zip(now["files"].items(), spans, strict=True):
         if name in held["files"]:
             if held["files"][name] != size:
                 return False
             continue
-        span = _seq_range(p.path)
         if span is None or (span and span[0] <= held["seq_end"]):
             return False
     return True
@@ -227,7 +226,8 @@ def _archive_run(source, target, tables, registry, options):
     record_path = os.path.join(os.fspath(target), CHECKPOINT)
     record = _record_read(record_path)
     parts = read_archive_parts(os.fspath(source))
-    now, unknown = _archive_of(source, parts)
+    now, spans = _archive_of(source, parts)
+    unknown = [p.path for p, span in zip(parts, spans, strict=True) if span is None]
     if unknown:
         more = f" and {len(unknown) - 1} more" if len(unknown) > 1 else ""
         warnings.warn(f"{unknown[0]}{more}: no seq statistics (Parquet min/max of column seq), so the run cannot "
@@ -235,7 +235,7 @@ def _archive_run(source, target, tables, registry, options):
                       "files with statistics", MirrorWarning, stacklevel=4)
     resume = None
     if record is not None and record.get("archive") is not None and record["tables"] == tables \
-            and _same_archive(record["archive"], now, parts) \
+            and _same_archive(record["archive"], now, spans) \
             and all(os.path.isdir(table_path(target, n)) for n in record["copies"]):
         resume = record["checkpoint"]
     run = IncrementalRun(source, resume)
