@@ -60,10 +60,11 @@ class IncrementalRun:
     """One run over the archive file or directory ``archive`` from checkpoint ``resume``
     (None: from its start). :meth:`tables` gives its rows from the checkpoint's ``seq``
     on (the payload, column ``payload`` of the files, as ``data``); :meth:`next_checkpoint`,
-    after them, where the next run starts."""
+    after them, where the next run starts. ``parts``: the archive's files, where the
+    caller has listed them already (:func:`~pgoutput_codec.archive.read_archive_parts`)."""
 
-    def __init__(self, archive, resume: Checkpoint | None = None, payload: str = "data"):
-        self.parts = read_archive_parts(os.fspath(archive))
+    def __init__(self, archive, resume: Checkpoint | None = None, payload: str = "data", *, parts=None):
+        self.parts = read_archive_parts(os.fspath(archive)) if parts is None else parts
         self.resume, self.payload = resume, payload
         self.skipped: list = []       # the files not read: wholly before the checkpoint
         self._ctrl: list = []

@@ -238,7 +238,7 @@ def _archive_run(source, target, tables, registry, options):
             and _same_archive(record["archive"], now, spans) \
             and all(os.path.isdir(table_path(target, n)) for n in record["copies"]):
         resume = record["checkpoint"]
-    run = IncrementalRun(source, resume)
+    run = IncrementalRun(source, resume, parts=parts)
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
         pieces = [dec.feed(t) for _, t in run.tables()]
         changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
