@@ -472,6 +472,33 @@ def test_clock_fields_are_bounded_as_the_server_bounds_them(fast, oid, text, ok)
 
 
 @pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("text", [b"04:05:06.8\n", b"1 years +04:05:06.8\n", b"1 years\n", b"2 days\t"])
+def test_an_interval_ending_in_a_newline_is_refused_by_both_twins(fast, text):
+    """Fields of an interval are separated by spaces: any other trailing whitespace makes
+    the value malformed, alike in the compiled and the Python parser."""
+    with pytest.raises(ConversionError, match="value 0"):
+        convert_column(["t"], [text], 1186, -1, fast=fast)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("days,ok", [
+    (2**31 - 2, False), (2**31 - 10957, False), (2**31 - 1 - 10957, True),
+    (-2**31 + 1, True), (0, True),
+])
+def test_a_binary_date_beyond_date32_is_an_error_naming_the_value(fast, days, ok):
+    """A binary date counts days from 2000-01-01; shifted to 1970 it can leave int32. Both
+    twins refuse it as the value's error, never as a column-wide Arrow failure."""
+    raw = struct.pack(">i", days)
+    if ok:
+        v = convert_column(["b"], [raw], 1082, -1, fast=fast).values
+        assert v.cast(pa.int32()).to_pylist() == [days + 10957]
+    else:
+        with pytest.raises(ConversionError, match="value 0.*date32 range") as ei:
+            convert_column(["b"], [raw], 1082, -1, fast=fast)
+        assert ei.value.index == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("text,ok", [
     (b"1220615931261785:00:00", False),                # hours * 3.6e9 would wrap int64
     (b"768614336404564650 years 768614336404564650 years", False),   # years * 12 would wrap

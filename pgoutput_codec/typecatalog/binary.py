@@ -85,7 +85,10 @@ def _b_date(b, tm):
     (v,) = struct.unpack(">i", b)
     if v in (I32_MAX, -I32_MAX - 1):
         return Special("infinity" if v > 0 else "-infinity")
-    return v + UNIX_DAYS
+    v += UNIX_DAYS
+    if not -I32_MAX - 1 <= v <= I32_MAX:
+        raise ValueError("date outside the date32 range")
+    return v
 
 
 def _b_time(b, tm):

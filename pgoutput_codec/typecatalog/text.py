@@ -163,7 +163,7 @@ def _t_interval(s, tm):
         months, days, us = y * 12 + mo, d, ((h * 60 + mi) * 60 + se) * 1000000 + frac
     else:                                            # IntervalStyle postgres
         pos = 0
-        s2 = s.rstrip()
+        s2 = s.rstrip(b" ")     # (spaces only, as the compiled twin: a newline is no separator)
         if not s2:
             raise ValueError("empty interval")
         clock = False
