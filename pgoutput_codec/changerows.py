@@ -18,7 +18,12 @@ from .schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
 __all__ = ["commit_order", "tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
            "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
-           "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA"]
+           "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA",
+           "COPY_XID", "copied_ops"]
+
+#: the xid of a COPY transaction: no server transaction has it (InvalidTransactionId),
+#: so the Inserts of a transaction of xid 0 are rows copied from the table (op 'R')
+COPY_XID = 0
 
 #: The columns of a relation-versions table (one row per Relation definition).
 VERSION_SCHEMA = pa.schema([
@@ -260,6 +265,20 @@ def _width_text(msgs, i: int, want: int) -> str:
             pos += 3 + sum(1 + (4 + len(c["data"]) if c["kind"] in ("t", "b") else 0) for c in old)
     return (f"{MESSAGE_CLASSES[tag].__name__} ({tag!r}) at byte {pos + 1}: the {side} TupleData has {n} "
             f"column{'s' if n != 1 else ''}, its Relation {want}")
+
+
+def copied_ops(op: pa.Array, txn_xid, rank: np.ndarray) -> pa.Array:
+    """The ``op`` column with each Insert of a COPY transaction (xid :data:`COPY_XID`)
+    made 'R', a copied row (Debezium's 'r'). ``txn_xid``: the xid of each transaction
+    (None where unknown: a Begin before the archive), ``rank``: the transaction of each
+    row. As given (no copy) when no transaction is a copy, the common case."""
+    xid = np.array([x == COPY_XID if x is not None else False for x in txn_xid], bool) \
+        if isinstance(txn_xid, list) else \
+        pc.fill_null(pc.equal(txn_xid, pa.scalar(COPY_XID, txn_xid.type)), False).to_numpy(zero_copy_only=False)
+    if not xid.any() or not len(rank):
+        return op
+    copied = pa.array(xid[rank])
+    return pc.if_else(pc.and_(copied, pc.fill_null(pc.equal(op, "I"), False)), pa.scalar("R", op.type), op)
 
 
 def commit_order(rank: np.ndarray, seq: np.ndarray):

@@ -40,7 +40,7 @@ from ._builders import nulls
 from ._gather import take_table
 from .arrays import lsn_array, one_array
 from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
+from .changerows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
                          light_change_columns, newest_versions, row_versions, spread, tag_codes, to_numpy_u,
                          truncate_columns)
 from .checkpoint import Checkpoint
@@ -78,6 +78,14 @@ _LIGHT_PENDING_SCHEMA = pa.schema([f for f in _PENDING_SCHEMA if f.name in _LIGH
 _PLAIN_CTRL = np.zeros(256, dtype=bool)
 for _t in b"BCRYMkO":
     _PLAIN_CTRL[_t] = True
+
+
+def _with_copied_ops(rows: pa.Table, txn_xid, rank) -> pa.Table:
+    """``rows`` with the Inserts of COPY transactions as 'R' rows (``changerows.copied_ops``)."""
+    at = rows.schema.get_field_index("op")
+    op = one_array(rows.column(at))
+    new = copied_ops(op, txn_xid, rank)
+    return rows if new is op else rows.set_column(at, "op", new)
 
 
 class ChangeDecoder:
@@ -418,6 +426,7 @@ class ChangeDecoder:
         relmap_start = dict(self.walk.relmap)
         r_versions = self.walk.definitions(self.walk.control_dicts(msgs, rt, DEFINITION_FIELDS))
         self.walk.next_slot += ntx
+        self.walk.begun = self.walk.begun or ntx > 0   # (as the walk's Begin would)
         self.walk.committed.frombytes(lsns.tobytes())
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
@@ -446,6 +455,7 @@ class ChangeDecoder:
             extra["origin"] = pa.array(names, pa.string()).take(pa.array(rank, pa.int64()))
         for name, arr in extra.items():
             table = table.append_column(name, arr)
+        table = _with_copied_ops(table, pa.array(xid), rank)
         out = table.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out
@@ -562,6 +572,7 @@ class ChangeDecoder:
         }
         for name, arr in extra.items():
             rows = rows.append_column(name, arr)
+        rows = _with_copied_ops(rows, xids, rank)
         out = rows.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out

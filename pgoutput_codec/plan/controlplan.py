@@ -14,8 +14,8 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (OUTSIDE_TRANSACTION, change_columns, commit_order, corrupt_rows, tag_codes, truncate_columns,
-                          versions_before)
+from ..changerows import (OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows, tag_codes,
+                          truncate_columns, versions_before)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
@@ -509,6 +509,7 @@ class ControlPlan(RowFilters):
     def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
         cols = change_columns(msgs, idx, ver, self.version_table, pa.array(keys[idx], pa.int64()), lsn_arr)
         cols.update(self._commit_cols(rank))
+        cols["op"] = copied_ops(cols["op"], cols["xid"], np.arange(len(idx)))
         return pa.table(cols)
 
     def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:

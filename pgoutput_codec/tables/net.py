@@ -152,7 +152,7 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
         last = int(trunc[-1])
         truncated = (rows.column("commit_lsn")[last].as_py(), rows.column("commit_ts")[last].as_py())
         rows, op = rows.slice(last + 1), op.slice(last + 1)
-    keep = pc.is_in(op, pa.array(["I", "U", "D"])).to_numpy(zero_copy_only=False)
+    keep = pc.is_in(op, pa.array(["I", "U", "D", "R"])).to_numpy(zero_copy_only=False)
     if not keep.all():
         rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
     n, m = len(rows), len(rep)

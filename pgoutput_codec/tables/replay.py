@@ -151,7 +151,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             if net is not None:
                 net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={}, moved=[])
             continue
-        if op not in ("I", "U", "D"):
+        if op not in ("I", "U", "D", "R"):
             continue
         rcols = r["columns"] or []
         names = [c["name"] for c in rcols]
@@ -189,8 +189,12 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
                 v = None if img is None else img.get(nm)
                 if v is not None and v[0] in ("t", "b") and texts[i] is not None:
                     img[nm] = ("t", texts[i])
-        if op == "I":
+        if op in ("I", "R"):
+            # a copied row ('R') is an Insert that may meet the row of its key held: it
+            # replaces it; one equal to it (a copy taken again) changes nothing
             key = row_key(after, keycols)
+            if op == "R" and store.get(key) == after:
+                continue
             close(key, lsn, ts)
             store[key] = after
             if net is not None:

@@ -1,0 +1,171 @@
+"""Copied rows: the Inserts of a COPY transaction (Begin xid 0) are change rows of op 'R'
+on every decoding path, tables rebuilt from them treat 'R' as an upsert by key, a base
+(a table's rows as of an LSN) stands for a copy, and a table whose start is unknown is
+warned about."""
+
+from __future__ import annotations
+
+import warnings
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from pgoutput_codec import (Begin, ChangeDecoder, Commit, Delete, Insert, Relation, RelationColumn,
+                            TupleColumn, Update, decode_changes, encode_message)
+from pgoutput_codec.changes import LightChangeDecoder
+from pgoutput_codec.plan import ControlPlan
+from pgoutput_codec.tables import decode_table_changes, history, net_changes, snapshot, table_changes
+
+T = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
+             columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+U = Relation(relation_id=16401, namespace="public", relation_name="u", replica_identity="d",
+             columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
+
+
+def row(i, v):
+    return (TupleColumn("t", str(i).encode()), TupleColumn("t", v.encode()) if v is not None else TupleColumn("n", None))
+
+
+def ins(rel, i, v):
+    return Insert(relation_id=rel.relation_id, new_tuple=row(i, v))
+
+
+def upd(rel, i, v):
+    return Update(relation_id=rel.relation_id, new_tuple=row(i, v))
+
+
+def dele(rel, i):
+    return Delete(relation_id=rel.relation_id, old_kind="K", old_tuple=(TupleColumn("t", str(i).encode()),
+                                                                        TupleColumn("n", None)))
+
+
+def txn(xid, lsn, *msgs):
+    return [Begin(final_lsn=lsn, commit_ts=lsn * 1000, xid=xid), *msgs,
+            Commit(commit_lsn=lsn, end_lsn=lsn + 8, commit_ts=lsn * 1000)]
+
+
+def as_archive(msgs) -> pa.Table:
+    data = [encode_message(m) for m in msgs]
+    lsns, lsn = [], 0
+    for m in msgs:          # each row's lsn: its transaction's commit LSN, as a copy's are
+        lsn = getattr(m, "final_lsn", None) or lsn
+        lsns.append(f"0/{lsn:X}")
+    return pa.table({"seq": pa.array(range(len(data)), pa.int64()), "lsn": pa.array(lsns, pa.string()),
+                     "data": pa.array(data, pa.binary())})
+
+
+def copy_archive() -> pa.Table:
+    """Table t copied whole at 0x100 (ids 1..4), changed by a server transaction, then a
+    chunk of it copied again while the stream runs (id 2 as it is then, id 6 new), then
+    changed again; table u is never copied."""
+    msgs = txn(0, 0x100, T, *[ins(T, i, f"c{i}") for i in range(1, 5)])
+    msgs += txn(700, 0x200, T, upd(T, 2, "u2"), dele(T, 3), ins(T, 5, "n5"), U, ins(U, 1, "x"))
+    msgs += txn(0, 0x300, T, ins(T, 2, "u2"), ins(T, 6, "c6"))
+    msgs += txn(701, 0x400, T, upd(T, 6, "u6"), upd(U, 1, "y"))
+    return as_archive(msgs)
+
+
+WANT_OPS = ["R", "R", "R", "R", "U", "D", "I", "I", "R", "R", "U", "U"]
+WANT_T = [{"id": 1, "v": "c1"}, {"id": 2, "v": "u2"}, {"id": 4, "v": "c4"}, {"id": 5, "v": "n5"},
+          {"id": 6, "v": "u6"}]
+
+
+def ops(t: pa.Table) -> list:
+    return t.column("op").to_pylist()
+
+
+def by_id(t: pa.Table) -> list:
+    return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("path", ["plain", "general", "chunked", "threads"])
+def test_inserts_of_a_copy_transaction_are_R_rows(path, monkeypatch):
+    arc = copy_archive()
+    if path == "plain":
+        out = decode_changes(arc, workers=1)
+    elif path == "general":
+        monkeypatch.setattr(ChangeDecoder, "_VECTORIZED", False)
+        out = decode_changes(arc, workers=1)
+    elif path == "chunked":    # transactions cut across feeds: held, then emitted
+        with ChangeDecoder() as dec:
+            out = pa.concat_tables([dec.feed(arc.slice(k, 3)) for k in range(0, len(arc), 3)])
+    else:
+        from pgoutput_codec.plan.controlplan import decode_changes_parallel
+        out = decode_changes_parallel(arc.column("data"), arc.column("seq"), splits=3)
+    assert ops(out) == WANT_OPS
+    assert out.column("xid").to_pylist()[:4] == [0, 0, 0, 0]
+    r = out.filter(pc.equal(out.column("op"), "R"))
+    assert r.column("before").null_count == len(r) and r.column("after").null_count == 0
+
+
+def test_light_and_typed_paths_give_R_rows():
+    arc = copy_archive()
+    light = LightChangeDecoder().feed(arc)
+    assert ops(light) == WANT_OPS
+    typed = decode_table_changes(arc, "public.t")
+    assert ops(typed) == ["R"] * 4 + ["U", "D", "I", "R", "R", "U"]
+    assert ops(table_changes(decode_changes(arc), "public.t")) == ops(typed)
+
+
+def test_control_plan_gives_R_rows():
+    arc = copy_archive()
+    keys = arc.column("seq").to_numpy()
+    plan = ControlPlan.build(arc.column("data"), keys)
+    assert ops(plan.changes(arc.column("data"), keys)) == WANT_OPS
+    aligned = plan.change_rows(arc.column("data"), keys)
+    assert [o for o in ops(aligned) if o is not None] == WANT_OPS
+
+
+def test_a_streamed_insert_is_no_R_row_and_xid_0_nowhere_else():
+    """Only a transaction of xid 0 copies: every other Insert stays 'I'."""
+    out = decode_changes(as_archive(txn(5, 0x100, T, ins(T, 1, "a"))))
+    assert ops(out) == ["I"]
+
+
+def test_tables_rebuilt_from_copied_rows_upsert_by_key():
+    """A copied row meets the key of a row held (the chunk copied again at 0x300): it
+    replaces it. A copied row identical to the row held makes no new version."""
+    changes = decode_changes(copy_archive())
+    assert by_id(snapshot(changes, "public.t")) == WANT_T
+    assert by_id(snapshot(changes, "public.t", as_of_lsn=0x100)) == [{"id": i, "v": f"c{i}"} for i in range(1, 5)]
+    h = history(changes, "public.t").to_pylist()
+    two = [(r["v"], r["__OP"], r["__START_LSN"], r["__END_LSN"]) for r in h if r["id"] == 2]
+    assert two == [("c2", "R", 0x100, 0x200), ("u2", "U", 0x200, None)]
+    six = [(r["v"], r["__OP"], r["__START_LSN"], r["__END_LSN"]) for r in h if r["id"] == 6]
+    assert six == [("c6", "R", 0x300, 0x400), ("u6", "U", 0x400, None)]
+
+
+@pytest.mark.parametrize("cut", [0, 0x100, 0x200])
+def test_net_changes_of_copied_rows(cut):
+    """Copied then unchanged: an upsert of the copy; copied then updated: an upsert of
+    the newest image; copied then deleted: the key's delete, as for a row inserted in
+    the batch (a copy the target holds from before is removed). Applied over the
+    snapshot before the batch, the batch gives the snapshot after it."""
+    changes = decode_changes(copy_archive())
+    later = changes.filter(pc.greater(changes.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+    net = net_changes(later, "public.t").to_pylist()
+    ups = {r["id"]: r["v"] for r in net if r["__OP"] == "upsert"}
+    dels = {r["id"] for r in net if r["__OP"] == "delete"}
+    target = {r["id"]: r["v"] for r in snapshot(changes, "public.t", as_of_lsn=cut or None).to_pylist()} if cut \
+        else {}
+    for k in dels:
+        target.pop(k, None)
+    target.update(ups)
+    assert sorted(target.items()) == [(r["id"], r["v"]) for r in WANT_T]
+    if cut == 0:
+        assert ups == {1: "c1", 2: "u2", 4: "c4", 5: "n5", 6: "u6"} and dels == {3}
+
+
+def test_a_table_whose_start_is_unknown_is_warned_about():
+    """u was never copied: its rows from before capture are not in the archive."""
+    from pgoutput_codec.tables import IncompleteTableWarning
+    changes = decode_changes(copy_archive())
+    for fn in (snapshot, history, net_changes):
+        with pytest.warns(IncompleteTableWarning, match=r"public\.u: rows that existed before capture began are "
+                          r"not in the archive; capture with --snapshot or pass base="):
+            fn(changes, "public.u")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fn(changes, "public.t")
