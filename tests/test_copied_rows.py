@@ -169,3 +169,61 @@ def test_a_table_whose_start_is_unknown_is_warned_about():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             fn(changes, "public.t")
+
+
+def uncopied_archive() -> pa.Table:
+    """copy_archive's changes without its copies, and an Update of base row 4 that
+    leaves v unchanged (TOAST: its value is not in the message)."""
+    msgs = txn(700, 0x200, T, upd(T, 2, "u2"), dele(T, 3), ins(T, 5, "n5"), U, ins(U, 1, "x"))
+    msgs += txn(701, 0x400, T, ins(T, 6, "c6"), upd(T, 6, "u6"))
+    msgs += txn(702, 0x500, T, Update(relation_id=T.relation_id, new_tuple=(TupleColumn("t", b"4"),
+                                                                           TupleColumn("u", None))))
+    return as_archive(msgs)
+
+
+BASE = pa.table({"id": pa.array([1, 2, 3, 4], pa.int32()), "v": ["c1", "c2", "c3", "c4"]})
+
+
+@pytest.mark.parametrize("form", ["table", "parquet", "mapping"])
+def test_a_base_stands_for_the_copy(form, tmp_path):
+    """Base rows at 0x100 act as copied rows: snapshot, net_changes and history over
+    them and the changes after equal the copy's; an unchanged TOAST value comes from
+    the base's row; no warning."""
+    changes = decode_changes(uncopied_archive())
+    if form == "parquet":
+        pq.write_table(BASE, tmp_path / "t.parquet")
+        kw = dict(base=str(tmp_path / "t.parquet"), base_lsn="0/100")
+    elif form == "mapping":
+        kw = dict(base={"public.t": BASE, "public.other": BASE}, base_lsn={"public.t": 0x100})
+    else:
+        kw = dict(base=BASE, base_lsn=0x100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert by_id(snapshot(changes, "public.t", **kw)) == WANT_T
+        net = net_changes(changes, "public.t", **kw)
+        h = history(changes, "public.t", **kw)
+    assert sorted((r["id"], r["v"], r["__OP"]) for r in net.to_pylist()) == \
+        [(1, "c1", "upsert"), (2, "u2", "upsert"), (3, None, "delete"), (4, "c4", "upsert"), (5, "n5", "upsert"),
+         (6, "u6", "upsert")]
+    assert all(not u for u in net.column("__UNCHANGED").to_pylist())
+    got = sorted((r["id"], r["v"], r["__OP"], r["__START_LSN"], r["__END_LSN"]) for r in h.to_pylist())
+    assert got == [(1, "c1", "R", 0x100, None), (2, "c2", "R", 0x100, 0x200), (2, "u2", "U", 0x200, None),
+                   (3, "c3", "R", 0x100, 0x200), (4, "c4", "R", 0x100, 0x500), (4, "c4", "U", 0x500, None),
+                   (5, "n5", "I", 0x200, None), (6, "c6", "I", 0x400, 0x400), (6, "u6", "U", 0x400, None)]
+
+
+def test_changes_at_or_below_the_base_lsn_are_in_it():
+    changes = decode_changes(uncopied_archive())
+    later_base = pa.table({"id": pa.array([1, 2, 4, 5], pa.int32()), "v": ["c1", "u2", "c4", "n5"]})
+    assert by_id(snapshot(changes, "public.t", base=later_base, base_lsn=0x200)) == WANT_T
+    with pytest.raises(ValueError, match="as of 512, after as_of_lsn 256"):
+        snapshot(changes, "public.t", 0x100, base=later_base, base_lsn=0x200)
+    with pytest.raises(ValueError, match="needs base_lsn"):
+        snapshot(changes, "public.t", base=later_base)
+
+
+def test_a_mapping_that_leaves_a_table_out_still_warns():
+    from pgoutput_codec.tables import IncompleteTableWarning
+    changes = decode_changes(uncopied_archive())
+    with pytest.warns(IncompleteTableWarning, match=r"public\.u"):
+        snapshot(changes, "public.u", base={"public.t": BASE}, base_lsn=0x100)

@@ -34,6 +34,7 @@ table's), ``typed`` (typed values), ``columnlists`` (column lists over time),
 
 from __future__ import annotations
 
+from .complete import IncompleteTableWarning
 from .columnlists import Missing, added_columns, columns_in_force, missing_values, net_key
 from .net import net_changes
 from .replay import history, history_names, snapshot, unknown_key_error
@@ -42,4 +43,4 @@ from .typed import decode_table_changes, table_changes, typed_changes
 
 __all__ = ["table_changes", "decode_table_changes", "snapshot", "history", "net_changes", "table_columns",
            "typed_changes", "added_columns", "columns_in_force", "missing_values", "Missing", "net_key",
-           "unknown_key_error", "history_names"]
+           "unknown_key_error", "history_names", "IncompleteTableWarning"]

@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 from ..arrays import one_array
 from ..schema import TS
 from .columnlists import filled, missing_values, net_key
+from .base import KNOWN, after_base, base_for, net_over_base
+from .complete import warn_incomplete
 from .replay import NULL, replay, typed_rows, unsaid
 from .rows import column_set_ids, resolve, table_columns, table_registry
 from .typed import columns_out, kind_bytes, type_of
@@ -17,7 +19,8 @@ from .typed import columns_out, kind_bytes, type_of
 __all__ = ["net_changes", "net_by_columns", "net_by_replay", "truncate_row"]
 
 
-def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None) -> pa.Table:
+def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None, base=None,
+                base_lsn=None) -> pa.Table:
     """What these changes did to the table, one row per key — the batch to apply to a
     copy of the table (a lake table kept up to date by incremental runs, with a MERGE on
     the replica-identity key; if the identity changed over these changes, on the
@@ -52,8 +55,21 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     old key, and the row's key it left is named ``delete`` from its image held).
     ``missing``: as for :func:`snapshot`, in the upserts' images. The control columns
     are the last six, in this order: a table's own column may bear one of their names
-    (read them by place)."""
+    (read them by place).
+
+    ``base``/``base_lsn``: the table's rows as of an LSN (:mod:`.base`: an Arrow table, a
+    Parquet path, or a mapping by table name): they come first, as upserts at
+    ``base_lsn``; the changes committed at or below it are in them and are skipped. A
+    table with no copied row ('R') and no base warns (:class:`.complete.IncompleteTableWarning`):
+    the rows it held before capture began are not in the batch."""
     rows_of, replaced = resolve(changes, name)
+    b, b_lsn = base_for(base, base_lsn, name)
+    if b is not None:
+        relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
+        return net_over_base(b, b_lsn, net_changes(after_base(rows_of, b_lsn), name, registry=registry,
+                                                   missing=missing, base=KNOWN), name, relation)
+    if base is not KNOWN:
+        warn_incomplete(rows_of, name)
     cols = table_columns(changes, name, _rows=rows_of)
     registry = table_registry(rows_of, registry)
     by_columns = None if replaced else net_by_columns(rows_of, cols, registry)

@@ -13,7 +13,9 @@ from ..retyped import retyped_names, text_form
 from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
+from .base import KNOWN, base_for, history_over_base, snapshot_over_base
 from .columnlists import added_columns, columns_in_force, filled, missing_values
+from .complete import warn_incomplete
 from .rows import column_set_ids, rows_of, table_columns, table_registry
 from .typed import columns_out, type_of, typed_changes, variant_index
 
@@ -322,13 +324,27 @@ def typed_rows_of_types(rowdicts: list[dict], cols: list[dict], registry=None):
 
 
 def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None,
-             missing: dict | None = None) -> pa.Table:
+             missing: dict | None = None, base=None, base_lsn=None) -> pa.Table:
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None = all changes): the
     columns of the Relation in force then (:func:`columns_in_force`). ``missing``:
     {column: value} that the server gave a column added to the table (``ADD COLUMN …
     DEFAULT``) in the rows older than it, which no change has sent since: pgoutput sends
-    nothing for them, so they are null unless named here (:func:`missing_values`)."""
+    nothing for them, so they are null unless named here (:func:`missing_values`).
+
+    ``base``/``base_lsn``: the table's rows as of an LSN (:mod:`.base`: an Arrow table, a
+    Parquet path, or a mapping by table name), acting as copied rows ('R') committed
+    then: the changes committed at or below it are in them and are skipped, the later
+    ones applied on top. A table with no copied row and no base warns
+    (:class:`.complete.IncompleteTableWarning`)."""
     rows = rows_of(changes, name, as_of_lsn)
+    b, b_lsn = base_for(base, base_lsn, name)
+    if b is not None:
+        from .net import net_changes
+        return snapshot_over_base(rows, name, as_of_lsn, lambda later: net_changes(
+            later, name, registry=registry, missing=missing, base=KNOWN), b, b_lsn)
+    if base is not KNOWN:
+        warn_incomplete(rows if as_of_lsn is None else rows.filter(pc.fill_null(pc.less_equal(
+            rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())), False)), name)
     cols = table_columns(changes, name, _rows=rows)
     registry = table_registry(rows, registry)
     fill = missing_values(missing, cols, registry).raw
@@ -342,13 +358,24 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
 
-def history(changes: pa.Table, name: str, *, registry=None) -> pa.Table:
+def history(changes: pa.Table, name: str, *, registry=None, base=None, base_lsn=None) -> pa.Table:
     """Every version of every row (SCD type 2): typed columns, ``__OP`` (the change that
     made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit that replaced or deleted it; null = current).
     A table column bearing one of these names keeps it; the other column is named apart
-    (``___OP``: :func:`~pgoutput_codec.idents.free_name`, :func:`history_names`)."""
+    (``___OP``: :func:`~pgoutput_codec.idents.free_name`, :func:`history_names`).
+
+    ``base``/``base_lsn``: the table's rows as of an LSN (:mod:`.base`), a version each
+    (``__OP`` 'R', ``__START_LSN`` the base's LSN, ``__START_AT`` null); the changes
+    committed at or below it are in them and are skipped. A table with no copied row
+    and no base warns (:class:`.complete.IncompleteTableWarning`)."""
     rows = rows_of(changes, name)
+    b, b_lsn = base_for(base, base_lsn, name)
+    if b is not None:
+        return history_over_base(rows, name, lambda later: history(later, name, registry=registry, base=KNOWN),
+                                 lambda later: typed_changes(later, registry=registry), b, b_lsn)
+    if base is not KNOWN:
+        warn_incomplete(rows, name)
     cols = table_columns(changes, name, _rows=rows)
     registry = table_registry(rows, registry)
     _, versions = replay(rows, name, True, cols=cols)
