@@ -404,6 +404,7 @@ class TransactionWalk:
                 break
             m = ctrl[k]
             t = m["type"]
+            first = not self.begun    # no marker yet: the archive may start inside a transaction
             if t in _MARKERS:   # (R, Y, O, M come inside a transaction: it may be the one begun before)
                 self.begun = True
             if t in ("B", "b"):
@@ -421,6 +422,11 @@ class TransactionWalk:
                 # a Commit ends a transaction its Begin opened (or one begun before the
                 # archive); inside a stream block or a Begin Prepare's it is corruption:
                 # what is open stays open for its own end
+                if self.ctx < 0 and first:
+                    # the archive starts inside a transaction, none of whose rows it holds
+                    # (the plan, which sees control rows only, cannot tell that from one
+                    # with rows: the transaction ends here either way)
+                    self.ctx = self.new_slot(Txn(xid=None))
                 if self.ctx < 0 or self.txns[self.ctx].kind == "tx":
                     if self.ctx >= 0:
                         self._commit(commits, self.ctx, m, keys, k)
@@ -462,6 +468,8 @@ class TransactionWalk:
             elif t == "P":
                 # a Prepare ends the transaction its Begin Prepare opened (or one begun
                 # before the archive); another transaction's is corruption, left alone
+                if self.ctx < 0 and first:   # (as for a Commit)
+                    self.ctx = self.new_slot(Txn(xid=None))
                 txn = self.txns[self.ctx] if self.ctx >= 0 else None
                 if txn is None or txn.xid is None or (txn.kind == "prepared" and txn.xid == m["xid"]):
                     if txn is not None:

@@ -520,6 +520,33 @@ def test_a_tuple_whose_width_differs_from_its_relation_is_an_error_row():
         plan.changes(values, keys, lsn, errors="raise")
 
 
+@pytest.mark.parametrize("first", ["commit", "prepare"])
+def test_an_archive_starting_with_a_commit_judges_its_lsn_on_both_decoders(first):
+    """An archive may start with the end of a transaction none of whose rows it holds (a
+    Commit, or a Prepare then its Commit Prepared). The sequential decoder and the plan,
+    which sees control rows only, both take that commit's LSN: a later commit below it
+    is out of order for both."""
+    import numpy as np
+
+    from pgoutput_codec.errors import ArchiveOrderError
+    from pgoutput_codec.plan import ControlPlan, control_candidates
+
+    if first == "commit":
+        lead = [Commit(commit_lsn=900, end_lsn=901, commit_ts=0)]
+    else:
+        lead = [Prepare(prepare_lsn=800, end_lsn=801, prepare_ts=0, xid=5, gid="g"),
+                CommitPrepared(commit_lsn=900, end_lsn=901, commit_ts=0, xid=5, gid="g")]
+    msgs = enc(lead + [Begin(final_lsn=100, commit_ts=0, xid=7), REL,
+                       Insert(relation_id=16400, new_tuple=row(1)), Commit(commit_lsn=100, end_lsn=101, commit_ts=0)])
+    with pytest.raises(ArchiveOrderError):
+        ChangeDecoder(errors="collect").feed(msgs)
+    values = pa.array(msgs, pa.binary())
+    keys = np.arange(len(msgs), dtype=np.int64)
+    mask = control_candidates(values)
+    with pytest.raises(ArchiveOrderError):
+        ControlPlan.build(values.filter(pa.array(mask)), keys[mask], errors="collect")
+
+
 def test_a_begin_inside_an_open_transaction_drops_the_one_that_lost_its_commit():
     """The server sends a transaction whole: a Begin while one is open means the first
     lost its Commit (or is sent again from its start). It is dropped and counted, not
