@@ -237,6 +237,9 @@ def _read_csv(path):
         raise ArchiveError(f"{path}: not a readable CSV/COPY export ({first_line(e)})") from None
     if "data" not in t.column_names:
         raise ArchiveError(f"{path}: the CSV has no 'data' column (columns: {', '.join(t.column_names)})")
+    twice = sorted({c for c in ("data", "lsn", "xid") if t.column_names.count(c) > 1})
+    if twice:
+        raise ArchiveError(f"{path}: the CSV header names column '{twice[0]}' more than once")
     if "lsn" in t.column_names:   # the server wrote X/Y: anything else is a broken export
         lsn = t.column("lsn")
         ok = pc.fill_null(pc.match_substring_regex(lsn, f"^{LSN_PATTERN}$"), True)

@@ -290,6 +290,17 @@ def test_a_csv_lsn_that_is_not_an_lsn_names_the_file_and_row(tmp_path, lsn):
     assert pc.parse_lsn("ffffffff/0") == 0xFFFFFFFF << 32 and pc.parse_lsn("0/1a") == 26
 
 
+@pytest.mark.parametrize("header", ["lsn,xid,data,data", "data,lsn,lsn", "xid,data,xid"])
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, header):
+    """An export whose header names data, lsn or xid twice has no one column to read: it
+    is refused naming the file and the column, never a KeyError."""
+    from pgoutput_codec.archive import ArchiveError, read_archive_parts
+    csv = tmp_path / "x.csv"
+    csv.write_text(header + "\n" + ",".join(["\\x42"] * len(header.split(","))) + "\n")
+    with pytest.raises(ArchiveError, match="x.csv: the CSV header names column '(data|lsn|xid)' more than once"):
+        read_archive_parts(str(csv))[0].read()
+
+
 def test_modes_on_a_malformed_row(tmp_path):
     src = pq.read_table(SAMPLE)
     data = src.column("data").to_pylist()
