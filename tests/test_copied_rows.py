@@ -227,3 +227,47 @@ def test_a_mapping_that_leaves_a_table_out_still_warns():
     changes = decode_changes(uncopied_archive())
     with pytest.warns(IncompleteTableWarning, match=r"public\.u"):
         snapshot(changes, "public.u", base={"public.t": BASE}, base_lsn=0x100)
+
+
+def _copy_rows(target, name):
+    from deltalake import DeltaTable
+    from pgoutput_codec.lake import table_path
+    t = DeltaTable(table_path(target, name)).to_pyarrow_table()
+    return sorted(((r["id"], r["v"]) for r in t.to_pylist()))
+
+
+def test_mirror_of_copied_rows_and_its_warning(tmp_path):
+    """The copy of t (copied in the archive) holds every row; u (never copied) is made
+    with a warning, once: a later run over its copy does not warn again."""
+    from pgoutput_codec.lake import mirror
+    from pgoutput_codec.tables import IncompleteTableWarning
+    arc = copy_archive()
+    with pytest.warns(IncompleteTableWarning) as said:
+        mirror(arc, tmp_path / "lake")
+    assert [w.message.table for w in said if issubclass(w.category, IncompleteTableWarning)] == ["public.u"]
+    assert _copy_rows(tmp_path / "lake", "public.t") == [(r["id"], r["v"]) for r in WANT_T]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runs = mirror(arc, tmp_path / "lake")
+    assert all(r.version is None for r in runs)
+
+
+def test_mirror_from_a_base(tmp_path):
+    """A copy created from a base (one run, then a run with more changes: exactly
+    once), and a table with a base and no change yet: its copy is the base."""
+    from pgoutput_codec.lake import mirror
+    arc = uncopied_archive()
+    other = pa.table({"id": pa.array([7], pa.int32()), "v": ["z"]})
+    base = {"public.t": BASE, "public.w": other}
+    pq.write_table(BASE, tmp_path / "t.parquet")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        first = arc.slice(0, 9)          # the first transaction alone
+        mirror(first, tmp_path / "lake", base={"public.t": str(tmp_path / "t.parquet"), "public.w": other},
+               base_lsn=0x100, tables="public.t,public.w")
+        assert _copy_rows(tmp_path / "lake", "public.t") == [(1, "c1"), (2, "u2"), (4, "c4"), (5, "n5")]
+        assert _copy_rows(tmp_path / "lake", "public.w") == [(7, "z")]
+        mirror(arc, tmp_path / "lake", base=base, base_lsn=0x100, tables="public.t,public.w")
+        mirror(arc, tmp_path / "lake", base=base, base_lsn=0x100, tables="public.t,public.w")
+    assert not [w for w in said if "capture began" in str(w.message)]
+    assert _copy_rows(tmp_path / "lake", "public.t") == [(r["id"], r["v"]) for r in WANT_T]

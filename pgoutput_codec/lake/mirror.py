@@ -36,6 +36,8 @@ from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
 from ..idents import free_name, parse_name, qualified_name, resolve_name
+from ..tables.base import KNOWN, base_for
+from ..tables.complete import warn_incomplete
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
@@ -262,7 +264,7 @@ def _names(changes: pa.Table, patterns) -> list[str]:
 
 
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
-           file_size: int | None = None, **options) -> list[MirrorRun]:
+           file_size: int | None = None, base=None, base_lsn=None, **options) -> list[MirrorRun]:
     """Bring the Delta copy of every table of ``source`` (an archive, as
     :func:`~pgoutput_codec.decode_changes` takes it with ``options``, or its
     change rows) under directory ``target`` current: a copy is created on first sight,
@@ -271,15 +273,25 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     {table: {column: default}} for columns added with a default (:func:`snapshot`'s
     ``missing``). ``file_size``: the bytes a copy created by this run aims its data files
     at (Delta's ``delta.targetFileSize``; None: deltalake's default, 100 MB). Gives one
-    :class:`MirrorRun` per table."""
+    :class:`MirrorRun` per table.
+
+    ``base``/``base_lsn``: tables' rows as of an LSN (:mod:`pgoutput_codec.tables.base`:
+    a mapping ``{"schema.table": Arrow table or Parquet path}`` and an LSN or a mapping
+    of them): a copy created by this run starts from its base, as copied rows ('R')
+    committed at ``base_lsn``; the changes at or below it are in the base and skipped.
+    A copy that exists already holds its start: its base is not read again. A copy
+    created from changes with no copied row of its table and no base warns
+    (:class:`~pgoutput_codec.tables.IncompleteTableWarning`): the rows the table held
+    before capture began are not in it."""
     lake_dir(target)
     if isinstance(source, (str, os.PathLike)):
         refuse_inside(source, target)
     with target_locked(target):
-        return _mirror(source, target, tables, registry, missing, app_id, file_size, options)
+        return _mirror(source, target, tables, registry, missing, app_id, file_size, options, base, base_lsn)
 
 
-def _mirror(source, target, tables, registry, missing, app_id, file_size, options) -> list[MirrorRun]:
+def _mirror(source, target, tables, registry, missing, app_id, file_size, options, base=None,
+            base_lsn=None) -> list[MirrorRun]:
     from deltalake import DeltaTable
     record = None
     if isinstance(source, (str, os.PathLike)):
@@ -289,6 +301,9 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
         changes = _changes_of(source, registry, options)
     patterns = parse_table_list(tables)
     names = _names(changes, patterns)
+    if isinstance(base, dict):  # a table with a base and no change yet: its copy is the base
+        names = sorted(set(names) | {qualified_name(*parse_name(k)[0]) for k in base
+                                     if any(table_selected(patterns, *p) for p in parse_name(k))})
     for name in names:          # every copy checked before any is written
         _own_copy(target, name, app_id)
     runs = []
@@ -296,7 +311,11 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
         done = held_lsn(target, name, app_id)
         later = changes if done is None else changes.filter(
             pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
-        net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name))
+        b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
+        if done is None and b is None:     # a copy made now: warned when its start is unknown
+            warn_incomplete(rows_of(later, name), name, stacklevel=4)
+        net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name),
+                          **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
         rows = rows_of(later, name)
         lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
         runs.append(apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size))
