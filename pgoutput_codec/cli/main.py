@@ -288,15 +288,18 @@ def _run(args) -> int:
         import warnings
 
         from .. import lake
+        from ..tables import IncompleteTableWarning
         refuse_overwrite({"ARCHIVE": args.archive}, {"TARGET": args.target})
         said: list = []
+        ours = (lake.MirrorWarning, IncompleteTableWarning)
         try:
             with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always", lake.MirrorWarning)
+                for kind in ours:
+                    warnings.simplefilter("always", kind)
                 runs = lake.mirror(args.archive, args.target, tables=args.tables)
         finally:
             for w in said:
-                if issubclass(w.category, lake.MirrorWarning):
+                if issubclass(w.category, ours):
                     print(f"{PROG} mirror: warning: {w.message}", file=sys.stderr)
                 else:       # another library's: shown as Python's filters say
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
