@@ -8,7 +8,7 @@ so a user can find the bad byte in an archive without a debugger.
 from __future__ import annotations
 
 __all__ = ["first_line", "UTF8_HINT", "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError", "ArchiveOrderError",
-           "PgoutputEncodeError"]
+           "PgoutputEncodeError", "CopyStreamError"]
 
 
 #: appended where a name or text is not UTF-8: the usual cause is an archive captured by a
@@ -68,6 +68,18 @@ def _order_error(message, message_type, seq, commit_lsn, previous_lsn):
 
 class PgoutputEncodeError(PgoutputCodecError, ValueError):
     """A message object cannot be encoded (a field is out of range or missing)."""
+
+
+class CopyStreamError(PgoutputCodecError, ValueError):
+    """A ``COPY ... TO STDOUT`` stream (text or binary format) is malformed or ends inside
+    a row. ``offset``: the byte offset from the start of the stream where reading stopped."""
+
+    def __init__(self, message: str, offset: int | None = None):
+        super().__init__(message)
+        self.offset = offset
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.offset))
 
 
 def first_line(e) -> str:
