@@ -29,19 +29,25 @@ import fcntl
 import glob
 import json
 import os
+import queue
 import re
 import sys
+import tempfile
+import threading
 import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..archive import META_KEY, parquet_part
-from ..messages import parse_lsn
+from ..messages import datetime_to_pg_timestamp, format_lsn, parse_lsn
+from . import watermarks as wm
 from .errors import PROG, CliError, first_line
+from .progress import progress
 from ..runs import fsync_path
+from .tablecopy import copy_rows, copy_transaction_messages, published_tables
 
-__all__ = ["capture", "CRASH_ENV", "STAGING_NAME"]
+__all__ = ["capture", "CRASH_ENV", "STAGING_NAME", "COPY_KEY"]
 
 #: test hook: exit (status 75) right after writing file number N, before advancing the slot
 CRASH_ENV = "PGOUTPUT_CODEC_CAPTURE_CRASH_AFTER_FILE"
@@ -188,8 +194,9 @@ class _Staging:
         self.pending, self.pending_bytes = [], 0
         self.prev_lsn, self.ordinal = None, 0
 
-    def read(self, batches):
-        """Take a peek's rows, lists of (lsn, xid, data) in the order peeked."""
+    def read(self, batches, scanner=None):
+        """Take a peek's rows, lists of (lsn, xid, data) in the order peeked; a
+        :class:`~.watermarks.Scanner` is fed them too (row numbers from 0)."""
         bounds = _Boundaries()
         for rows in batches:
             if self.first_lsn is None:
@@ -197,6 +204,8 @@ class _Staging:
             for i, (lsn, _xid, data) in enumerate(rows, self.rows + 1):
                 if bounds.closes(data):
                     self.kept, self.end_lsn = i, lsn
+                if scanner is not None:
+                    scanner.feed(i - 1, data)
             self._add(rows)
 
     def _add(self, rows):
@@ -259,9 +268,136 @@ class _Staging:
         os.unlink(self.path)
 
 
+#: copy files' metadata key (inside the capture metadata): see :func:`capture`
+COPY_KEY = "copy"
+
+
+class _Spill:
+    """Copied payloads on their way to an archive file: a hidden temporary Parquet file
+    (``.copy-*.tmp``, 0600) in the archive directory holding a ``data`` column, so that a
+    chunk or a table takes bounded memory whatever its size. :meth:`tables` reads it back
+    a row group at a time; :meth:`close` removes it."""
+
+    def __init__(self, out):
+        fd, self.path = tempfile.mkstemp(prefix=".copy-", suffix=".tmp", dir=out)
+        self.file = os.fdopen(fd, "wb")
+        self.writer = pq.ParquetWriter(self.file, _DATA_SCHEMA, compression="lz4")
+        self.rows = 0
+
+    def add(self, payloads):
+        if len(payloads):
+            self.writer.write_table(pa.table([payloads.cast(pa.binary())], schema=_DATA_SCHEMA))
+            self.rows += len(payloads)
+
+    def finish(self):
+        if self.writer is not None:
+            self.writer.close()
+            self.file.close()
+            self.writer = None
+
+    def tables(self):
+        self.finish()
+        f = pq.ParquetFile(self.path)
+        for i in range(f.num_row_groups):
+            yield f.read_row_group(i, use_threads=False)
+
+    def close(self):
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self.finish()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+_DATA_SCHEMA = pa.schema([pa.field("data", pa.binary())])
+
+
+def _rows(payloads, lsn):
+    """Copied payloads (a binary array or list) as rows of a captured file: ``lsn`` the
+    copy's LSN text, xid 0; ``seq`` and ``lsn_ordinal`` are numbered by :func:`_numbered`."""
+    data = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
+    n = len(data)
+    return pa.table([pa.array([0] * n, pa.int64()), pa.array([lsn] * n, pa.string()),
+                     pa.array([0] * n, pa.int32()), pa.array([0] * n, pa.int64()), data.cast(pa.binary())],
+                    schema=_SCHEMA)
+
+
+def _numbered(pieces, first_seq):
+    """``pieces`` with ``seq`` numbered from ``first_seq`` and ``lsn_ordinal`` counted
+    over equal consecutive ``lsn`` values."""
+    at, prev, k = first_seq, None, 0
+    for piece in pieces:
+        n = len(piece)
+        if not n:
+            continue
+        ordinals = []
+        for lsn in piece.column("lsn").to_pylist():
+            k = k + 1 if lsn == prev else 0
+            prev = lsn
+            ordinals.append(k)
+        piece = piece.set_column(0, "seq", pa.array(range(at, at + n), pa.int64()))
+        piece = piece.set_column(2, "lsn_ordinal", pa.array(ordinals, pa.int32()))
+        at += n
+        yield piece
+
+
+def _json_key(key):
+    return None if key is None else [str(v) for v in key]
+
+
+class _Request:
+    """A copy of tables the archive records (its files' ``copy.request``): its id, the
+    names asked for (``"*"``: every published table), the tables it resolved to, and each
+    table's progress as the files hold it."""
+
+    def __init__(self, rid, names, tables):
+        self.id, self.names, self.tables = rid, names, [tuple(t) for t in tables]
+        self.progress = {}          # (schema, table) -> {"last_key": .., "complete": ..}
+
+    def record(self):
+        return {"id": self.id, "names": self.names, "tables": [list(t) for t in self.tables]}
+
+    def done(self):
+        return all(self.progress.get(t, {}).get("complete") for t in self.tables)
+
+
+def _copy_state(files):
+    """What the archive's copy files say: the requests in order, and the initial copy's
+    LSN when its transaction was opened and never committed (else None)."""
+    requests, initial_open = {}, None
+    for f in files:
+        meta = parquet_part(f).meta or {}
+        c = meta.get(COPY_KEY)
+        if not c:
+            continue
+        r = c["request"]
+        req = requests.get(r["id"])
+        if req is None:
+            req = requests[r["id"]] = _Request(r["id"], r["names"], r["tables"])
+        for t in c.get("tables", ()):
+            req.progress[(t["schema"], t["table"])] = {"last_key": t["last_key"], "complete": t["complete"]}
+        if c["kind"] == "initial":
+            initial_open = None if c.get("commit") else c["lsn"]
+    return list(requests.values()), initial_open
+
+
+class _Chunk:
+    """A chunk taken between two watermarks, its rows spilled, waiting to be placed."""
+
+    def __init__(self, job, cid, request, table, snapshot, spill, last_key, complete):
+        self.job = job
+        self.id, self.request, self.table, self.snapshot = cid, request, table, snapshot
+        self.spill, self.last_key, self.complete = spill, last_key, complete
+        self.placed = None          # the (chunk, mark) of the watermark it goes into
+
+
+def _slot_ident(slot):
+    return '"' + slot.replace('"', '""') + '"'
+
+
 def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=False, messages=False,
-            two_phase=False, create_slot=False, max_files=0, poll_interval=1.0, stop_after=0,
-            rows_per_file=10000, log=None) -> dict:
+            two_phase=False, create_slot=False, snapshot=False, snapshot_tables=None, jobs=0,
+            chunk_rows=None, max_files=0, poll_interval=1.0, stop_after=0, rows_per_file=10000,
+            log=None) -> dict:
     """Land a slot's changes into a Parquet archive under ``out``; returns counters.
 
     The protocol with the slot (at-least-once, resumable, nothing lost between files):
@@ -292,6 +428,24 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
     readers (``decode``, ``inspect``) drop the prefix of a file lying below the end of
     the files before it (:func:`pgoutput_codec.archive.iter_archive`); (``lsn``,
     ``lsn_ordinal``) identifies a row within a poll for audits.
+
+    Complete tables (docs/cli.md, "Complete tables"):
+
+    - ``create_slot`` and ``snapshot``: the slot is created on a replication connection
+      with an exported snapshot, which ``jobs`` connections (default: one per core, at
+      most one per table) use to copy every published table; the copy is one COPY
+      transaction (Begin xid 0) at the slot's consistent point, over files of at most
+      about ``rows_per_file`` rows (a table without primary key whole in one file), each
+      written as the stream's files are. Its Commit lands before any stream file.
+    - ``snapshot_tables`` (names), or ``snapshot`` on an existing slot (every published
+      table): copied while the stream runs, ``chunk_rows`` rows at a time by primary key
+      (a table without one whole), each chunk between two watermarks and placed by
+      :func:`.watermarks.place` into one of them when the stream is landed.
+    - Each copy file records ``copy`` in its metadata: ``kind`` (initial, chunk),
+      ``lsn``, the tables with their rows, last key and whether complete, and the
+      request it belongs to. A run finds an unfinished request there and finishes it
+      first (an initial copy interrupted: its Commit, then the rest as chunks); a
+      request equal to the last one completed is not taken again.
     """
     import psycopg   # optional: the [cli] extra; only capture talks to a server
 
@@ -302,23 +456,43 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
         raise CliError("--streaming needs --proto 2 or later")
     if two_phase and proto < 3:
         raise CliError("--two-phase needs --proto 3 or later")
+    if jobs < 0:
+        raise CliError(f"--jobs must be positive, got {jobs}")
+    chunk_rows = chunk_rows or rows_per_file
+    names = None
+    if snapshot_tables is not None:
+        names = [n.strip() for n in (snapshot_tables.split(",") if isinstance(snapshot_tables, str)
+                                     else snapshot_tables) if n.strip()]
+        if not names:
+            raise CliError("--snapshot-tables needs at least one table name")
     os.makedirs(out, mode=0o700, exist_ok=True)     # row data: readable by its owner only
     lock = _lock(out)
     try:
         here = glob.escape(out)     # (a path, not a pattern: 'arch[1]' is that directory)
-        for tmp in glob.glob(os.path.join(here, ".part-*.tmp")) + glob.glob(os.path.join(here, STAGING_NAME)):
-            os.unlink(tmp)   # a peek or a write that never reached its link: its rows are still in the slot
+        for tmp in glob.glob(os.path.join(here, ".part-*.tmp")) + glob.glob(os.path.join(here, STAGING_NAME)) \
+                + glob.glob(os.path.join(here, ".copy-*.tmp")):
+            os.unlink(tmp)   # a peek, copy or write that never reached its link: redone from the slot/server
+
+        files = _existing_files(out)
+        requests, initial_open = _copy_state(files) if files else ([], None)
+        copying = bool(snapshot or names or initial_open is not None or any(not r.done() for r in requests))
         options = ["proto_version", str(proto), "publication_names", publication]
         if binary:
             options += ["binary", "true"]
         if streaming:
             options += ["streaming", "true"]
-        if messages:
+        if messages or copying:     # (the watermarks are messages)
             options += ["messages", "true"]
         if two_phase:
             options += ["two_phase", "true"]
 
-        files = _existing_files(out)
+        def base(opts):     # what must match across runs: a copy turns messages on for itself
+            opts = list(opts or ())
+            if "messages" in opts:
+                i = opts.index("messages")
+                del opts[i:i + 2]
+            return opts
+
         next_seq, next_index, last_meta = 0, 0, None
         if files:
             last = parquet_part(files[-1])
@@ -326,7 +500,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
             if not last_meta:
                 raise CliError(f"{files[-1]}: not written by '{PROG} capture' (no capture metadata); "
                                "use an empty --out directory")
-            if last_meta.get("slot") != slot or last_meta.get("options") != options:
+            if last_meta.get("slot") != slot or base(last_meta.get("options")) != base(options):
                 raise CliError(f"{out} holds a capture of slot {last_meta.get('slot')!r} with options "
                                f"{last_meta.get('options')}: resume it with the same --slot and options, "
                                "or use another --out")
@@ -337,7 +511,11 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
             conn = psycopg.connect(dsn, autocommit=True)
         except psycopg.Error as e:
             raise CliError(f"cannot connect ({first_line(e)})") from None
-        stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None}
+        stats = {"files": 0, "messages": 0, "polls": 0, "resumed_at_seq": next_seq if files else None,
+                 "copied_rows": 0, "chunks": 0, "retaken": 0}
+        run = _Run(psycopg, dsn, conn, out, slot, publication, options, binary, say, stats)
+        run.next_seq, run.next_index = next_seq, next_index
+        run.messages, run.streaming, run.two_phase, run.proto = messages, streaming, two_phase, proto
         with conn:
             # The server converts what the slot sends (names, values) into the session's
             # client_encoding, which defaults to the database's: a LATIN1 database would land
@@ -346,21 +524,27 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
             # non-UTF-8 byte stops the peek: "invalid byte sequence for encoding UTF8"), so
             # there the session keeps SQL_ASCII and the archive the bytes as stored.
             conn.execute("SET client_encoding = 'UTF8'")   # the peeks of a SQL_ASCII database set their own
-            server_version = conn.execute("SHOW server_version").fetchone()[0]
-            server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
-            client_encoding = "SQL_ASCII" if server_encoding == "SQL_ASCII" else "UTF8"
+            run.server_version = conn.execute("SHOW server_version").fetchone()[0]
+            run.server_encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+            client_encoding = "SQL_ASCII" if run.server_encoding == "SQL_ASCII" else "UTF8"
+            run.client_encoding = client_encoding
             if client_encoding == "SQL_ASCII":
                 print(f"{PROG}: warning: the database's encoding is SQL_ASCII, which converts nothing: "
                       "the archive holds its text as its clients stored it; if that is not UTF-8, "
                       f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
             row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
                                "WHERE slot_name = %s", (slot,)).fetchone()
+            copied_initially = False
             if row is None:
                 if not create_slot:
                     raise CliError(f"replication slot {slot!r} does not exist (add --create-slot)")
-                conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
-                             (slot, two_phase))
-                say(f"created slot {slot}")
+                if snapshot:
+                    run.initial_copy(two_phase, jobs, rows_per_file, 1 + max((r.id for r in requests), default=0))
+                    copied_initially = True
+                else:
+                    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                                 (slot, two_phase))
+                    say(f"created slot {slot}")
                 row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
                                    "WHERE slot_name = %s", (slot,)).fetchone()
             if row[0] != "pgoutput":
@@ -375,57 +559,400 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
                     print(f"{PROG}: warning: slot {slot} is at {row[1]}, past the archive's end "
                           f"{last_meta['end_lsn']}: changes in between were consumed elsewhere", file=sys.stderr)
                 say(f"resume: {len(files)} files, continuing at seq {next_seq}")
+            if initial_open is not None:
+                run.commit_initial(initial_open, [r for r in requests if not r.done()][-1])
+            # the copies to make while the stream runs: unfinished requests, then the new one
+            todo = [r for r in requests if not r.done()]
+            if not copied_initially:
+                new = run.new_request(names, snapshot, requests, 1 + max((r.id for r in requests), default=0))
+                if new is not None:
+                    todo.append(new)
+            for r in todo:
+                for t in r.tables:
+                    p = r.progress.get(t, {})
+                    if not p.get("complete"):
+                        run.jobs.append((r, t, p.get("last_key")))
+            if run.jobs:
+                say(f"copying {len({(r.id, t) for r, t, _ in run.jobs})} table(s) while the stream runs, "
+                    f"{chunk_rows} rows a chunk")
+            run.stream(client_encoding, rows_per_file, chunk_rows, max_files, stop_after, poll_interval)
+        return stats
+    finally:
+        os.close(lock)   # the lock goes with it
 
-            limit = rows_per_file
-            idle = 0
-            peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
-                    "%s, NULL, %s, VARIADIC %s::text[])")
+
+class _Run:
+    """One capture run's state: the files it writes and the copies it makes."""
+
+    def __init__(self, psycopg, dsn, conn, out, slot, publication, options, binary, say, stats):
+        self.psycopg, self.dsn, self.conn, self.out, self.slot = psycopg, dsn, conn, out, slot
+        self.publication, self.options, self.binary, self.say, self.stats = publication, options, binary, say, stats
+        self.jobs = []              # (request, (schema, table), after key) still to copy
+        self.copy_conn = None
+
+    # ------------------------------------------------------------------ files
+    def meta(self, rows, start_lsn, end_lsn, copy=None):
+        meta = {
+            "format": 1, "slot": self.slot, "publication": self.publication, "options": self.options,
+            "proto_version": self.proto, "binary": self.binary, "streaming": self.streaming,
+            "messages": self.messages, "two_phase": self.two_phase, "server_version": self.server_version,
+            "server_encoding": self.server_encoding, "client_encoding": self.client_encoding,
+            "file_index": self.next_index, "seq_start": self.next_seq, "seq_end": self.next_seq + rows - 1,
+            "rows": rows, "start_lsn": start_lsn, "end_lsn": end_lsn,
+            "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        }
+        if copy is not None:
+            meta[COPY_KEY] = copy
+        return meta
+
+    def land(self, pieces, rows, start_lsn, end_lsn, copy=None):
+        """Write the next file (``rows`` rows in ``pieces``, numbered here); returns its name."""
+        meta = self.meta(rows, start_lsn, end_lsn, copy)
+        schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+        name = f"part-{self.next_index:06d}.parquet"
+        _write_new(os.path.join(self.out, name), schema, _numbered(pieces, self.next_seq))
+        return name, meta
+
+    def landed(self, rows):
+        self.stats["files"] += 1
+        self.stats["messages"] += rows
+        self.next_seq += rows
+        self.next_index += 1
+
+    def crash_hook(self):
+        if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == self.next_index:
+            os._exit(75)
+
+    def connect(self):
+        try:
+            c = self.psycopg.connect(self.dsn, autocommit=True)
+        except self.psycopg.Error as e:
+            raise CliError(f"cannot connect ({first_line(e)})") from None
+        c.execute(f"SET client_encoding = '{self.client_encoding}'")
+        return c
+
+    # ------------------------------------------------------------------ the initial copy
+    def initial_copy(self, two_phase, jobs, unit_rows, rid):
+        """Create the slot with an exported snapshot and copy every published table under
+        it as one COPY transaction at the consistent point (design: docs/cli.md)."""
+        from psycopg import sql
+
+        try:
+            rconn = self.psycopg.connect(self.dsn, replication="database", autocommit=True)
+        except self.psycopg.Error as e:
+            raise CliError(f"cannot open a replication connection ({first_line(e)})") from None
+        with rconn:
+            cmd = f"CREATE_REPLICATION_SLOT {_slot_ident(self.slot)} LOGICAL pgoutput (SNAPSHOT 'export'" \
+                  f"{', TWO_PHASE' if two_phase else ''})"
+            res = rconn.pgconn.exec_(cmd.encode())
+            if res.status != self.psycopg.pq.ExecStatus.TUPLES_OK:
+                raise CliError(f"cannot create slot {self.slot!r}: "
+                               f"{first_line(res.error_message.decode(errors='replace'))}")
+            lsn, snapname = res.get_value(0, 1).decode(), res.get_value(0, 2).decode()
+            self.say(f"created slot {self.slot} at {lsn}, copying the published tables under snapshot {snapname}")
+            conns = []
+            try:
+                first = self.connect()
+                conns.append(first)
+                first.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                first.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapname)))
+                try:
+                    tables = published_tables(first, self.publication)
+                except ValueError as e:
+                    raise CliError(str(e)) from None
+                n = jobs or min(os.cpu_count() or 1, len(tables))
+                n = max(1, min(n, len(tables)))
+                for _ in range(n - 1):
+                    c = self.connect()
+                    conns.append(c)
+                    c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    c.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapname)))
+                request = _Request(rid, "*", [(t.schema, t.table) for t in tables])
+                self._copy_tables(conns, tables, lsn, unit_rows, request)
+            finally:
+                for c in conns:
+                    with contextlib.suppress(Exception):
+                        c.close()
+        # the replication connection (and the exported snapshot) ends here
+
+    def _copy_tables(self, conns, tables, lsn, unit_rows, request):
+        lsn_value = parse_lsn(lsn)
+        ts = datetime_to_pg_timestamp(_dt.datetime.now(_dt.timezone.utc))
+        begin, commit = copy_transaction_messages(lsn_value, ts)
+        todo = queue.Queue()
+        for t in tables:
+            todo.put(t)
+        units = queue.Queue(maxsize=2 * len(conns))     # spilled units waiting: bounded disk
+        failed = []
+
+        def worker(c):
+            try:
+                while not failed:
+                    try:
+                        t = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    spill, last = _Spill(self.out), None
+                    for payloads, key in copy_rows(c, t, binary=self.binary):
+                        spill.add(payloads)
+                        last = key if key is not None else last
+                        if t.primary_key is not None and spill.rows >= unit_rows:
+                            spill.finish()
+                            units.put((t, spill, last, False))
+                            spill = _Spill(self.out)
+                    spill.finish()
+                    units.put((t, spill, last, True))
+            except BaseException as e:    # told to the writer, which stops the run with it
+                failed.append(e)
+            finally:
+                units.put(None)
+
+        threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in conns]
+        for th in threads:
+            th.start()
+        bars = {}
+        live, first, copied = len(threads), True, 0
+        try:
+            while live:
+                item = units.get()
+                if item is None:
+                    live -= 1
+                    continue
+                t, spill, last, complete = item
+                try:
+                    if failed:
+                        continue
+                    head = [_rows([begin], lsn)] if first else []
+                    pieces = head + [_rows([t.relation_message], lsn)] + \
+                        [_rows(x.column("data"), lsn) for x in spill.tables()]
+                    rows = len(head) + 1 + spill.rows
+                    copy = {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": False,
+                            "tables": [{"relid": t.relid, "schema": t.schema, "table": t.table, "rows": spill.rows,
+                                        "last_key": _json_key(last), "complete": complete}]}
+                    self.land(pieces, rows, lsn, lsn, copy)
+                    self.crash_hook()
+                    first = False
+                    self.landed(rows)
+                    copied += spill.rows
+                    if t.name not in bars:
+                        bars[t.name] = progress(None, t.name).__enter__()
+                    bars[t.name].update(spill.rows)
+                finally:
+                    spill.close()
+        finally:
+            failed.append(None) if not failed else None
+            while live:     # let the workers end (each puts its None)
+                item = units.get()
+                if item is None:
+                    live -= 1
+                else:
+                    item[1].close()
+            for bar in bars.values():
+                bar.__exit__(None, None, None)
+        errors = [e for e in failed if e is not None]
+        if errors:
+            e = errors[0]
+            if isinstance(e, self.psycopg.Error):
+                raise CliError(f"copy failed ({first_line(e)})") from None
+            raise e
+        if first:       # no table at all: the transaction is still written, empty
+            name, _ = self.land([_rows([begin], lsn)], 1, lsn, lsn,
+                                {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": False,
+                                 "tables": []})
+            self.landed(1)
+        self.land_commit(lsn, request, commit)
+        self.stats["copied_rows"] += copied
+        self.say(f"initial copy: {copied} rows of {len(tables)} table(s) at {lsn}")
+
+    def land_commit(self, lsn, request, commit):
+        copy = {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": True, "tables": []}
+        self.land([_rows([commit], lsn)], 1, lsn, lsn, copy)
+        self.crash_hook()
+        self.landed(1)
+
+    def commit_initial(self, lsn, request):
+        """Close the initial copy a crash interrupted: what it copied stands at ``lsn``."""
+        ts = datetime_to_pg_timestamp(_dt.datetime.now(_dt.timezone.utc))
+        _, commit = copy_transaction_messages(parse_lsn(lsn), ts)
+        self.land_commit(lsn, request, commit)
+        self.say(f"resume: closed the interrupted initial copy at {lsn}; the rest is copied while the stream runs")
+
+    # ------------------------------------------------------------------ copies while the stream runs
+    def new_request(self, names, snapshot, requests, rid):
+        """The request this run's flags ask for, or None (none asked, or the archive's
+        last request is the same and complete)."""
+        if names is None and not snapshot:
+            return None
+        asked = "*" if names is None else sorted(names)
+        if any(r.names == asked and not r.done() for r in requests):
+            return None     # (resumed as the unfinished request it is)
+        if asked == "*" and any(r.names == "*" for r in requests) or \
+                requests and requests[-1].names == asked:
+            self.say(f"the archive holds a complete copy of {'every published table' if asked == '*' else asked}: "
+                     "not copied again")
+            return None
+        c = self.connect()
+        try:
+            with c.transaction():
+                tables = published_tables(c, self.publication)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        finally:
+            c.close()
+        if names is None:
+            chosen = [(t.schema, t.table) for t in tables]
+        else:
+            by = {}
+            for t in tables:
+                by.setdefault(t.table, []).append(t)
+                by[t.name] = [t]
+            chosen = []
+            for n in names:
+                found = by.get(n)
+                if not found:
+                    raise CliError(f"--snapshot-tables: {n!r} is not a table of publication {self.publication!r}")
+                if len(found) > 1:
+                    raise CliError(f"--snapshot-tables: {n!r} is in several schemas; write schema.table")
+                chosen.append((found[0].schema, found[0].table))
+        return _Request(rid, asked, chosen)
+
+    def take_chunk(self, job, chunk_rows):
+        """Emit the low watermark, copy the next chunk of the job's table under a fresh
+        snapshot (rows spilled), emit the high watermark; None if the table is no longer
+        published (its copy then ends)."""
+        request, name, after_key = job
+        if self.copy_conn is None:
+            self.copy_conn = self.connect()
+        c = self.copy_conn
+        cid = time.time_ns()
+        emit = "SELECT pg_logical_emit_message(true, %s, %s)"
+        c.execute(emit, (wm.PREFIX, wm.mark_content(cid, "low")))
+        spill = _Spill(self.out)
+        try:
+            with c.transaction():
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                snap = wm.Snapshot.parse(c.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+                table = next((t for t in published_tables(c, self.publication) if (t.schema, t.table) == name), None)
+                if table is None:
+                    spill.close()
+                    return None
+                keyed = table.primary_key is not None
+                last = tuple(after_key) if after_key is not None and keyed else None
+                for payloads, key in copy_rows(c, table, binary=self.binary, after_key=last,
+                                               max_rows=chunk_rows if keyed else None):
+                    spill.add(payloads)
+                    last = key if key is not None else last
+                complete = not keyed or spill.rows < chunk_rows
+            spill.finish()
+            c.execute(emit, (wm.PREFIX, wm.mark_content(cid, "high")))
+        except BaseException:
+            spill.close()
+            raise
+        return _Chunk(job, cid, request, table, snap, spill, last, complete)
+
+    def stream(self, client_encoding, rows_per_file, chunk_rows, max_files, stop_after, poll_interval):
+        conn, slot, stats = self.conn, self.slot, self.stats
+        limit = rows_per_file
+        idle = 0
+        chunk = None
+        peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
+                "%s, NULL, %s, VARIADIC %s::text[])")
+        try:
             while True:
+                while chunk is None and self.jobs:
+                    job = self.jobs.pop(0)
+                    chunk = self.take_chunk(job, chunk_rows)
+                    if chunk is None:
+                        self.say(f"{job[1][0]}.{job[1][1]}: no longer published, not copied")
+                        job[0].progress[job[1]] = {"complete": True}
                 start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                                          "WHERE slot_name = %s", (slot,)).fetchone()[0]
-                staging = _Staging(out, next_seq)
+                staging = _Staging(self.out, self.next_seq)
+                scanner = wm.Scanner({chunk.table.relid}) if chunk is not None else None
+                into = None
                 try:
-                    with contextlib.closing(_peek(conn, peek, (slot, limit, options), client_encoding)) as rows:
-                        staging.read(rows)
+                    with contextlib.closing(_peek(conn, peek, (slot, limit, self.options), client_encoding)) as rows:
+                        staging.read(rows, scanner)
                     n = staging.kept
+                    if chunk is not None:
+                        if chunk.placed is None:
+                            where = wm.place(scanner.committed, chunk.id, chunk.table.relid, chunk.snapshot)
+                            if where == wm.RETAKE:
+                                self.say(f"{chunk.table.name}: chunk changed while it was read: taken again")
+                                stats["retaken"] += 1
+                                chunk.spill.close()
+                                self.jobs.insert(0, chunk.job)
+                                chunk = None
+                            elif where is None:
+                                low = [t for t in scanner.committed if t.mark == (chunk.id, "low")]
+                                if low and low[0].commit < n:
+                                    n = 0   # the file holding the low watermark waits for the high one
+                            else:
+                                chunk.placed = where.mark
+                        if chunk is not None and chunk.placed is not None:
+                            into = next((t for t in scanner.committed if t.mark == chunk.placed), None)
+                            if into is not None and into.commit >= n:
+                                into = None
                     if n:
-                        meta = {
-                            "format": 1, "slot": slot, "publication": publication, "options": options,
-                            "proto_version": proto, "binary": binary, "streaming": streaming,
-                            "messages": messages, "two_phase": two_phase, "server_version": server_version,
-                            "server_encoding": server_encoding, "client_encoding": client_encoding,
-                            "file_index": next_index, "seq_start": next_seq, "seq_end": next_seq + n - 1,
-                            "rows": n, "start_lsn": start_lsn, "end_lsn": staging.end_lsn,
-                            "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-                        }
-                        schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
-                        name = f"part-{next_index:06d}.parquet"
-                        _write_new(os.path.join(out, name), schema, staging.head(n))
+                        pieces = staging.head(n)
+                        rows_out = n
+                        copy = None
+                        if into is not None:
+                            relation = pa.table([pa.array([chunk.table.relation_message], pa.binary())],
+                                                schema=_DATA_SCHEMA)
+                            pieces = wm.splice(pieces, 0, into, [relation, *chunk.spill.tables()])
+                            rows_out += 1 + chunk.spill.rows
+                            commit_lsn = format_lsn(int.from_bytes(
+                                self._payload(staging, into.commit)[2:10], "big"))
+                            copy = {"kind": "chunk", "lsn": commit_lsn, "request": chunk.request.record(),
+                                    "tables": [{"relid": chunk.table.relid, "schema": chunk.table.schema,
+                                                "table": chunk.table.table, "rows": chunk.spill.rows,
+                                                "last_key": _json_key(chunk.last_key), "complete": chunk.complete}]}
+                        name, meta = self.land(pieces, rows_out, start_lsn, staging.end_lsn, copy)
                 finally:
                     staging.close()
                 stats["polls"] += 1
                 if not n:
                     if staging.rows >= limit:
-                        limit *= 2          # an open (streamed) transaction larger than the limit
+                        limit *= 2          # an open (streamed) transaction larger than the limit, or a chunk
+                        continue            # whose high watermark is beyond it
+                    if chunk is not None:
+                        time.sleep(min(poll_interval, 0.05))
                         continue
                     idle += 1
-                    if stop_after and idle >= stop_after:
+                    if stop_after and idle >= stop_after and not self.jobs:
                         break
                     time.sleep(poll_interval)
                     continue
                 idle = 0
                 limit = rows_per_file
-                if os.environ.get(CRASH_ENV) and int(os.environ[CRASH_ENV]) == next_index:
-                    os._exit(75)
+                self.crash_hook()
                 conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, staging.end_lsn))
-                say(f"{name}: {n} messages, seq {next_seq}..{meta['seq_end']}, "
-                    f"lsn {staging.first_lsn}..{staging.end_lsn}")
-                stats["files"] += 1
-                stats["messages"] += n
-                next_seq += n
-                next_index += 1
+                self.say(f"{name}: {rows_out} messages, seq {self.next_seq}..{meta['seq_end']}, "
+                         f"lsn {staging.first_lsn}..{staging.end_lsn}")
+                self.landed(rows_out)
+                if into is not None:
+                    key = (chunk.table.schema, chunk.table.table)
+                    chunk.request.progress[key] = {"last_key": _json_key(chunk.last_key), "complete": chunk.complete}
+                    stats["chunks"] += 1
+                    stats["copied_rows"] += chunk.spill.rows
+                    chunk.spill.close()
+                    if not chunk.complete:
+                        self.jobs.insert(0, (chunk.request, key, _json_key(chunk.last_key)))
+                    chunk = None
                 if max_files and stats["files"] >= max_files:
                     break
-        return stats
-    finally:
-        os.close(lock)   # the lock goes with it
+        finally:
+            if chunk is not None:
+                chunk.spill.close()
+            if self.copy_conn is not None:
+                self.copy_conn.close()
+
+    @staticmethod
+    def _payload(staging, row):
+        """The payload of staged row ``row``."""
+        for table in staging.head(row + 1):
+            if row < len(table):
+                return table.column("data")[row].as_py()
+            row -= len(table)
+        raise IndexError(row)

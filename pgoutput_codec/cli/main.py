@@ -60,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--messages", action="store_true", help="include logical decoding messages (pg_logical_emit_message)")
     c.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
     c.add_argument("--two-phase", action="store_true", help="decode prepared transactions (proto >= 3; slot created with two_phase)")
+    c.add_argument("--snapshot", action="store_true",
+                   help="complete tables: with --create-slot, copy every published table at the slot's "
+                        "consistent point before the stream; on an existing slot, copy them while the "
+                        "stream runs (watermarked chunks)")
+    c.add_argument("--snapshot-tables", metavar="LIST",
+                   help="copy these published tables (comma-separated, table or schema.table) while the "
+                        "stream runs, --rows-per-file rows a chunk")
+    c.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="connections copying tables at once for --snapshot (default: one per core, at "
+                        "most one per table)")
     c.add_argument("--max-files", type=int, default=0, metavar="N", help="stop after writing N files (0: no limit)")
     c.add_argument("--rows-per-file", type=int, default=10000, metavar="N",
                    help="rows peeked per poll, i.e. the size of a file (default 10000; grows while a "
@@ -205,11 +215,16 @@ def _run(args) -> int:
         for k in ("max_files", "rows_per_file", "stop_after"):
             if getattr(args, k) < 0 or (k == "rows_per_file" and args.rows_per_file < 1):
                 raise CliError(f"--{k.replace('_', '-')} must be positive")
+        if args.jobs < 0:
+            raise CliError("--jobs must be positive")
         st = capture(args.dsn, args.slot, args.publication, args.out, proto=args.proto, binary=args.binary,
                      streaming=args.streaming, messages=args.messages, two_phase=args.two_phase,
-                     create_slot=args.create_slot, max_files=args.max_files, poll_interval=args.poll_interval,
+                     create_slot=args.create_slot, snapshot=args.snapshot, snapshot_tables=args.snapshot_tables,
+                     jobs=args.jobs, max_files=args.max_files, poll_interval=args.poll_interval,
                      stop_after=args.stop_after, rows_per_file=args.rows_per_file)
-        print(f"captured {st['messages']} messages in {st['files']} files ({st['polls']} polls) into {args.out}")
+        copied = f", {st['copied_rows']} rows copied" if st["copied_rows"] else ""
+        print(f"captured {st['messages']} messages in {st['files']} files ({st['polls']} polls{copied}) "
+              f"into {args.out}")
         return 0
     if args.command == "decode":
         archive = _resolve_archive(args)

@@ -1,0 +1,262 @@
+"""``capture --snapshot`` and ``--snapshot-tables`` against real servers: tables with rows
+from before the slot (a keyed table, a REPLICA IDENTITY FULL table with duplicate rows, a
+partitioned table published via its root, a row filter with a column list) copied while
+another thread writes the same keys; then a table added to the publication copied while
+the stream runs. Drained, the archive decodes to every table as the server holds it —
+also when capture is SIGKILLed during the copies and run again with the same command."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+import pgoutput_codec as pc
+from pgoutput_codec.archive import iter_archive, read_archive_parts
+from pgoutput_codec.cli.capture import CRASH_ENV
+from pgoutput_codec.cli.watermarks import PREFIX
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: what each table's rows are on the server, as the publication sends them
+EXPECTED = {
+    "k": "SELECT id, v FROM k",
+    "f": "SELECT a, b FROM f",
+    "p": "SELECT id, v FROM p",
+    "rf": "SELECT id, v FROM rf WHERE id % 2 = 0",
+    "n": "SELECT id, v FROM n",
+}
+
+
+def _dsn(srv, db):
+    return " ".join(f"{k}={v}" for k, v in srv.conninfo(db).items())
+
+
+def _database(srv, db):
+    """A fresh database with the tables, their rows before any slot, and the publication."""
+    with srv.connect() as c:
+        c.execute(f"DROP DATABASE IF EXISTS {db}")
+        c.execute(f"CREATE DATABASE {db}")
+    with srv.connect(db) as c:
+        c.execute("CREATE TABLE k (id int PRIMARY KEY, v text)")
+        c.execute("INSERT INTO k SELECT g, 'k' || g FROM generate_series(1, 400) g")
+        c.execute("CREATE TABLE f (a int, b text)")
+        c.execute("ALTER TABLE f REPLICA IDENTITY FULL")
+        c.execute("INSERT INTO f SELECT g % 20, 'dup' FROM generate_series(1, 120) g")
+        c.execute("CREATE TABLE p (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)")
+        c.execute("CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (200)")
+        c.execute("CREATE TABLE p2 PARTITION OF p FOR VALUES FROM (200) TO (100000)")
+        c.execute("INSERT INTO p SELECT g, 'p' || g FROM generate_series(1, 300) g")
+        c.execute("CREATE TABLE rf (id int PRIMARY KEY, v text, secret text)")
+        c.execute("INSERT INTO rf SELECT g, 'r' || g, 's' FROM generate_series(1, 300) g")
+        c.execute("CREATE TABLE n (id int PRIMARY KEY, v text)")
+        c.execute("INSERT INTO n SELECT g, 'n' || g FROM generate_series(1, 250) g")
+        c.execute("CREATE PUBLICATION snap_pub FOR TABLE k, f, p, rf (id, v) WHERE (id % 2 = 0) "
+                  "WITH (publish_via_partition_root = true)")
+
+
+class Writer(threading.Thread):
+    """Inserts, updates and deletes over the keys the copies read, for ``seconds`` (the
+    capture running meanwhile drains the stream once they end) or until stopped."""
+
+    def __init__(self, srv, db, tables, seed, seconds=2.5):
+        super().__init__(daemon=True)
+        self.srv, self.db, self.tables, self.rnd = srv, db, tables, random.Random(seed)
+        self.halt, self.commits, self.error = threading.Event(), 0, None
+        self.until = time.monotonic() + seconds
+
+    def run(self):
+        try:
+            with self.srv.connect(self.db, autocommit=False) as c:
+                while not self.halt.is_set() and time.monotonic() < self.until:
+                    for _ in range(self.rnd.randint(1, 4)):
+                        self.change(c, self.rnd.choice(self.tables))
+                    c.commit()
+                    self.commits += 1
+                    time.sleep(0.002)
+        except Exception as e:      # (told by the test)
+            self.error = e
+
+    def change(self, c, table):
+        r, i = self.rnd.random(), self.rnd.randint(1, 450)
+        if table == "f":
+            a = self.rnd.randint(0, 25)
+            if r < 0.4:
+                c.execute("INSERT INTO f VALUES (%s, 'dup')", (a,))
+            elif r < 0.7:
+                c.execute("UPDATE f SET b = b || '+' WHERE ctid = (SELECT ctid FROM f WHERE a = %s LIMIT 1)", (a,))
+            else:
+                c.execute("DELETE FROM f WHERE ctid = (SELECT ctid FROM f WHERE a = %s LIMIT 1)", (a,))
+        elif r < 0.4:
+            c.execute(f"INSERT INTO {table} (id, v) VALUES (%s, 'w') ON CONFLICT (id) DO UPDATE SET v = excluded.v",
+                      (i,))
+        elif r < 0.75:
+            c.execute(f"UPDATE {table} SET v = v || '.' WHERE id = %s", (i,))
+        elif r < 0.9:
+            c.execute(f"DELETE FROM {table} WHERE id = %s", (i,))
+        else:   # a key moving (and, for p, a row moving between partitions)
+            c.execute(f"UPDATE {table} SET id = id + 1000 WHERE id = %s AND NOT EXISTS "
+                      f"(SELECT 1 FROM {table} WHERE id = %s)", (i, i + 1000))
+
+    def stop(self):
+        self.halt.set()
+        self.join(30)
+        assert self.error is None, self.error
+        assert self.commits > 5
+
+
+def _args(srv, db, out, *extra):
+    return [sys.executable, "-m", "pgoutput_codec.cli", "capture", "--dsn", _dsn(srv, db), "--slot", "snap_s",
+            "--publication", "snap_pub", "--out", str(out), "--rows-per-file", "40", "--poll-interval", "0.05",
+            "--stop-after", "3", *extra]
+
+
+def _run(args, env=None, timeout=120):
+    res = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                         env={**os.environ, **(env or {})})
+    return res
+
+
+def _killed_runs(args, kills, rnd, env=None):
+    """Run capture, SIGKILL it after a random moment ``kills`` times, then let a run end."""
+    for _ in range(kills):
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                             env={**os.environ, **(env or {})})
+        time.sleep(rnd.uniform(0.3, 1.2))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        p.wait()
+    res = _run(args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def _archive(out):
+    parts = read_archive_parts(str(out))
+    return pa.concat_tables([t for _, t in iter_archive(parts)]), parts
+
+
+def _rows(table):
+    cols = table.column_names
+    return collections.Counter(zip(*(table.column(c).to_pylist() for c in cols), strict=True)) if cols else \
+        collections.Counter()
+
+
+def _multiset(changes, table):
+    """A key-less table's rows replayed from the change rows as a multiset of text tuples:
+    a copied or inserted row adds one, an update or delete takes one of its old row."""
+    bag = collections.Counter()
+    t = changes.filter(pa.compute.equal(changes.column("table"), table))
+    for before, after in zip(t.column("before").to_pylist(), t.column("after").to_pylist(), strict=True):
+        if before:
+            bag[tuple(v["data"].decode() for v in before)] -= 1
+        if after:
+            bag[tuple(v["data"].decode() for v in after)] += 1
+    return +bag
+
+
+def _check(srv, db, out, tables):
+    """Every table of ``tables`` decoded from the archive equals the server's rows, and
+    the archive's messages are consistent: copies have xid 0, every watermark pair left
+    as a plain message, seq rising by one."""
+    got, parts = _archive(out)
+    assert got.column("seq").to_pylist() == list(range(len(got)))
+    changes = pc.decode_changes(got)
+    with srv.connect(db) as c:
+        for t in tables:
+            server = c.execute(EXPECTED[t]).fetchall()
+            if t == "f":    # key-less: a multiset
+                want = collections.Counter(tuple(str(v) for v in r) for r in server)
+                have = _multiset(changes, t)
+            else:
+                want = collections.Counter(tuple(r) for r in server)
+                have = _rows(pc.snapshot(changes, f"public.{t}"))
+            assert have == want, (t, len(have), len(want), want - have, have - want)
+    ops = collections.Counter(changes.column("op").to_pylist())
+    assert ops["R"] > 0 and ops["I"] > 0
+    return got, parts, changes
+
+
+def _copy_meta(parts):
+    return [p.meta["copy"] for p in parts if p.meta and "copy" in p.meta]
+
+
+def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_server, tmp_path):
+    srv, db = pg_server, "snap_a"
+    _database(srv, db)
+    out = tmp_path / "arch"
+    w = Writer(srv, db, ["k", "f", "p", "rf"], 1)
+    w.start()
+    try:
+        res = _run(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), timeout=120)
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        w.stop()
+    res = _run(_args(srv, db, out, "--create-slot", "--snapshot"))      # the same command: drains, copies nothing
+    assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
+    got, parts, _ = _check(srv, db, out, ["k", "f", "p", "rf"])
+    meta = _copy_meta(parts)
+    initial = [m for m in meta if m["kind"] == "initial"]
+    assert initial[-1]["commit"] and all(m["lsn"] == initial[0]["lsn"] for m in initial)
+    done = {t["table"]: t for m in initial for t in m["tables"] if t["complete"]}
+    assert set(done) == {"k", "f", "p", "rf"}
+    # no stream file before the initial copy's Commit
+    first_stream = next(i for i, p in enumerate(parts) if not (p.meta.get("copy")))
+    assert all(p.meta.get("copy") for p in parts[:first_stream])
+    assert parts[first_stream - 1].meta["copy"]["commit"]
+
+    # a table added to the publication, copied while the stream runs and written to
+    with srv.connect(db) as c:
+        c.execute("ALTER PUBLICATION snap_pub ADD TABLE n")
+    w = Writer(srv, db, ["n", "k"], 2)
+    w.start()
+    try:
+        res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        w.stop()
+    res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+    assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
+    got, parts, _ = _check(srv, db, out, ["k", "f", "p", "rf", "n"])
+    chunks = [m for m in _copy_meta(parts) if m["kind"] == "chunk"]
+    assert chunks and chunks[-1]["tables"][0]["complete"] and sum(m["tables"][0]["rows"] for m in chunks) >= 250
+    assert PREFIX.encode() in b"".join(d for d in got.column("data").to_pylist() if d[:1] == b"M")
+
+
+def test_copies_survive_kill_9_and_crashes_between_files(pg_server, tmp_path):
+    srv, db = pg_server, "snap_b"
+    _database(srv, db)
+    out = tmp_path / "arch"
+    rnd = random.Random(pg_server.major)
+    # a crash right after a file of the initial copy: the rerun closes the copy transaction
+    # and copies the rest while the stream runs
+    w = Writer(srv, db, ["k", "f", "p", "rf"], 3)
+    w.start()
+    try:
+        res = _run(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), env={CRASH_ENV: "3"})
+        assert res.returncode == 75, res.stderr[-3000:]
+        _killed_runs(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), 3, rnd)
+    finally:
+        w.stop()
+    res = _run(_args(srv, db, out, "--create-slot", "--snapshot"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    _check(srv, db, out, ["k", "f", "p", "rf"])
+    with srv.connect(db) as c:
+        c.execute("ALTER PUBLICATION snap_pub ADD TABLE n")
+    w = Writer(srv, db, ["n", "k"], 4)
+    w.start()
+    try:
+        _killed_runs(_args(srv, db, out, "--snapshot-tables", "n"), 3, rnd)
+    finally:
+        w.stop()
+    res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    _check(srv, db, out, ["k", "f", "p", "rf", "n"])
