@@ -40,17 +40,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..archive import META_KEY, parquet_part
-from ..messages import datetime_to_pg_timestamp, format_lsn, parse_lsn
+from .._encode import encode_message
+from ..messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
 from . import watermarks as wm
 from .errors import PROG, CliError, first_line
 from .progress import progress
 from ..runs import fsync_path
 from .tablecopy import copy_rows, copy_transaction_messages, published_tables
 
-__all__ = ["capture", "CRASH_ENV", "STAGING_NAME", "COPY_KEY"]
+__all__ = ["capture", "CRASH_ENV", "CHUNK_CRASH_ENV", "STAGING_NAME", "COPY_KEY"]
 
 #: test hook: exit (status 75) right after writing file number N, before advancing the slot
 CRASH_ENV = "PGOUTPUT_CODEC_CAPTURE_CRASH_AFTER_FILE"
+#: test hook: exit (status 75) right after taking chunk number N of this run (both
+#: watermarks emitted, its rows spilled), before the stream places it
+CHUNK_CRASH_ENV = "PGOUTPUT_CODEC_CAPTURE_CRASH_AFTER_CHUNK"
 
 #: the file in the archive directory that holds a peek's rows beyond what it keeps in memory
 STAGING_NAME = ".peek.parquet.tmp"
@@ -589,6 +593,7 @@ class _Run:
         self.publication, self.options, self.binary, self.say, self.stats = publication, options, binary, say, stats
         self.jobs = []              # (request, (schema, table), after key) still to copy
         self.copy_conn = None
+        self.chunks_taken = 0
 
     # ------------------------------------------------------------------ files
     def meta(self, rows, start_lsn, end_lsn, copy=None):
@@ -848,6 +853,9 @@ class _Run:
         except BaseException:
             spill.close()
             raise
+        self.chunks_taken += 1
+        if os.environ.get(CHUNK_CRASH_ENV) and int(os.environ[CHUNK_CRASH_ENV]) == self.chunks_taken:
+            os._exit(75)
         return _Chunk(job, cid, request, table, snap, spill, last, complete)
 
     def stream(self, client_encoding, rows_per_file, chunk_rows, max_files, stop_after, poll_interval):
@@ -898,10 +906,14 @@ class _Run:
                         rows_out = n
                         copy = None
                         if into is not None:
-                            relation = pa.table([pa.array([chunk.table.relation_message], pa.binary())],
-                                                schema=_DATA_SCHEMA)
-                            pieces = wm.splice(pieces, 0, into, [relation, *chunk.spill.tables()])
-                            rows_out += 1 + chunk.spill.rows
+                            head = [chunk.table.relation_message]
+                            if chunk.table.primary_key is None:
+                                # a table without key is copied whole: its rows replace what the
+                                # stream before gave of it, which a multiset cannot tell apart
+                                head.append(encode_message(Truncate(options=0, relation_ids=(chunk.table.relid,))))
+                            head = pa.table([pa.array(head, pa.binary())], schema=_DATA_SCHEMA)
+                            pieces = wm.splice(pieces, 0, into, [head, *chunk.spill.tables()])
+                            rows_out += len(head) + chunk.spill.rows
                             commit_lsn = format_lsn(int.from_bytes(
                                 self._payload(staging, into.commit)[2:10], "big"))
                             copy = {"kind": "chunk", "lsn": commit_lsn, "request": chunk.request.record(),

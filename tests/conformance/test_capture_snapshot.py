@@ -18,10 +18,11 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
+import pytest
 
 import pgoutput_codec as pc
 from pgoutput_codec.archive import iter_archive, read_archive_parts
-from pgoutput_codec.cli.capture import CRASH_ENV
+from pgoutput_codec.cli.capture import CHUNK_CRASH_ENV, CRASH_ENV
 from pgoutput_codec.cli.watermarks import PREFIX
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,9 +41,21 @@ def _dsn(srv, db):
     return " ".join(f"{k}={v}" for k, v in srv.conninfo(db).items())
 
 
+@pytest.fixture
+def database(pg_server, request):
+    """A fresh database named after the test (its slot too), dropped with its slot after."""
+    db = "snap_" + request.node.originalname[5:12]
+    _database(pg_server, db)
+    yield db
+    with pg_server.connect() as c:
+        c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (db,))
+        c.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
 def _database(srv, db):
     """A fresh database with the tables, their rows before any slot, and the publication."""
     with srv.connect() as c:
+        c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (db,))
         c.execute(f"DROP DATABASE IF EXISTS {db}")
         c.execute(f"CREATE DATABASE {db}")
     with srv.connect(db) as c:
@@ -114,7 +127,7 @@ class Writer(threading.Thread):
 
 
 def _args(srv, db, out, *extra):
-    return [sys.executable, "-m", "pgoutput_codec.cli", "capture", "--dsn", _dsn(srv, db), "--slot", "snap_s",
+    return [sys.executable, "-m", "pgoutput_codec.cli", "capture", "--dsn", _dsn(srv, db), "--slot", db,
             "--publication", "snap_pub", "--out", str(out), "--rows-per-file", "40", "--poll-interval", "0.05",
             "--stop-after", "3", *extra]
 
@@ -152,10 +165,14 @@ def _rows(table):
 
 def _multiset(changes, table):
     """A key-less table's rows replayed from the change rows as a multiset of text tuples:
-    a copied or inserted row adds one, an update or delete takes one of its old row."""
+    a copied or inserted row adds one, an update or delete takes one of its old row, a
+    truncate (which opens a copy of the whole table while the stream runs) empties it."""
     bag = collections.Counter()
     t = changes.filter(pa.compute.equal(changes.column("table"), table))
-    for before, after in zip(t.column("before").to_pylist(), t.column("after").to_pylist(), strict=True):
+    for op, before, after in zip(t.column("op").to_pylist(), t.column("before").to_pylist(),
+                                 t.column("after").to_pylist(), strict=True):
+        if op == "T":
+            bag.clear()
         if before:
             bag[tuple(v["data"].decode() for v in before)] -= 1
         if after:
@@ -182,6 +199,16 @@ def _check(srv, db, out, tables):
             assert have == want, (t, len(have), len(want), want - have, have - want)
     ops = collections.Counter(changes.column("op").to_pylist())
     assert ops["R"] > 0 and ops["I"] > 0
+    # nothing copied twice: each key once (every table here is copied once), the key-less
+    # table's copy reset at most once
+    copied = changes.filter(pa.compute.equal(changes.column("op"), "R"))
+    for t in tables:
+        rows = copied.filter(pa.compute.equal(copied.column("table"), t))
+        if t != "f":
+            keys = collections.Counter(a[0]["data"] for a in rows.column("after").to_pylist())
+            assert keys and max(keys.values()) == 1, (t, keys.most_common(3))
+    truncates = changes.filter(pa.compute.equal(changes.column("op"), "T"))
+    assert truncates.column("table").to_pylist().count("f") <= 1
     return got, parts, changes
 
 
@@ -189,9 +216,8 @@ def _copy_meta(parts):
     return [p.meta["copy"] for p in parts if p.meta and "copy" in p.meta]
 
 
-def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_server, tmp_path):
-    srv, db = pg_server, "snap_a"
-    _database(srv, db)
+def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_server, database, tmp_path):
+    srv, db = pg_server, database
     out = tmp_path / "arch"
     w = Writer(srv, db, ["k", "f", "p", "rf"], 1)
     w.start()
@@ -231,9 +257,8 @@ def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_s
     assert PREFIX.encode() in b"".join(d for d in got.column("data").to_pylist() if d[:1] == b"M")
 
 
-def test_copies_survive_kill_9_and_crashes_between_files(pg_server, tmp_path):
-    srv, db = pg_server, "snap_b"
-    _database(srv, db)
+def test_copies_survive_kill_9_and_crashes_between_files(pg_server, database, tmp_path):
+    srv, db = pg_server, database
     out = tmp_path / "arch"
     rnd = random.Random(pg_server.major)
     # a crash right after a file of the initial copy: the rerun closes the copy transaction
@@ -241,9 +266,13 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, tmp_path):
     w = Writer(srv, db, ["k", "f", "p", "rf"], 3)
     w.start()
     try:
-        res = _run(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), env={CRASH_ENV: "3"})
+        args = _args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2")
+        res = _run(args, env={CRASH_ENV: "3"})
         assert res.returncode == 75, res.stderr[-3000:]
-        _killed_runs(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), 3, rnd)
+        assert not [p for p in _copy_meta(read_archive_parts(str(out))) if p.get("commit")]   # left open
+        res = _run(args, env={CHUNK_CRASH_ENV: "2"})       # closes it, then dies between chunks
+        assert res.returncode == 75 and "closed the interrupted initial copy" in res.stdout, res.stderr[-3000:]
+        _killed_runs(args, 3, rnd)
     finally:
         w.stop()
     res = _run(_args(srv, db, out, "--create-slot", "--snapshot"))
@@ -254,7 +283,16 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, tmp_path):
     w = Writer(srv, db, ["n", "k"], 4)
     w.start()
     try:
-        _killed_runs(_args(srv, db, out, "--snapshot-tables", "n"), 3, rnd)
+        args = _args(srv, db, out, "--snapshot-tables", "n")
+        res = _run(args, env={CHUNK_CRASH_ENV: "3"})
+        assert res.returncode == 75, res.stderr[-3000:]
+        chunks = [m for m in _copy_meta(read_archive_parts(str(out))) if m["kind"] == "chunk"
+                  and m["request"]["names"] == ["n"]]
+        assert 1 <= len(chunks) <= 2 and not chunks[-1]["tables"][0]["complete"]   # (a chunk may be retaken)
+        index = read_archive_parts(str(out))[-1].meta["file_index"]
+        res = _run(args, env={CRASH_ENV: str(index + 2)})   # a file written, the slot not advanced
+        assert res.returncode == 75, res.stderr[-3000:]
+        _killed_runs(args, 3, rnd)
     finally:
         w.stop()
     res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
