@@ -14,8 +14,8 @@ from .._batch import initial_stream_state
 from .._gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows, tag_codes,
-                          truncate_columns, versions_before)
+from ..changerows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows,
+                          tag_codes, truncate_columns, versions_before)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
@@ -441,6 +441,27 @@ class ControlPlan(RowFilters):
             if named[v]:
                 cur = rel
         return cur, replaced and cur is not None
+
+    def copied_relations(self) -> dict:
+        """{relation id: the commit LSN of the first COPY transaction (xid 0) that named
+        it}, among the transactions the plan gives: the tables whose rows the archive
+        holds as copied rows ('R'). A COPY transaction sends each table's Relation before
+        its rows, so the Relation events say it, with no row decoded."""
+        if not len(self.ev_rel) or not len(self.commit_slots):
+            return {}
+        seg = np.searchsorted(self.ctrl_keys, self.ev_key, side="left")
+        slot = np.where(self.ev_key == BEFORE_ALL, -1, self.seg_slot[np.minimum(seg, len(self.seg_slot) - 1)])
+        rank = self._commit_positions(slot)
+        xid = pc.fill_null(self.commit_xid, COPY_XID + 1).to_numpy(zero_copy_only=False)
+        lsn = pc.fill_null(self.commit_lsn, 0).to_numpy(zero_copy_only=False)
+        hit = rank >= 0
+        hit[hit] = xid[rank[hit]] == COPY_XID
+        if self.in_window is not None:
+            hit[hit] = self.in_window[rank[hit]]
+        out: dict = {}
+        for rel, r in zip(self.ev_rel[hit].tolist(), rank[hit].tolist(), strict=True):
+            out[rel] = min(out.get(rel, int(lsn[r])), int(lsn[r]))
+        return out
 
     def for_keys(self, lo: int, hi: int) -> "ControlPlan":
         """This plan for the rows with order key ``lo <= key <= hi`` only: what

@@ -78,7 +78,7 @@ def found_keys(iud: DataFrame, earlier: dict, keycols: list, new_key, old_key, k
         under = F.col("relation_version").isin(*fps)
         moved = (F.col("op") == "U") & under & F.col("before").isNotNull() & \
             ~key_of("before", list(keys)).eqNullSafe(key_of("after", list(keys)))
-        sets = iud.where(F.col("op").isin("I", "U")).select(
+        sets = iud.where(F.col("op").isin("I", "U", "R")).select(
             "__pos", key_of("after", list(keys)).alias("__pk"), F.lit(1).alias("__t"),
             *[F.when(~unsaid[k], said(k)).when(moved, said(k, F.col("__pos"))).alias(f"__n{i}")
               for i, k in enumerate(keycols)])

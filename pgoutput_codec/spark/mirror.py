@@ -11,12 +11,13 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..idents import qualified_name
+from ..idents import parse_name, qualified_name
 from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn, target_locked
 from ..schema import TS
 from ..selection import parse_table_list, table_selected
 from . import types as ST
 from .dataframes import collect_arrow
+from ..tables.base import KNOWN, base_batch, pick_base
 from .tableinfo import table_info
 from .tables import net_changes
 from .typedrows import END_OF_DAY
@@ -29,7 +30,7 @@ _CONTROL_TYPES = {"__COMMIT_LSN": pa.uint64(), "__COMMIT_AT": TS, "__RELATION_ID
 
 
 def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: dict | None = None,
-           app_id: str = APP_ID, file_size: int | None = None) -> list[MirrorRun]:
+           app_id: str = APP_ID, file_size: int | None = None, base=None, base_lsn=None) -> list[MirrorRun]:
     """Bring the Delta copy under ``target`` of every table of ``changes`` (change rows:
     :func:`~pgoutput_codec.spark.decode_changes`' DataFrame, or change rows read back
     from a lake) current, as :func:`pgoutput_codec.mirror` does. Per table, Spark
@@ -39,27 +40,49 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
     or mounted directory). The change rows are cached for the run. The driver holds the
     target's lock (:func:`~pgoutput_codec.lake.target_locked`) from start to end, so runs
     into one target, from Spark or one process, take turns. ``tables``, ``missing``,
-    ``app_id``, ``file_size``: as for :func:`pgoutput_codec.mirror`."""
+    ``app_id``, ``file_size``: as for :func:`pgoutput_codec.mirror`. ``base``/``base_lsn``:
+    as there (a mapping ``{"schema.table": DataFrame or Parquet path}``): a copy created
+    by the run is first written from its base (collected by the driver, as a batch of
+    upserts at ``base_lsn``), then the changes after it; a copy made with no copied row
+    and no base warns (``IncompleteTableWarning``), once."""
     with target_locked(target):
-        return _mirror(changes, target, tables, registry, missing, app_id, file_size)
+        return _mirror(changes, target, tables, registry, missing, app_id, file_size, base, base_lsn)
 
 
-def _mirror(changes, target, tables, registry, missing, app_id, file_size) -> list[MirrorRun]:
+def _mirror(changes, target, tables, registry, missing, app_id, file_size, base=None,
+            base_lsn=None) -> list[MirrorRun]:
     patterns = parse_table_list(tables)
     cached = not changes.is_cached
     if cached:
         changes = changes.persist()
     try:
         pairs = changes.where(F.col("table").isNotNull()).select("schema", "table").distinct().collect()
-        names = sorted(qualified_name(r["schema"], r["table"]) for r in pairs
-                       if table_selected(patterns, r["schema"], r["table"]))
+        names = {qualified_name(r["schema"], r["table"]) for r in pairs
+                 if table_selected(patterns, r["schema"], r["table"])}
+        if isinstance(base, dict):   # a table with a base and no change yet: its copy is the base
+            names |= {qualified_name(*parse_name(k)[0]) for k in base
+                      if any(table_selected(patterns, *p) for p in parse_name(k))}
         runs = []
-        for name in names:
+        for name in sorted(names):
             done = held_lsn(target, name, app_id)
+            b = pick_base(base, base_lsn, name) if done is None else (None, None)
+            if b[0] is not None:
+                rows = changes.sparkSession.read.parquet(b[0]) if isinstance(b[0], str) else b[0]
+                info = table_info(changes, name)
+                keys = [c["name"] for c in (info.versions[-1] if info.versions else []) if c["flags"] & 1]
+                first = apply_batch(target, name, base_batch(collect_arrow(rows), b[1], name, keys,
+                                                             info.relation_id),
+                                    info.versions, app_id=app_id, file_size=file_size)
+            # a copy made now from changes alone: net_changes warns when its start is
+            # unknown (from the facts it reads anyway); a copy made before said so then
+            quiet = None if done is None else KNOWN
+            done = b[1] if b[0] is not None else done
             later = changes if done is None else changes.where(F.col("commit_lsn") > F.lit(done).cast(ST.LSN_TYPE))
-            net = collect_arrow(net_changes(later, name, registry=registry, missing=(missing or {}).get(name)))
+            net = collect_arrow(net_changes(later, name, registry=registry, missing=(missing or {}).get(name),
+                                            base=quiet if b[0] is None else KNOWN))
             lists = table_info(later, name).versions if len(net) else []
-            runs.append(apply_batch(target, name, _as_written(net), lists, app_id=app_id, file_size=file_size))
+            run = apply_batch(target, name, _as_written(net), lists, app_id=app_id, file_size=file_size)
+            runs.append(first if b[0] is not None and run.version is None else run)
         return runs
     finally:
         if cached:

@@ -66,7 +66,8 @@ class Pass2:
         ``as_of_lsn``: ``snapshot``'s), its facts over all its changes."""
         plan, bc = self._narrowed(schema, table, as_of_lsn, all_changes=True)
         holder, replaced = self.plan.bearer(schema, table, as_of_lsn)
-        return self._table_info(plan, bc)._replace(relation_id=holder, replaced=replaced, found=holder is not None)
+        return self._table_info(plan, bc)._replace(relation_id=holder, replaced=replaced, found=holder is not None,
+                                                   copied=holder in self.plan.copied_relations())
 
     def cut_info(self, schema: str, table: str, as_of_lsn) -> TableInfo:
         """The versions, first and last changes of the table's transactions committed up to

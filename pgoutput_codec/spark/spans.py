@@ -56,7 +56,7 @@ def column_spans(changes: DataFrame, name: str, as_of_lsn, info: TableInfo) -> l
     # a list that came back after another: the spans from the rows in commit order
     by_fp = {int(fp): tuple(c["name"] for c in cols) for cols, fp, _, _ in got}
     rank = "commit_rank" if "commit_rank" in changes.columns else "commit_lsn"
-    rows = changes.where((F.col("relation_id") == F.lit(info.relation_id)) & F.col("op").isin("I", "U", "D"))
+    rows = changes.where((F.col("relation_id") == F.lit(info.relation_id)) & F.col("op").isin("I", "U", "D", "R"))
     if as_of_lsn is not None:
         rows = rows.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
     at = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))

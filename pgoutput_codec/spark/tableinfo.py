@@ -39,6 +39,7 @@ class TableInfo(NamedTuple):
     firsts: list = []
     lasts: list = []
     upto: list | None = None
+    copied: bool = False      # some change is a copied row ('R'): the archive holds the table's start
 
 
 def table_of(changes: DataFrame, name) -> tuple[str, str]:
@@ -85,7 +86,7 @@ def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
                  F.collect_list(F.when(F.col("op") == "T", F.struct(at.alias("pos"), "commit_lsn", "commit_ts")))
                  .alias("truncates"),
                  F.max((F.col("op") == "U") & F.col("before").isNotNull()).alias("old"),
-                 F.max(F.col("op") == "D").alias("dels"))
+                 F.max(F.col("op") == "D").alias("dels"), F.max(F.col("op") == "R").alias("copied"))
             .collect())
     # openGauss rows carry no relation id: there the name is the table
     chosen, replaced = bearer([(r["relation_id"] if r["relation_id"] is not None else (r["schema"], r["table"]),
@@ -104,7 +105,8 @@ def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
         upto = [(c_, r["relation_version"], pos(r["first_by"]), pos(r["last_by"])) for r, c_ in used]
     return TableInfo([c_ for _, c_ in kept], truncs, any(r["old"] for r in rows), any(r["dels"] for r in rows),
                       [r["relation_version"] for r, _ in kept], rows[0]["relation_id"] if rows else None, replaced,
-                      bool(rows), [pos(r["first"]) for r, _ in kept], [pos(r["last"]) for r, _ in kept], upto)
+                      bool(rows), [pos(r["first"]) for r, _ in kept], [pos(r["last"]) for r, _ in kept], upto,
+                      any(r["copied"] for r in rows))
 
 
 def pos(p) -> tuple:

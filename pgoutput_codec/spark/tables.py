@@ -19,13 +19,16 @@ what is not.
 
 from __future__ import annotations
 
+import warnings
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..relations import merge_columns
 from ..retyped import retyped_names
-from ..tables import history_names, net_key, unknown_key_error
+from ..tables import IncompleteTableWarning, history_names, net_key, unknown_key_error
+from ..tables.base import KNOWN, pick_base
 from ..tables.replay import HISTORY_COLUMNS
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
@@ -120,7 +123,7 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
 
 # --------------------------------------------------------------------------- snapshot / history
 
-def _events(changes: DataFrame, name: str, as_of_lsn, registry):
+def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
     key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
@@ -129,15 +132,25 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
     the names, the key and ``unchanged`` are under the inner names
     (:func:`.colnames.to_inner`; ``info`` under the user's). ``ev`` is None when the
     table has no row change here (no columns to build a key from: Spark 3.5 refuses an
-    empty struct column)."""
+    empty struct column). ``base``: (its rows, their LSN) — (:func:`_base_of`): 'set'
+    events before every change ('R'), the changes at or below its LSN left out."""
     info = table_info(changes, name, as_of_lsn)
     truncs, sends_old, deletes = info.truncates, info.sends_old, info.deletes
+    if base is not None:
+        truncs = [t for t in truncs if t[2] is not None and t[2] > base[1]]
+        if as_of_lsn is not None and as_of_lsn < base[1]:
+            raise ValueError(f"{name}: the base is as of {base[1]}, after as_of_lsn {as_of_lsn}: a base cannot "
+                             "say what the table held before it")
     if not info.versions:
+        if base is not None:
+            raise ValueError(f"{name}: no change of the table in these changes: its base is all there is of it")
         return None, truncs, [], T.StructType([]), False, [], info, Inner(T.StructType([]), {})
     tc = _table_changes(changes, name, registry, info, as_of_lsn)
     if as_of_lsn is not None:
         truncs = [t for t in truncs if t[2] is not None and t[2] <= as_of_lsn]
         tc = tc.where(F.col("commit_lsn") <= F.lit(int(as_of_lsn)).cast(ST.LSN_TYPE))
+    if base is not None:
+        tc = tc.where(F.col("commit_lsn") > F.lit(int(base[1])).cast(ST.LSN_TYPE))
     tc, inner = to_inner(tc)
     versions = [[{**c, "name": inner.inner.get(c["name"], c["name"])} for c in v] for v in info.versions]
     cols = tc.schema["after"].dataType
@@ -168,7 +181,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         head, tail = unknown_key_error(name, "\0").split("\0")
         new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
             F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
-    iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D"))
+    iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D", "R"))
     if earlier:
         iud, old_key, new_key = found_keys(iud, earlier, keycols, new_key, old_key, key_of)
         sends_old = True   # under an earlier identity an Update may move a row's newest key unsaid
@@ -176,13 +189,14 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
         # no Delete and no key change (known from the heads): every change sets its row
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
+        ev = _with_base(ev, base, cols, keycols, inner, name)
         return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
     # of 1 M rows with Deletes, per-field, 9.7 s against 16.3 s): an array of the events'
     # small parts, exploded;
     # the row image stays a column of the change
-    set_ev = F.when(F.col("op").isin("I", "U"), F.struct(
+    set_ev = F.when(F.col("op").isin("I", "U", "R"), F.struct(
         new_key.alias("k"), F.lit(1).alias("sub"), F.lit("set").alias("ev"), old_key.alias("from")))
     del_ev = F.when((F.col("op") == "D") | ((F.col("op") == "U") & (old_key != new_key)), F.struct(
         old_key.alias("k"), F.lit(0).alias("sub"), F.lit("del").alias("ev"), old_key.alias("from")))
@@ -194,7 +208,66 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry):
                   "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
+    ev = _with_base(ev, base, cols, keycols, inner, name)
     return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
+
+
+def _base_of(changes: DataFrame, name: str, base, base_lsn):
+    """(the base's rows as a DataFrame, its LSN) of table ``name``, or None: ``base`` a
+    DataFrame, a Parquet path, or a mapping of them by table name; ``base_lsn`` an LSN
+    or a mapping of them (as in one process, :mod:`pgoutput_codec.tables.base`)."""
+    rows, lsn = pick_base(base, base_lsn, name)
+    if rows is None:
+        return None
+    if isinstance(rows, str):
+        rows = changes.sparkSession.read.parquet(rows)
+    if not isinstance(rows, DataFrame):
+        raise TypeError(f"base of {name}: a DataFrame or a Parquet path, not {type(rows).__name__}")
+    return rows, lsn
+
+
+def _with_base(ev: DataFrame, base, cols: T.StructType, keycols: list, inner, name: str) -> DataFrame:
+    """``ev`` with a 'set' event ('R') of each base row before every change."""
+    if base is None:
+        return ev
+    rows, lsn = base
+    have = {inner.inner.get(c, c): c for c in rows.columns}
+    missing = [k for k in keycols if k not in have]
+    if missing:
+        raise ValueError(f"base of {name} lacks key column(s) {[inner.outer(k) for k in missing]}")
+    after = F.struct(*[(F.col(f"`{have[f.name]}`").cast(f.dataType) if f.name in have
+                        else F.lit(None).cast(f.dataType)).alias(f.name) for f in cols.fields])
+    key = F.struct(*[F.col(f"after.`{k}`").alias(k) for k in keycols])
+    pos_t = ev.schema["__pos"].dataType
+    first = F.struct(*[F.lit(-1).cast(f.dataType).alias(f.name) if f.name == "r" else
+                       F.lit(-(1 << 63)).cast(f.dataType).alias(f.name) for f in pos_t.fields])
+    out = rows.select(after.alias("after")).select(
+        key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), F.lit("R").alias("op"),
+        first.alias("__pos"), F.lit(int(lsn)).cast(ST.LSN_TYPE).alias("commit_lsn"),
+        F.lit(None).cast(ev.schema["commit_ts"].dataType).alias("commit_ts"), "after",
+        F.lit(None).cast(ev.schema["unchanged"].dataType).alias("unchanged"), key.alias("__from"))
+    return out.select(*[F.col(f"`{c}`").cast(ev.schema[c].dataType).alias(c) for c in ev.columns]).unionByName(ev)
+
+
+def _same_copies_dropped(ev: DataFrame, info: TableInfo) -> DataFrame:
+    """A copied row equal to the row its key holds (a copy taken again) makes no new
+    version, as in one process: its event is dropped from the history. Only where some
+    row is copied."""
+    if not info.copied:
+        return ev
+    w = Window.partitionBy("__key").orderBy("__pos", "__sub")
+    prev = F.lag(F.struct(F.col("__ev").alias("e"), F.col("after").alias("a"))).over(w)
+    same = (F.col("op") == "R") & (F.col("__ev") == "set") & (F.col("__prev.e") == "set") & \
+        F.col("__prev.a").eqNullSafe(F.col("after"))
+    return ev.withColumn("__prev", prev).where(~F.coalesce(same, F.lit(False))).drop("__prev")
+
+
+def _warn_start(info: TableInfo, truncs: list, name: str, base) -> None:
+    """:class:`~pgoutput_codec.tables.IncompleteTableWarning` when the table's rows from
+    before capture are nowhere: no copied row, no Truncate, no base (known from the
+    table's facts job: no job of its own)."""
+    if base is None and info.versions and not info.copied and not truncs:
+        warnings.warn(IncompleteTableWarning(name), stacklevel=3)
 
 
 
@@ -206,7 +279,7 @@ def _after_truncate(ev: DataFrame, truncs: list) -> DataFrame:
 
 
 def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None,
-             missing: dict | None = None) -> DataFrame:
+             missing: dict | None = None, base=None, base_lsn=None) -> DataFrame:
     """The table as of commit LSN ``as_of_lsn`` (inclusive; None: every change), rebuilt
     with DataFrame operations: changes after the table's last Truncate, grouped by
     replica-identity key (the newest Relation's key columns; FULL identity or no key:
@@ -216,8 +289,14 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`
     that the Relation in force at the cut lists (a column dropped is not the table's).
     ``missing``: {column: value} the server gave a column added with a ``DEFAULT`` in the
-    rows older than it (:func:`pgoutput_codec.tables.snapshot`)."""
-    ev, truncs, names, cols, sends_old, _, info, inner = _events(changes, name, as_of_lsn, registry)
+    rows older than it (:func:`pgoutput_codec.tables.snapshot`). ``base``/``base_lsn``:
+    the table's rows as of an LSN (a DataFrame, a Parquet path, or a mapping of them by
+    table name; :func:`pgoutput_codec.tables.snapshot`), as copied rows then. A table
+    with no copied row, no Truncate and no base warns (``IncompleteTableWarning``)."""
+    b = _base_of(changes, name, base, base_lsn)
+    ev, truncs, names, cols, sends_old, _, info, inner = _events(changes, name, as_of_lsn, registry, b)
+    if base is not KNOWN:
+        _warn_start(info, truncs, name, b)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
@@ -234,7 +313,8 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
 
 
 
-def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict | None = None) -> DataFrame:
+def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict | None = None, base=None,
+                base_lsn=None) -> DataFrame:
     """One row per key these changes touched, as the single-process
     :func:`pgoutput_codec.tables.net_changes`: ``__OP`` "upsert" (the key's last image,
     ``__UNCHANGED`` the columns whose unchanged TOAST value these changes never carried —
@@ -249,8 +329,12 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
     :func:`pgoutput_codec.tables.net_changes`). The control columns are the last six
     (a table's own column may bear one of their names); the table's columns bear the
-    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`)."""
-    ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry)
+    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`).
+    ``base``/``base_lsn``: as for :func:`snapshot`; its rows are upserts at its LSN."""
+    b = _base_of(changes, name, base, base_lsn)
+    ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry, b)
+    if base is not KNOWN:
+        _warn_start(info, truncs, name, b)
     # our own columns beside the table's (which may bear their names): named apart
     # here, given their names by position at the end
     own = {c: own_name(c, cols.names) for c in (*NET_COLUMNS, "__pos")}
@@ -312,20 +396,24 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     return out.toDF(*[inner.outer(c) for c in cols.names], *NET_COLUMNS)
 
 
-def history(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
+def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn=None) -> DataFrame:
     """Every version of every row (SCD type 2): the typed columns, ``__OP`` (the change
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current). A table column bearing one of
     these names keeps it, and ours is named apart, as one process names it
-    (:func:`pgoutput_codec.tables.history_names`)."""
-    ev, ts, names, cols, sends_old, _, _, inner = _events(changes, name, None, registry)
+    (:func:`pgoutput_codec.tables.history_names`). ``base``/``base_lsn``: as for
+    :func:`snapshot`; a version of each base row from its LSN (``__START_AT`` null)."""
+    b = _base_of(changes, name, base, base_lsn)
+    ev, ts, names, cols, sends_old, _, info, inner = _events(changes, name, None, registry, b)
+    if base is not KNOWN:
+        _warn_start(info, ts, name, b)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),
             T.StructField("__START_AT", T.TimestampType()), T.StructField("__END_LSN", ST.LSN_TYPE),
             T.StructField("__END_AT", T.TimestampType())]))
-    ev = carry_toast(ev, names, cols, sends_old)
+    ev = _same_copies_dropped(carry_toast(ev, names, cols, sends_old), info)
     w = Window.partitionBy("__key").orderBy("__pos", "__sub")
     nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
     end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")

@@ -45,7 +45,7 @@ def _lineage(ev: DataFrame, sends_old: bool) -> DataFrame:
             if r["op"] == "D":
                 cur.pop(hk, None)
             continue                      # a key change's 'del' half: its 'set' half moves the row
-        if r["op"] == "I":
+        if r["op"] in ("I", "R"):      # a row inserted, or copied whole
             lin = (key, r["__pos"])
         elif repr(r["__from"]) != hk:
             lin = cur.pop(repr(r["__from"]), (r["__from"], None))

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 from ..arrays import one_array
 from ..idents import parse_name, qualified_name
 
-__all__ = ["base_for", "after_base", "net_over_base", "base_rows_in", "BASE_OP", "KNOWN", "snapshot_over_base",
-           "history_over_base"]
+__all__ = ["base_for", "pick_base", "after_base", "net_over_base", "base_rows_in", "BASE_OP", "KNOWN", "snapshot_over_base",
+           "history_over_base", "base_batch"]
 
 #: the ``__OP`` of a base's rows in ``history``: they act as copied rows
 BASE_OP = "R"
@@ -57,8 +57,9 @@ def _named(mapping: dict, name: str):
     return None
 
 
-def base_for(base, base_lsn, name: str):
-    """(the base rows of table ``name`` as an Arrow table, its LSN), or (None, None)."""
+def pick_base(base, base_lsn, name: str):
+    """(table ``name``'s entry of ``base`` as given, its LSN as an int), or (None, None).
+    Shared with the Spark path, whose bases are DataFrames."""
     if isinstance(base, dict):
         base = _named(base, name)
     if base is None:
@@ -67,7 +68,14 @@ def base_for(base, base_lsn, name: str):
         base_lsn = _named(base_lsn, name)
     if base_lsn is None:
         raise ValueError(f"a base of {name} needs base_lsn: the LSN its rows are as of")
-    lsn = _lsn(base_lsn, name)
+    return base, _lsn(base_lsn, name)
+
+
+def base_for(base, base_lsn, name: str):
+    """(the base rows of table ``name`` as an Arrow table, its LSN), or (None, None)."""
+    base, lsn = pick_base(base, base_lsn, name)
+    if base is None:
+        return None, None
     if isinstance(base, (str, os.PathLike)):
         table = pq.read_table(base)
     elif isinstance(base, pa.RecordBatch):
@@ -263,3 +271,21 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
             if got:
                 v.update(got)
     return pa.Table.from_pylist(first + versions, schema=schema)
+
+
+#: the control columns of a net changes batch of no row (net_over_base's columns beside the base's)
+_NO_NET = pa.schema([pa.field("__OP", pa.string()), pa.field("__UNCHANGED", pa.list_(pa.string())),
+                     pa.field("__UNCHANGED_FROM", pa.struct([])), pa.field("__COMMIT_LSN", pa.uint64()),
+                     pa.field("__COMMIT_AT", pa.timestamp("us", tz="UTC")), pa.field("__RELATION_ID", pa.uint32())])
+
+
+def base_batch(base: pa.Table, lsn: int, name: str, keys=None, relation=None) -> pa.Table:
+    """The base's rows as a ``net_changes`` batch of upserts at ``lsn`` (a mirror's
+    first batch), keyed by ``keys`` (None or empty: every column)."""
+    net = net_over_base(base, lsn, _NO_NET.empty_table(), name, relation)
+    if keys:
+        data = net.column_names[:-6]
+        k = net.schema.get_field_index("__UNCHANGED_FROM")
+        struct = pa.struct([net.schema.field(c) for c in keys if c in data])
+        net = net.set_column(k, "__UNCHANGED_FROM", pa.nulls(len(net), struct))
+    return net

@@ -191,13 +191,14 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
                 v = None if img is None else img.get(nm)
                 if v is not None and v[0] in ("t", "b") and texts[i] is not None:
                     img[nm] = ("t", texts[i])
+        same = False
         if op in ("I", "R"):
             # a copied row ('R') is an Insert that may meet the row of its key held: it
-            # replaces it; one equal to it (a copy taken again) changes nothing
+            # replaces it; one equal to it (a copy taken again) makes no new version
             key = row_key(after, keycols)
-            if op == "R" and store.get(key) == after:
-                continue
-            close(key, lsn, ts)
+            same = op == "R" and store.get(key) == after
+            if not same:
+                close(key, lsn, ts)
             store[key] = after
             if net is not None:
                 net["src"][key] = None
@@ -247,7 +248,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         if net is not None:
             net["deleted"].pop(key, None)
             net["stamp"][key] = (lsn, ts)
-        if keep_history:
+        if keep_history and not same:
             held.open_ver[key] = len(versions)
             versions.append([key, after, op, lsn, ts, None, None])
     return held.store, versions
