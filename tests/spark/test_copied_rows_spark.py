@@ -112,3 +112,22 @@ def test_spark_mirror_of_copied_rows_and_a_base(spark, copied, tmp_path):
         warnings.simplefilter("error", IncompleteTableWarning)
         runs = mirror(ch.where(F.lit(True)), tmp_path / "lake", base={"public.w": w}, base_lsn=0x100)
     assert all(r.version is None for r in runs)
+
+
+def test_the_data_source_and_a_stream_give_R_rows(spark, tmp_path):
+    """spark.read.format("pgoutput") (output changes) and readStream give the copy's
+    Inserts as 'R' rows, as one process."""
+    from pgoutput_codec.spark import register
+    from pgoutput_codec.spark.datasource import HAS_DATASOURCE
+    if not HAS_DATASOURCE:
+        pytest.skip("Python data sources need PySpark >= 4.0")
+    from test_stream_source import run
+    register(spark)
+    root = tmp_path / "arc"
+    write_files(copy_archive(), root, 3)
+    got = collect(spark.read.format("pgoutput").options(output="changes", order_by="seq").load(str(root))
+                  .orderBy("commit_rank", "seq"))
+    assert got.column("op").to_pylist() == WANT_OPS
+    batches = run(spark, root, tmp_path / "chk", output="changes")
+    rows = pa.concat_tables(batches).sort_by([("commit_lsn", "ascending"), ("seq", "ascending")])
+    assert rows.column("op").to_pylist() == WANT_OPS
