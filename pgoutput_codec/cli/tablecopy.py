@@ -1,6 +1,7 @@
 """A live server's published tables copied as the pgoutput messages its own pgoutput would
-send for their rows (docs/DESIGN.md, "Copied rows"): a Relation message per table, an
-Insert per row, framed by a COPY transaction (Begin with xid 0, Commit).
+send for their rows: a Relation message per table, an Insert per row, framed in the
+archive by a COPY transaction (a Begin with xid 0, which no server transaction has, and
+its Commit; decoders give its Inserts op 'R').
 
 - :func:`published_tables` reads, in the caller's transaction (under an exported snapshot:
   that snapshot's catalog), what a publication sends of each table: the relation OID
@@ -168,6 +169,9 @@ def published_tables(conn, publication) -> list:
     Raises ``ValueError`` when publications give one table different column lists (the
     server's pgoutput refuses those too)."""
     major = conn.info.server_version // 10000
+    if major < 15:
+        raise ValueError(f"copying tables needs PostgreSQL 15 or later (column lists and row filters "
+                         f"in pg_publication_tables), the server is {conn.info.server_version}")
     encoding = conn.info.encoding
     names = [p.strip() for p in publication.split(",") if p.strip()]
     found = {}       # relid -> [schema, table, relkind, replident, attnames, filters, is_partition]

@@ -23,7 +23,7 @@ from pgoutput_codec.messages import Begin, Commit
 from pgoutput_codec import decode_message
 
 DB = "tablecopy"
-PUBS = "tc_pub_main,tc_pub_root,tc_pub_filter,tc_pub_gen"
+PUBS = "tc_pub_main,tc_pub_root,tc_pub_filter,tc_pub_filter2,tc_pub_gen"
 
 SCHEMA = r"""
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
@@ -48,10 +48,14 @@ CREATE TABLE tc_pleaf_1 PARTITION OF tc_pleaf FOR VALUES FROM (0) TO (100);
 CREATE TABLE tc_pleaf_2 PARTITION OF tc_pleaf FOR VALUES FROM (100) TO (1000);
 CREATE TABLE tc_filt (id int PRIMARY KEY, name text, secret text, score int);
 CREATE TABLE tc_gen (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v + 1) STORED);
-CREATE PUBLICATION tc_pub_main FOR TABLE tc_types, tc_comp, tc_full, tc_ident, tc_pleaf;
+CREATE TABLE tc_keyless_list (id int PRIMARY KEY, v text, w text);
+CREATE SCHEMA "tc s";
+CREATE TABLE "tc s"."Odd Tab" ("K ""q"" k" int, "Vé" text, PRIMARY KEY ("Vé", "K ""q"" k"));
+CREATE PUBLICATION tc_pub_main FOR TABLE tc_types, tc_comp, tc_full, tc_ident, tc_pleaf, "tc s"."Odd Tab";
 CREATE PUBLICATION tc_pub_root FOR TABLE tc_proot WITH (publish_via_partition_root = true);
-CREATE PUBLICATION tc_pub_filter FOR TABLE tc_filt (id, name, score) WHERE (score % 2 = 0)
-    WITH (publish = 'insert');
+CREATE PUBLICATION tc_pub_filter FOR TABLE tc_filt (id, name, score) WHERE (score % 2 = 0),
+    tc_keyless_list (w, v) WITH (publish = 'insert');
+CREATE PUBLICATION tc_pub_filter2 FOR TABLE tc_filt (id, name, score) WHERE (score > 25) WITH (publish = 'insert');
 """
 
 TEXTS = ["plain", "tab\there", "new\nline", "cr\rret", "back\\slash", "\\N", "", "héllo ✓ 𝄞",
@@ -101,6 +105,9 @@ def copied(pg_server):
             conn.execute("INSERT INTO tc_pleaf SELECT g * 7, 'v' || g FROM generate_series(1, 40) g")
             conn.execute("INSERT INTO tc_filt SELECT g, 'name' || g, 'secret', g FROM generate_series(1, 30) g")
             conn.execute("INSERT INTO tc_gen SELECT g, g * 10 FROM generate_series(1, 10) g")
+            conn.execute("INSERT INTO tc_keyless_list SELECT g, 'v' || g, 'w' || g FROM generate_series(1, 10) g")
+            conn.execute("""INSERT INTO "tc s"."Odd Tab" SELECT g % 4, v FROM generate_series(1, 12) g,
+                            LATERAL (SELECT 'v\t' || (g / 4)) x(v) ORDER BY 2, 1""")
             peeks = {}
             for binary in (False, True):
                 opts = ["proto_version", "1", "publication_names", PUBS] + (["binary", "true"] if binary else [])
@@ -135,8 +142,8 @@ def _payloads(conn, table, binary, **kw):
 def test_published_tables_are_what_pgoutput_sends(copied):
     conn, peeks, major = copied
     tables = _tables(conn)
-    assert sorted(tables) == ["tc_comp", "tc_filt", "tc_full", "tc_gen", "tc_ident", "tc_pleaf_1", "tc_pleaf_2",
-                              "tc_proot", "tc_types"]
+    assert sorted(tables) == ["Odd Tab", "tc_comp", "tc_filt", "tc_full", "tc_gen", "tc_ident", "tc_keyless_list",
+                              "tc_pleaf_1", "tc_pleaf_2", "tc_proot", "tc_types"]
     # pgoutput also describes a partition whose changes it sends as its root's (pgoutput.c
     # maybe_send_schema); no change names it, so a copy has no use for it
     parts = {r for (r,) in conn.execute("SELECT relid::bigint FROM pg_partition_tree('tc_proot') WHERE isleaf")}
@@ -155,7 +162,10 @@ def test_published_tables_are_what_pgoutput_sends(copied):
     assert tables["tc_ident"].primary_key == ("id",)
     assert tables["tc_proot"].kind == "p" and tables["tc_proot"].primary_key == ("id", "region")
     assert [c.name for c in tables["tc_filt"].columns] == ["id", "name", "score"]
-    assert tables["tc_filt"].row_filter == "((score % 2) = 0)"
+    assert tables["tc_filt"].row_filter == "(((score % 2) = 0)) OR ((score > 25))"
+    assert [c.name for c in tables["tc_keyless_list"].columns] == ["v", "w"]
+    assert tables["tc_keyless_list"].primary_key == ("id",)
+    assert tables["Odd Tab"].schema == "tc s" and tables["Odd Tab"].primary_key == ("Vé", 'K "q" k')
     assert [c.name for c in tables["tc_gen"].columns] == (["id", "v", "g"] if major >= 18 else ["id", "v"])
 
 
@@ -179,7 +189,8 @@ def test_copied_rows_are_the_inserts_pgoutput_sends(copied, binary):
 def test_chunks_after_a_key_cover_every_row_once(copied, binary):
     conn, _, _ = copied
     tables = _tables(conn)
-    for name, size in [("tc_types", 7), ("tc_comp", 3), ("tc_proot", 4), ("tc_ident", 20)]:
+    for name, size in [("tc_types", 7), ("tc_comp", 3), ("tc_proot", 4), ("tc_ident", 20), ("tc_keyless_list", 3),
+                       ("Odd Tab", 5)]:
         t = tables[name]
         whole = _payloads(conn, t, binary)
         chunks, key = [], None
