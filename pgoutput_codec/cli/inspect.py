@@ -13,7 +13,7 @@ from .. import messages
 from ..archive import iter_archive, read_archive_parts
 from ..arrays import lsn_array
 from ..batch import decode_batch_with_state
-from ..messages import format_lsn
+from ..messages import format_lsn, parse_lsn
 from ..threads import prefetch
 from .decode import BATCH_ROWS
 from .progress import note_recaptured, progress
@@ -44,6 +44,8 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
     seq_lo = seq_hi = None
     metas = []
     commit_lsns, commit_keys = [], []   # C/c/K in arrival order: the archive's order check
+    copying = [False, None]   # inside a COPY transaction (Begin xid 0), and its commit LSN, across batches
+    copied_at: dict = {}      # relation_id -> commit LSN of the first COPY transaction with its rows
     recode = transcoder(encoding, "PERMISSIVE", envelope)
     total = sum(p.num_rows or 0 for p in parts) or None
     with progress(total, "inspect") as bar:
@@ -108,6 +110,14 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
                                            for f in ("relation_id", "namespace", "relation_name")), strict=True):
                     rel_name[rid] = f"{ns or 'pg_catalog'}.{name}"
             iud = pc.fill_null(pc.is_in(types, value_set=pa.array(["I", "U", "D"])), False)
+            copied = copied_inserts(msgs, copying)
+            if copied is not None:
+                at = pa.array(copied[0])
+                for rid, lsn in zip(msgs.field("relation_id").filter(at).to_pylist(), copied[1][copied[0]].tolist(),
+                                    strict=True):
+                    by_rel[rid]["R"] += 1
+                    copied_at.setdefault(rid, lsn)
+                iud = pc.and_(iud, pa.array(~copied[0]))
             if pc.any(iud).as_py():
                 sub = msgs.filter(iud)
                 keys = pc.binary_join_element_wise(pc.cast(sub.field("relation_id"), "string"), sub.field("type"), ":")
@@ -127,19 +137,62 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
         "xid": (xid_lo, xid_hi), "commit_ts": (ts_lo, ts_hi),
         "by_type": dict(by_type),
         "by_table": by_table(by_rel, rel_name),
+        "complete_from": by_table({rid: complete_from(rid, copied_at, metas) for rid in by_rel}, rel_name,
+                                  value=lambda v: v),
         "features": features, "errors": errors, "first_errors": first_errors,
         "captured_with": metas[-1] if metas else None,
         "commits": commit_order(commit_lsns, commit_keys),
     }
 
 
-def by_table(by_rel: dict, rel_name: dict) -> dict:
+def copied_inserts(msgs, copying: list):
+    """(mask of the Inserts among ``msgs`` that sit in a COPY transaction — Begin xid
+    0 —, each row's copy commit LSN) or None when there is none. ``copying``: [inside
+    one, its commit LSN] at the batch's start, left as at its end."""
+    types = msgs.field("type")
+    begin = pc.fill_null(pc.equal(types, "B"), False).to_numpy(zero_copy_only=False)
+    end = pc.fill_null(pc.is_in(types, value_set=pa.array(["C"])), False).to_numpy(zero_copy_only=False)
+    if not begin.any() and not end.any() and not copying[0]:
+        return None
+    n = len(msgs)
+    xid = pc.fill_null(msgs.field("xid"), 1).to_numpy(zero_copy_only=False)
+    at = np.flatnonzero(begin | end)
+    # the state after each B/C row, carried forward to the rows after it
+    state = np.where(begin[at], (xid[at] == 0).astype(np.int8), 0)
+    lsn_b = pc.fill_null(msgs.field("final_lsn"), 0).to_numpy(zero_copy_only=False)[at]
+    idx = np.searchsorted(at, np.arange(n), side="right") - 1
+    if len(at):
+        inside = np.where(idx >= 0, state[np.maximum(idx, 0)] == 1, copying[0])
+        lsn = np.where(idx >= 0, lsn_b[np.maximum(idx, 0)], copying[1] or 0).astype(np.uint64)
+    else:                    # no Begin or Commit here: all inside the COPY transaction open
+        inside, lsn = np.ones(n, bool), np.full(n, copying[1] or 0, np.uint64)
+    if len(at):
+        copying[0], copying[1] = bool(state[-1] == 1), int(lsn_b[-1]) if state[-1] == 1 else None
+    mask = inside & pc.fill_null(pc.equal(types, "I"), False).to_numpy(zero_copy_only=False)
+    return (mask, lsn) if mask.any() else None
+
+
+def complete_from(rid: int, copied_at: dict, metas: list):
+    """The LSN from which the archive holds relation ``rid`` whole (its copy's commit
+    LSN, text), or None: no copy of it. Files that record their copies (capture's
+    ``copy`` metadata) say when a table's copy is complete (a table copied in chunks is
+    whole only after its last); without that record, its first COPY transaction's."""
+    recorded = [m["copy"] for m in metas if isinstance(m, dict) and isinstance(m.get("copy"), dict)]
+    if recorded:
+        done = [c.get("lsn") for c in recorded for t in c.get("tables", ()) if t.get("relid") == rid
+                and t.get("complete")]
+        done = [parse_lsn(x) if isinstance(x, str) else x for x in done if x is not None]
+        return format_lsn(min(done)) if done else None
+    return format_lsn(copied_at[rid]) if rid in copied_at else None
+
+
+def by_table(by_rel: dict, rel_name: dict, value=dict) -> dict:
     """Counts by table name (a relation under its last name), and by relation where one
     name was borne by several (a table dropped and created again, or swapped: the
     counts of each, ``public.t [relation 16385]``, never one overwriting the other)."""
     names = {rid: rel_name.get(rid, f"relation {rid}") for rid in by_rel}
     shared = {n for n, k in collections.Counter(names.values()).items() if k > 1}
-    return {(f"{n} [relation {rid}]" if n in shared else n): dict(by_rel[rid]) for rid, n in names.items()}
+    return {(f"{n} [relation {rid}]" if n in shared else n): value(by_rel[rid]) for rid, n in names.items()}
 
 
 def commit_order(lsns: list, keys: list) -> dict:
@@ -195,10 +248,13 @@ def format_inspect(r) -> str:
     lines += ["", f"{kind:28} {'count':>9}", f"{'-' * 28} {'-' * 9}"]
     for tag, c in sorted(r["by_type"].items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"{tag} {names.get(tag, '?'):26} {c:9}")
-    lines += ["", f"{'table':32} {'insert':>8} {'update':>8} {'delete':>8} {'truncate':>8}",
-              f"{'-' * 32} {'-' * 8} {'-' * 8} {'-' * 8} {'-' * 8}"]
+    lines += ["", f"{'table':32} {'copied':>8} {'insert':>8} {'update':>8} {'delete':>8} {'truncate':>8}  "
+              "complete from", f"{'-' * 32} {'-' * 8} {'-' * 8} {'-' * 8} {'-' * 8} {'-' * 8}  {'-' * 13}"]
+    complete = r.get("complete_from") or {}
     for tbl, c in sorted(r["by_table"].items()):
-        lines.append(f"{tbl:32} {c.get('I', 0):8} {c.get('U', 0):8} {c.get('D', 0):8} {c.get('T', 0):8}")
+        since = complete.get(tbl) if "complete_from" in r else "-"
+        lines.append(f"{tbl:32} {c.get('R', 0):8} {c.get('I', 0):8} {c.get('U', 0):8} {c.get('D', 0):8} "
+                     f"{c.get('T', 0):8}  " + (since or ("copy not complete" if c.get("R") else "start unknown")))
     if not r["by_table"]:
         lines.append("(no row changes)")
     c = r["commits"]
