@@ -1,5 +1,6 @@
 """A live server's published tables copied as the pgoutput messages its own pgoutput would
-send for their rows: a Relation message per table, an Insert per row, framed in the
+send for their rows: per table the Type messages of its user-defined types and its Relation
+message (:attr:`PublishedTable.schema_messages`), an Insert per row, framed in the
 archive by a COPY transaction (a Begin with xid 0, which no server transaction has, and
 its Commit; decoders give its Inserts op 'R').
 
@@ -32,8 +33,8 @@ from .._copyrows import CopyInserts
 from .._encode import encode_message
 from ..messages import Begin, Commit
 
-__all__ = ["PublishedColumn", "PublishedTable", "published_tables", "copy_rows",
-           "copy_transaction_messages", "relation_message", "BATCH_BYTES"]
+__all__ = ["PublishedColumn", "PublishedTable", "published_tables", "copy_rows", "copy_statement",
+           "copy_transaction_messages", "relation_message", "type_message", "BATCH_BYTES"]
 
 #: COPY stream bytes turned into one batch of Insert payloads
 BATCH_BYTES = 4 << 20
@@ -68,6 +69,9 @@ class PublishedTable:
     """the publications' row filters OR-ed, as SQL over the table's columns (None: all rows)"""
     relation_message: bytes
     """the Relation payload pgoutput sends for the table"""
+    type_messages: Tuple[bytes, ...] = ()
+    """the Type payloads pgoutput sends right before the Relation: one per published column
+    of a type that is not built in (OID 10000 and above), in column order"""
     kind: str = "r"
     """pg_class.relkind: 'r' a table, 'p' a partitioned table (published via its root)"""
     has_send: Tuple[bool, ...] = ()
@@ -79,6 +83,12 @@ class PublishedTable:
     """per primary-key column: its type, as SQL (no typmod)"""
     key_output_functions: Tuple[str, ...] = ()
     """per primary-key column: its type's output function, as qualified SQL"""
+
+    @property
+    def schema_messages(self) -> Tuple[bytes, ...]:
+        """The Type payloads then the Relation payload, as pgoutput sends them before the
+        table's first change (pgoutput.c ``send_relation_and_attrs``)."""
+        return self.type_messages + (self.relation_message,)
 
     @property
     def name(self) -> str:
@@ -107,6 +117,31 @@ def relation_message(relid, schema, table, replica_identity, columns, encoding="
         out += [b"\1" if c.is_key else b"\0", _cstr(c.name, encoding), _U32.pack(c.type_oid),
                 _I32.pack(c.type_modifier)]
     return b"".join(out)
+
+
+#: transam.h FirstGenbkiObjectId: pgoutput describes the types at and above it (Type messages)
+FIRST_GENBKI_OID = 10000
+
+_TYPE_SQL = """
+SELECT t.typtype, t.typbasetype::bigint, n.nspname, t.typname
+FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+WHERE t.oid = %s
+"""
+
+
+def type_message(conn, type_oid, encoding="utf-8") -> bytes:
+    """The Type payload of proto.c ``logicalrep_write_typ``: 'Y', the type's OID, then the
+    namespace ('' for pg_catalog) and name of its base type (a domain's, followed down
+    through domains over domains: ``getBaseType``)."""
+    oid = type_oid
+    while True:
+        typtype, base, nsp, name = conn.execute(_TYPE_SQL, (oid,)).fetchone()
+        if _text(typtype) != "d":
+            break
+        oid = base
+    nsp = _text(nsp)
+    return b"".join([b"Y", _U32.pack(type_oid), _cstr("" if nsp == "pg_catalog" else nsp, encoding),
+                     _cstr(name, encoding)])
 
 
 def _text(v):
@@ -227,6 +262,8 @@ def published_tables(conn, publication) -> list:
             relid=relid, schema=schema, table=table, columns=columns, replica_identity=ident,
             primary_key=tuple(p[0] for p in pk) if pk else None, row_filter=row_filter,
             relation_message=relation_message(relid, schema, table, ident, columns, encoding),
+            type_messages=tuple(type_message(conn, c.type_oid, encoding) for c in columns
+                                if c.type_oid >= FIRST_GENBKI_OID),
             kind=kind, has_send=tuple(c[3] for c in cols), output_functions=tuple(c[4] for c in cols),
             key_types=tuple(p[1] for p in pk), key_output_functions=tuple(p[2] for p in pk)))
     return out

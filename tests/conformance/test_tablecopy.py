@@ -31,7 +31,7 @@ CREATE DOMAIN posint AS int CHECK (VALUE > 0);
 CREATE TABLE tc_types (
     id int PRIMARY KEY, dropped int, t text, n numeric(12,3), nn numeric, arr int[], tarr text[], b bool,
     ba bytea, i inet, ts timestamptz, j jsonb, d posint, e mood, big text, f float8, r real, dt date,
-    iv interval, u uuid, acl aclitem, c varchar(10), ch char(3), tsv tsvector, pt point,
+    iv interval, u uuid, acl aclitem, c varchar(10), ch char(3), tsv tsvector, pt point, ea mood[], e2 mood,
     gen int GENERATED ALWAYS AS (id * 2) STORED);
 ALTER TABLE tc_types DROP COLUMN dropped;
 CREATE TABLE tc_comp (a text, b int, v text, PRIMARY KEY (b, a));
@@ -62,12 +62,12 @@ TEXTS = ["plain", "tab\there", "new\nline", "cr\rret", "back\\slash", "\\N", "",
          "\b\f\v\x01\x7f", "ends with backslash \\", "quote ' \" {x}", "\\.", "a\tb\\tc\\\\d"]
 
 INSERTS = r"""
-INSERT INTO tc_types (id, t, n, nn, arr, tarr, b, ba, i, ts, j, d, e, big, f, r, dt, iv, u, acl, c, ch, tsv, pt)
+INSERT INTO tc_types (id, t, n, nn, arr, tarr, b, ba, i, ts, j, d, e, big, f, r, dt, iv, u, acl, c, ch, tsv, pt, ea)
 SELECT g, %(t)s, 12345.678 * g, 'NaN', ARRAY[g, NULL, -g], ARRAY['a b', NULL, 'c"d', %(t)s, 'NULL'],
        g %% 2 = 0, decode('00ff5c0a09' || lpad(to_hex(g), 4, '0'), 'hex'), '192.168.0.1/24', '2024-02-29 12:34:56.789+01',
        jsonb_build_object('a', jsonb_build_array(1, %(t)s::text), 'n', null), g, 'happy', NULL, 0.1 * g, 1.5e-7,
        '2000-01-01'::date + g, '1 year 2 mons 3 days 04:05:06.7', md5(g::text)::uuid, 'postgres=arw/postgres',
-       'vc' || g, 'x', to_tsvector('simple', 'the quick ' || %(t)s), point(g, -g)
+       'vc' || g, 'x', to_tsvector('simple', 'the quick ' || %(t)s), point(g, -g), ARRAY['ok', NULL]::mood[]
 FROM generate_series(%(lo)s::int, %(hi)s::int) g
 """
 
@@ -113,11 +113,15 @@ def copied(pg_server):
                 opts = ["proto_version", "1", "publication_names", PUBS] + (["binary", "true"] if binary else [])
                 rows = conn.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('tc_slot', NULL, NULL, "
                                     "VARIADIC %s::text[])", (opts,)).fetchall()
-                rels, inserts = {}, {}
+                rels, inserts, types = {}, {}, []
                 for (data,) in rows:
                     data = bytes(data)
-                    if data[:1] == b"R":
-                        rels[int.from_bytes(data[1:5], "big")] = data
+                    if data[:1] == b"Y":
+                        types.append(data)
+                    elif data[:1] == b"R":
+                        # the Type messages of a relation's user-defined types come right before it
+                        rels[int.from_bytes(data[1:5], "big")] = (tuple(types), data)
+                        types = []
                     elif data[:1] == b"I":
                         inserts.setdefault(int.from_bytes(data[1:5], "big"), []).append(data)
                 peeks[binary] = (rels, inserts)
@@ -151,11 +155,13 @@ def test_published_tables_are_what_pgoutput_sends(copied):
         rels, _ = peeks[binary]
         assert sorted(set(rels) - parts) == sorted(t.relid for t in tables.values())
         for t in tables.values():
-            assert t.relation_message == rels[t.relid], (t.table, binary)
+            assert (t.type_messages, t.relation_message) == rels[t.relid], (t.table, binary)
     types = tables["tc_types"]
     assert [c.name for c in types.columns][:3] == ["id", "t", "n"] and "gen" not in [c.name for c in types.columns]
     assert [c.name for c in types.columns if c.is_key] == ["id"]
     assert not types.has_send[[c.name for c in types.columns].index("acl")]   # aclitem: no send function
+    # posint (sent as its base type int4), mood, mood[], mood again
+    assert [m[:1] for m in types.type_messages] == [b"Y"] * 4 and b"\0int4\0" in types.type_messages[0]
     assert tables["tc_comp"].primary_key == ("b", "a")
     assert tables["tc_full"].primary_key is None and all(c.is_key for c in tables["tc_full"].columns)
     assert [c.name for c in tables["tc_ident"].columns if c.is_key] == ["code"]
