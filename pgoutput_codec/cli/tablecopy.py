@@ -8,7 +8,7 @@ its Commit; decoders give its Inserts op 'R').
   that snapshot's catalog), what a publication sends of each table: the relation OID
   pgoutput names (the partition root's with ``publish_via_partition_root``), the columns
   (column lists, generated columns as the server's version publishes them), the replica
-  identity key flags, the row filter, and the Relation payload itself.
+  identity key flags, the row filter, and the Type and Relation payloads themselves.
 - :func:`copy_rows` streams ``COPY (SELECT <published columns> ...) TO STDOUT`` through
   psycopg and turns it into Insert payloads with the compiled :mod:`pgoutput_codec._copyrows`
   (text format for text archives, the values being the types' output text; binary format
