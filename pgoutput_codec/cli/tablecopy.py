@@ -334,7 +334,8 @@ def copy_rows(conn, table: PublishedTable, *, binary, after_key=None, max_rows=N
     ``after_key``: only rows whose primary key is above it; ``max_rows``: at most that many
     rows. A table with a primary key is copied in its order; one without is copied whole
     (``after_key`` and ``max_rows`` refused). Memory stays about two batches whatever the
-    table's size (and the largest row)."""
+    table's size (and the largest row). The COPY runs in a savepoint: closing the iterator
+    early cancels it and leaves the caller's transaction usable."""
     stmt, kinds, n_fields, key_fields = copy_statement(conn, table, binary=binary, after_key=after_key,
                                                        max_rows=max_rows)
     dec = CopyInserts(table.relid, binary, n_fields, kinds, key_fields)
@@ -346,7 +347,9 @@ def copy_rows(conn, table: PublishedTable, *, binary, after_key=None, max_rows=N
         return tuple(v.decode(encoding) for v in dec.last_key)
 
     buf = bytearray()
-    with conn.cursor() as cur, cur.copy(stmt) as copy:
+    # a savepoint: a copy closed early is cancelled, which aborts only it, not the caller's
+    # transaction (whose exported snapshot other chunks still need)
+    with conn.transaction(), conn.cursor() as cur, cur.copy(stmt) as copy:
         for data in copy:
             buf += data
             if len(buf) >= batch_bytes:

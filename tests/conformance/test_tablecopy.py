@@ -217,6 +217,21 @@ def test_chunks_after_a_key_cover_every_row_once(copied, binary):
         _payloads(conn, tables["tc_full"], binary, max_rows=1)
 
 
+def test_a_copy_stopped_early_leaves_the_transaction_usable(copied):
+    """Closing the iterator cancels the COPY; the caller's transaction (its exported snapshot)
+    goes on, as a copy job that stops a table early needs."""
+    conn, _, _ = copied
+    t = _tables(conn)["tc_types"]
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        before = conn.execute("SELECT count(*) FROM tc_types").fetchone()
+        it = copy_rows(conn, t, binary=False, batch_bytes=100)
+        first, _ = next(it)
+        it.close()
+        assert conn.execute("SELECT count(*) FROM tc_types").fetchone() == before
+        assert _payloads(conn, t, False)[:len(first)] == first.to_pylist()
+
+
 def _raw_copy(conn, table, binary):
     stmt, kinds, n_fields, key_fields = copy_statement(conn, table, binary=binary)
     with conn.transaction(), conn.cursor() as cur, cur.copy(stmt) as copy:
