@@ -23,6 +23,7 @@ import pytest
 import pgoutput_codec as pc
 from pgoutput_codec.archive import iter_archive, read_archive_parts
 from pgoutput_codec.cli.capture import CHUNK_CRASH_ENV, CRASH_ENV
+from pgoutput_codec.cli import watermarks as wm
 from pgoutput_codec.cli.watermarks import PREFIX
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -174,13 +175,13 @@ def _multiset(changes, table):
         if op == "T":
             bag.clear()
         if before:
-            bag[tuple(v["data"].decode() for v in before)] -= 1
+            bag[tuple(v["data"] for v in before)] -= 1
         if after:
-            bag[tuple(v["data"].decode() for v in after)] += 1
+            bag[tuple(v["data"] for v in after)] += 1
     return +bag
 
 
-def _check(srv, db, out, tables):
+def _check(srv, db, out, tables, binary=False):
     """Every table of ``tables`` decoded from the archive equals the server's rows, and
     the archive's messages are consistent: copies have xid 0, every watermark pair left
     as a plain message, seq rising by one."""
@@ -191,7 +192,8 @@ def _check(srv, db, out, tables):
         for t in tables:
             server = c.execute(EXPECTED[t]).fetchall()
             if t == "f":    # key-less: a multiset
-                want = collections.Counter(tuple(str(v) for v in r) for r in server)
+                want = collections.Counter(
+                    (a.to_bytes(4, "big", signed=True) if binary else str(a).encode(), b.encode()) for a, b in server)
                 have = _multiset(changes, t)
             else:
                 want = collections.Counter(tuple(r) for r in server)
@@ -298,3 +300,69 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, database, tm
     res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
     assert res.returncode == 0, res.stderr[-3000:]
     _check(srv, db, out, ["k", "f", "p", "rf", "n"])
+
+
+def _mark(c, chunk, which):
+    c.execute("SELECT pg_logical_emit_message(true, %s, %s)", (PREFIX, wm.mark_content(chunk, which)))
+
+
+@pytest.mark.parametrize("order, want", [
+    ("low snap write high", "low"),         # the write is after the chunk's snapshot
+    ("low write snap high", "high"),        # ... before it: in the chunk
+    ("low write snap write high", wm.RETAKE),
+    ("write low snap high", "low"),         # before both watermarks: nothing between
+])
+def test_watermark_placement_on_a_real_stream(pg_server, order, want):
+    """Watermarks, a chunk snapshot and writes of the table in a set order on a real
+    server; the placement read from the slot's real messages follows the snapshot."""
+    db = "snap_place"
+    with pg_server.connect() as c:
+        c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (db,))
+        c.execute(f"DROP DATABASE IF EXISTS {db}")
+        c.execute(f"CREATE DATABASE {db}")
+    with pg_server.connect(db) as c, pg_server.connect(db, autocommit=False) as chunk_conn:
+        c.execute("CREATE TABLE w (id int PRIMARY KEY, v text)")
+        c.execute("CREATE PUBLICATION wp FOR TABLE w")
+        relid = c.execute("SELECT 'w'::regclass::oid::bigint").fetchone()[0]
+        c.execute("SELECT pg_create_logical_replication_slot('wslot', 'pgoutput')")
+        snap = None
+        for i, step in enumerate(order.split()):
+            if step in ("low", "high"):
+                _mark(c, 7, step)
+            elif step == "write":
+                c.execute("INSERT INTO w VALUES (%s, 'x')", (i,))
+            else:
+                chunk_conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                snap = wm.Snapshot.parse(chunk_conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+        chunk_conn.commit()
+        rows = c.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('wslot', NULL, NULL, "
+                         "'proto_version', '1', 'publication_names', 'wp', 'messages', 'true')").fetchall()
+        c.execute("SELECT pg_drop_replication_slot('wslot')")
+    scanner = wm.Scanner({relid})
+    for i, (data,) in enumerate(rows):
+        scanner.feed(i, bytes(data))
+    got = wm.place(scanner.committed, 7, relid, snap)
+    assert (got if got == wm.RETAKE else got.mark[1]) == want
+
+
+def test_snapshot_on_an_existing_slot_copies_while_the_stream_runs(pg_server, database, tmp_path):
+    """The slot made before (its stream holds changes of rows it never saw inserted):
+    --snapshot copies every published table in watermarked chunks while written to."""
+    srv, db = pg_server, database
+    with srv.connect(db) as c:
+        c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (db,))
+    out = tmp_path / "arch"
+    w = Writer(srv, db, ["k", "f", "p", "rf"], 5)
+    w.start()
+    time.sleep(0.3)     # changes in the stream before the copies too
+    try:
+        res = _run(_args(srv, db, out, "--snapshot", "--binary"))
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        w.stop()
+    res = _run(_args(srv, db, out, "--snapshot", "--binary"))
+    assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
+    _, parts, changes = _check(srv, db, out, ["k", "f", "p", "rf"], binary=True)
+    meta = _copy_meta(parts)
+    assert {m["kind"] for m in meta} == {"chunk"}
+    assert {t["table"] for m in meta for t in m["tables"] if t["complete"]} == {"k", "f", "p", "rf"}
