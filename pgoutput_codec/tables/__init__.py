@@ -37,7 +37,8 @@ from __future__ import annotations
 from .complete import IncompleteTableWarning
 from .columnlists import Missing, added_columns, columns_in_force, missing_values, net_key
 from .net import net_changes
-from .replay import history, history_names, snapshot, unknown_key_error
+from .replay import history, history_names, unknown_key_error
+from .frombase import snapshot
 from .rows import table_columns
 from .typed import decode_table_changes, table_changes, typed_changes
 

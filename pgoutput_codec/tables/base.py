@@ -243,7 +243,7 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
         for op, before, after, clsn, cts, unch in zip(*[tc.column(c).to_pylist() for c in (
                 "op", "before", "after", "commit_lsn", "commit_ts", "unchanged")], strict=True):
             if op == "T":
-                for k, i in open_at.items():
+                for i in open_at.values():
                     ends.setdefault(i, (clsn, cts))
                 open_at.clear()
                 carry.clear()

@@ -13,7 +13,7 @@ from ..retyped import retyped_names, text_form
 from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
-from .base import KNOWN, base_for, history_over_base, snapshot_over_base
+from .base import KNOWN, base_for, history_over_base
 from .columnlists import added_columns, columns_in_force, filled, missing_values
 from .complete import warn_incomplete
 from .rows import column_set_ids, rows_of, table_columns, table_registry
@@ -338,11 +338,8 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     ones applied on top. A table with no copied row and no base warns
     (:class:`.complete.IncompleteTableWarning`)."""
     rows = rows_of(changes, name, as_of_lsn)
-    b, b_lsn = base_for(base, base_lsn, name)
-    if b is not None:
-        from .net import net_changes
-        return snapshot_over_base(rows, name, as_of_lsn, lambda later: net_changes(
-            later, name, registry=registry, missing=missing, base=KNOWN), b, b_lsn)
+    if base_for(base, base_lsn, name)[0] is not None:
+        raise ValueError("a base is applied by pgoutput_codec.tables.snapshot (over net changes)")
     if base is not KNOWN:
         warn_incomplete(rows if as_of_lsn is None else rows.filter(pc.fill_null(pc.less_equal(
             rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())), False)), name)
