@@ -16,7 +16,7 @@ FUZZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz")
 SCALE = float(os.environ.get("PGOUTPUT_FUZZ_SMOKE_SECONDS", "10")) / 10
 #: harness -> (seconds, seeds it writes)
 HARNESSES = {"decode": (6, 40), "transcode": (3, 6), "changes": (4, 60), "convert": (3, 85), "archive": (2, 4),
-             "opengauss": (4, 5)}
+             "opengauss": (4, 5), "copyrows": (3, 19)}
 
 
 def _run(tmp_path, name, args, timeout):
