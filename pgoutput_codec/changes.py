@@ -368,7 +368,7 @@ class ChangeDecoder:
         relmap_start = dict(self.walk.relmap)
         ctrl_keys = seq_arr.to_numpy(zero_copy_only=False)[ctrl_idx]
         try:
-            seg_slot, commits, r_versions, _ = self.walk.walk(ctrl, seg_counts, ctrl_keys)
+            seg_slot, commits, r_versions, _ = self.walk.walk(ctrl, seg_counts, ctrl_keys, start_open=True)
         finally:
             self.counts["replayed_transactions"] = len(self.walk.replayed)
             self.counts["abandoned_transactions"] = len(self.walk.abandoned)
@@ -426,7 +426,8 @@ class ChangeDecoder:
         relmap_start = dict(self.walk.relmap)
         r_versions = self.walk.definitions(self.walk.control_dicts(msgs, rt, DEFINITION_FIELDS))
         self.walk.next_slot += ntx
-        self.walk.begun = self.walk.begun or ntx > 0   # (as the walk's Begin would)
+        if ntx:   # (as the walk's Begin would)
+            self.walk.begun, self.walk.open_at_start = True, False
         self.walk.committed.frombytes(lsns.tobytes())
         versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)

@@ -117,6 +117,7 @@ class TransactionWalk:
         self.replayed: list[dict] = []
         self.abandoned: list[dict] = []
         self.begun = False
+        self.open_at_start = False  # a transaction begun before the archive, not yet given a slot (start_open)
         self.seeded: list[tuple] = []
         # relation id -> the definition (_column_list_keys) that made its version in force: a
         # Relation resent unchanged is then not made into Python objects again
@@ -150,7 +151,7 @@ class TransactionWalk:
             "ctx": self.ctx, "streams": dict(self.streams), "prepared": dict(self.prepared),
             "next_slot": self.next_slot, "committed": self.committed.tobytes(),
             "replayed": copy.deepcopy(self.replayed), "abandoned": copy.deepcopy(self.abandoned),
-            "begun": self.begun,
+            "begun": self.begun, "open_at_start": self.open_at_start,
         }
 
     def load_state(self, state: dict) -> None:
@@ -169,6 +170,7 @@ class TransactionWalk:
         self.replayed = copy.deepcopy(state.get("replayed", []))
         self.abandoned = copy.deepcopy(state.get("abandoned", []))
         self.begun = state.get("begun", True)
+        self.open_at_start = state.get("open_at_start", False)
 
     @property
     def types(self) -> list[tuple]:
@@ -376,9 +378,14 @@ class TransactionWalk:
         txn.discard()
         if self.ctx == slot:
             self.ctx = -1
+        # (a damaged archive can drop one still named by its gid or xid: its end then finds nothing)
+        if txn.gid is not None and self.prepared.get(txn.gid) == slot:
+            del self.prepared[txn.gid]
+        if txn.xid is not None and self.streams.get(txn.xid) == slot:
+            del self.streams[txn.xid]
 
     # ------------------------------------------------------------------ the walk
-    def walk(self, ctrl: list, seg_counts, keys=None):
+    def walk(self, ctrl: list, seg_counts, keys=None, start_open=False):
         """The transaction state machine, run over the control messages of a chunk.
 
         ``ctrl``: the decoded control rows in arrival order; ``seg_counts[k]``: how many
@@ -387,26 +394,37 @@ class TransactionWalk:
         order as (slot, commit message), and the relation version of each Relation row.
         ``keys``:
         the control rows' order keys, to name a commit out of order or replayed.
+        ``start_open``: at the archive's start, a transaction begun before it is open
+        whether or not rows of it come first, as the plan (which sees control rows only)
+        takes it: a Commit or Prepare before any Begin ends it (an Origin names it); a
+        Begin, Begin Prepare or Stream Start/Stop lets it go.
         """
         seg_slot = np.full(len(ctrl) + 1, -1, dtype=np.int64)
         seg_stream = np.zeros(len(ctrl) + 1, dtype=bool)
         commits = []          # (slot, commit facts) in commit order
         r_versions = []
+        if start_open and self.ctx < 0 and not self.begun:
+            self.open_at_start = True
         for k in range(len(ctrl) + 1):
-            if seg_counts[k] and self.ctx < 0 and not self.begun:
+            if seg_counts[k] and self.ctx < 0 and (self.open_at_start or not self.begun):
                 # changes before the archive's first Begin, Commit or stream marker: their
                 # Begin is not in the archive, their Commit will come. Later, a change with
                 # no transaction open lost its Begin: its segment keeps slot -1 (an error)
                 self.ctx = self.new_slot(Txn(xid=None))
+                self.open_at_start = False
             seg_slot[k] = self.ctx
             seg_stream[k] = self.in_stream
             if k == len(ctrl):
                 break
             m = ctrl[k]
             t = m["type"]
-            first = not self.begun    # no marker yet: the archive may start inside a transaction
             if t in _MARKERS:   # (R, Y, O, M come inside a transaction: it may be the one begun before)
                 self.begun = True
+            if self.open_at_start and self.ctx < 0:
+                if t in ("C", "P", "O"):        # it ends (or is named) here
+                    self.ctx = self.new_slot(Txn(xid=None))
+                if t in ("C", "P", "O", "B", "b", "S", "E"):
+                    self.open_at_start = False
             if t in ("B", "b"):
                 if self.ctx >= 0 and self.txns[self.ctx].kind != "stream" and self.txns[self.ctx].xid is not None:
                     # a Begin inside a transaction: the server sends a transaction whole,
@@ -422,11 +440,6 @@ class TransactionWalk:
                 # a Commit ends a transaction its Begin opened (or one begun before the
                 # archive); inside a stream block or a Begin Prepare's it is corruption:
                 # what is open stays open for its own end
-                if self.ctx < 0 and first:
-                    # the archive starts inside a transaction, none of whose rows it holds
-                    # (the plan, which sees control rows only, cannot tell that from one
-                    # with rows: the transaction ends here either way)
-                    self.ctx = self.new_slot(Txn(xid=None))
                 if self.ctx < 0 or self.txns[self.ctx].kind == "tx":
                     if self.ctx >= 0:
                         self._commit(commits, self.ctx, m, keys, k)
@@ -468,8 +481,6 @@ class TransactionWalk:
             elif t == "P":
                 # a Prepare ends the transaction its Begin Prepare opened (or one begun
                 # before the archive); another transaction's is corruption, left alone
-                if self.ctx < 0 and first:   # (as for a Commit)
-                    self.ctx = self.new_slot(Txn(xid=None))
                 txn = self.txns[self.ctx] if self.ctx >= 0 else None
                 if txn is None or txn.xid is None or (txn.kind == "prepared" and txn.xid == m["xid"]):
                     if txn is not None:
