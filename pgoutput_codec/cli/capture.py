@@ -594,6 +594,18 @@ class _Run:
         self.jobs = []              # (request, (schema, table), after key) still to copy
         self.copy_conn = None
         self.chunks_taken = 0
+        self.bars = {}
+
+    def copied(self, table, rows):
+        """Count ``rows`` copied rows of ``table`` on its progress bar (stderr, a terminal only)."""
+        if table.name not in self.bars:
+            self.bars[table.name] = progress(None, table.name).__enter__()
+        self.bars[table.name].update(rows)
+
+    def close_bars(self):
+        for bar in self.bars.values():
+            bar.__exit__(None, None, None)
+        self.bars = {}
 
     # ------------------------------------------------------------------ files
     def meta(self, rows, start_lsn, end_lsn, copy=None):
@@ -715,7 +727,6 @@ class _Run:
         threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in conns]
         for th in threads:
             th.start()
-        bars = {}
         live, first, copied = len(threads), True, 0
         try:
             while live:
@@ -739,9 +750,7 @@ class _Run:
                     first = False
                     self.landed(rows)
                     copied += spill.rows
-                    if t.name not in bars:
-                        bars[t.name] = progress(None, t.name).__enter__()
-                    bars[t.name].update(spill.rows)
+                    self.copied(t, spill.rows)
                 finally:
                     spill.close()
         finally:
@@ -752,8 +761,7 @@ class _Run:
                     live -= 1
                 else:
                     item[1].close()
-            for bar in bars.values():
-                bar.__exit__(None, None, None)
+            self.close_bars()
         errors = [e for e in failed if e is not None]
         if errors:
             e = errors[0]
@@ -948,6 +956,7 @@ class _Run:
                     chunk.request.progress[key] = {"last_key": _json_key(chunk.last_key), "complete": chunk.complete}
                     stats["chunks"] += 1
                     stats["copied_rows"] += chunk.spill.rows
+                    self.copied(chunk.table, chunk.spill.rows)
                     chunk.spill.close()
                     if not chunk.complete:
                         self.jobs.insert(0, (chunk.request, key, _json_key(chunk.last_key)))
@@ -957,6 +966,7 @@ class _Run:
         finally:
             if chunk is not None:
                 chunk.spill.close()
+            self.close_bars()
             if self.copy_conn is not None:
                 self.copy_conn.close()
 
