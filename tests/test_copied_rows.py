@@ -350,3 +350,16 @@ def test_inspect_reads_when_a_copy_is_complete_from_the_files_it_was_written_wit
             t = t.replace_schema_metadata({META_KEY: json.dumps(m)})
         pq.write_table(t, d / f"part-{k}.parquet")
     assert inspect_archive(str(d))["complete_from"] == {"public.t": "0/300", "public.u": None}
+
+
+def test_history_over_a_base_fills_each_version_by_its_own_change():
+    """Two updates of a base row in one transaction, the first leaving v unchanged
+    (TOAST), the second setting it: the first version holds the base's v, the second
+    its own."""
+    msgs = txn(9, 0x200, T, Update(relation_id=T.relation_id, new_tuple=(TupleColumn("t", b"4"),
+                                                                          TupleColumn("u", None))),
+               upd(T, 4, "y"))
+    changes = decode_changes(as_archive(msgs))
+    h = history(changes, "public.t", base=BASE, base_lsn=0x100)
+    four = [(r["v"], r["__OP"], r["__START_LSN"]) for r in h.to_pylist() if r["id"] == 4]
+    assert four == [("c4", "R", 0x100), ("c4", "U", 0x200), ("y", "U", 0x200)]

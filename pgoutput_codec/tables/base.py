@@ -252,24 +252,28 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
             if k in open_at:
                 ends.setdefault(open_at.pop(k), (clsn, cts))
             held = carry.pop(k, None)
+            got = {}
             if op == "U" and held is not None and after is not None:
                 new = dict(after)
                 for c in unch or ():
                     if c in held:
                         new[c] = held[c]
                 carry[key(new)] = new
-                if unch:
-                    fills[(key(new), clsn)] = {c: held[c] for c in unch if c in held}
+                got = {c: held[c] for c in unch or () if c in held}
+            if op in ("I", "U", "R") and after is not None:
+                # one entry per version the change makes, in order: several changes of a
+                # key in one transaction share (key, commit LSN)
+                fills.setdefault((key(after if op != "U" or held is None else new), clsn), []).append(got)
     first = []
     for i, r in enumerate(base_rows):
         end = ends.get(i, (None, None))
         first.append({**r, hnames[0]: BASE_OP, hnames[1]: lsn, hnames[2]: None, hnames[3]: end[0], hnames[4]: end[1]})
     versions = hist.to_pylist()
-    if fills:
+    if any(g for f in fills.values() for g in f):
         for v in versions:
-            got = fills.get((key(v), v[hnames[1]]))
-            if got:
-                v.update(got)
+            pending = fills.get((key(v), v[hnames[1]]))
+            if pending:
+                v.update(pending.pop(0))
     return pa.Table.from_pylist(first + versions, schema=schema)
 
 
