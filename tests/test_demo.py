@@ -46,7 +46,8 @@ def test_demo_local(tmp_path):
     _need_server()
     res = demo.run(str(tmp_path), local=True, log=lambda *a: None)
     assert res["ok"], res
-    assert res["changes"] == 2335
+    assert res["changes"] == 2439
+    assert res["copied"] == 52       # the rows that were there before the slot: 20 + 30 + 2
     parts = read_archive_parts(res["archive"])
     assert len(parts) >= 3
     seqs = [s for p in parts for s in pq.read_table(p.path).column("seq").to_pylist()]
