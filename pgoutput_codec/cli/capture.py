@@ -366,7 +366,7 @@ class _Request:
 
 def _copy_state(files):
     """What the archive's copy files say: the requests in order, and the initial copy's
-    LSN when its transaction was opened and never committed (else None)."""
+    (LSN, request) when its transaction was opened and never committed (else None)."""
     requests, initial_open = {}, None
     for f in files:
         meta = parquet_part(f).meta or {}
@@ -380,7 +380,7 @@ def _copy_state(files):
         for t in c.get("tables", ()):
             req.progress[(t["schema"], t["table"])] = {"last_key": t["last_key"], "complete": t["complete"]}
         if c["kind"] == "initial":
-            initial_open = None if c.get("commit") else c["lsn"]
+            initial_open = None if c.get("commit") else (c["lsn"], req)
     return list(requests.values()), initial_open
 
 
@@ -442,8 +442,8 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
       about ``rows_per_file`` rows (a table without primary key whole in one file), each
       written as the stream's files are. Its Commit lands before any stream file.
     - ``snapshot_tables`` (names), or ``snapshot`` on an existing slot (every published
-      table): copied while the stream runs, ``chunk_rows`` rows at a time by primary key
-      (a table without one whole), each chunk between two watermarks and placed by
+      table): copied while the stream runs, ``chunk_rows`` rows at a time (default
+      ``rows_per_file``) by primary key (a table without one whole), each chunk between two watermarks and placed by
       :func:`.watermarks.place` into one of them when the stream is landed.
     - Each copy file records ``copy`` in its metadata: ``kind`` (initial, chunk),
       ``lsn``, the tables with their rows, last key and whether complete, and the
@@ -564,7 +564,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
                           f"{last_meta['end_lsn']}: changes in between were consumed elsewhere", file=sys.stderr)
                 say(f"resume: {len(files)} files, continuing at seq {next_seq}")
             if initial_open is not None:
-                run.commit_initial(initial_open, [r for r in requests if not r.done()][-1])
+                run.commit_initial(*initial_open)
             # the copies to make while the stream runs: unfinished requests, then the new one
             todo = [r for r in requests if not r.done()]
             if not copied_initially:
@@ -711,12 +711,12 @@ class _Run:
                         return
                     spill, last = _Spill(self.out), None
                     for payloads, key in copy_rows(c, t, binary=self.binary):
-                        spill.add(payloads)
-                        last = key if key is not None else last
                         if t.primary_key is not None and spill.rows >= unit_rows:
-                            spill.finish()
+                            spill.finish()      # (a full file goes once more rows follow it)
                             units.put((t, spill, last, False))
                             spill = _Spill(self.out)
+                        spill.add(payloads)
+                        last = key if key is not None else last
                     spill.finish()
                     units.put((t, spill, last, True))
             except BaseException as e:    # told to the writer, which stops the run with it

@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--snapshot-tables", metavar="LIST",
                    help="copy these published tables (comma-separated, table or schema.table) while the "
                         "stream runs, --rows-per-file rows a chunk")
+    c.add_argument("--chunk-rows", type=int, default=0, metavar="N",
+                   help="rows of a chunk copied while the stream runs (default: --rows-per-file)")
     c.add_argument("--jobs", type=int, default=0, metavar="N",
                    help="connections copying tables at once for --snapshot (default: one per core, at "
                         "most one per table)")
@@ -215,12 +217,13 @@ def _run(args) -> int:
         for k in ("max_files", "rows_per_file", "stop_after"):
             if getattr(args, k) < 0 or (k == "rows_per_file" and args.rows_per_file < 1):
                 raise CliError(f"--{k.replace('_', '-')} must be positive")
-        if args.jobs < 0:
-            raise CliError("--jobs must be positive")
+        for k in ("jobs", "chunk_rows"):
+            if getattr(args, k) < 0:
+                raise CliError(f"--{k.replace('_', '-')} must be positive")
         st = capture(args.dsn, args.slot, args.publication, args.out, proto=args.proto, binary=args.binary,
                      streaming=args.streaming, messages=args.messages, two_phase=args.two_phase,
                      create_slot=args.create_slot, snapshot=args.snapshot, snapshot_tables=args.snapshot_tables,
-                     jobs=args.jobs, max_files=args.max_files, poll_interval=args.poll_interval,
+                     jobs=args.jobs, chunk_rows=args.chunk_rows or None, max_files=args.max_files, poll_interval=args.poll_interval,
                      stop_after=args.stop_after, rows_per_file=args.rows_per_file)
         copied = f", {st['copied_rows']} rows copied" if st["copied_rows"] else ""
         print(f"captured {st['messages']} messages in {st['files']} files ({st['polls']} polls{copied}) "

@@ -28,13 +28,11 @@ from typing import NamedTuple, Optional
 
 import pyarrow as pa
 
-__all__ = ["PREFIX", "COPY_PREFIX", "Snapshot", "Tx", "Scanner", "place", "splice", "mark_content",
+__all__ = ["PREFIX", "Snapshot", "Tx", "Scanner", "place", "splice", "mark_content",
            "RETAKE", "copy_begin"]
 
 #: the prefix of the watermark messages capture emits
 PREFIX = "pgoutput_codec.watermark"
-#: the prefix of the message that opens an initial copy transaction
-COPY_PREFIX = "pgoutput_codec.copy"
 
 #: :func:`place`'s answer for a chunk that cannot be placed: take it again
 RETAKE = "retake"

@@ -61,7 +61,8 @@ def _database(srv, db):
         c.execute(f"CREATE DATABASE {db}")
     with srv.connect(db) as c:
         c.execute("CREATE TABLE k (id int PRIMARY KEY, v text)")
-        c.execute("INSERT INTO k SELECT g, 'k' || g FROM generate_series(1, 400) g")
+        # over one COPY batch (4 MB): copied in more than one file
+        c.execute("INSERT INTO k SELECT g, repeat('k', 2000) || g FROM generate_series(1, 2200) g")
         c.execute("CREATE TABLE f (a int, b text)")
         c.execute("ALTER TABLE f REPLICA IDENTITY FULL")
         c.execute("INSERT INTO f SELECT g % 20, 'dup' FROM generate_series(1, 120) g")
@@ -81,7 +82,7 @@ class Writer(threading.Thread):
     """Inserts, updates and deletes over the keys the copies read, for ``seconds`` (the
     capture running meanwhile drains the stream once they end) or until stopped."""
 
-    def __init__(self, srv, db, tables, seed, seconds=2.5):
+    def __init__(self, srv, db, tables, seed, seconds=1.5):
         super().__init__(daemon=True)
         self.srv, self.db, self.tables, self.rnd = srv, db, tables, random.Random(seed)
         self.halt, self.commits, self.error = threading.Event(), 0, None
@@ -100,7 +101,7 @@ class Writer(threading.Thread):
             self.error = e
 
     def change(self, c, table):
-        r, i = self.rnd.random(), self.rnd.randint(1, 450)
+        r, i = self.rnd.random(), self.rnd.randint(1, 2400)
         if table == "f":
             a = self.rnd.randint(0, 25)
             if r < 0.4:
@@ -140,17 +141,24 @@ def _run(args, env=None, timeout=120):
 
 
 def _killed_runs(args, kills, rnd, env=None):
-    """Run capture, SIGKILL it after a random moment ``kills`` times, then let a run end."""
+    """Run capture ``kills`` times, each SIGKILLed at a random moment of its copy (up to
+    0.4 s after it says it is copying), then let a run end; returns how many were
+    killed while they ran."""
+    killed = 0
     for _ in range(kills):
-        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
                              env={**os.environ, **(env or {})})
-        time.sleep(rnd.uniform(0.3, 1.2))
+        for line in p.stdout:
+            if "copying" in line:
+                break
+        time.sleep(rnd.uniform(0, 0.4))
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
-        p.wait()
+            killed += 1
+        p.communicate()
     res = _run(args)
     assert res.returncode == 0, res.stderr[-3000:]
-    return res
+    return killed
 
 
 def _archive(out):
@@ -224,7 +232,7 @@ def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_s
     w = Writer(srv, db, ["k", "f", "p", "rf"], 1)
     w.start()
     try:
-        res = _run(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2"), timeout=120)
+        res = _run(_args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2", "--chunk-rows", "500"), timeout=120)
         assert res.returncode == 0, res.stderr[-3000:]
     finally:
         w.stop()
@@ -247,11 +255,11 @@ def test_initial_copy_with_writes_then_a_table_copied_while_the_stream_runs(pg_s
     w = Writer(srv, db, ["n", "k"], 2)
     w.start()
     try:
-        res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+        res = _run(_args(srv, db, out, "--snapshot-tables", "n", "--chunk-rows", "100"))
         assert res.returncode == 0, res.stderr[-3000:]
     finally:
         w.stop()
-    res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+    res = _run(_args(srv, db, out, "--snapshot-tables", "n", "--chunk-rows", "100"))
     assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
     got, parts, _ = _check(srv, db, out, ["k", "f", "p", "rf", "n"])
     chunks = [m for m in _copy_meta(parts) if m["kind"] == "chunk"]
@@ -268,16 +276,19 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, database, tm
     w = Writer(srv, db, ["k", "f", "p", "rf"], 3)
     w.start()
     try:
-        args = _args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "2")
-        res = _run(args, env={CRASH_ENV: "3"})
+        # one job: f, then k (in two files), p, rf; the crash comes after k's first file
+        args = _args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "1", "--chunk-rows", "500")
+        res = _run(args, env={CRASH_ENV: "1"})
         assert res.returncode == 75, res.stderr[-3000:]
-        assert not [p for p in _copy_meta(read_archive_parts(str(out))) if p.get("commit")]   # left open
+        meta = _copy_meta(read_archive_parts(str(out)))
+        assert [(t["table"], t["complete"]) for m in meta for t in m["tables"]] == [("f", True), ("k", False)]
+        assert not [m for m in meta if m.get("commit")]   # left open
         res = _run(args, env={CHUNK_CRASH_ENV: "2"})       # closes it, then dies between chunks
         assert res.returncode == 75 and "closed the interrupted initial copy" in res.stdout, res.stderr[-3000:]
-        _killed_runs(args, 3, rnd)
+        assert _killed_runs(args, 3, rnd) >= 1
     finally:
         w.stop()
-    res = _run(_args(srv, db, out, "--create-slot", "--snapshot"))
+    res = _run(args)
     assert res.returncode == 0, res.stderr[-3000:]
     _check(srv, db, out, ["k", "f", "p", "rf"])
     with srv.connect(db) as c:
@@ -285,7 +296,7 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, database, tm
     w = Writer(srv, db, ["n", "k"], 4)
     w.start()
     try:
-        args = _args(srv, db, out, "--snapshot-tables", "n")
+        args = _args(srv, db, out, "--snapshot-tables", "n", "--chunk-rows", "100")
         res = _run(args, env={CHUNK_CRASH_ENV: "3"})
         assert res.returncode == 75, res.stderr[-3000:]
         chunks = [m for m in _copy_meta(read_archive_parts(str(out))) if m["kind"] == "chunk"
@@ -294,10 +305,10 @@ def test_copies_survive_kill_9_and_crashes_between_files(pg_server, database, tm
         index = read_archive_parts(str(out))[-1].meta["file_index"]
         res = _run(args, env={CRASH_ENV: str(index + 2)})   # a file written, the slot not advanced
         assert res.returncode == 75, res.stderr[-3000:]
-        _killed_runs(args, 3, rnd)
+        assert _killed_runs(args, 3, rnd) >= 1
     finally:
         w.stop()
-    res = _run(_args(srv, db, out, "--snapshot-tables", "n"))
+    res = _run(_args(srv, db, out, "--snapshot-tables", "n", "--chunk-rows", "100"))
     assert res.returncode == 0, res.stderr[-3000:]
     _check(srv, db, out, ["k", "f", "p", "rf", "n"])
 
@@ -356,13 +367,33 @@ def test_snapshot_on_an_existing_slot_copies_while_the_stream_runs(pg_server, da
     w.start()
     time.sleep(0.3)     # changes in the stream before the copies too
     try:
-        res = _run(_args(srv, db, out, "--snapshot", "--binary"))
+        res = _run(_args(srv, db, out, "--snapshot", "--binary", "--chunk-rows", "500"))
         assert res.returncode == 0, res.stderr[-3000:]
     finally:
         w.stop()
-    res = _run(_args(srv, db, out, "--snapshot", "--binary"))
+    res = _run(_args(srv, db, out, "--snapshot", "--binary", "--chunk-rows", "500"))
     assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
     _, parts, changes = _check(srv, db, out, ["k", "f", "p", "rf"], binary=True)
     meta = _copy_meta(parts)
     assert {m["kind"] for m in meta} == {"chunk"}
     assert {t["table"] for m in meta for t in m["tables"] if t["complete"]} == {"k", "f", "p", "rf"}
+
+
+def test_an_initial_copy_killed_before_its_commit_is_closed(pg_server, database, tmp_path):
+    """Every table copied, the process gone before the Commit: the rerun writes it and
+    copies nothing again."""
+    srv, db = pg_server, database
+    out = tmp_path / "arch"
+    args = _args(srv, db, out, "--create-slot", "--snapshot", "--jobs", "1", "--chunk-rows", "500")
+    res = _run(args, env={CRASH_ENV: "4"})      # f, k (two files), p, rf: the last table's file
+    assert res.returncode == 75, res.stderr[-3000:]
+    meta = _copy_meta(read_archive_parts(str(out)))
+    assert all(t["complete"] for t in meta[-1]["tables"]) and not meta[-1]["commit"]
+    with srv.connect(db) as c:
+        c.execute("UPDATE k SET v = 'after' WHERE id <= 10")
+        c.execute("INSERT INTO rf VALUES (100000, 'after', 's')")
+    res = _run(args)
+    assert res.returncode == 0 and "closed the interrupted initial copy" in res.stdout, res.stderr[-3000:]
+    assert "not copied again" in res.stdout
+    _, parts, _ = _check(srv, db, out, ["k", "f", "p", "rf"])
+    assert [m["kind"] for m in _copy_meta(parts)] == ["initial"] * 6
