@@ -331,6 +331,8 @@ class TransactionWalk:
     def _commit(self, commits: list, slot: int, m: dict, keys, k: int):
         """Transaction ``slot`` commits (control row ``k``): taken, or dropped as a replay
         of an earlier commit, or refused out of order (see ``replays``)."""
+        if self.ctx == slot:     # (a damaged archive: its end came with no Stream Stop)
+            self.ctx = -1
         lsn = m["commit_lsn"]
         key = None if keys is None else int(keys[k])
         below = self.floor is not None and lsn is not None and lsn <= self.floor
