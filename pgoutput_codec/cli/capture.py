@@ -27,6 +27,7 @@ import contextlib
 import datetime as _dt
 import fcntl
 import glob
+import itertools
 import json
 import os
 import queue
@@ -301,7 +302,7 @@ class _Spill:
 
     def tables(self):
         self.finish()
-        f = pq.ParquetFile(self.path)
+        f = pq.ParquetFile(self.path, pre_buffer=False)    # (pre-buffering reads every row group first)
         for i in range(f.num_row_groups):
             yield f.read_row_group(i, use_threads=False)
 
@@ -739,8 +740,8 @@ class _Run:
                     if failed:
                         continue
                     head = [_rows([begin], lsn)] if first else []
-                    pieces = head + [_rows([t.relation_message], lsn)] + \
-                        [_rows(x.column("data"), lsn) for x in spill.tables()]
+                    pieces = itertools.chain(head, [_rows([t.relation_message], lsn)],
+                                             (_rows(x.column("data"), lsn) for x in spill.tables()))
                     rows = len(head) + 1 + spill.rows
                     copy = {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": False,
                             "tables": [{"relid": t.relid, "schema": t.schema, "table": t.table, "rows": spill.rows,
@@ -920,7 +921,7 @@ class _Run:
                                 # stream before gave of it, which a multiset cannot tell apart
                                 head.append(encode_message(Truncate(options=0, relation_ids=(chunk.table.relid,))))
                             head = pa.table([pa.array(head, pa.binary())], schema=_DATA_SCHEMA)
-                            pieces = wm.splice(pieces, 0, into, [head, *chunk.spill.tables()])
+                            pieces = wm.splice(pieces, 0, into, itertools.chain([head], chunk.spill.tables()))
                             rows_out += len(head) + chunk.spill.rows
                             commit_lsn = format_lsn(int.from_bytes(
                                 self._payload(staging, into.commit)[2:10], "big"))

@@ -195,6 +195,7 @@ def _check(srv, db, out, tables, binary=False):
     as a plain message, seq rising by one."""
     got, parts = _archive(out)
     assert got.column("seq").to_pylist() == list(range(len(got)))
+    assert sorted(f for f in os.listdir(out) if f.startswith(".")) == [".capture.lock"]   # spills removed
     changes = pc.decode_changes(got)
     with srv.connect(db) as c:
         for t in tables:
@@ -397,3 +398,67 @@ def test_an_initial_copy_killed_before_its_commit_is_closed(pg_server, database,
     assert "not copied again" in res.stdout
     _, parts, _ = _check(srv, db, out, ["k", "f", "p", "rf"])
     assert [m["kind"] for m in _copy_meta(parts)] == ["initial"] * 6
+    res = _run(args + ["--snapshot-tables", "k,nosuch"])
+    assert res.returncode != 0 and "'nosuch' is not a table of publication 'snap_pub'" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+_MEASURE = ("import os, subprocess, sys\n"
+            "p = subprocess.Popen(sys.argv[1:])\n"
+            "_, status, usage = os.wait4(p.pid, 0)\n"
+            "print(usage.ru_maxrss, flush=True)\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def _run_measured(args):
+    """Run capture: (its result, its peak RSS in MB)."""
+    res = _run([sys.executable, "-c", _MEASURE, *args], timeout=300)
+    out, _, peak = res.stdout.rstrip("\n").rpartition("\n")
+    res.stdout = out
+    return res, int(peak) / 1024
+
+
+#: row data of the tables of the bounded-memory test, in MB: a small and a big size
+SIZES_MB = (20, 80)
+
+
+def test_copies_take_bounded_memory(pg_server, tmp_path):
+    """A key-less table (copied whole in one file) and a keyed one (then copied while the
+    stream runs in one chunk), at 20 MB and at 80 MB each: capture's peak memory at the
+    big size exceeds the small size's by less than two thirds of the 60 MB between them
+    (the buffers are of a fixed size, the rows go through files)."""
+    db = "snap_big"
+    with pg_server.connect() as c:
+        c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (db,))
+        c.execute(f"DROP DATABASE IF EXISTS {db}")
+        c.execute(f"CREATE DATABASE {db}")
+    peaks = []
+    try:
+        for mb in SIZES_MB:
+            rows = mb * 1000
+            with pg_server.connect(db) as c:
+                for t in (f"f{mb}", f"k{mb}"):
+                    c.execute(f"CREATE TABLE {t} (id int {'PRIMARY KEY' if t[0] == 'k' else ''}, v text)")
+                    c.execute(f"INSERT INTO {t} SELECT g, repeat(md5(g::text), 31) FROM generate_series(1, %s) g",
+                              (rows,))
+                c.execute(f"CREATE PUBLICATION snap_pub{mb} FOR TABLE f{mb}")
+            out = tmp_path / f"arch{mb}"
+            args = [a.replace("snap_pub", f"snap_pub{mb}") for a in _args(pg_server, db, out)]
+            args[args.index("--slot") + 1] = f"big{mb}"
+            res, initial = _run_measured(args + ["--create-slot", "--snapshot", "--jobs", "1"])
+            assert res.returncode == 0, res.stderr[-3000:]
+            with pg_server.connect(db) as c:
+                c.execute(f"ALTER PUBLICATION snap_pub{mb} ADD TABLE k{mb}")
+            res, chunk = _run_measured(args + ["--snapshot-tables", f"k{mb}", "--chunk-rows", str(rows + 1)])
+            assert res.returncode == 0, res.stderr[-3000:]
+            peaks.append(max(initial, chunk))
+            copies = [(t["table"], t["rows"], m["kind"]) for m in _copy_meta(read_archive_parts(str(out)))
+                      for t in m["tables"]]
+            assert (f"f{mb}", rows, "initial") in copies and (f"k{mb}", rows, "chunk") in copies
+            assert sorted(f for f in os.listdir(out) if f.startswith(".")) == [".capture.lock"]
+        assert peaks[1] - peaks[0] < (SIZES_MB[1] - SIZES_MB[0]) * 2 / 3, peaks
+    finally:
+        with pg_server.connect() as c:
+            c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s",
+                      (db,))
+            c.execute(f"DROP DATABASE IF EXISTS {db}")
