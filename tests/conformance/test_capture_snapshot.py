@@ -82,9 +82,10 @@ class Writer(threading.Thread):
     """Inserts, updates and deletes over the keys the copies read, for ``seconds`` (the
     capture running meanwhile drains the stream once they end) or until stopped."""
 
-    def __init__(self, srv, db, tables, seed, seconds=1.5):
+    def __init__(self, srv, db, tables, seed, seconds=1.5, big_every=0):
         super().__init__(daemon=True)
         self.srv, self.db, self.tables, self.rnd = srv, db, tables, random.Random(seed)
+        self.big_every = big_every      # every so many commits, one over 64 kB (streamed with --streaming)
         self.halt, self.commits, self.error = threading.Event(), 0, None
         self.until = time.monotonic() + seconds
 
@@ -94,6 +95,9 @@ class Writer(threading.Thread):
                 while not self.halt.is_set() and time.monotonic() < self.until:
                     for _ in range(self.rnd.randint(1, 4)):
                         self.change(c, self.rnd.choice(self.tables))
+                    if self.big_every and self.commits % self.big_every == 0:
+                        lo = self.rnd.randint(1, 700)
+                        c.execute("UPDATE k SET v = v || '~' WHERE id BETWEEN %s AND %s", (lo, lo + 1500))
                     c.commit()
                     self.commits += 1
                     time.sleep(0.002)
@@ -359,24 +363,26 @@ def test_watermark_placement_on_a_real_stream(pg_server, order, want):
 
 def test_snapshot_on_an_existing_slot_copies_while_the_stream_runs(pg_server, database, tmp_path):
     """The slot made before (its stream holds changes of rows it never saw inserted):
-    --snapshot copies every published table in watermarked chunks while written to."""
+    --snapshot copies every published table in watermarked chunks while written to, in
+    binary mode, with large transactions streamed."""
     srv, db = pg_server, database
     with srv.connect(db) as c:
         c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (db,))
     out = tmp_path / "arch"
-    w = Writer(srv, db, ["k", "f", "p", "rf"], 5)
+    w = Writer(srv, db, ["k", "f", "p", "rf"], 5, big_every=20)
     w.start()
     time.sleep(0.3)     # changes in the stream before the copies too
     try:
-        res = _run(_args(srv, db, out, "--snapshot", "--binary", "--chunk-rows", "500"))
+        res = _run(_args(srv, db, out, "--snapshot", "--binary", "--proto", "2", "--streaming", "--chunk-rows", "500"))
         assert res.returncode == 0, res.stderr[-3000:]
     finally:
         w.stop()
-    res = _run(_args(srv, db, out, "--snapshot", "--binary", "--chunk-rows", "500"))
+    res = _run(_args(srv, db, out, "--snapshot", "--binary", "--proto", "2", "--streaming", "--chunk-rows", "500"))
     assert res.returncode == 0 and "not copied again" in res.stdout, res.stdout + res.stderr
-    _, parts, changes = _check(srv, db, out, ["k", "f", "p", "rf"], binary=True)
+    got, parts, changes = _check(srv, db, out, ["k", "f", "p", "rf"], binary=True)
     meta = _copy_meta(parts)
     assert {m["kind"] for m in meta} == {"chunk"}
+    assert b"S" in {d[:1] for d in got.column("data").to_pylist()}      # streamed for real
     assert {t["table"] for m in meta for t in m["tables"] if t["complete"]} == {"k", "f", "p", "rf"}
 
 
