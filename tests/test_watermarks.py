@@ -144,3 +144,29 @@ def test_splice_makes_the_watermark_a_copy_transaction():
         assert data[9:] == rows[6:]
         assert out.column("xid").to_pylist() == [91] * 3 + [0] * 6 + [103] * 3
         assert out.column("lsn").to_pylist()[5:8] == ["0/5"] * 3     # the Commit's
+
+
+def test_a_chunk_is_judged_with_the_transactions_of_the_last_file_too(tmp_path):
+    """A transaction of the archive's last file, touching the table and still in progress
+    for the chunk's snapshot (its commit decoded before the backend left the snapshot's
+    running set), has the chunk taken again: its change is not in the chunk and lies
+    before the watermarks."""
+    from pgoutput_codec.cli.capture import _SCHEMA, _last_file_transactions, _write_new
+
+    def write(name, rows):
+        n = len(rows)
+        _write_new(str(tmp_path / name), _SCHEMA, [pa.table({
+            "seq": pa.array(range(n), pa.int64()), "lsn": ["0/1"] * n, "lsn_ordinal": pa.array([0] * n, pa.int32()),
+            "xid": pa.array([0] * n, pa.int64()), "data": pa.array(rows, pa.binary())}, schema=_SCHEMA)])
+
+    assert _last_file_transactions(str(tmp_path), REL) == []
+    write("part-000000.parquet", tx(97, ins()))                     # (not the last file)
+    write("part-000001.parquet", tx(91, ins()) + tx(92, ins(OTHER)))
+    before = _last_file_transactions(str(tmp_path), REL)
+    assert [(t.xid, t.commit < 0) for t in before] == [(91, True)]
+    peeked = scan(watermark(98, 1, "low") + watermark(103, 1, "high"))
+    assert wm.place(before + peeked, 1, REL, SNAP).mark == (1, "low")
+    write("part-000002.parquet", tx(97, ins()) + watermark(99, 2, "low"))
+    before = _last_file_transactions(str(tmp_path), REL)
+    assert [t.xid for t in before] == [97]
+    assert wm.place(before + peeked, 1, REL, SNAP) == wm.RETAKE

@@ -395,6 +395,26 @@ class _Chunk:
         self.placed = None          # the (chunk, mark) of the watermark it goes into
 
 
+def _last_file_transactions(out, relid):
+    """The transactions of the archive's last file that touch ``relid``, as
+    :class:`~.watermarks.Tx` whose rows count below 0: they committed before the rows
+    peeked now, so before a low watermark found there, and a chunk's snapshot must see
+    them too (one still in progress for it though its commit was decoded, as under
+    synchronous replication's wait, is rare but possible)."""
+    files = _existing_files(out)
+    if not files:
+        return []
+    scanner = wm.Scanner({relid})
+    f = pq.ParquetFile(files[-1], pre_buffer=False)
+    n = f.metadata.num_rows
+    i = 0
+    for batch in f.iter_batches(columns=["data"], batch_size=4096):
+        for data in batch.column(0).to_pylist():
+            scanner.feed(i - n, data)
+            i += 1
+    return [t for t in scanner.committed if t.mark is None]
+
+
 def _slot_ident(slot):
     return '"' + slot.replace('"', '""') + '"'
 
@@ -893,7 +913,9 @@ class _Run:
                     n = staging.kept
                     if chunk is not None:
                         if chunk.placed is None:
-                            where = wm.place(scanner.committed, chunk.id, chunk.table.relid, chunk.snapshot)
+                            before = _last_file_transactions(self.out, chunk.table.relid)
+                            where = wm.place(before + scanner.committed, chunk.id, chunk.table.relid,
+                                             chunk.snapshot)
                             if where == wm.RETAKE:
                                 self.say(f"{chunk.table.name}: chunk changed while it was read: taken again")
                                 stats["retaken"] += 1
