@@ -170,3 +170,17 @@ def test_a_chunk_is_judged_with_the_transactions_of_the_last_file_too(tmp_path):
     before = _last_file_transactions(str(tmp_path), REL)
     assert [t.xid for t in before] == [97]
     assert wm.place(before + peeked, 1, REL, SNAP) == wm.RETAKE
+
+
+def test_a_copy_file_with_foreign_copy_metadata_is_refused_in_one_line(tmp_path):
+    import json
+
+    from pgoutput_codec.archive import META_KEY
+    from pgoutput_codec.cli.capture import _SCHEMA, _copy_state, _write_new
+    from pgoutput_codec.cli.errors import CliError
+
+    path = str(tmp_path / "part-000000.parquet")
+    meta = {"copy": {"kind": "initial", "tables": [{"table": "t"}]}}
+    _write_new(path, _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()}), [])
+    with pytest.raises(CliError, match="copy metadata is not what capture writes"):
+        _copy_state([path])

@@ -374,14 +374,18 @@ def _copy_state(files):
         c = meta.get(COPY_KEY)
         if not c:
             continue
-        r = c["request"]
-        req = requests.get(r["id"])
-        if req is None:
-            req = requests[r["id"]] = _Request(r["id"], r["names"], r["tables"])
-        for t in c.get("tables", ()):
-            req.progress[(t["schema"], t["table"])] = {"last_key": t["last_key"], "complete": t["complete"]}
-        if c["kind"] == "initial":
-            initial_open = None if c.get("commit") else (c["lsn"], req)
+        try:
+            r = c["request"]
+            req = requests.get(r["id"])
+            if req is None:
+                req = requests[r["id"]] = _Request(r["id"], r["names"], r["tables"])
+            for t in c.get("tables", ()):
+                req.progress[(t["schema"], t["table"])] = {"last_key": t["last_key"], "complete": t["complete"]}
+            if c["kind"] == "initial":
+                initial_open = None if c.get("commit") else (c["lsn"], req)
+        except (KeyError, TypeError, ValueError):
+            raise CliError(f"{f}: its copy metadata is not what capture writes ({json.dumps(c)[:200]}); "
+                           "use another --out") from None
     return list(requests.values()), initial_open
 
 
