@@ -67,6 +67,18 @@ _SCHEMA = pa.schema([
 ])
 
 
+def table_head(table, opens: bool) -> list:
+    """The messages before a table's copied rows in a COPY transaction: the Type and
+    Relation messages pgoutput sends before its rows, and, where the copy of the table
+    ``opens`` (its first rows), a Truncate of it: the copy replaces whatever the archive
+    held of the table, and says so even when the table is empty (a reader then knows
+    where the table starts, with no copied row to tell it)."""
+    head = list(table.schema_messages)
+    if opens:
+        head.append(encode_message(Truncate(options=0, relation_ids=(table.relid,))))
+    return head
+
+
 class _Boundaries:
     """The transaction boundaries of a slot's rows, fed one row at a time in the order
     peeked: :meth:`closes` tells whether no transaction is open after a row whose LSN is
@@ -752,7 +764,7 @@ class _Run:
         threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in conns]
         for th in threads:
             th.start()
-        live, first, copied = len(threads), True, 0
+        live, first, copied, opened = len(threads), True, 0, set()
         try:
             while live:
                 item = units.get()
@@ -764,9 +776,11 @@ class _Run:
                     if failed:
                         continue
                     head = [_rows([begin], lsn)] if first else []
-                    pieces = itertools.chain(head, [_rows([t.relation_message], lsn)],
+                    schema = table_head(t, t.relid not in opened)
+                    opened.add(t.relid)
+                    pieces = itertools.chain(head, [_rows(schema, lsn)],
                                              (_rows(x.column("data"), lsn) for x in spill.tables()))
-                    rows = len(head) + 1 + spill.rows
+                    rows = len(head) + len(schema) + spill.rows
                     copy = {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": False,
                             "tables": [{"relid": t.relid, "schema": t.schema, "table": t.table, "rows": spill.rows,
                                         "last_key": _json_key(last), "complete": complete}]}
@@ -941,11 +955,9 @@ class _Run:
                         rows_out = n
                         copy = None
                         if into is not None:
-                            head = [chunk.table.relation_message]
-                            if chunk.table.primary_key is None:
-                                # a table without key is copied whole: its rows replace what the
-                                # stream before gave of it, which a multiset cannot tell apart
-                                head.append(encode_message(Truncate(options=0, relation_ids=(chunk.table.relid,))))
+                            # a table without key is copied whole: its rows replace what the
+                            # stream before gave of it, which a multiset cannot tell apart
+                            head = table_head(chunk.table, chunk.table.primary_key is None or chunk.job[2] is None)
                             head = pa.table([pa.array(head, pa.binary())], schema=_DATA_SCHEMA)
                             pieces = wm.splice(pieces, 0, into, itertools.chain([head], chunk.spill.tables()))
                             rows_out += len(head) + chunk.spill.rows
