@@ -38,6 +38,7 @@ import threading
 import time
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..archive import META_KEY, parquet_part
@@ -431,6 +432,23 @@ def _last_file_transactions(out, relid):
     return [t for t in scanner.committed if t.mark is None]
 
 
+def _landed_in_progress(conn, out):
+    """{xid: None} for the transactions in progress now that the archive already holds:
+    committed in the WAL, decoded and landed by an earlier run, but still in progress for
+    every snapshot while their backend waits (for a synchronous standby, or simply not
+    yet out of the proc array). A chunk whose snapshot still counts one in progress must
+    be taken again; which tables they touched is not looked up (any)."""
+    xip = [x & 0xFFFFFFFF for (x,) in conn.execute(
+        "SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x")]
+    files = _existing_files(out)
+    if not xip or not files:
+        return {}
+    # the xid column's row group statistics skip nearly every row group
+    found = pads.dataset(files, format="parquet").to_table(
+        columns=["xid"], filter=pads.field("xid").isin(xip)).column("xid")
+    return dict.fromkeys(set(found.to_pylist()))
+
+
 def _slot_ident(slot):
     return '"' + slot.replace('"', '""') + '"'
 
@@ -632,6 +650,10 @@ class _Run:
         self.copy_conn = None
         self.chunks_taken = 0
         self.bars = {}
+        # xid -> relids touched (None: any) of the transactions landed while a chunk's
+        # snapshot may still count them in progress: a chunk must see each one that touches
+        # its table, or be taken again (kept only while in the last chunk snapshot's xip)
+        self.unseen = {}
 
     def copied(self, table, rows):
         """Count ``rows`` copied rows of ``table`` on its progress bar (stderr, a terminal only)."""
@@ -884,6 +906,7 @@ class _Run:
             with c.transaction():
                 c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 snap = wm.Snapshot.parse(c.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+                self.unseen = {x: r for x, r in self.unseen.items() if snap.full(x) in snap.xip}
                 table = next((t for t in published_tables(c, self.publication) if (t.schema, t.table) == name), None)
                 if table is None:
                     spill.close()
@@ -912,6 +935,8 @@ class _Run:
         chunk = None
         peek = ("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
                 "%s, NULL, %s, VARIADIC %s::text[])")
+        if self.jobs:
+            self.unseen.update(_landed_in_progress(conn, self.out))
         try:
             while True:
                 while chunk is None and self.jobs:
@@ -923,7 +948,7 @@ class _Run:
                 start_lsn = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                                          "WHERE slot_name = %s", (slot,)).fetchone()[0]
                 staging = _Staging(self.out, self.next_seq)
-                scanner = wm.Scanner({chunk.table.relid}) if chunk is not None else None
+                scanner = wm.Scanner(None) if chunk is not None else None
                 into = None
                 try:
                     with contextlib.closing(_peek(conn, peek, (slot, limit, self.options), client_encoding)) as rows:
@@ -931,7 +956,8 @@ class _Run:
                     n = staging.kept
                     if chunk is not None:
                         if chunk.placed is None:
-                            before = _last_file_transactions(self.out, chunk.table.relid)
+                            before = _last_file_transactions(self.out, chunk.table.relid) + \
+                                [wm.Tx(-1, -1, x, r, None) for x, r in self.unseen.items()]
                             where = wm.place(before + scanner.committed, chunk.id, chunk.table.relid,
                                              chunk.snapshot)
                             if where == wm.RETAKE:
@@ -985,6 +1011,8 @@ class _Run:
                     continue
                 idle = 0
                 limit = rows_per_file
+                if scanner is not None:
+                    self.unseen.update((t.xid, t.touches) for t in scanner.committed if t.commit < n and t.mark is None)
                 self.crash_hook()
                 conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, staging.end_lsn))
                 self.say(f"{name}: {rows_out} messages, seq {self.next_seq}..{meta['seq_end']}, "

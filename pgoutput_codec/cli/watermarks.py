@@ -105,11 +105,12 @@ def _message_mark(data, at):
 
 class Scanner:
     """Reads a stream's payloads in order (:meth:`feed`) and keeps, in commit order, the
-    transactions that touch a relid of ``relids`` or are watermarks (:attr:`committed`):
-    what :func:`place` needs, in memory that follows those transactions only."""
+    transactions that touch a relid of ``relids`` (None: any) or are watermarks
+    (:attr:`committed`): what :func:`place` needs, in memory that follows those
+    transactions only."""
 
     def __init__(self, relids):
-        self.relids = frozenset(relids)
+        self.relids = None if relids is None else frozenset(relids)
         self.committed = []
         self._tx = None                  # (begin row, xid, touched, mark) of the open transaction
         self._stream = None              # xid of the open stream block
@@ -118,7 +119,7 @@ class Scanner:
 
     def _touch(self, touched, data, at):
         rel = _u32(data, at)
-        if rel in self.relids:
+        if self.relids is None or rel in self.relids:
             touched.add(rel)
 
     def _truncate(self, touched, data, at):

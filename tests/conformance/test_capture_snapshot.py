@@ -473,3 +473,62 @@ def test_copies_take_bounded_memory(pg_server, tmp_path):
             c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s",
                       (db,))
             c.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_a_commit_decoded_before_the_chunk_but_not_yet_visible_is_not_lost(pg_server, database, tmp_path):
+    """Under synchronous replication a transaction's commit is in the WAL (and decoded,
+    landed in an early file) while its backend waits for a standby, still in progress for
+    every snapshot. A chunk read then misses its change, though the archive holds the
+    change before the chunk: the chunk must be taken again once the wait ends, not placed
+    over it."""
+    srv, db = pg_server, database
+    out = tmp_path / "arch"
+    local = "options='-c synchronous_commit=local'"
+    with srv.connect(db) as c:
+        c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (db,))
+    waiting = srv.connect(db)
+    try:
+        with srv.connect() as c:
+            c.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            c.execute("SELECT pg_reload_conf()")
+        pid = waiting.execute("SELECT pg_backend_pid()").fetchone()[0]
+        while waiting.execute("SHOW synchronous_standby_names").fetchone()[0] != "nobody":
+            time.sleep(0.05)
+        hang = threading.Thread(target=lambda: waiting.execute("UPDATE rf SET v = 'seen late' WHERE id = 2"),
+                                daemon=True)
+        hang.start()
+        with srv.connect(db) as c:
+            c.execute("SET synchronous_commit = local")
+            deadline = time.monotonic() + 10
+            while not c.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event = 'SyncRep'",
+                                (pid,)).fetchone():
+                assert time.monotonic() < deadline, "the update never waited for the standby"
+                time.sleep(0.05)
+            for i in range(200):        # files after the waiting commit's
+                c.execute("INSERT INTO k VALUES (%s, 'x')", (100000 + i,))
+        args = [a if not a.startswith("host=") else f"{a} {local}" for a in _args(srv, db, out)]
+        res = _run(args)
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert len(os.listdir(out)) > 3
+
+        def release():
+            time.sleep(4)
+            with srv.connect() as c:
+                c.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+        releaser = threading.Thread(target=release, daemon=True)
+        releaser.start()
+        res = _run(args + ["--snapshot-tables", "rf", "--chunk-rows", "1000"])
+        assert res.returncode == 0, res.stderr[-3000:]
+        releaser.join()
+        hang.join(10)
+    finally:
+        with srv.connect() as c:
+            c.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            c.execute("SELECT pg_reload_conf()")
+        waiting.close()
+    res = _run(args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    with srv.connect(db) as c:
+        assert c.execute("SELECT v FROM rf WHERE id = 2").fetchone()[0] == "seen late"
+    _check(srv, db, out, ["rf"])
