@@ -180,6 +180,8 @@ def captured(pg_server, tmp_path_factory):
             _capture(srv, out, "--snapshot-tables", "n", "--chunk-rows", "60")
         finally:
             w.finish()
+        with srv.connect(DB) as c:     # (sure to send unchanged TOAST whatever the writers did)
+            c.execute("UPDATE k SET n = n + 1 WHERE id % 50 = 0")
         _capture(srv, out)      # drain
         server = {}
         with srv.connect(DB) as c:
