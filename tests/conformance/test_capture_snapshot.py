@@ -532,3 +532,48 @@ def test_a_commit_decoded_before_the_chunk_but_not_yet_visible_is_not_lost(pg_se
     with srv.connect(db) as c:
         assert c.execute("SELECT v FROM rf WHERE id = 2").fetchone()[0] == "seen late"
     _check(srv, db, out, ["rf"])
+
+
+def test_updates_leaving_a_toasted_value_unchanged_take_it_from_the_copied_row(pg_server, database, tmp_path):
+    """Rows with an out-of-line TOAST value, copied in chunks while other columns of them
+    are updated: each Update sends the value as unchanged ('u'), and the table decoded
+    from the archive takes it from the copied row (or the last change that sent it)."""
+    srv, db = pg_server, database
+    out = tmp_path / "arch"
+    with srv.connect(db) as c:
+        c.execute("CREATE TABLE tt (id int PRIMARY KEY, n int, big text)")
+        c.execute("ALTER TABLE tt ALTER big SET STORAGE EXTERNAL")      # out of line, uncompressed
+        c.execute("INSERT INTO tt SELECT g, 0, repeat(md5(g::text), 200) FROM generate_series(1, 300) g")
+        c.execute("ALTER PUBLICATION snap_pub ADD TABLE tt")
+        c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (db,))
+    rnd = random.Random(3)
+
+    def update(c, times):
+        for _ in range(times):
+            c.execute("UPDATE tt SET n = n + 1 WHERE id = %s", (rnd.randint(1, 300),))
+            time.sleep(0.005)
+
+    # a burst of updates while the first chunks are taken (the copy ends once it stops:
+    # every write to the table between a chunk's watermarks can make it taken again)
+    w = threading.Thread(target=lambda: update(srv.connect(db), 200), daemon=True)
+    w.start()
+    try:
+        res = _run(_args(srv, db, out, "--snapshot-tables", "tt", "--chunk-rows", "20"))
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        w.join(30)
+    with srv.connect(db) as c:
+        update(c, 100)     # after every chunk
+    res = _run(_args(srv, db, out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    got, _ = _archive(out)
+    changes = pc.decode_changes(got)
+    tt = changes.filter(pa.compute.equal(changes.column("table"), "tt"))
+    ops = collections.Counter(tt.column("op").to_pylist())
+    assert ops["R"] == 300 and ops["U"] > 50, ops
+    updates = [d for d in got.column("data").to_pylist() if d[:1] == b"U"]
+    assert updates and all(len(d) < 200 for d in updates)      # the value never sent again
+    with srv.connect(db) as c:
+        want = collections.Counter(tuple(r) for r in c.execute("SELECT id, n, big FROM tt").fetchall())
+    have = _rows(pc.snapshot(changes, "public.tt"))
+    assert have == want, (want - have, have - want)
