@@ -899,12 +899,21 @@ class _Run:
             self.copy_conn = self.connect()
         c = self.copy_conn
         cid = time.time_ns()
+        from psycopg import sql
+
         emit = "SELECT pg_logical_emit_message(true, %s, %s)"
-        c.execute(emit, (wm.PREFIX, wm.mark_content(cid, "low")))
         spill = _Spill(self.out)
         try:
-            with c.transaction():
-                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # the low watermark commits and the chunk's snapshot is taken in one round trip
+            # (one simple query): a write committing in between is seen by the chunk though
+            # after the low watermark, and writes seen and not seen between the watermarks
+            # make the chunk taken again
+            c.execute(sql.SQL("SELECT pg_logical_emit_message(true, {}, {}); COMMIT; "
+                              "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT pg_current_snapshot()").format(
+                sql.Literal(wm.PREFIX), sql.Literal(wm.mark_content(cid, "low"))), prepare=False)
+            with contextlib.ExitStack() as tx:
+                tx.callback(c.execute, "ROLLBACK")
+                # the transaction's snapshot, taken by the statement above
                 snap = wm.Snapshot.parse(c.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
                 self.unseen = {x: r for x, r in self.unseen.items() if snap.full(x) in snap.xip}
                 table = next((t for t in published_tables(c, self.publication) if (t.schema, t.table) == name), None)
@@ -918,6 +927,8 @@ class _Run:
                     spill.add(payloads)
                     last = key if key is not None else last
                 complete = not keyed or spill.rows < chunk_rows
+                tx.pop_all()
+                c.execute("COMMIT")
             spill.finish()
             c.execute(emit, (wm.PREFIX, wm.mark_content(cid, "high")))
         except BaseException:
