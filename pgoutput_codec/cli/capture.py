@@ -443,10 +443,12 @@ def _landed_in_progress(conn, out):
     files = _existing_files(out)
     if not xip or not files:
         return {}
-    # the xid column's row group statistics skip nearly every row group
+    # the xid column's row group statistics skip nearly every row group; only a commit
+    # counts (a streamed or prepared transaction's changes land before it commits)
     found = pads.dataset(files, format="parquet").to_table(
-        columns=["xid"], filter=pads.field("xid").isin(xip)).column("xid")
-    return dict.fromkeys(set(found.to_pylist()))
+        columns=["xid", "data"], filter=pads.field("xid").isin(xip))
+    return dict.fromkeys({x for x, d in zip(found.column("xid").to_pylist(), found.column("data").to_pylist())
+                          if d[:1] in (b"C", b"c", b"K")})
 
 
 def _slot_ident(slot):

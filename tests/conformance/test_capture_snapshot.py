@@ -639,3 +639,35 @@ def _copy_meta_of(out):
 
 def _copy_done(meta):
     return any(t["complete"] for t in meta.get("tables", ()))
+
+
+def test_a_prepared_transaction_does_not_hold_a_copy_back(pg_server, database, tmp_path):
+    """A transaction prepared (two_phase), landed, not yet committed: it is in progress
+    for every snapshot, and rightly so; a copy taken by a later run ends while it waits."""
+    srv, db = pg_server, database
+    out = tmp_path / "arch"
+    with srv.connect(db) as c:
+        c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, true)", (db,))
+        c.execute("BEGIN")
+        c.execute("UPDATE rf SET v = 'prepared' WHERE id = 4")
+        c.execute("PREPARE TRANSACTION 'held'")
+        c.execute("INSERT INTO k VALUES (999999, 'later')")     # the snapshots' xmax past it: in xip
+    two = ["--proto", "3", "--two-phase"]
+    try:
+        res = _run(_args(srv, db, out, *two))
+        assert res.returncode == 0, res.stderr[-3000:]
+        got, _ = _archive(out)
+        assert b"P" in {d[:1] for d in got.column("data").to_pylist()}
+        res = _run(_args(srv, db, out, *two, "--snapshot-tables", "rf", "--chunk-rows", "100"), timeout=60)
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "taken again" not in res.stdout, res.stdout[-3000:]
+    finally:
+        with srv.connect(db) as c:
+            c.execute("COMMIT PREPARED 'held'")
+    res = _run(_args(srv, db, out, *two))
+    assert res.returncode == 0, res.stderr[-3000:]
+    got, _ = _archive(out)
+    with srv.connect(db) as c:
+        want = collections.Counter(tuple(r) for r in c.execute(EXPECTED["rf"]).fetchall())
+    assert (4, "prepared") in want
+    assert _rows(pc.snapshot(pc.decode_changes(got), "public.rf")) == want
