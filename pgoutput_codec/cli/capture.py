@@ -447,8 +447,8 @@ def _landed_in_progress(conn, out):
     # counts (a streamed or prepared transaction's changes land before it commits)
     found = pads.dataset(files, format="parquet").to_table(
         columns=["xid", "data"], filter=pads.field("xid").isin(xip))
-    return dict.fromkeys({x for x, d in zip(found.column("xid").to_pylist(), found.column("data").to_pylist())
-                          if d[:1] in (b"C", b"c", b"K")})
+    pairs = zip(found.column("xid").to_pylist(), found.column("data").to_pylist(), strict=True)
+    return dict.fromkeys({x for x, d in pairs if d[:1] in (b"C", b"c", b"K")})
 
 
 def _slot_ident(slot):
