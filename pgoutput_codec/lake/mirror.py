@@ -38,6 +38,7 @@ from ..tables import net_changes
 from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.base import KNOWN, base_for
 from ..tables.complete import warn_incomplete
+from ..tables.columnlists import alike_rows
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
@@ -391,11 +392,12 @@ def _apply_batch(target, name, net, column_lists, app_id, file_size) -> MirrorRu
         # and created again, or another renamed in, between runs): start it again
         net = pa.concat_tables([_truncate_row(net), net])
     held = _held(dt).names if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" else []
+    alike = alike_rows(column_lists)
     net, ctl, column_lists = _named_apart(net, column_lists, held)
     if held:
         _drop_columns(dt, column_lists)
         dt = _widened(dt, path, net, name, ctl)
-    return _apply(dt, path, name, net, app_id, done, file_size, ctl)
+    return _apply(dt, path, name, net, app_id, done, file_size, ctl, alike)
 
 
 class _Ctl(NamedTuple):
@@ -575,7 +577,7 @@ def _key_columns(net: pa.Table, ctl) -> list[str]:
     return [f.name for f in net.schema.field(ctl.moved_from).type]
 
 
-def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl) -> MirrorRun:
+def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, alike: bool = False) -> MirrorRun:
     from deltalake import CommitProperties, DeltaTable, write_deltalake
     ops = net.column(ctl.op).to_pylist()
     if not len(net):
@@ -610,6 +612,9 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl) -> 
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
         return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
     rows = _fill_moved(dt, _rows(body, ctl), keys, ctl).drop_columns([ctl.moved_from])
+    if alike:
+        _apply_alike(dt, rows, keys, data_cols, commit, ctl)
+        return MirrorRun(name, DeltaTable(path).version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
     # a copy with no file yet (created, or emptied, by this run) is written, not merged into
     if not len(dt.file_uris()) or (keys and (_touched_share(dt, rows, keys) or 0) >= REWRITE_SHARE):
         _rewrite(dt, rows, keys, data_cols, commit, ctl)
@@ -699,6 +704,51 @@ def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, 
             v = pc.if_else(pa.array(keep), held, v)
         out[c] = v
     new = pa.table(out)
+    for c in names:
+        if c not in kept.column_names:
+            kept = kept.append_column(c, pa.nulls(len(kept), new.schema.field(c).type))
+    write_deltalake(dt, pa.concat_tables([kept.select(names), new.select(names)]), mode="overwrite",
+                    schema_mode="merge", commit_properties=commit)
+
+
+def _apply_alike(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, ctl) -> None:
+    """Apply ``rows`` to the copy of a table whose rows may repeat
+    (:func:`~pgoutput_codec.tables.columnlists.alike_rows`), in one commit with the
+    batch's application transaction: each ``upsert`` row is one row more, each
+    ``delete`` row one row fewer — one of the copy's rows alike it in the key columns
+    (every column) and their notes. A MERGE would match every row alike, so a batch of
+    upserts alone is appended, and one that removes rows rewrites the copy."""
+    from deltalake import write_deltalake
+    is_up = pc.equal(rows.column(ctl.op), "upsert").to_numpy(zero_copy_only=False)
+    copy = read_copy(dt) if not is_up.all() else None
+    names = (copy.column_names if copy is not None else _held(dt).names)
+    names = names + [c for c in data_cols if c not in names]
+    held = {f.name: f.type for f in _held(dt)} if copy is None else {f.name: f.type for f in copy.schema}
+
+    def typed(c, at):
+        t = held[c] if c in held else delta_type(rows.schema.field(c).type)
+        return rows.column(c).take(pa.array(at)).cast(t) if c in rows.column_names else pa.nulls(len(at), t)
+    up = np.flatnonzero(is_up)
+    new = pa.table({c: typed(c, up) for c in names})
+    if copy is None:
+        write_deltalake(dt, new, mode="append", schema_mode="merge", commit_properties=commit)
+        return
+    match = [c for c in keys + [f"{k}__special" for k in keys] if c in rows.column_names]
+    gone = np.flatnonzero(~is_up)
+    wanted = pa.table({c: typed(c, gone) for c in match})
+
+    def row_keys(t):   # as text: NaN is alike NaN there, as the replay's bytes are
+        cols = [t.column(c).to_pylist() if c in t.column_names else [None] * len(t) for c in match]
+        return [repr(k) for k in zip(*cols, strict=True)] if cols else [""] * len(t)
+    where: dict = {}
+    for i, k in enumerate(row_keys(copy)):
+        where.setdefault(k, []).append(i)
+    drop = np.zeros(len(copy), bool)
+    for k in row_keys(wanted):
+        at = where.get(k)
+        if at:            # (a row the copy does not hold: nothing to remove, as a MERGE)
+            drop[at.pop()] = True
+    kept = copy.filter(pa.array(~drop))
     for c in names:
         if c not in kept.column_names:
             kept = kept.append_column(c, pa.nulls(len(kept), new.schema.field(c).type))

@@ -13,7 +13,8 @@ from ..casts import to_bool as bool_text
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
 
-__all__ = ["Missing", "missing_values", "filled", "added_columns", "columns_in_force", "net_key"]
+__all__ = ["Missing", "missing_values", "filled", "added_columns", "columns_in_force", "net_key", "whole_row",
+           "alike_rows"]
 
 
 class Missing(NamedTuple):
@@ -115,3 +116,21 @@ def net_key(column_lists: list, newest: list) -> list:
     for cols in column_lists:
         common &= set(ident(cols))
     return [n for n in ident(newest) if n in common] or ident(newest)
+
+
+def whole_row(cols: list) -> bool:
+    """Whether a Relation's replica identity is the whole row: no column flagged (REPLICA
+    IDENTITY NOTHING, or DEFAULT on a table with no primary key) or every one (FULL)."""
+    flags = [bool(c["flags"] & 1) for c in cols]
+    return all(flags) or not any(flags)
+
+
+def alike_rows(column_lists: list) -> bool:
+    """Whether a table's rows may repeat, alike in every column, as far as its changes
+    say: every Relation it was sent under (``column_lists``) names rows by the whole row
+    (:func:`whole_row`). Its rows are then a multiset: an Insert adds a row, an Update or
+    Delete changes one of the rows its old image matches, as the server's own apply
+    does. One identity that names a row by fewer columns (a primary key, an index) holds
+    them unique, and rows are named by key throughout. Shared with the Spark path."""
+    lists = [c for c in column_lists if c]
+    return bool(lists) and all(whole_row(c) for c in lists)

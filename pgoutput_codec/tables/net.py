@@ -92,36 +92,25 @@ def net_by_replay(rows_of: pa.Table, name: str, replaced: bool, cols: list[dict]
     newest = (said.column("columns")[len(said) - 1].as_py() or []) if len(said) else []
     keycols = net_key([c for c in column_set_ids(said)[1] if c], newest) if newest else \
         [c["name"] for c in cols]
-    net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}, "moved": [], "keycols": tuple(keycols)}
+    net = {"stamp": {}, "deleted": {}, "truncated": truncated, "src": {}, "moved": [], "keycols": tuple(keycols),
+           "counted": []}
     relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
-    store, _ = replay(rows_of, name, False, net, cols)
+    held, _ = replay(rows_of, name, False, net, cols)
+    store = held.store
+    if held.alike and newest:     # rows alike in every column the table has now
+        keycols = [c["name"] for c in newest]
 
     def ikey(img):
         return tuple(img.get(c, NULL)[:2] for c in keycols)
-    # one entry per key: the rows held (upserts) over the keys gone; among several of one
-    # key (the replay's keys may be wider), the last change
-    entries: dict = {}
-    for k, img in store.items():
-        s = net["src"].get(k)
-        frm = None if s is None else {c: v for c, v in zip(s[1], s[0], strict=True) if c in keycols}
-        moved = frm if frm is not None and tuple(frm.get(c, NULL) for c in keycols) != ikey(img) else None
-        unchanged = sorted(c for c, v in img.items() if v[0] == "u")
-        old = entries.get(ikey(img))
-        if old is None or (old[0][0] or 0) <= (net["stamp"][k][0] or 0):
-            entries[ikey(img)] = (net["stamp"][k], "upsert", img, moved if unchanged else None, unchanged)
-    gone = [(img, net["stamp"][k]) for k, img in net["deleted"].items()]
-    # and the net keys rows left unsaid (known from their images held: an unchanged
-    # TOAST value in one is not)
-    gone += [(img, st) for img, st in net["moved"] if not unsaid(ikey(img))]
-    for img, stamp in gone:
-        old = entries.get(ikey(img))
-        if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (stamp[0] or 0)):
-            entries[ikey(img)] = (stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
-    stamps = [e[0] for e in entries.values()]
-    ops = [e[1] for e in entries.values()]
-    rows = [filled([e[2]], fill)[0] if e[1] == "upsert" else e[2] for e in entries.values()]
-    src = [e[3] for e in entries.values()]
-    unchanged = [e[4] for e in entries.values()]
+    if held.alike:
+        entries = alike_entries(net["counted"], keycols, ikey)
+    else:
+        entries = keyed_entries(net, store, keycols, ikey)
+    stamps = [e[0] for e in entries]
+    ops = [e[1] for e in entries]
+    rows = [filled([e[2]], fill)[0] if e[1] == "upsert" else e[2] for e in entries]
+    src = [e[3] for e in entries]
+    unchanged = [e[4] for e in entries]
     if net["truncated"] is not None:
         rows, stamps, ops = [{}] + rows, [net["truncated"]] + stamps, ["truncate"] + ops
         unchanged, src = [[]] + unchanged, [None] + src
@@ -142,6 +131,52 @@ def net_by_replay(rows_of: pa.Table, name: str, replaced: bool, cols: list[dict]
     return pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
 
 
+def keyed_entries(net: dict, store: dict, keycols: list, ikey) -> list:
+    """The net changes of a table whose rows a key names, as (stamp, op, image, key
+    moved from, unchanged columns): one entry per key, the rows held (upserts) over the
+    keys gone; among several of one key (the replay's keys may be wider), the last
+    change."""
+    entries: dict = {}
+    for k, img in store.items():
+        s = net["src"].get(k)
+        frm = None if s is None else {c: v for c, v in zip(s[1], s[0], strict=True) if c in keycols}
+        moved = frm if frm is not None and tuple(frm.get(c, NULL) for c in keycols) != ikey(img) else None
+        unchanged = sorted(c for c, v in img.items() if v[0] == "u")
+        old = entries.get(ikey(img))
+        if old is None or (old[0][0] or 0) <= (net["stamp"][k][0] or 0):
+            entries[ikey(img)] = (net["stamp"][k], "upsert", img, moved if unchanged else None, unchanged)
+    gone = [(img, net["stamp"][k]) for k, img in net["deleted"].items()]
+    # and the net keys rows left unsaid (known from their images held: an unchanged
+    # TOAST value in one is not)
+    gone += [(img, st) for img, st in net["moved"] if not unsaid(ikey(img))]
+    for img, stamp in gone:
+        old = entries.get(ikey(img))
+        if old is None or (old[1] == "delete" and (old[0][0] or 0) <= (stamp[0] or 0)):
+            entries[ikey(img)] = (stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])
+    return list(entries.values())
+
+
+def alike_entries(counted: list, keycols: list, ikey) -> list:
+    """The net changes of a table whose rows may repeat (``counted``: each row added or
+    removed, in order, :class:`~.replay.HeldRows`): per row, as many ``upsert`` entries
+    as it was added more times than removed, or ``delete`` entries as it was removed
+    more times than added, at the commit of its last change. Rows alike are one to a
+    MERGE, so each entry is one row: a copy adds or removes one of them."""
+    net: dict = {}
+    for img, n, stamp in counted:
+        k = ikey(img)
+        had = net.get(k)
+        total = n + (had[0] if had else 0)
+        net[k] = (total, img if n > 0 or had is None else had[1], stamp)
+    out = []
+    for total, img, stamp in net.values():
+        if total > 0:
+            out += [(stamp, "upsert", img, None, [])] * total
+        elif total < 0:
+            out += [(stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])] * -total
+    return out
+
+
 def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table | None:
     """:func:`net_changes` of the batches most runs see, computed a column at a time: one
     Relation definition throughout (no column added, dropped or retyped), a key flagged,
@@ -158,8 +193,8 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
             any(type_of(a) != type_of(b) for a, b in zip(rep, cols, strict=True)):
         return None
     keys = [j for j, c in enumerate(rep) if c["flags"] & 1]
-    if not keys:
-        return None
+    if not keys or len(keys) == len(rep):
+        return None          # no key, or the whole row (FULL): rows alike are counted by the replay
     relation = pc.max(rows.column("relation_id")).as_py()
     op = one_array(rows.column("op"))
     truncated = None

@@ -14,7 +14,7 @@ from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
 from .base import KNOWN, base_for, history_over_base
-from .columnlists import added_columns, columns_in_force, filled, missing_values
+from .columnlists import added_columns, alike_rows, columns_in_force, filled, missing_values
 from .complete import warn_incomplete
 from .rows import column_set_ids, rows_of, table_columns, table_registry
 from .typed import columns_out, type_of, typed_changes, variant_index
@@ -62,19 +62,24 @@ class HeldRows:
     not the ones the rows are keyed by, every key held is re-made from the images
     (:meth:`rekey`), as a subscriber looks rows up by the key each change sends.
 
-    ``store``: key → image; ``open_ver``: key → its current version (history);
+    ``store``: key → image; ``count``: key → how many rows alike it holds, where more
+    than one (``alike``: a table whose rows may repeat, :func:`.columnlists.alike_rows`);
+    ``open_ver``: key → its current versions (history), the oldest first;
     ``net`` (net_changes, or None): ``stamp`` key → last commit (lsn, ts), ``deleted``
     key → the image of a row the changes removed (its last image, else the old image
     that named it), ``src`` key → (key, key columns) of the row before these changes it
     descends from through key changes (None: inserted here), ``moved`` [(image, stamp)]:
     rows an Update moved off a net key (``keycols``, :func:`net_key`) that its own
-    identity's key does not hold, ``truncated``. ``hides``: the identity in force does
+    identity's key does not hold, ``truncated``, ``counted`` [(image, +1 or -1, stamp)]:
+    each row added or removed, in order (a table whose rows may repeat). ``hides``: the identity in force does
     not hold every net key column (an Update may then move a row's net key unsaid)."""
 
-    def __init__(self, net):
+    def __init__(self, net, alike: bool = False):
         self.keycols = None
         self.hides = False
+        self.alike = alike
         self.store: dict = {}
+        self.count: dict = {}
         self.vague: set = set()     # keys of store with an unsaid ('u') value: settle()
         self.open_ver: dict = {}
         self.net = net
@@ -82,9 +87,17 @@ class HeldRows:
     def rekey(self, keycols: tuple) -> None:
         if self.keycols is not None and keycols != self.keycols:
             live = {k: row_key(row, keycols) for k, row in self.store.items()}
+            if self.alike:   # rows that a dropped column told apart are alike now
+                count: dict = {}
+                for k in self.store:
+                    count[live[k]] = count.get(live[k], 0) + self.count.get(k, 1)
+                self.count = {k: n for k, n in count.items() if n > 1}
             self.store = {live[k]: row for k, row in self.store.items()}
             self.vague = {k for k in self.store if unsaid(k)}
-            self.open_ver = {live[k]: v for k, v in self.open_ver.items()}
+            opened: dict = {}
+            for k, v in self.open_ver.items():
+                opened.setdefault(live[k], []).extend(v)
+            self.open_ver = {k: sorted(v) for k, v in opened.items()}
             if self.net is not None:
                 gone = {k: row_key(row, keycols) for k, row in self.net["deleted"].items()}
                 new_live = set(live.values())
@@ -116,12 +129,37 @@ class HeldRows:
             return
         self.vague.discard(k)
         self.store[key] = self.store.pop(k)
+        if k in self.count:
+            self.count[key] = self.count.pop(k)
         if k in self.open_ver:
             self.open_ver[key] = self.open_ver.pop(k)
         if self.net is not None:
             for part in ("stamp", "src"):
                 if k in self.net[part]:
                     self.net[part][key] = self.net[part].pop(k)
+
+    def take(self, key: tuple):
+        """Remove the row ``key`` names, one of several alike: its image (None: none held)."""
+        n = self.count.get(key)
+        if n is None:
+            return self.store.pop(key, None)
+        if n > 2:
+            self.count[key] = n - 1
+        else:
+            del self.count[key]
+        return self.store[key]
+
+    def put(self, key: tuple, image: dict) -> None:
+        """Hold ``image`` under ``key``: one more row where the rows may repeat and one
+        alike is held, else the key's row."""
+        if self.alike and key in self.store:
+            self.count[key] = self.count.get(key, 1) + 1
+        else:
+            self.store[key] = image
+
+    def rows(self) -> list:
+        """The images held, each as many times as the rows alike it."""
+        return [img for k, img in self.store.items() for _ in range(self.count.get(k, 1))]
 
 
 def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = None, cols: list | None = None):
@@ -130,18 +168,29 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
     A value sent under another type than the column's in ``cols`` (the table's columns;
     an ``ALTER COLUMN … TYPE`` in the archive) is held as (kind, data, (type_oid,
     type_modifier)), and :func:`typed_rows` reads it by that type."""
-    held = HeldRows(net)
-    versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
     if cols is None:
         cols = table_columns(rows, "", _rows=rows) if len(rows) else []
+    held = HeldRows(net, alike_rows(column_set_ids(rows)[1]) if len(rows) else False)
+    versions = []   # (key, row, start_lsn, start_ts, op) ; end filled when replaced
     newest = {c["name"]: type_of(c) for c in cols}
     odd_of: dict = {}    # relation_version -> [(column, type)] of its columns typed otherwise
     canon = canonical_keys(rows, cols)
     listed, listed_fp = None, object()   # the column names of the change before (None: none yet)
 
-    def close(key, lsn, ts):
+    def close(key, lsn, ts, one=False):
+        """End the versions of ``key``'s rows; ``one``: of one of several alike, the oldest."""
         if keep_history and key in held.open_ver:
-            versions[held.open_ver.pop(key)][5:7] = [lsn, ts]
+            opened = held.open_ver[key]
+            for v in opened[:1] if one else opened:
+                versions[v][5:7] = [lsn, ts]
+            if one and len(opened) > 1:
+                del opened[0]
+            else:
+                del held.open_ver[key]
+
+    def counted(img, n, lsn, ts):
+        if net is not None and held.alike:
+            net["counted"].append((img, n, (lsn, ts)))
 
     for i, r in enumerate(rows.to_pylist()):
         op = r["op"]
@@ -150,8 +199,9 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             for key in list(held.store):
                 close(key, lsn, ts)
             held.store.clear()
+            held.count.clear()
             if net is not None:
-                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={}, moved=[])
+                net.update(truncated=(lsn, ts), stamp={}, deleted={}, src={}, moved=[], counted=[])
             continue
         if op not in ("I", "U", "D", "R"):
             continue
@@ -171,7 +221,6 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         flagged = [c["name"] for c in rcols if c["flags"] & 1]
         keycols = tuple(flagged or names)
         held.rekey(keycols)
-        store = held.store
         before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
             if r["before"] is not None else None
         after = dict(zip(names, [(v["kind"], v["data"]) for v in r["after"]], strict=False)) \
@@ -194,12 +243,14 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         same = False
         if op in ("I", "R"):
             # a copied row ('R') is an Insert that may meet the row of its key held: it
-            # replaces it; one equal to it (a copy taken again) makes no new version
+            # replaces it, one equal to it (a copy taken again) making no new version;
+            # where rows may repeat (no key) it adds a row, as an Insert does
             key = row_key(after, keycols)
-            same = op == "R" and store.get(key) == after
-            if not same:
+            same = op == "R" and not held.alike and held.store.get(key) == after
+            if not same and not held.alike:
                 close(key, lsn, ts)
-            store[key] = after
+            held.put(key, after)
+            counted(after, 1, lsn, ts)
             if net is not None:
                 net["src"][key] = None
         elif op == "U":
@@ -210,7 +261,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             src = before if before is not None else after
             old_key = row_key(src, keycols)
             held.settle(old_key)
-            old = store.pop(old_key, None)
+            old = held.take(old_key)
             new = dict(after)
             for k, v in after.items():
                 if v[0] == "u":            # unchanged TOAST: the old image's value (FULL identity
@@ -218,9 +269,12 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
                     b = (before or {}).get(k)
                     new[k] = b if b is not None and b[0] in ("t", "b") else (old or {}).get(k, v)
             new_key = row_key(new, keycols)
-            close(old_key, lsn, ts)
-            close(new_key, lsn, ts)
-            store[new_key] = new
+            close(old_key, lsn, ts, one=held.alike)
+            if not held.alike:
+                close(new_key, lsn, ts)
+            held.put(new_key, new)
+            counted(gone(old, src, keycols), -1, lsn, ts)
+            counted(new, 1, lsn, ts)
             if unsaid(new_key):
                 held.vague.add(new_key)
             after = new
@@ -238,8 +292,9 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         else:   # "D"
             key = row_key(before, keycols)
             held.settle(key)
-            old = store.pop(key, None)
-            close(key, lsn, ts)
+            old = held.take(key)
+            close(key, lsn, ts, one=held.alike)
+            counted(gone(old, before, keycols), -1, lsn, ts)
             if net is not None:
                 net["deleted"][key] = gone(old, before, keycols)
                 net["stamp"][key] = (lsn, ts)
@@ -249,9 +304,9 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             net["deleted"].pop(key, None)
             net["stamp"][key] = (lsn, ts)
         if keep_history and not same:
-            held.open_ver[key] = len(versions)
+            held.open_ver.setdefault(key, []).append(len(versions))
             versions.append([key, after, op, lsn, ts, None, None])
-    return held.store, versions
+    return held, versions
 
 
 def canonical_keys(rows: pa.Table, cols: list[dict]) -> dict:
@@ -349,10 +404,10 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     if as_of_lsn is not None and len(rows):
         rows = rows.filter(pc.fill_null(pc.less_equal(rows.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                         False))
-    store, _ = replay(rows, name, False, cols=cols)
+    held, _ = replay(rows, name, False, cols=cols)
     current = columns_in_force(rows)
     shown = cols if current is None else [c for c in cols if c["name"] in current]
-    arrays, names = typed_rows(filled(store.values(), fill), shown, registry)
+    arrays, names = typed_rows(filled(held.rows(), fill), shown, registry)
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
 

@@ -1,0 +1,97 @@
+"""Tables with no key as multisets, on real servers (15, 16, 18): rows alike in every
+column are as many in ``snapshot``, ``history``, ``net_changes`` and ``mirror`` as on the
+server, an Update or Delete naming several by its old row changes one of them, as the
+server's own apply does (tests/keyless_rows.py: the workload)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+
+import keyless_rows as K  # noqa: E402
+
+from pgoutput_codec import decode_changes, history, mirror, net_changes, snapshot  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def steps(pg_server):
+    with pg_server.connect() as conn:
+        return K.run(conn)
+
+
+def _cut(changes: pa.Table):
+    return pc.max(changes.column("commit_lsn")).as_py()
+
+
+def test_snapshot_holds_as_many_alike_rows_as_the_server(steps):
+    for step, archive, server in steps:
+        changes = decode_changes(archive)
+        for t in K.TABLES:
+            assert K.rows_of(snapshot(changes, f"public.{t}")) == server[t], (step, t)
+
+
+def test_history_holds_as_many_alike_versions_as_the_server_rows(steps):
+    """The versions alive as of each step's commit are the server's rows then; an Update
+    of one of several alike rows ends one version."""
+    final = decode_changes(steps[-1][1])
+    hist = {t: history(final, f"public.{t}").to_pylist() for t in K.TABLES}
+    for step, archive, server in steps:
+        cut = _cut(decode_changes(archive))
+        for t in K.TABLES:
+            alive = [r for r in hist[t] if r["__START_LSN"] <= cut and (r["__END_LSN"] is None or r["__END_LSN"] > cut)]
+            assert K.rows_of(alive) == server[t], (step, t)
+    ms = hist["ms"]
+    assert sum(r["__OP"] == "U" for r in ms) == 5
+    assert sorted(r["v"] for r in ms if r["__OP"] == "I" and r["k"] == 1) == ["a", "a", "a"]
+
+
+def test_net_changes_count_alike_rows(steps):
+    """The net changes after any step, applied to the server's rows then (each upsert
+    adds a row, each delete removes one), give the server's rows at the end."""
+    final = decode_changes(steps[-1][1])
+    for t in K.TABLES:
+        net = net_changes(final, f"public.{t}")
+        assert K.applied([], net) == steps[-1][2][t], t
+    for step, archive, server in steps:
+        cut = _cut(decode_changes(archive))
+        later = final.filter(pc.greater(final.column("commit_lsn"), pa.scalar(cut, pa.uint64())))
+        for t in K.TABLES:
+            net = net_changes(later, f"public.{t}")
+            assert K.applied(server[t], net) == steps[-1][2][t], (step, t)
+
+
+def test_net_changes_of_two_inserted_and_one_deleted_is_one_insert(steps):
+    before, after = steps[9], steps[10]
+    assert after[0].startswith("BEGIN; INSERT INTO ms VALUES (6, 'd')")
+    changes = decode_changes(after[1])
+    net = net_changes(changes.filter(pc.greater(changes.column("commit_lsn"),
+                                                pa.scalar(_cut(decode_changes(before[1])), pa.uint64()))), "public.ms")
+    assert [(r["__OP"], r["k"], r["v"]) for r in net.to_pylist()] == [("upsert", 6, "d")]
+    # three alike rows inserted, and one more in a later transaction: four upserts
+    net = net_changes(decode_changes(steps[7][1]), "public.mn")
+    assert [(r["__OP"], r["k"], r["v"]) for r in net.to_pylist()] == [("upsert", 1, "x")] * 3
+
+
+def test_mirror_holds_as_many_alike_rows_as_the_server(steps, tmp_path):
+    """A copy mirrored after every step (the archive so far: an archive that grows)
+    holds the server's rows, duplicates kept, exactly once across runs."""
+    from pgoutput_codec.lake import read_copy, table_path
+    target = str(tmp_path / "lake")
+    for step, archive, server in steps:
+        mirror(archive, target)
+        for t in K.TABLES:
+            if os.path.isdir(table_path(target, f"public.{t}")):
+                assert K.rows_of(read_copy(table_path(target, f"public.{t}"))) == server[t], (step, t)
+        again = mirror(archive, target)
+        assert all(r.version is None for r in again), step
+    # one run over the whole archive, into a new target
+    whole = str(tmp_path / "whole")
+    mirror(steps[-1][1], whole)
+    for t in K.TABLES:
+        assert K.rows_of(read_copy(table_path(whole, f"public.{t}"))) == steps[-1][2][t], t
