@@ -29,6 +29,7 @@ from ..relations import merge_columns
 from ..retyped import retyped_names
 from ..tables import IncompleteTableWarning, history_names, net_key, unknown_key_error
 from ..tables.base import KNOWN, pick_base
+from ..tables.columnlists import alike_rows
 from ..tables.replay import HISTORY_COLUMNS
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
@@ -124,8 +125,9 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
 # --------------------------------------------------------------------------- snapshot / history
 
 def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
-    """One row per (key, event): 'set' (I, U: the row image) or 'del' (D, the old key of a
-    key-changing U), ordered by (commit position, seq, sub); plus the truncates (driver-side
+    """One row per (key, event): 'set' (I, R, U: the row image) or 'del' (D, the old key of a
+    key-changing U; of every U where rows may repeat, :func:`_alike`: it removes one of
+    them), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
     whether an Update may have changed a key (``TableInfo.sends_old``), the
     :class:`TableInfo` and the :class:`.colnames.Inner` names: the row struct's fields,
@@ -156,6 +158,9 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     cols = tc.schema["after"].dataType
     names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
     newest = versions[-1] if versions else []
+    alike = alike_rows(versions)
+    # the key net changes name rows by: rows alike in every column the table has now
+    netkey = [c["name"] for c in newest] if alike else net_key(versions, newest)
     flagged = [c["name"] for c in newest if c["flags"] & 1]
     keycols = flagged or [c["name"] for c in newest]
     earlier = earlier_identities(info._replace(versions=versions), keycols)
@@ -190,7 +195,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
         ev = _with_base(ev, base, cols, keycols, inner, name)
-        return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
+        return ev, truncs, names, cols, sends_old, netkey, info, inner
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
     # of 1 M rows with Deletes, per-field, 9.7 s against 16.3 s): an array of the events'
@@ -198,7 +203,8 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     # the row image stays a column of the change
     set_ev = F.when(F.col("op").isin("I", "U", "R"), F.struct(
         new_key.alias("k"), F.lit(1).alias("sub"), F.lit("set").alias("ev"), old_key.alias("from")))
-    del_ev = F.when((F.col("op") == "D") | ((F.col("op") == "U") & (old_key != new_key)), F.struct(
+    removes = (F.col("op") == "U") if alike else ((F.col("op") == "U") & (old_key != new_key))
+    del_ev = F.when((F.col("op") == "D") | removes, F.struct(
         old_key.alias("k"), F.lit(0).alias("sub"), F.lit("del").alias("ev"), old_key.alias("from")))
     is_set = F.col("__e.ev") == "set"
     ev = (iud.select("op", "__pos", "commit_lsn", "commit_ts", "after", "unchanged",
@@ -209,7 +215,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
     ev = _with_base(ev, base, cols, keycols, inner, name)
-    return ev, truncs, names, cols, sends_old, net_key(versions, newest), info, inner
+    return ev, truncs, names, cols, sends_old, netkey, info, inner
 
 
 def _base_of(changes: DataFrame, name: str, base, base_lsn):
@@ -252,8 +258,8 @@ def _with_base(ev: DataFrame, base, cols: T.StructType, keycols: list, inner, na
 def _same_copies_dropped(ev: DataFrame, info: TableInfo) -> DataFrame:
     """A copied row equal to the row its key holds (a copy taken again) makes no new
     version, as in one process: its event is dropped from the history. Only where some
-    row is copied."""
-    if not info.copied:
+    row is copied. A table with no key keeps them: a copied row adds a row alike."""
+    if not info.copied or alike_rows(info.versions):
         return ev
     w = Window.partitionBy("__key").orderBy("__pos", "__sub")
     prev = F.lag(F.struct(F.col("__ev").alias("e"), F.col("after").alias("a"))).over(w)
@@ -285,7 +291,9 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     replica-identity key (the newest Relation's key columns; FULL identity or no key:
     every column; a change sent under an earlier identity is resolved to it,
     :func:`found_keys`), last change by (commit position, seq) wins, deletes and key-changing
-    updates remove the old key, unchanged TOAST values carried (see ``carry_toast``).
+    updates remove the old key, unchanged TOAST values carried (see ``carry_toast``); a
+    table with no key, whose rows may repeat, holds as many rows alike as were added and
+    not removed (:func:`_alike`).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`
     that the Relation in force at the cut lists (a column dropped is not the table's).
     ``missing``: {column: value} the server gave a column added with a ``DEFAULT`` in the
@@ -300,8 +308,15 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
     ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
-    w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
-    last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
+    if alike_rows(info.versions):
+        # as many rows alike as were added and not removed (a removal of none held: none)
+        per = _alike(ev)
+        held = F.col("__total") - F.col("__low")
+        last = per.where(held > 0).select(F.col("__set.after").alias("after"), F.col("__set.__pos").alias("__pos"),
+                                          F.explode(F.array_repeat(F.lit(1), held.cast("int"))).alias("__r"))
+    else:
+        w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
+        last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     spans = inner.spans(column_spans(changes, name, as_of_lsn, info))
     fill = {inner.inner[k]: v for k, v in fill_values(missing, inner.user, info, registry).items()}
     out = as_added(last, cols, spans, fill).select("after.*")
@@ -329,7 +344,8 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
     :func:`pgoutput_codec.tables.net_changes`). The control columns are the last six
     (a table's own column may bear one of their names); the table's columns bear the
-    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`).
+    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`). A table
+    with no key gives counts, as one process does: a row per row added or removed.
     ``base``/``base_lsn``: as for :func:`snapshot`; its rows are upserts at its LSN."""
     b = _base_of(changes, name, base, base_lsn)
     ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry, b)
@@ -361,9 +377,22 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
         return F.struct(*[F.col(f"{key}.`{k}`").alias(k) for k in keycols])
-    # per key its last event; a row held wins over a wider key gone at the same position
-    w = Window.partitionBy(net_of("__key")).orderBy(F.col("__pos").desc(), F.col("__sub").desc())
-    last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
+    if alike_rows(info.versions):
+        # rows alike counted: as many upserts as a row was added more times than
+        # removed, or deletes as it was removed more, at its last change
+        per = _alike(ev).where(F.col("__total") != 0)
+        more = F.col("__total") > 0
+        last = per.select(
+            "__key", F.when(more, "set").otherwise("del").alias("__ev"),
+            F.when(more, F.col("__set.after")).alias("after"), F.when(more, F.col("__set.__pending")).alias("__pending"),
+            F.struct(F.col("__key").alias("k"), F.lit(None).cast(ev.schema["__pos"].dataType).alias("p")).alias("__lin"),
+            F.col("__last.commit_lsn").alias("commit_lsn"), F.col("__last.commit_ts").alias("commit_ts"),
+            F.col("__last.__pos").alias("__pos"),
+            F.explode(F.array_repeat(F.lit(1), F.abs(F.col("__total")).cast("int"))).alias("__r"))
+    else:
+        # per key its last event; a row held wins over a wider key gone at the same position
+        w = Window.partitionBy(net_of("__key")).orderBy(F.col("__pos").desc(), F.col("__sub").desc())
+        last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
     is_set = F.col("__ev") == "set"
     image = F.when(is_set, F.col("after")).otherwise(F.struct(*[
         # (the others null in their own types: Spark 4 casts nothing to TIME)
@@ -400,7 +429,8 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
     """Every version of every row (SCD type 2): the typed columns, ``__OP`` (the change
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
-    next Truncate, whichever comes first; null: current). A table column bearing one of
+    next Truncate, whichever comes first; null: current; of rows alike in a table with
+    no key, a removal ends the oldest held, :func:`_alike_ends`). A table column bearing one of
     these names keeps it, and ours is named apart, as one process names it
     (:func:`pgoutput_codec.tables.history_names`). ``base``/``base_lsn``: as for
     :func:`snapshot`; a version of each base row from its LSN (``__START_AT`` null)."""
@@ -414,13 +444,16 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
             T.StructField("__START_AT", T.TimestampType()), T.StructField("__END_LSN", ST.LSN_TYPE),
             T.StructField("__END_AT", T.TimestampType())]))
     ev = _same_copies_dropped(carry_toast(ev, names, cols, sends_old), info)
-    w = Window.partitionBy("__key").orderBy("__pos", "__sub")
-    nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
+    lit_t = F.array(*[F.struct(F.lit(r).alias("r"), F.lit(s).alias("s"),
+                               F.lit(lsn).cast(ST.LSN_TYPE).alias("lsn"), F.lit(at).alias("at"))
+                      for r, s, lsn, at in ts]) if ts else None
+    if alike_rows(info.versions):
+        nxt = _alike_ends(ev, lit_t)
+    else:
+        w = Window.partitionBy("__key").orderBy("__pos", "__sub")
+        nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
     end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")
     if ts:
-        lit_t = F.array(*[F.struct(F.lit(r).alias("r"), F.lit(s).alias("s"),
-                                   F.lit(lsn).cast(ST.LSN_TYPE).alias("lsn"), F.lit(at).alias("at"))
-                          for r, s, lsn, at in ts])
         after_start = F.filter(lit_t, lambda x: F.struct(x["r"].alias("r"), x["s"].alias("s")) > F.col("__pos"))
         # get, not element_at: under ANSI (Spark 4's default) element_at raises on the empty
         # array a version has when no Truncate follows it
@@ -437,3 +470,52 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
     data = [inner.outer(c) for c in cols.names]
     # the table's columns under the user's names, ours as the single-process history names them
     return out.toDF(*data, *history_names(data))
+
+
+def _alike(ev: DataFrame) -> DataFrame:
+    """Per key of a table whose rows may repeat (:func:`pgoutput_codec.tables.columnlists.alike_rows`:
+    the key is the whole row), its events counted in order — a 'set' adds a row, a 'del'
+    removes one: ``__total`` (added less removed), ``__low`` (the lowest the running
+    count went, 0 at most: removals of rows older than these changes, which no row held
+    here answers, so that ``__total - __low`` rows are held at the end), ``__set``
+    (the last image set: ``after``, ``__pos``, ``__pending`` where ``ev`` has it) and
+    ``__last`` (the last event: ``commit_lsn``, ``commit_ts``, ``__pos``)."""
+    is_set = F.col("__ev") == "set"
+    w = (Window.partitionBy("__key").orderBy("__pos", "__sub")
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    at = F.struct(F.col("__pos").alias("p"), F.col("__sub").alias("q"))
+    image = F.struct("after", "__pos", *(["__pending"] if "__pending" in ev.columns else []))
+    return (ev.withColumn("__x", F.when(is_set, 1).otherwise(-1))
+            .withColumn("__s", F.sum("__x").over(w))
+            .groupBy("__key")
+            .agg(F.sum("__x").alias("__total"), F.least(F.min("__s"), F.lit(0)).alias("__low"),
+                 F.max_by(image, F.when(is_set, at)).alias("__set"),
+                 F.max_by(F.struct("commit_lsn", "commit_ts", "__pos"), at).alias("__last")))
+
+
+def _alike_ends(ev: DataFrame, lit_t) -> DataFrame:
+    """``ev`` with ``__next`` (``__pos``, ``commit_lsn``, ``commit_ts``: the event that
+    ended each 'set' event's row, or null) for a table whose rows may repeat: a removal
+    ends one of the rows alike held, the oldest, as the single-process history does —
+    the n-th row set under a key (since the last Truncate, ``lit_t``) is ended by the
+    n-th removal that found a row held (a running count that does not go below 0)."""
+    is_set = F.col("__ev") == "set"
+    epoch = F.size(F.filter(lit_t, lambda t: F.struct(t["r"].alias("r"), t["s"].alias("s")) < F.col("__pos"))) \
+        if lit_t is not None else F.lit(0)
+    w = Window.partitionBy("__key", "__epoch").orderBy("__pos", "__sub")
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    run = (ev.withColumn("__epoch", epoch).withColumn("__x", F.when(is_set, 1).otherwise(-1))
+           .withColumn("__s", F.sum("__x").over(upto))
+           .withColumn("__m0", F.least(F.coalesce(F.min("__s").over(before), F.lit(0)), F.lit(0)))
+           .withColumn("__m", F.least(F.min("__s").over(upto), F.lit(0)))
+           .withColumn("__n", F.when(is_set, F.sum(F.when(is_set, 1).otherwise(0)).over(upto))
+                       .when(F.col("__s") >= F.col("__m0"),
+                             F.sum(F.when(is_set, 0).otherwise(1)).over(upto) + F.col("__m"))))
+    ends = run.where(~is_set & F.col("__n").isNotNull()).select(
+        F.col("__key").alias("__ek"), F.col("__epoch").alias("__ee"), F.col("__n").alias("__en"),
+        F.struct("__pos", "commit_lsn", "commit_ts").alias("__next"))
+    cond = (F.col("__key").eqNullSafe(F.col("__ek")) & (F.col("__epoch") == F.col("__ee"))
+            & (F.col("__n") == F.col("__en")) & is_set)
+    return (run.join(ends, cond, "left")
+            .drop("__ek", "__ee", "__en", "__epoch", "__x", "__s", "__m0", "__m", "__n"))
