@@ -18,11 +18,14 @@ A table is the relation that bears its name at the end of the changes (or as of
 - :func:`snapshot` — the table's rows as of a commit LSN (default: everything), rebuilt
   by replica-identity key (FULL identity: the whole old row), deletes removing,
   truncates clearing, unchanged TOAST values taken from the message's old image or
-  carried from the earlier image.
+  carried from the earlier image. A table whose rows are named by the whole row (no
+  key) is a multiset: rows alike are as many as on the server
+  (:func:`.columnlists.alike_rows`).
 - :func:`history` — every version of every row with the commit range it was valid in
   (SCD type 2: ``__START_AT``/``__END_AT`` commit times, ``__START_LSN``/``__END_LSN``).
 - :func:`net_changes` — one row per key changed: its last image or its deletion (and
-  a truncate), the batch an incremental run applies to a copy of the table by MERGE.
+  a truncate), the batch an incremental run applies to a copy of the table by MERGE;
+  for a table with no key, one row per row added or removed.
 
 Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null with a
 ``<column>__special`` string column saying what they were (see docs/types.md).

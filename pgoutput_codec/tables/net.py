@@ -53,7 +53,13 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     start before such an ``ALTER`` (the rows these changes hold are named right: an
     Update under the earlier identity that changes a column of the newest key sends no
     old key, and the row's key it left is named ``delete`` from its image held).
-    ``missing``: as for :func:`snapshot`, in the upserts' images. The control columns
+    ``missing``: as for :func:`snapshot`, in the upserts' images.
+
+    A table whose every Relation here names rows by the whole row (FULL, NOTHING: no
+    key, :func:`~.columnlists.alike_rows`) may hold rows alike, and its net changes are
+    counts: an ``upsert`` row per row added more times than removed, a ``delete`` row
+    (every column set) per row removed more times than added — apply each as one row
+    more or one row fewer, not by a MERGE, which matches every row alike. The control columns
     are the last six, in this order: a table's own column may bear one of their names
     (read them by place).
 
