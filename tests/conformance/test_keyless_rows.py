@@ -95,3 +95,19 @@ def test_mirror_holds_as_many_alike_rows_as_the_server(steps, tmp_path):
     mirror(steps[-1][1], whole)
     for t in K.TABLES:
         assert K.rows_of(read_copy(table_path(whole, f"public.{t}"))) == steps[-1][2][t], t
+
+
+def test_rows_of_the_initial_copy_count_as_inserts(steps):
+    """Change rows of op 'R' (rows an initial copy holds) add rows as Inserts do: the
+    workload's first Inserts given as copied rows leave every table as the server's."""
+    changes = decode_changes(steps[-1][1])
+    first = _cut(decode_changes(steps[1][1]))
+    op = changes.column("op")
+    copied = pc.and_(pc.equal(op, "I"), pc.less_equal(changes.column("commit_lsn"), pa.scalar(first, pa.uint64())))
+    assert pc.sum(copied.cast(pa.int8())).as_py() == 6
+    changes = changes.set_column(changes.schema.get_field_index("op"), "op", pc.if_else(copied, "R", op))
+    for t in K.TABLES:
+        assert K.rows_of(snapshot(changes, f"public.{t}")) == steps[-1][2][t], t
+        assert K.applied([], net_changes(changes, f"public.{t}")) == steps[-1][2][t], t
+        alive = [r for r in history(changes, f"public.{t}").to_pylist() if r["__END_LSN"] is None]
+        assert K.rows_of(alive) == steps[-1][2][t], t
