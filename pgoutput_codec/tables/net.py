@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array
 from ..schema import TS
-from .columnlists import filled, missing_values, net_key
+from .columnlists import filled, missing_values, net_key, whole_row
 from .base import KNOWN, after_base, base_for, net_over_base
 from .complete import warn_incomplete
 from .replay import NULL, replay, typed_rows, unsaid
@@ -188,7 +188,8 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     Relation definition throughout (no column added, dropped or retyped), a key flagged,
     no Update that sent an old key (no key changed: not FULL identity), every key value
     said, and unchanged TOAST only in a key's one change. Each key's last change is its
-    row. None: the batch needs the replay."""
+    row. A table with no key (the whole row names a row) in a batch of Inserts and
+    Deletes: its rows counted, as :func:`alike_entries`. None: the batch needs the replay."""
     if not len(rows) or not cols:
         return None
     ids, reps = column_set_ids(rows)
@@ -198,9 +199,12 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     if [c["name"] for c in rep] != [c["name"] for c in cols] or \
             any(type_of(a) != type_of(b) for a, b in zip(rep, cols, strict=True)):
         return None
-    keys = [j for j, c in enumerate(rep) if c["flags"] & 1]
-    if not keys or len(keys) == len(rep):
-        return None          # no key, or the whole row (FULL): rows alike are counted by the replay
+    # a table with no key (the whole row names a row): rows alike are counted, each
+    # Insert one more, each Delete one fewer (its Updates send the old row: the replay's)
+    alike = whole_row(rep)
+    keys = list(range(len(rep))) if alike else [j for j, c in enumerate(rep) if c["flags"] & 1]
+    if not keys:
+        return None
     relation = pc.max(rows.column("relation_id")).as_py()
     op = one_array(rows.column("op"))
     truncated = None
@@ -228,15 +232,22 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     kb = kind_bytes(kinds)
     at = [starts + j for j in range(m)]
     key_kinds = {j: kb[at[j]] for j in keys}
-    if any(not np.isin(k, (ord("t"), ord("b"))).all() for k in key_kinds.values()):
+    said = (ord("t"), ord("b"), ord("n")) if alike else (ord("t"), ord("b"))
+    if any(not np.isin(k, said).all() for k in key_kinds.values()):
         return None          # a key value unsaid or null: the replay's rules
     # rows are keyed by (kind, data), as the replay keys them; the kinds only where they vary
     key_table = pa.table({**{f"k{j}": data.take(pa.array(at[j])) for j in keys},
                           **{f"c{j}": pa.array(k) for j, k in key_kinds.items() if len(k) and (k != k[0]).any()},
-                          "i": pa.array(np.arange(n))})
-    groups = key_table.group_by([c for c in key_table.column_names if c != "i"], use_threads=False) \
-        .aggregate([("i", "max"), ("i", "count")])
+                          "i": pa.array(np.arange(n)), "sign": pa.array(np.where(is_d, -1, 1))})
+    groups = key_table.group_by([c for c in key_table.column_names if c not in ("i", "sign")], use_threads=False) \
+        .aggregate([("i", "max"), ("i", "count"), ("sign", "sum")])
     last = np.sort(groups.column("i_max").to_numpy())
+    times = None
+    if alike:    # as many rows as each was added more than removed, or removed more than added
+        total = groups.column("sign_sum").to_numpy()
+        last = groups.column("i_max").to_numpy()[total != 0]
+        by_last = np.argsort(last)
+        last, times, removed = last[by_last], np.abs(total[total != 0][by_last]), total[total != 0][by_last] < 0
     unchanged = np.stack([kb[at[j]] == ord("u") for j in range(m)], axis=1) if n else np.zeros((0, m), bool)
     with_u = np.flatnonzero(unchanged.any(axis=1))
     if len(with_u):       # an unchanged value whose key changed before in the batch: the replay carries it
@@ -244,8 +255,13 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
         if not np.isin(with_u, once).all():
             return None
     lsn = one_array(rows.column("commit_lsn")).to_numpy(zero_copy_only=False)[last]
-    order = last[np.argsort(lsn, kind="stable")]
-    dele = is_d[order]
+    by_lsn = np.argsort(lsn, kind="stable")
+    if times is None:
+        order = last[by_lsn]
+        dele = is_d[order]
+    else:
+        order = np.repeat(last[by_lsn], times[by_lsn])
+        dele = np.repeat(removed[by_lsn], times[by_lsn])
     key_set = set(keys)
     index = [np.where(dele & (j not in key_set), -1, at[j][order]) for j in range(m)]
     arrays, names = columns_out([(kinds, data, index[j]) for j in range(m)], cols, registry)
