@@ -122,10 +122,13 @@ def base_rows_in(base: pa.Table, net_after: pa.Table, keycols: list) -> np.ndarr
     return np.array([k not in named for k in _keys(base, keycols)], bool)
 
 
-def net_over_base(base: pa.Table, lsn: int, net_after: pa.Table, name: str, relation=None) -> pa.Table:
+def net_over_base(base: pa.Table, lsn: int, net_after: pa.Table, name: str, relation=None,
+                  alike: bool = False) -> pa.Table:
     """A ``net_changes`` batch of the base's rows (upserts at ``lsn``) followed by the
     changes after it (``net_after``, their batch): each key once, its last image; an
-    upsert's unchanged TOAST values filled from the base's row of its key."""
+    upsert's unchanged TOAST values filled from the base's row of its key. ``alike``: a
+    table with no key, whose batches are counts (:func:`.columnlists.alike_rows`): every
+    base row, then the batch, each row of it one row more or fewer."""
     ctl_names = net_after.column_names[-6:]
     data_schema = pa.schema(list(net_after.schema)[:-6])
     if not len(data_schema):           # no change after the base: its columns as they are
@@ -139,7 +142,7 @@ def net_over_base(base: pa.Table, lsn: int, net_after: pa.Table, name: str, rela
     missing_keys = [k for k in keycols if k not in base.column_names]
     if missing_keys:
         raise ValueError(f"base of {name} lacks key column(s) {missing_keys}")
-    if len(net_after):
+    if len(net_after) and not alike:
         net_after = _filled(net_after, aligned, keycols, ctl_names)
         aligned = aligned.filter(pa.array(base_rows_in(aligned, net_after, keycols)))
     n = len(aligned)
@@ -195,19 +198,71 @@ def snapshot_over_base(rows: pa.Table, name: str, as_of_lsn, net_of, base: pa.Ta
     if as_of_lsn is not None and as_of_lsn < lsn:
         raise ValueError(f"{name}: the base is as of {lsn}, after as_of_lsn {as_of_lsn}: a base cannot say what "
                          "the table held before it")
-    from .columnlists import columns_in_force
+    from .columnlists import alike_rows, columns_in_force
+    from .rows import column_set_ids
     later = after_base(rows, lsn)
     if as_of_lsn is not None:
         later = later.filter(pc.fill_null(pc.less_equal(later.column("commit_lsn"), pa.scalar(as_of_lsn, pa.uint64())),
                                           False))
-    net = net_over_base(base, lsn, net_of(later), name)
+    alike = bool(len(later)) and alike_rows(column_set_ids(later)[1])
+    net = net_over_base(base, lsn, net_of(later), name, alike=alike)
     ops = net.column(len(net.schema) - 6)
     kept = net.filter(pc.equal(ops, "upsert")).select(list(range(len(net.schema) - 6)))
+    if alike:     # the batch is counts: each delete removes one row alike
+        kept = _counted(kept, net.filter(pc.equal(ops, "delete")).select(list(range(len(net.schema) - 6))))
     current = columns_in_force(later)
     if current is None:
         return kept
     return kept.select([c for c in kept.column_names if c in current or
                         (c.endswith("__special") and c[:-len("__special")] in current)])
+
+
+def _counted(upserts: pa.Table, deletes: pa.Table) -> pa.Table:
+    """``upserts`` (rows, each one row) less one row alike each row of ``deletes``."""
+    if not len(deletes):
+        return upserts
+    held: dict = {}
+    for i, r in enumerate(upserts.to_pylist()):
+        held.setdefault(repr(r), []).append(i)
+    drop = np.zeros(len(upserts), bool)
+    for r in deletes.to_pylist():
+        at = held.get(repr(r))
+        if at:
+            drop[at.pop()] = True
+    return upserts.filter(pa.array(~drop))
+
+
+def _alike_ends(base_rows: list, versions: list, tc: pa.Table, keycols: list) -> list:
+    """For a table with no key: the (end LSN, end time) of each base row, then of each
+    version of ``versions`` (the history of the changes after the base, one per row
+    image set by ``tc``'s changes, in order) — a removal (Update, Delete) ends the oldest
+    row alike held (the base's first), a Truncate every row, as the replay does."""
+    from collections import deque
+
+    def key(img):
+        return repr(tuple(img.get(k) for k in keycols))
+    held: dict = {}
+    for i in range(len(base_rows)):
+        held.setdefault(key(base_rows[i]), deque()).append(i)
+    ends: dict = {}
+    j = len(base_rows)
+    rows = base_rows + versions
+    for op, before, after, clsn, cts in zip(*[tc.column(c).to_pylist() for c in (
+            "op", "before", "after", "commit_lsn", "commit_ts")], strict=True):
+        if op == "T":
+            for q in held.values():
+                for i in q:
+                    ends[i] = (clsn, cts)
+            held.clear()
+            continue
+        if op in ("U", "D") and before is not None:
+            q = held.get(key(before))
+            if q:
+                ends[q.popleft()] = (clsn, cts)
+        if op in ("I", "R", "U") and after is not None and j < len(rows):
+            held.setdefault(key(rows[j]), deque()).append(j)
+            j += 1
+    return [ends.get(i, (None, None)) for i in range(len(rows))]
 
 
 def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.Table, lsn: int) -> pa.Table:
@@ -269,6 +324,14 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
         end = ends.get(i, (None, None))
         first.append({**r, hnames[0]: BASE_OP, hnames[1]: lsn, hnames[2]: None, hnames[3]: end[0], hnames[4]: end[1]})
     versions = hist.to_pylist()
+    from .columnlists import alike_rows
+    from .rows import column_set_ids
+    if len(later) and alike_rows(column_set_ids(later)[1]):
+        # rows alike: a removal ends the oldest held, the base's before the changes'
+        both = _alike_ends(base_rows, versions, changes_of(later),
+                           [f.name for f in data if not f.name.endswith("__special")])
+        for v, (e_lsn, e_at) in zip(first + versions, both, strict=True):
+            v[hnames[3]], v[hnames[4]] = e_lsn, e_at
     if any(g for f in fills.values() for g in f):
         for v in versions:
             pending = fills.get((key(v), v[hnames[1]]))

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array
 from ..schema import TS
-from .columnlists import filled, missing_values, net_key, whole_row
+from .columnlists import alike_rows, filled, missing_values, net_key, whole_row
 from .base import KNOWN, after_base, base_for, net_over_base
 from .complete import warn_incomplete
 from .replay import NULL, replay, typed_rows, unsaid
@@ -72,8 +72,10 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     b, b_lsn = base_for(base, base_lsn, name)
     if b is not None:
         relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
-        return net_over_base(b, b_lsn, net_changes(after_base(rows_of, b_lsn), name, registry=registry,
-                                                   missing=missing, base=KNOWN), name, relation)
+        later = after_base(rows_of, b_lsn)
+        alike = bool(len(later)) and alike_rows(column_set_ids(later)[1])
+        return net_over_base(b, b_lsn, net_changes(later, name, registry=registry, missing=missing, base=KNOWN),
+                             name, relation, alike=alike)
     if base is not KNOWN:
         warn_incomplete(rows_of, name)
     cols = table_columns(changes, name, _rows=rows_of)
