@@ -220,6 +220,8 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
         rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
     n, m = len(rows), len(rep)
     is_d = pc.equal(op, "D").to_numpy(zero_copy_only=False)
+    if alike and pc.any(pc.equal(op, "U")).as_py():
+        return None          # an Update removes one row alike and adds one (or names none): the replay's
     before, after = one_array(rows.column("before")), one_array(rows.column("after"))
     if before.null_count != n - int(is_d.sum()) or before.filter(pa.array(is_d)).null_count \
             or after.null_count != int(is_d.sum()):
