@@ -142,14 +142,18 @@ def test_rows_of_the_initial_copy_count_as_inserts(steps):
 
 
 @pytest.mark.parametrize("k", [2, 4, 8])
-def test_a_base_with_rows_alike_counts_them(steps, k):
+def test_a_base_with_rows_alike_counts_them(steps, k, tmp_path):
     """A base (the server's rows after step ``k``, duplicates kept) with the changes
-    after it: snapshot, net changes and history give the server's rows at the end."""
+    after it: snapshot, net changes, history and a mirror give the server's rows at the
+    end."""
+    from pgoutput_codec.lake import read_copy, table_path
     final = decode_changes(steps[-1][1])
+    bases = {}
     lsn = _cut(decode_changes(steps[k][1]))
     for t in K.TABLES:
         base = pa.table({"k": pa.array([r[0] for r in steps[k][2][t]], pa.int32()),
                          "v": pa.array([r[1] for r in steps[k][2][t]], pa.string())})
+        bases[f"public.{t}"] = base
         want = steps[-1][2][t]
         assert K.rows_of(snapshot(final, f"public.{t}", base=base, base_lsn=lsn)) == want, t
         assert K.applied([], net_changes(final, f"public.{t}", base=base, base_lsn=lsn)) == want, t
@@ -159,3 +163,6 @@ def test_a_base_with_rows_alike_counts_them(steps, k):
             cut = _cut(decode_changes(archive))
             alive = [r for r in hist if r["__START_LSN"] <= cut and (r["__END_LSN"] is None or r["__END_LSN"] > cut)]
             assert K.rows_of(alive) == server[t], (step, t)
+    mirror(steps[-1][1], str(tmp_path / "lake"), base=bases, base_lsn=lsn)
+    for t in K.TABLES:
+        assert K.rows_of(read_copy(table_path(str(tmp_path / "lake"), f"public.{t}"))) == steps[-1][2][t], t
