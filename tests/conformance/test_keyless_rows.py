@@ -18,9 +18,6 @@ import keyless_rows as K  # noqa: E402
 
 from pgoutput_codec import decode_changes, history, mirror, net_changes, snapshot  # noqa: E402
 
-# the tables are created before the slot: the changes hold them whole
-pytestmark = pytest.mark.filterwarnings("ignore::pgoutput_codec.tables.IncompleteTableWarning")
-
 
 @pytest.fixture(scope="module")
 def steps(pg_server):

@@ -18,9 +18,6 @@ from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, net_changes, snapshot  # noqa: E402
 from pgoutput_codec.tables import net_changes as net_changes_1  # noqa: E402
 
-# the tables are created before the slot: the changes hold them whole
-pytestmark = pytest.mark.filterwarnings("ignore::pgoutput_codec.tables.IncompleteTableWarning")
-
 
 def _collect(df) -> list:
     return [r.asDict() for r in df.collect()]
