@@ -66,6 +66,7 @@ def python_impl():
 
 @pytest.fixture(scope="module")
 def pg_server():
+    pytest.importorskip("psycopg")      # (PySpark 3.5's environment has no client)
     from pgoutput_codec.testing import pgserver
     try:
         spec = pgserver.first_available()

@@ -82,6 +82,7 @@ def test_spark_history_ends_the_oldest_of_rows_alike_as_one_process(spark, steps
 
 
 def test_spark_mirror_keeps_rows_alike_as_one_process(spark, steps, tmp_path):
+    pytest.importorskip("deltalake")
     from pgoutput_codec import mirror as mirror_1
     from pgoutput_codec.lake import read_copy, table_path
     from pgoutput_codec.spark import mirror
