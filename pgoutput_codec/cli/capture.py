@@ -68,6 +68,12 @@ _SCHEMA = pa.schema([
 ])
 
 
+def _table_record(table, rows: int, last_key, complete: bool) -> dict:
+    """What a file's ``copy`` metadata says of one table it holds rows of."""
+    return {"relid": table.relid, "schema": table.schema, "table": table.table, "rows": rows,
+            "last_key": _json_key(last_key), "complete": complete}
+
+
 def table_head(table, opens: bool) -> list:
     """The messages before a table's copied rows in a COPY transaction: the Type and
     Relation messages pgoutput sends before its rows, and, where the copy of the table
@@ -806,8 +812,7 @@ class _Run:
                                              (_rows(x.column("data"), lsn) for x in spill.tables()))
                     rows = len(head) + len(schema) + spill.rows
                     copy = {"kind": "initial", "lsn": lsn, "request": request.record(), "commit": False,
-                            "tables": [{"relid": t.relid, "schema": t.schema, "table": t.table, "rows": spill.rows,
-                                        "last_key": _json_key(last), "complete": complete}]}
+                            "tables": [_table_record(t, spill.rows, last, complete)]}
                     self.land(pieces, rows, lsn, lsn, copy)
                     self.crash_hook()
                     first = False
@@ -1003,9 +1008,8 @@ class _Run:
                             commit_lsn = format_lsn(int.from_bytes(
                                 self._payload(staging, into.commit)[2:10], "big"))
                             copy = {"kind": "chunk", "lsn": commit_lsn, "request": chunk.request.record(),
-                                    "tables": [{"relid": chunk.table.relid, "schema": chunk.table.schema,
-                                                "table": chunk.table.table, "rows": chunk.spill.rows,
-                                                "last_key": _json_key(chunk.last_key), "complete": chunk.complete}]}
+                                    "tables": [_table_record(chunk.table, chunk.spill.rows, chunk.last_key,
+                                                             chunk.complete)]}
                         name, meta = self.land(pieces, rows_out, start_lsn, staging.end_lsn, copy)
                 finally:
                     staging.close()
