@@ -28,7 +28,7 @@ from pgoutput_codec import (
 )
 from pgoutput_codec import decode_changes
 from pgoutput_codec.tables import decode_table_changes, table_changes
-from pgoutput_codec.testing.timing import best
+from pgoutput_codec.testing import best
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from pgoutput_codec import (Begin, Commit, Insert, Relation, RelationColumn, TupleColumn,  # noqa: E402
                             decode_batch, decode_changes, encode_message, transcode, transcode_payloads)
-from pgoutput_codec.testing.timing import best  # noqa: E402
+from pgoutput_codec.testing import best  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 WORDS = {"latin-1": ["caf\u00e9 cr\u00e8me", "plain words", "na\u00efve r\u00e9sum\u00e9", "order 42"],

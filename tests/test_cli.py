@@ -710,7 +710,7 @@ def test_capture_orders_files_as_numbers_and_never_overwrites_one(tmp_path):
     by number, not by text; and a file is put in place by a link that fails when the
     name is taken, so a wrong index can never replace archived rows."""
     from pgoutput_codec.cli.capture import _existing_files, _write_new
-    from pgoutput_codec.cli.errors import CliError
+    from pgoutput_codec.cli.console import CliError
 
     for name in ("part-1000000.parquet", "part-999999.parquet", "part-000002.parquet", ".part-7.parquet.tmp"):
         (tmp_path / name).write_bytes(b"x")

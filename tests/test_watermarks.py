@@ -177,7 +177,7 @@ def test_a_copy_file_with_foreign_copy_metadata_is_refused_in_one_line(tmp_path)
 
     from pgoutput_codec.archive import META_KEY
     from pgoutput_codec.cli.capture import _SCHEMA, _copy_state, _write_new
-    from pgoutput_codec.cli.errors import CliError
+    from pgoutput_codec.cli.console import CliError
 
     path = str(tmp_path / "part-000000.parquet")
     meta = {"copy": {"kind": "initial", "tables": [{"table": "t"}]}}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..archive import ArchivePart, read_archive_parts
 from .capture import capture
-from .errors import CliError
+from .console import CliError
 from .main import main
 
 __all__ = ["main", "capture", "read_archive_parts", "ArchivePart", "CliError"]

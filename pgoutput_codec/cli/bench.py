@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-from .errors import CliError
+from .console import CliError
 
 __all__ = ["run_bench"]
 

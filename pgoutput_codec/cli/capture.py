@@ -45,8 +45,7 @@ from ..archive import META_KEY, parquet_part
 from .._encode import encode_message
 from ..messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
 from . import watermarks as wm
-from .errors import PROG, CliError, first_line
-from .progress import progress
+from .console import PROG, CliError, first_line, progress
 from ..runs import fsync_path
 from .tablecopy import copy_rows, copy_transaction_messages, published_tables
 

@@ -14,11 +14,10 @@ from ..arrays import plain_list_columns, plain_list_schema
 from ..batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
 from ..changes import ChangeDecoder
 from ..errors import ArchiveOrderError, PgoutputDecodeError
-from .errors import PROG, CliError, first_line
+from .console import PROG, CliError, first_line, note_recaptured, progress
 from ..runs import IncrementalRun, load_checkpoint, save_checkpoint
 from ..threads import prefetch, worker_count
 from .output import ParquetOut
-from .progress import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
 __all__ = ["decode_archive"]

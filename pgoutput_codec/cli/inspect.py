@@ -16,7 +16,7 @@ from ..batch import decode_batch_with_state
 from ..messages import format_lsn, parse_lsn
 from ..threads import prefetch
 from .decode import BATCH_ROWS
-from .progress import note_recaptured, progress
+from .console import note_recaptured, progress
 from .transcode import transcoded, transcoder
 
 __all__ = ["inspect_archive", "by_table", "commit_order", "format_inspect", "TAG_NAMES"]

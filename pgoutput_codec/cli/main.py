@@ -16,11 +16,11 @@ from ..selection import commit_window
 from .bench import run_bench
 from .capture import capture
 from .decode import decode_archive
-from .errors import PROG, CliError, first_line
+from .console import PROG, CliError, first_line
 from .inspect import format_inspect, inspect_archive
 from .opengauss import decode_archive as og_decode
 from .opengauss import inspect_archive as og_inspect
-from .paths import decode_output, refuse_overwrite
+from .output import decode_output, refuse_overwrite
 from .transcode import transcode_files
 
 __all__ = ["main", "build_parser", "MODES", "ENVELOPES"]

@@ -30,10 +30,9 @@ from ..opengauss.columns import OPENGAUSS_CHANGE_SCHEMA, commit_timestamps
 from ..opengauss.schema import RECORD_SCHEMA, RECORD_TYPES
 from ..threads import prefetch
 from .decode import BATCH_ROWS
-from .errors import CliError
+from .console import CliError, note_recaptured, progress
 from .inspect import commit_order
 from .output import ParquetOut
-from .progress import note_recaptured, progress
 
 __all__ = ["decode_archive", "inspect_archive"]
 

@@ -1,4 +1,10 @@
-"""``decode``'s output file, written whole or not at all."""
+"""What a command writes: kept apart from what it reads, and written whole or not at all.
+
+An output that is the archive, a file of it, or a file inside its directory (which every
+later read would take for an archive file) is refused before anything is written. Paths
+are compared as the system resolves them: symbolic links and relative paths followed, hard
+links by inode. ``decode``'s output file is written into a hidden temporary file and
+renamed over its name when whole."""
 
 from __future__ import annotations
 
@@ -8,10 +14,34 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
 
+from ..archive import inside_dir, same_file
 from ..runs import replace_durably
-from .errors import CliError
+from .console import CliError
 
-__all__ = ["ParquetOut"]
+__all__ = ["ParquetOut", "refuse_overwrite", "decode_output"]
+
+
+def decode_output(out: str, default_name: str) -> str:
+    """The file ``decode`` writes for OUT (an existing directory: ``default_name`` in it)."""
+    return os.path.join(out, default_name) if os.path.isdir(out) else out
+
+
+def refuse_overwrite(inputs: dict, outputs: dict) -> None:
+    """CliError unless every output (``{label: path}``) is apart from every input
+    (``{label: path}``: a file, or a directory whose files are read) and from the other
+    outputs."""
+    outs = [(k, v) for k, v in outputs.items() if v]
+    for label, out in outs:
+        for in_label, src in inputs.items():
+            if same_file(out, src):
+                raise CliError(f"{label} {out} is {in_label} {src}: it would be overwritten; write elsewhere")
+            if inside_dir(out, src):
+                raise CliError(f"{label} {out} is inside {in_label} {src}: it would be read as part of it; "
+                               "write elsewhere")
+    for i, (label, out) in enumerate(outs):
+        for other_label, other in outs[i + 1:]:
+            if same_file(out, other):
+                raise CliError(f"{label} {out} and {other_label} {other} are the same file; give two paths")
 
 
 class ParquetOut:

@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 
 from ..archive import META_KEY, iter_archive, read_archive_parts
 from ..transcode import TRANSCODED_FROM, TranscodeError, Transcoder, is_utf8, pg_encoding_name
-from .errors import PROG, CliError, first_line
-from .progress import note_recaptured
+from .console import PROG, CliError, first_line, note_recaptured
 
 __all__ = ["new_transcoder", "transcoder", "transcoded", "transcode_files"]
 

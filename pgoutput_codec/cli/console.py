@@ -1,5 +1,6 @@
-"""What a run tells the user on stderr while it reads an archive: a progress bar, and the
-rows it skips."""
+"""What the command says on stderr: every failure a user can cause ends as one line,
+prefixed with the program's name, and a non-zero exit status; while it reads an archive, a
+progress bar and the rows it skips."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import contextlib
 import os
 import sys
 
-from .errors import PROG
+from ..errors import first_line
 
-__all__ = ["progress", "note_recaptured"]
+__all__ = ["PROG", "CliError", "first_line", "progress", "note_recaptured"]
+
+PROG = "pgoutput-codec"
+
+
+class CliError(Exception):
+    """A failure to report as one line (no traceback)."""
 
 
 class _NoBar:
