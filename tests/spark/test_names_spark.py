@@ -24,7 +24,7 @@ from pgoutput_codec.spark import decode_changes, history, mirror, net_changes, s
 from pgoutput_codec.spark.dataframes import collect_arrow  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_names", TESTS / "test_names.py")
+_spec = importlib.util.spec_from_file_location("_names", TESTS / "lake" / "test_names.py")
 TN = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TN)
 

@@ -25,7 +25,7 @@ from pgoutput_codec import mirror  # noqa: E402
 #: runs of each kind: a process aborted so about once in ten to twenty runs on a loaded
 #: machine when a copy's read went through Python file objects
 RUNS = 16
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent("""
     import os, sys

@@ -184,7 +184,7 @@ def test_runs_killed_at_random_moments_apply_each_batch_once(tmp_path):
     src, target = tmp_path / "archive", tmp_path / "lake"
     src.mkdir()
     cuts = sorted(rng.sample(range(1, len(arc)), KILLS - 1))
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     killed, whole = 0, 2.0      # whole: how long the last run that ended took (this machine's pace)
     for k, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(arc)], strict=True)):
         pq.write_table(arc.slice(a, b - a), src / f"part-{k:03d}.parquet")

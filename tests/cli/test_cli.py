@@ -24,7 +24,7 @@ from pgoutput_codec.cli.inspect import by_table, inspect_archive
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.testing import pgserver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = sample_archive_path()
 
 

@@ -122,7 +122,7 @@ def test_transcode_keeps_the_layout_of_subdirectories(capsys, tmp_path):
 # ------------------------------------------------------------------------------ archive paths read as paths
 def run_process(*args, timeout=60):
     """The command in a process of its own (for what could hang), its result."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root)
     return subprocess.run([sys.executable, "-m", "pgoutput_codec.cli", *map(str, args)], capture_output=True,
                           text=True, env=env, timeout=timeout, cwd=root)

@@ -23,7 +23,7 @@ from pgoutput_codec import decode_changes, mirror  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.lake.mirror import CHECKPOINT, LSN_KEY  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=ROOT)
 
 
