@@ -81,9 +81,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check pgoutput_codec tests bench
 	$(VENV)/bin/cython-lint pgoutput_codec
 
-# the API reference from the docstrings (docs/api), warnings as errors: build/docs/index.html
+# the documentation site (docs/: the guides, the quickstart executed, the API reference of
+# docs/api), warnings as errors: build/docs/index.html
 docs: build
-	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
+	$(PY) -m sphinx -W --keep-going -b html docs build/docs
 
 # every atheris harness of tests/fuzz for FUZZ_SECONDS each, into the persistent fuzz_corpus/
 fuzz: build

@@ -1,14 +1,17 @@
-"""The API reference (docs/api) builds from the docstrings with warnings as errors.
+"""The documentation site (docs/: the guides, the quickstart notebook executed, the API
+reference of docs/api from the docstrings) builds with warnings as errors.
 
 Sphinx runs as a subprocess, as ``make docs`` runs it: ``-W`` turns every warning (a
-docstring's broken reST, a name autodoc cannot import, an object described twice) into a
-failed build. The reference covers every public name: each name in the ``__all__`` of a
-documented module has an entry on its page.
+docstring's broken reST, a name autodoc cannot import, an object described twice, a guide's
+link to a page or heading that is not there, a page in no table of contents, a notebook
+cell that raises) into a failed build. The reference covers every public name: each name
+in the ``__all__`` of a documented package has an entry on its page.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -18,18 +21,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-API = ROOT / "docs" / "api"
+DOCS = ROOT / "docs"
 
-# page -> the modules whose ``__all__`` it documents (entry ids: module.name)
+# page of docs/api -> the packages whose ``__all__`` it documents (entry ids: package.name)
 PAGES = {
+    "pgoutput_codec": ["pgoutput_codec"],
     "tables": ["pgoutput_codec.tables"],
+    "lake": ["pgoutput_codec.lake"],
     "opengauss": ["pgoutput_codec.opengauss", "pgoutput_codec.opengauss.changes"],
     "typecatalog": ["pgoutput_codec.typecatalog"],
     "plan": ["pgoutput_codec.plan"],
     "spark": ["pgoutput_codec.spark"],
     "cli": ["pgoutput_codec.cli"],
     "archive": ["pgoutput_codec.archive"],
-    "pgoutput_codec": ["pgoutput_codec.messages"],
 }
 
 
@@ -41,25 +45,59 @@ def _sphinx(src: Path, out: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("api")
-    r = _sphinx(API, out)
-    assert r.returncode == 0, f"the API reference does not build cleanly:\n{r.stderr}{r.stdout}"
+    out = tmp_path_factory.mktemp("site")
+    r = _sphinx(DOCS, out)
+    assert r.returncode == 0, f"the documentation site does not build cleanly:\n{r.stderr}{r.stdout}"
     return out
 
 
-def test_reference_builds_without_warnings(built):
+def test_site_builds_without_warnings(built):
     assert (built / "index.html").is_file()
+    assert (built / "api" / "index.html").is_file()
     for page in PAGES:
-        assert (built / f"{page}.html").is_file(), page
+        assert (built / "api" / f"{page}.html").is_file(), page
+    for guide in DOCS.glob("*.md"):
+        assert (built / f"{guide.stem}.html").is_file(), guide.name
+
+
+def test_guides_link_as_pages(built):
+    """A guide's relative ``.md`` link is a link to the other guide's page in the site."""
+    index = (built / "index.html").read_text()
+    for guide in ("guide", "types", "limits", "benchmarks", "quickstart"):
+        assert f'href="{guide}.html"' in index, guide
+    assert 'href="api/index.html"' in index
+    assert ".md\"" not in index
+
+
+def test_quickstart_is_executed_into_the_site(built):
+    """The notebook's outputs are in its page: the printed counts, the tables, the plot."""
+    html = (built / "quickstart.html").read_text()
+    assert "2630 messages" in html
+    assert html.count('class="dataframe') >= 2, "the notebook's tables are missing"
+    images = re.findall(r'<img [^>]*src="(_images/[^"]+\.png)"', html)
+    assert images, "the notebook's plot is missing"
+    assert all((built / src).stat().st_size > 1000 for src in images)
+
+
+def test_readme_links_into_the_docs_resolve(built):
+    """Every README link into docs/ names a page of the site and, with a #fragment, a
+    heading of that page."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\((docs/[^)#\s]+)(?:#([^)\s]+))?\)", readme)
+    assert links
+    for path, fragment in links:
+        assert (ROOT / path).is_file(), path
+        page = built / Path(path).relative_to("docs").with_suffix(".html")
+        assert page.is_file(), path
+        if fragment:
+            assert f'id="{fragment}"' in page.read_text(), f"{path}#{fragment}"
 
 
 def test_top_level_names(built):
-    html = (built / "pgoutput_codec.html").read_text()
-    import pgoutput_codec
-    messages = set(importlib.import_module("pgoutput_codec.messages").__all__)
-    for name in pgoutput_codec.__all__:
-        owner = "pgoutput_codec.messages" if name in messages else "pgoutput_codec"
-        assert f'id="{owner}.{name}"' in html, name
+    html = (built / "api" / "pgoutput_codec.html").read_text()
+    # the message classes are entries of the package, whichever module defines them
+    for name in ("Begin", "Insert", "MESSAGE_CLASSES", "parse_lsn"):
+        assert f'id="pgoutput_codec.{name}"' in html, name
     # the entry carries the docstring, not only the name
     entry = html[html.index('id="pgoutput_codec.snapshot"'):]
     entry = re.sub(r"<[^>]+>", "", entry[:entry.index('id="pgoutput_codec.history"')])
@@ -68,17 +106,17 @@ def test_top_level_names(built):
 
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_every_public_name_has_an_entry(built, page):
-    html = (built / f"{page}.html").read_text()
+    html = (built / "api" / f"{page}.html").read_text()
     for module in PAGES[page]:
         for name in importlib.import_module(module).__all__:
             assert f'id="{module}.{name}"' in html, f"{module}.{name} is missing from {page}.html"
 
 
 def test_spark_extras_and_plan(built):
-    spark = (built / "spark.html").read_text()
+    spark = (built / "api" / "spark.html").read_text()
     for name in ("decode_changes", "snapshot", "history", "net_changes", "table_changes", "transcode"):
         assert f'id="pgoutput_codec.spark.{name}"' in spark, name
-    plan = (built / "plan.html").read_text()
+    plan = (built / "api" / "plan.html").read_text()
     assert 'id="pgoutput_codec.plan.ControlPlan.build"' in plan
 
 
@@ -92,27 +130,42 @@ def test_importing_the_spark_layer_starts_no_jvm():
 
 BROKEN = {
     # a name autodoc cannot import
-    "missing_name": (".. autofunction:: pgoutput_codec.no_such_function\n", ""),
+    "missing_name": ("index.rst", ".. autofunction:: pgoutput_codec.no_such_function\n", "", "no_such_function"),
     # a docstring whose reST is broken (a list that starts without a blank line before it)
-    "broken_docstring": (".. autofunction:: brokendoc.f\n",
-                         'def f():\n    """Two layouts:\n    - one\n      two\n    """\n'),
+    "broken_docstring": ("index.rst", ".. autofunction:: brokendoc.f\n",
+                         'def f():\n    """Two layouts:\n    - one\n      two\n    """\n', "brokendoc"),
+    # a guide's link to a page that is not there
+    "missing_page": ("index.md", "See [the other guide](nowhere.md).\n", "", "nowhere.md"),
+    # a guide's link to a heading that is not there
+    "missing_heading": ("index.md", "## Here\n\nSee [above](#no-such-heading).\n", "", "no-such-heading"),
+    # a notebook cell that raises
+    "raising_notebook": ("index.md", "```{toctree}\nnb\n```\n", "", "the quickstart is broken"),
+}
+RAISING_NOTEBOOK = {
+    "nbformat": 4, "nbformat_minor": 5,
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
+               "source": "raise ValueError('the quickstart is broken')"}],
 }
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_a_warning_fails_the_build(tmp_path, case):
     """The same configuration, on a page that warns: the build must fail."""
-    page, module = BROKEN[case]
+    index, page, module, needle = BROKEN[case]
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text(textwrap.dedent(f"""\
         import runpy, sys
-        globals().update(runpy.run_path({str(API / "conf.py")!r}))
+        globals().update(runpy.run_path({str(DOCS / "conf.py")!r}))
         sys.path.insert(0, {str(tmp_path)!r})
         """))
-    (src / "index.rst").write_text("Broken\n======\n\n" + page)
+    title = "Broken\n======\n\n" if index.endswith(".rst") else "# Broken\n\n"
+    (src / index).write_text(title + page)
+    if case == "raising_notebook":
+        (src / "nb.ipynb").write_text(json.dumps(RAISING_NOTEBOOK))
     if module:
         (tmp_path / "brokendoc.py").write_text(module)
     r = _sphinx(src, tmp_path / "out")
     assert r.returncode != 0, f"{case}: the build passed:\n{r.stderr}"
-    assert "WARNING" in r.stderr or "ERROR" in r.stderr, r.stderr
+    assert needle in r.stderr, r.stderr
