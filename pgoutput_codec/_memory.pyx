@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Allocation of the decoders' output buffers, with a small cache of large blocks.
 
-Why: on the machines we measure on, first-touch page faults cost about 2 s per GB
-(fresh memory from mmap), far more than decoding. glibc returns large blocks to the
+Why: first-touch page faults of fresh memory from mmap cost far more than decoding
+(docs/benchmarks.md, "Memory"). glibc returns large blocks to the
 kernel on free, so every batch of a big decode paid that again. Blocks of 1 MiB and
 more are kept here when the Arrow array that owned them is released and handed to the
 next batch (already touched: no page faults). The cache holds at most

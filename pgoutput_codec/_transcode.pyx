@@ -3,7 +3,7 @@
 from a client encoding to UTF-8 in one pass over its bytes, without message objects.
 
 Row changes are nearly all of an archive and carry every value; the walk's plain-Python
-path (decode the message, convert, ``encode_message``) costs ~26 µs per ten-column row.
+path (decode the message, convert, ``encode_message``) is far slower (docs/benchmarks.md).
 Here a value is copied as it is unless it has a byte >= 0x80; LATIN1 (every byte one
 code point) is widened in C, other encodings go through CPython's codec for that value
 alone. Anything out of the ordinary — a malformed message, a binary array of text (its

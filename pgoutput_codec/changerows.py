@@ -63,8 +63,8 @@ def control_rows(msgs, ctrl_idx: np.ndarray) -> list[dict]:
     """The control messages ``ctrl_idx`` of a decoded batch as dicts for the transaction walk (``walk.TransactionWalk.walk``).
 
     Why not ``msgs.take(...).to_pylist()``: that builds a Python object for every one
-    of the ~40 message fields of every row (18 ms for 4 000 Begin/Commit pairs, and
-    1.7 KB a row); the walk reads eight, so those are taken column by column, and of
+    of the ~40 message fields of every row; the walk reads eight, so those are taken
+    column by column, and of
     R/Y rows the definition's too. Values are Python objects as ``to_pylist`` gives
     them, except ``commit_ts``: microseconds since 1970 (int)."""
     if not len(ctrl_idx):
@@ -129,8 +129,8 @@ def _lsn_at(lsn: pa.Array, idx: np.ndarray) -> pa.Array:
 def light_change_columns(msgs, tags: np.ndarray, idx: np.ndarray, ver: np.ndarray, seq: np.ndarray,
                          lsn: pa.Array, msg_xid: bool = True) -> dict:
     """Light rows (``changes.LightChangeDecoder``'s) of messages ``idx`` (``tags``: every
-    message's tag byte): NumPy gathers of the numeric columns (Arrow's take allocated
-    fresh pages, 1-4 ms a column)."""
+    message's tag byte): NumPy gathers of the numeric columns (Arrow's take allocates
+    fresh pages, which cost more than the gather)."""
     xid = msgs.field("xid")
     xid_np = to_numpy_u(xid, np.uint32) if msg_xid and xid.null_count != len(xid) else None
     return {
@@ -292,7 +292,7 @@ def commit_order(rank: np.ndarray, seq: np.ndarray):
 
 def spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:
     """A per-transaction column to the rows (``rank``: transaction of each row), in NumPy
-    when it has no nulls (Arrow's take allocated fresh pages: 2 ms per column)."""
+    when it has no nulls (Arrow's take allocates fresh pages, which cost more)."""
     if per_txn.null_count or not len(per_txn):
         return per_txn.take(pa.array(rank, pa.int64()))
     typ = per_txn.type
@@ -319,7 +319,7 @@ def row_versions(msgs, tags, r_versions: list, relmap_start: dict):
 def values_u32(col: pa.Array) -> np.ndarray:
     """A uint32 column's values buffer, viewed: its null slots hold whatever the builder
     left there, so only rows known valid may be read (the relation ids of R/I/U/D rows;
-    a fill_null copy cost 0.13 ms on 200 k rows)."""
+    no fill_null copy)."""
     if col.null_count == len(col) or col.buffers()[1] is None:
         return np.zeros(len(col), np.uint32)
     return np.frombuffer(col.buffers()[1], np.uint32, count=col.offset + len(col))[col.offset:]

@@ -111,9 +111,8 @@ def _dist_files(dist):
 
 
 def _content_digest(head: str, files) -> str:
-    """sha256 of ``head`` and each file's name, size and bytes: ~0.4 s for the ~290 MB
-    (uncompressed) of the full environment here, a tenth of packing it; a key of sizes
-    and times misses an edit that keeps both."""
+    """sha256 of ``head`` and each file's name, size and bytes: a small part of packing
+    the environment; a key of sizes and times misses an edit that keeps both."""
     digest = hashlib.sha256(head.encode())
     for p, name in files:
         with open(p, "rb") as f:

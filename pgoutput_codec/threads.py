@@ -34,16 +34,13 @@ MIN_PIECE_ROWS = 4096
 #: payload bytes each worker must have, for the default (``workers=None``) to use it: below
 #: this a second thread costs more than it gives back — its start, cutting the input,
 #: joining the pieces' outputs, and above all the fresh memory each piece's output takes.
-#: On the 2-core machine of docs/benchmarks.md, quiet, ``decode_batch`` on two workers
-#: against one: 2 M messages (303 MB) 0.42-0.91x, 5 M 0.87x, 10 M (1.5 GB) 1.01x, 14 M
-#: (2.1 GB) 1.27x, 20 M (3.0 GB) 1.42-1.90x. bench/parallel_bench.py measures it;
-#: ``PGOUTPUT_CODEC_WORKER_MIN_MB`` sets it for another machine.
+#: bench/parallel_bench.py measures where two workers start to pay (docs/benchmarks.md,
+#: "Threads by size"); ``PGOUTPUT_CODEC_WORKER_MIN_MB`` sets it for another machine.
 WORKER_MIN_BYTES = 1024 << 20
 
 #: the same for a decoder that hands the pieces' outputs back as they are, without a join
-#: (``decode_batch_pieces``, the openGauss ``decode_batch``): there two workers took
-#: 0.56-1.0x the time of one at 1-2 M messages (151-303 MB), 0.95-1.05x at 20 M, and
-#: lost at 200 k (30 MB). ``PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB`` sets it.
+#: (``decode_batch_pieces``, the openGauss ``decode_batch``): two workers pay there from
+#: far smaller inputs (docs/benchmarks.md). ``PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB`` sets it.
 PIECES_WORKER_MIN_BYTES = 64 << 20
 
 

@@ -93,6 +93,55 @@ def test_readme_links_into_the_docs_resolve(built):
             assert f'id="{fragment}"' in page.read_text(), f"{path}#{fragment}"
 
 
+# a time, a rate or a ratio as a figure: "31 M messages/s", "0.4 s", "26 µs", "3.5×", "1.7x faster"
+FIGURE = re.compile(r"(?<![\w.])\d[\d.,]*(?:[–-]\d[\d.,]*)?\s?(?:×|x(?=\s(?:faster|slower|the)\b)|ms\b|µs\b|s\b"
+                    r"|[kMG]?B/s\b|[kM]?\s?(?:msg|messages|values|rows|records|changes|transactions)/s\b)")
+# what looks like a figure and is not one: a value, a setting, a formula of the limits,
+# PostgreSQL's behaviour
+NOT_FIGURES = {
+    ("docs/conformance.md", "60 s"),                  # each fuzz harness's run length
+    ("docs/guide.md", "4 ×"),                         # the pieces' memory rule
+    ("docs/limits.md", "8 ×"),                        # the memory bound's formula
+    ("docs/limits.md", "86,400,000,000 µs"),          # the value of time 24:00:00
+    ("docs/types.md", "000 µs"),                      # the same value
+    ("docs/protocol.md", "15 s"),                     # how long PostgreSQL's peek can wait
+    ("pgoutput_codec/schema.py", "000 µs"),           # the epoch shift, a constant
+}
+
+
+def _prose():
+    """(path, text) of the README, every guide but benchmarks.md (code blocks left out),
+    and the docstrings and ``#:`` comments of the package (the API reference's text)."""
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        if path.name != "benchmarks.md":
+            yield path, re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    for path in sorted([*ROOT.glob("pgoutput_codec/**/*.py"), *ROOT.glob("pgoutput_codec/**/*.pyx")]):
+        if "spark" in path.relative_to(ROOT).parts:
+            continue
+        src = path.read_text()
+        parts = re.findall(r'"""(.*?)"""', src, flags=re.S) + re.findall(r"^\s*#:(.*)$", src, flags=re.M)
+        yield path, "\n".join(parts)
+
+
+def test_figures_only_in_benchmarks():
+    """Times, rates and ratios are measured in one place, docs/benchmarks.md, with the
+    command that reproduces each: elsewhere a figure would go stale unseen."""
+    found = []
+    for path, text in _prose():
+        rel = path.relative_to(ROOT).as_posix()
+        for m in FIGURE.finditer(text):
+            if (rel, m.group()) not in NOT_FIGURES:
+                found.append(f"{rel}: {m.group()!r} in {' '.join(text[max(0, m.start() - 60):m.end() + 20].split())!r}")
+    assert not found, "figures outside docs/benchmarks.md:\n" + "\n".join(found)
+
+
+def test_figure_pattern():
+    for figure in ("31.2 M messages/s", "4.3 GB/s", "0.4 s", "26 µs", "3.5×", "0.86–0.96 ×", "1.7x faster", "130 k msg/s"):
+        assert FIGURE.search(f"takes {figure} here"), figure
+    for text in ("PySpark 4.x", "b'12x'", "32 MiB", "2 M messages"):
+        assert not FIGURE.search(text), text
+
+
 def test_top_level_names(built):
     html = (built / "api" / "pgoutput_codec.html").read_text()
     # the message classes are entries of the package, whichever module defines them

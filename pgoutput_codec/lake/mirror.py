@@ -640,7 +640,7 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
 
 #: the share of a copy's bytes in files a batch's keys fall in, from which the copy is
 #: rewritten whole rather than MERGEd: deltalake's MERGE that rewrites every file costs
-#: 2–3× writing the table afresh (bench/mirror_bench.py)
+#: more than writing the table afresh (bench/mirror_bench.py, docs/benchmarks.md)
 REWRITE_SHARE = 0.5
 
 

@@ -10,10 +10,9 @@ and per (list, old-tuple shape) pair, and the before/after values are gathered f
 decoded tuples' flat children by indices computed per (list, tuple shape) pair with
 numpy. The shapes are found by ``_shapes.pyx`` over the Arrow buffers (``_shapes`` here
 is its numpy twin, the reference when ``PGOUTPUT_CODEC_NO_EXTENSIONS`` is set).
-``bench/opengauss_bench.py --changes``, 100 000 rows: 97-106 ms against 4.6-4.7 s record
-by record (the numpy shapes: 152-160 ms, against 107-120 ms, in one A/B run); pgoutput's ``decode_changes`` takes 28-30 ms on
-the same changes, its Relation naming the columns once where every openGauss record
-names them.
+``bench/opengauss_bench.py --changes`` times it against record by record and against
+pgoutput's ``decode_changes`` on the same changes (docs/benchmarks.md), whose Relation
+names the columns once where every openGauss record names them.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ WALK_CHUNK = 65536
 VECTORIZED_WALK = True
 
 #: A run of plain control rows shorter than this is walked in Python with the rows around
-#: it: the array walk costs about 120 µs a chunk whatever its size, the Python walk about
-#: 2.2 µs a row (measured on one-row transactions; tests make it 1).
+#: it: the array walk has a cost per chunk whatever its size, the Python walk a cost per
+#: row (bench/plan_bench.py; tests make it 1).
 MIN_ARRAY_RUN = 64
 
 

@@ -322,7 +322,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     """``table_changes(decode_changes(input, **options), name)`` in one step, without the
     generic change rows: the decoder keeps only where each change's values are (its
     message row and Relation version) and the converters read them in place from the
-    decoded messages. Same result, ~1.7x faster than the two steps (``bench/changes_bench.py``).
+    decoded messages. Same result, faster than the two steps (docs/benchmarks.md).
     One input in one call (no ``state`` to resume from: use :class:`ChangeDecoder` and
     :func:`table_changes` for chunked decoding). ``workers`` (an option): threads
     decoding the messages and converting the columns (None, the default: one per core);
