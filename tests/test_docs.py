@@ -185,16 +185,25 @@ BROKEN = {
                          'def f():\n    """Two layouts:\n    - one\n      two\n    """\n', "brokendoc"),
     # a guide's link to a page that is not there
     "missing_page": ("index.md", "See [the other guide](nowhere.md).\n", "", "nowhere.md"),
-    # a guide's link to a heading that is not there
+    # a guide's link to a heading that is not there, on its own page or another
     "missing_heading": ("index.md", "## Here\n\nSee [above](#no-such-heading).\n", "", "no-such-heading"),
+    "missing_heading_of_page": ("index.md", "See [there](other.md#nope).\n\n```{toctree}\nother\n```\n", "",
+                                "'nope'"),
+    # a guide in no table of contents (docs/index.md's lists every page)
+    "page_in_no_toctree": ("index.md", "Nothing lists the other page.\n", "", "any toctree"),
     # a notebook cell that raises
     "raising_notebook": ("index.md", "```{toctree}\nnb\n```\n", "", "the quickstart is broken"),
 }
-RAISING_NOTEBOOK = {
-    "nbformat": 4, "nbformat_minor": 5,
-    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-    "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
-               "source": "raise ValueError('the quickstart is broken')"}],
+# the other pages of a case's site
+OTHER_PAGES = {
+    "missing_heading_of_page": {"other.md": "# Other\n\n## A heading\n"},
+    "page_in_no_toctree": {"other.md": "# Other\n"},
+    "raising_notebook": {"nb.ipynb": json.dumps({
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": "raise ValueError('the quickstart is broken')"}],
+    })},
 }
 
 
@@ -211,8 +220,8 @@ def test_a_warning_fails_the_build(tmp_path, case):
         """))
     title = "Broken\n======\n\n" if index.endswith(".rst") else "# Broken\n\n"
     (src / index).write_text(title + page)
-    if case == "raising_notebook":
-        (src / "nb.ipynb").write_text(json.dumps(RAISING_NOTEBOOK))
+    for name, text in OTHER_PAGES.get(case, {}).items():
+        (src / name).write_text(text)
     if module:
         (tmp_path / "brokendoc.py").write_text(module)
     r = _sphinx(src, tmp_path / "out")
