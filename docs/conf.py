@@ -7,6 +7,7 @@ tests/test_docs.py builds it with warnings as errors.
 """
 
 import importlib
+import json
 import os
 import sys
 
@@ -128,7 +129,21 @@ class AutoAll(SphinxDirective):
         return holder.children
 
 
+def _kernel_of_this_interpreter(app):
+    """The notebook names its kernel ``python3``: make that this interpreter (the
+    environment building the docs, with the checkout's package), ahead of any other
+    ``python3`` kernel the machine has, in a kernelspec kept with the build's doctrees."""
+    jupyter = os.path.join(app.doctreedir, "jupyter")
+    spec = os.path.join(jupyter, "kernels", "python3")
+    os.makedirs(spec, exist_ok=True)
+    with open(os.path.join(spec, "kernel.json"), "w") as f:
+        json.dump({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                   "display_name": "Python 3 (the docs build's)", "language": "python"}, f)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (jupyter, os.environ.get("JUPYTER_PATH")) if p)
+
+
 def setup(app):
+    _kernel_of_this_interpreter(app)
     app.add_directive("autoall", AutoAll)
     app.connect("autodoc-process-docstring", _drop_type_docstring)
     app.connect("autodoc-process-docstring", _comment_of_defining_module)

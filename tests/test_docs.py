@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -205,6 +206,33 @@ OTHER_PAGES = {
                    "source": "raise ValueError('the quickstart is broken')"}],
     })},
 }
+
+
+def test_the_notebook_runs_in_this_interpreter(tmp_path):
+    """The quickstart's kernel (``python3``) is the interpreter that builds the docs, with
+    this checkout's package, whatever other ``python3`` kernel the machine offers."""
+    decoy = tmp_path / "jupyter" / "kernels" / "python3"
+    decoy.mkdir(parents=True)
+    (decoy / "kernel.json").write_text(json.dumps({
+        "argv": [str(tmp_path / "no-such-python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "another Python", "language": "python"}))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(f"import runpy\nglobals().update(runpy.run_path({str(DOCS / 'conf.py')!r}))\n")
+    (src / "index.md").write_text("# Site\n\n```{toctree}\nnb\n```\n")
+    (src / "nb.ipynb").write_text(json.dumps({
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [{"cell_type": "markdown", "id": "t", "metadata": {}, "source": "# The kernel"},
+                  {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": "import sys, pgoutput_codec\nprint(sys.executable, pgoutput_codec.__file__)"}]}))
+    r = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "-q", "-j", "1", str(src), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter"), "PYTHONPATH": ""})
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "out" / "nb.html").read_text()
+    assert f"{sys.executable} {ROOT / 'pgoutput_codec' / '__init__.py'}" in html
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
