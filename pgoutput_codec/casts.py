@@ -49,8 +49,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .typecatalog.facts import ARRAY_ELEM, BY_OID
-from .typecatalog.formats import fmt_float8, fmt_offset, fmt_time_us
-from .typecatalog.text import TIME_RE, frac_us
+from .typecatalog.datetime import TIME_RE, fmt_offset, fmt_time_us, frac_us
+from .typecatalog.floats import fmt_float8
 
 __all__ = ["cast_checked", "cast_value", "to_bool"]
 
@@ -309,7 +309,7 @@ def _to_text(arr, soid, doid, dmod, texts, zone):
 
 
 def _float_text(arr):
-    """``float8out``/``float4out``'s form (:func:`.typecatalog.formats.fmt_float8`), one by one: a
+    """``float8out``/``float4out``'s form (:func:`.typecatalog.floats.fmt_float8`), one by one: a
     float column altered to text is rare."""
     f4 = pa.types.is_float32(arr.type)
     return pa.array([None if x is None else fmt_float8(x, f4) for x in arr.to_pylist()], pa.string())

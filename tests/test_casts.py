@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec.casts import cast_value
-from pgoutput_codec.typecatalog.arrow import arrow_type
+from pgoutput_codec.typecatalog import arrow_type
 
 NUMERIC_12_1 = (1700, ((12 << 16) | 1) + 4)
 PG_EPOCH = dt.datetime(2000, 1, 1)

@@ -170,7 +170,7 @@ def test_compiled_module_loaded():
     if os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS"):
         pytest.skip("pure-Python mode")
     convert_column(["t"], [b"1"], 23)
-    assert sys.modules["pgoutput_codec._convert"].__file__.endswith((".so", ".pyd"))
+    assert sys.modules["pgoutput_codec.typecatalog._convert"].__file__.endswith((".so", ".pyd"))
 
 
 # ------------------------------------------------------------------ errors

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, plain_lists
-from ..typecatalog.arrow import INTERVAL_STRUCT, interval_struct
+from ..typecatalog.interval import INTERVAL_STRUCT, interval_struct
 
 __all__ = ["delta_type", "to_delta"]
 

@@ -15,7 +15,7 @@ from ..schema import CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 from ..tables import typed_changes
 from ..tables.rows import column_lists
 from ..typecatalog import ConversionError, arrow_type, convert_column
-from ..typecatalog.arrow import interval_struct as catalog_interval_struct
+from ..typecatalog.interval import interval_struct as catalog_interval_struct
 from . import types as ST
 from .crossing import flip, from_python
 from .modes import MalformedPayloadError

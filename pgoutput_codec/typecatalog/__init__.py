@@ -12,16 +12,22 @@ Public API (every representation choice is argued in ``docs/types.md``):
 - :class:`TypeRegistry` — enums, domains, user arrays and names learned from Type ('Y')
   messages or from the server catalog.
 
-The modules, each holding one thing, lowest layer first:
+The modules, lowest layer first:
 
-- :mod:`.facts` — the table of built-in types (:data:`TYPES`) and its lookups;
-- :mod:`.markers`, :mod:`.errors` — :class:`Special`/:class:`Physical`, :class:`ConversionError`;
-- :mod:`.typmods`, :mod:`.epochs` — numeric typmods; day and microsecond counts;
+- :mod:`.errors` — :class:`ConversionError`, :class:`Special`/:class:`Physical`;
+- :mod:`.typeinfo` — what a family declares: :class:`TypeInfo`, a converter's parsers and
+  Arrow type, its compiled converter's code;
+- one module per family of types, each with its types, the parsers of their text and
+  send forms, their Arrow types and what writes them back as the server does:
+  :mod:`.integers` (bool, int2/4/8, oid, pg_lsn), :mod:`.floats` (float4/8, point),
+  :mod:`.numeric` (numeric, money), :mod:`.text` (text-like, json, jsonb, uuid),
+  :mod:`.bytea` (bytea, bit, varbit), :mod:`.datetime` (date, time, timetz, timestamp,
+  timestamptz), :mod:`.interval`, :mod:`.network` (inet, cidr, macaddr), :mod:`.ranges`;
+  the compiled twin of a family is ``_codecs/<family>.pxi``, included by ``_convert.pyx``;
+- :mod:`.facts` — the table of built-in types (:data:`TYPES`) assembled from the
+  families, and its lookups;
 - :mod:`.names` — SQL type names (``numeric(10,2)``) to OID and typmod;
-- :mod:`.registry` — :class:`TypeRegistry` and how an OID resolves through it;
-- :mod:`.arrow` — the Arrow type of each type;
-- :mod:`.formats` — values written as the server's output functions write them;
-- :mod:`.text`, :mod:`.binary` — the Python parsers of the text and send forms;
+- :mod:`.registry` — :class:`TypeRegistry`, how an OID resolves through it, its Arrow type;
 - :mod:`.arrays` — arrays in both forms;
 - :mod:`.columns` — whole columns, over the compiled ``_convert`` where it applies.
 
@@ -32,14 +38,12 @@ everything.
 
 from __future__ import annotations
 
-from .arrow import arrow_type
 from .columns import ConvertedColumn, convert_column, convert_columns, convert_value
-from .errors import ConversionError
+from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Physical, Special
 from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
-from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
 from .names import type_of_name
-from .registry import TypeRegistry, with_type_names
-from .typmods import numeric_typmod
+from .numeric import numeric_typmod
+from .registry import TypeRegistry, arrow_type, with_type_names
 
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",

@@ -14,10 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
-from .binary import BINARY_PARSERS, binary_as_bytes
-from .facts import MAXDIM
-from .markers import Special
-from .text import TEXT_PARSERS, text_as_str
+from .errors import Special
+from .facts import BINARY_PARSERS, MAXDIM, TEXT_PARSERS
+from .typeinfo import binary_as_bytes, text_as_str
 
 __all__ = ["parse_text_array", "parse_binary_array", "value_ndims", "mixed_dims_note"]
 

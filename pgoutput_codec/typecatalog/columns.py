@@ -18,17 +18,13 @@ import pyarrow.compute as pc
 from .. import USING_EXTENSIONS
 from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
-from .arrow import arrow_of
-from .binary import BINARY_PARSERS, binary_as_bytes
-from .errors import ConversionError
-from .facts import F_NUMERIC
-from .markers import REFUSED, SPECIAL_NAMES, Physical, Special
-from .registry import TypeRegistry, resolve
-from .text import TEXT_PARSERS, text_as_str
-from .typmods import numeric_typmod
+from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Physical, Special
+from .facts import BINARY_PARSERS, CONVERTERS, TEXT_PARSERS
+from .registry import TypeRegistry, arrow_of, resolve
+from .typeinfo import binary_as_bytes, text_as_str
 
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: the Python parsers only, this imports without the compiled module
-    from .. import _convert
+    from . import _convert
 
 __all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_value", "materialize", "take_at"]
 
@@ -168,16 +164,14 @@ def take_at(kinds, data, index):
 
 
 def _fast_spec(r):
-    """(code, precision, scale) of the compiled converter for a resolved type, or None."""
+    """(code, precision, scale, Arrow type) of the compiled converter for a resolved
+    type, or None."""
     if not USING_EXTENSIONS or not r.fast:
         return None
-    code, p, s = r.fast, 0, 0
-    if code == F_NUMERIC:
-        ps = numeric_typmod(r.typmod)
-        if ps is None or not 1 <= ps[0] <= 38:
-            return None
-        p, s = ps
-    return code, p, s
+    args = CONVERTERS[r.conv].fast_args(r.typmod)
+    if args is None:
+        return None
+    return r.fast, *args, arrow_of(r, False)
 
 
 def _fast_result(res, r, kinds, data, index):

@@ -1,10 +1,14 @@
-"""The error of a value that does not convert."""
+"""What a value that is no plain Arrow value becomes: :class:`ConversionError` (it does
+not convert), :class:`Special` (``infinity``, ``-infinity``, ``NaN``: Arrow holds a null
+plus the marker) with the names of the compiled converters' special codes and the
+:data:`REFUSED` marker, and :class:`Physical` (a date or timestamp Python's datetime
+cannot hold)."""
 
 from __future__ import annotations
 
 from ..errors import PgoutputCodecError
 
-__all__ = ["ConversionError"]
+__all__ = ["ConversionError", "Special", "Physical", "SPECIAL_NAMES", "REFUSED"]
 
 
 class ConversionError(PgoutputCodecError, ValueError):
@@ -22,3 +26,27 @@ class ConversionError(PgoutputCodecError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.args[0], self.index, self.type_oid, self.type_name, self.kind, self.value))
+
+
+class Special(str):
+    """What :func:`convert_value` returns for a value Arrow holds as null plus a marker:
+    ``Special('infinity')``, ``Special('-infinity')``, ``Special('NaN')``."""
+
+    def __repr__(self):
+        return f"Special({str(self)!r})"
+
+
+class Physical(int):
+    """The Arrow storage value (days or µs since 1970-01-01) of a date/timestamp that
+    Python's datetime cannot hold (BC, or after 9999)."""
+
+    def __repr__(self):
+        return f"Physical({int(self)})"
+
+
+#: names of the special codes of ``_convert`` (code 0 = not special)
+SPECIAL_NAMES = (None, "infinity", "-infinity", "NaN")
+
+#: the start of the special of a value a converter refused (out of range, malformed):
+#: the reason follows
+REFUSED = "refused: "

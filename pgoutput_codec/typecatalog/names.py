@@ -36,12 +36,5 @@ def type_of_name(text: str) -> tuple[int, int]:
     info = BY_NAME.get(_SQL_NAMES.get(s, s))
     if info is None or (dims and not info.array_oid):
         return 0, -1
-    typmod = -1
-    if mods:
-        if info.name == "numeric":
-            typmod = ((mods[0] << 16) | (mods[1] if len(mods) > 1 else 0)) + 4
-        elif info.name in ("bpchar", "varchar"):
-            typmod = mods[0] + 4
-        elif info.name in ("bit", "varbit", "time", "timetz", "timestamp", "timestamptz", "interval"):
-            typmod = mods[0]
+    typmod = info.mods(mods) if mods and info.mods is not None else -1
     return (info.array_oid if dims else info.oid), typmod

@@ -1,8 +1,9 @@
-"""User types and how any type OID resolves.
+"""User types, how any type OID resolves, and its Arrow type.
 
 :class:`TypeRegistry` holds the enums, domains, user arrays and names learned from Type
 ('Y') messages or from the server catalog; :func:`resolve` follows an OID through the
-built-in table (:mod:`.facts`) and the registry to the converter that reads it."""
+built-in table (:mod:`.facts`) and the registry to the converter that reads it;
+:func:`arrow_type` gives the Arrow type of a column."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ConversionError
-from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_NAME, BY_OID, F_TEXT
+from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_NAME, BY_OID, CONVERTERS, MAXDIM
 
-__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names"]
+__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names", "arrow_type", "arrow_of"]
+
+#: an enum converts as text does
+_TEXT = BY_OID[25]
 
 
 @dataclass
@@ -192,10 +196,32 @@ def resolve(oid, typmod=-1, registry=None, depth=0):
     if u is None:
         return Resolved(oid, f"oid {oid}", "unknown", typmod, 0)
     if u.kind == "enum":
-        return Resolved(oid, u.name or f"oid {oid}", "text", typmod, F_TEXT)
+        return Resolved(oid, u.name or f"oid {oid}", _TEXT.conv, typmod, _TEXT.fast)
     if u.kind == "domain":
         return resolve(u.base_oid, u.base_typmod if typmod == -1 else typmod, registry, depth + 1)
     if u.kind == "array":
         elem = resolve(u.base_oid, typmod, registry, depth + 1)
         return Resolved(oid, "_" + elem.name, "array", typmod, 0, elem)
     return Resolved(oid, u.name or f"oid {oid}", "unknown", typmod, 0)
+
+
+def arrow_of(r, binary, ndim=1):
+    """The Arrow type of a :class:`Resolved` type (see :func:`arrow_type`)."""
+    if r.conv == "array":
+        if ndim > MAXDIM:
+            raise ValueError(f"ndim={ndim}: PostgreSQL arrays have at most {MAXDIM} dimensions")
+        t = arrow_of(r.elem, binary)
+        for _ in range(max(ndim, 1)):
+            t = pa.list_(t)
+        return t
+    if r.conv == "unknown":
+        return pa.binary() if binary else pa.string()
+    return CONVERTERS[r.conv].arrow(r.typmod)
+
+
+def arrow_type(type_oid: int, type_modifier: int = -1, registry: TypeRegistry | None = None, *,
+               binary: bool = False, ndim: int = 1) -> pa.DataType:
+    """The Arrow type of a column. ``binary`` matters only for unknown types (string of
+    the text form, or binary of the send form); ``ndim`` only for arrays (lists nested
+    ``ndim`` deep, at most 6; PostgreSQL does not record a column's dimensionality)."""
+    return arrow_of(resolve(type_oid, type_modifier, registry), binary, ndim)

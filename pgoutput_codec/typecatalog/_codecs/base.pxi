@@ -1,9 +1,10 @@
-# What every value converter of _convert.pyx shares: the 128-bit decimal helpers, the
-# converter codes, result and special codes, the epoch constants, the Conv struct a value
-# is converted into, and the digit/literal scanners of text forms. Binary forms are read
-# with the shared bounds-checked Reader of _reader.pxd. These files are included into
-# _convert.pyx (one extension module, one C file: the compiler inlines across them) and
-# use its cimports.
+# What every value converter of _convert.pyx shares: the 128-bit decimal helpers, result
+# and special codes, the epoch constants, the Conv struct a value is converted into, the
+# table the families register their converters in, and the digit/literal scanners of text
+# forms. Binary forms are read with the shared bounds-checked Reader of _reader.pxd. These
+# files are included into _convert.pyx (one extension module, one C file) and use its
+# cimports. Each family file (named as its module of typecatalog/) declares its converter
+# codes once and registers them (register, below); the catalog reads them (CODES).
 
 cdef extern from *:
     """
@@ -23,26 +24,6 @@ cdef extern from *:
     void pgc_store_i128(void* dst, pgc_i128 v) noexcept nogil
 
 
-# converter codes (typecatalog.facts repeats them as F_BOOL…)
-cpdef enum Code:
-    C_BOOL = 1
-    C_INT2 = 2
-    C_INT4 = 3
-    C_INT8 = 4
-    C_OID = 5
-    C_FLOAT4 = 6
-    C_FLOAT8 = 7
-    C_NUMERIC = 8      # decimal128(p, s) from the typmod
-    C_DATE = 9
-    C_TIME = 10
-    C_TIMESTAMP = 11
-    C_TIMESTAMPTZ = 12
-    C_INTERVAL = 13
-    C_TEXT = 14        # text-like: raw bytes in both forms, UTF-8 checked
-    C_BYTEA = 15
-    C_UUID = 16        # canonical 36-character string
-    C_JSONB = 17       # text; the binary form has a version byte 1
-
 # value results
 cdef enum:
     OK = 0
@@ -56,9 +37,6 @@ cdef enum:
     S_POS_INF = 1
     S_NEG_INF = 2
     S_NAN = 3
-
-DEF_WIDTH = {C_INT2: 2, C_INT4: 4, C_INT8: 8, C_OID: 4, C_FLOAT4: 4, C_FLOAT8: 8, C_NUMERIC: 16,
-             C_DATE: 4, C_TIME: 8, C_TIMESTAMP: 8, C_TIMESTAMPTZ: 8, C_INTERVAL: 16}
 
 cdef int64_t UNIX_EPOCH_DAYS = 10957              # 1970-01-01 -> 2000-01-01
 cdef int64_t UNIX_EPOCH_US = 946684800000000
@@ -79,6 +57,42 @@ cdef struct Conv:
     Py_ssize_t vpos
     int special
     const char* err
+
+
+# ---------------------------------------------------------------- the families' converters
+
+# Value i of column c (the text form, or the send form when ``binary``) into c's output:
+# OK, SPECIAL (c.special), FAIL (c.err), SLOW or NOMEM.
+ctypedef int (*value_fn)(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil
+
+cdef enum:
+    MAX_CODE = 64      # converter codes are 1 .. MAX_CODE - 1
+    BITS = -1          # width of a converter writing a bit per value (bool)
+    VARIABLE = 0       # width of a converter writing bytes at c.vout + c.vpos (offsets per value)
+
+
+cdef struct Family:
+    value_fn value
+    int width          # bytes per value, or BITS, or VARIABLE
+    bint plain_text    # values are their own UTF-8 bytes in both forms: the column loop copies them
+
+
+cdef Family FAMILIES[MAX_CODE]
+
+#: converter name -> code: how typecatalog's family modules name their compiled
+#: converters (typecatalog.typeinfo.fast_code)
+CODES = {}
+
+
+cdef int register(int code, str name, value_fn value, int width, bint plain_text=False) except -1:
+    """Converter ``code`` (declared by its family file) of values of ``width`` bytes."""
+    if not 0 < code < MAX_CODE or FAMILIES[code].value != NULL or name in CODES:
+        raise ImportError(f"converter {name}: code {code} is out of range or taken")
+    FAMILIES[code].value = value
+    FAMILIES[code].width = width
+    FAMILIES[code].plain_text = plain_text
+    CODES[name] = code
+    return 0
 
 
 # ---------------------------------------------------------------- text scanning

@@ -4,8 +4,11 @@
 One call (``convert_columns_fast``) converts columns of TupleData values (``kinds`` string
 array of 'n'/'u'/'t'/'b', ``data`` binary array, each column's values picked by an index)
 to the Arrow layout that :mod:`pgoutput_codec.typecatalog` names for the type. No Python
-object is made per value. Which type uses which converter code is a fact of
-``typecatalog/facts.py`` (the ``fast`` column of its table), not of this module.
+object is made per value. Each family of types has its file in ``_codecs/`` (named as its
+module of :mod:`pgoutput_codec.typecatalog`), which declares its converter codes and
+registers its value converter, its output width and the code's name in ``CODES``; the
+family module gives its types the code of that name. The column loops here dispatch on
+the registered table and name no type.
 
 Each value converter returns ``OK``, ``SPECIAL`` (the value is null in Arrow and
 ``special`` holds +/-infinity or NaN), ``FAIL`` (the static message in ``Conv.err``) or
@@ -32,45 +35,15 @@ import numpy as np
 import pyarrow as pa
 
 
-# the shared definitions, then one file per family of types (_codecs/*.pxi)
+# the shared definitions, then one file per family of types (each registers its converters)
 include "_codecs/base.pxi"
-include "_codecs/numbers.pxi"
+include "_codecs/integers.pxi"
+include "_codecs/floats.pxi"
 include "_codecs/numeric.pxi"
 include "_codecs/datetime.pxi"
-include "_codecs/textlike.pxi"
-include "_codecs/uuid.pxi"
-
-
-# ---------------------------------------------------------------- one value
-
-cdef int convert_one(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
-    """Value i of column c (the text form, or the send form when ``binary``): the
-    converter of its type's family."""
-    cdef int code = c.code
-    if code == C_TEXT or code == C_JSONB:
-        return text_value(c, i, p, n, binary)
-    if code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID:
-        return int_value(c, i, p, n, binary)
-    if code == C_BOOL:
-        return bool_value(c, i, p, n, binary)
-    if code == C_FLOAT4 or code == C_FLOAT8:
-        return float_value(c, i, p, n, binary)
-    if code == C_NUMERIC:
-        return numeric_value(c, i, p, n, binary)
-    if code == C_DATE:
-        return date_value(c, i, p, n, binary)
-    if code == C_TIME:
-        return time_value(c, i, p, n, binary)
-    if code == C_TIMESTAMP or code == C_TIMESTAMPTZ:
-        return timestamp_value(c, i, p, n, binary)
-    if code == C_INTERVAL:
-        return interval_value(c, i, p, n, binary)
-    if code == C_BYTEA:
-        return bytea_value(c, i, p, n, binary)
-    if code == C_UUID:
-        return uuid_value(c, i, p, n, binary)
-    c.err = b"unknown converter code"
-    return FAIL
+include "_codecs/interval.pxi"
+include "_codecs/text.pxi"
+include "_codecs/bytea.pxi"
 
 
 # ---------------------------------------------------------------- one column
@@ -168,8 +141,9 @@ cdef int _ensure(Col* col, Py_ssize_t need) noexcept nogil:
 
 
 cdef void _text_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
-    """C_TEXT values i0..i1: the most common column type, without convert_one's dispatch
-    (text and send forms are the same bytes; only UTF-8 is checked).
+    """Values i0..i1 of a plain-text converter (text-like columns, the most common type),
+    without a call per value (text and send forms are the same bytes; only UTF-8 is
+    checked).
 
     The column's cursors live in locals for the loop: every byte stored through the output
     pointer may alias the Col struct, so the compiler would reload its fields after each
@@ -246,9 +220,9 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
     cdef Py_ssize_t i, e, dn
     cdef uint8_t k
     cdef int rc
-    cdef int code = col.c.code
-    cdef bint ints = code == C_INT2 or code == C_INT4 or code == C_INT8 or code == C_OID
-    if code == C_TEXT:
+    cdef const Family* fam = &FAMILIES[col.c.code]
+    cdef value_fn value = fam.value
+    if fam.plain_text:
         _text_range(col, s, i0, i1)
         return
     for i in range(i0, i1):
@@ -263,12 +237,10 @@ cdef void _convert_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
                 _fail_col(col, i, FAIL, b"kind 't'/'b' with null data")
                 return
             dn = s.doffs[s.doff + e + 1] - s.doffs[s.doff + e]
-            if k == 116 and ints:
-                rc = _int_text(&col.c, i, s.ddata + s.doffs[s.doff + e], dn)
-            elif col.variable and _ensure(col, dn + 64) < 0:
+            if col.variable and _ensure(col, dn + 64) < 0:
                 rc = NOMEM
             else:
-                rc = convert_one(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
+                rc = value(&col.c, i, s.ddata + s.doffs[s.doff + e], dn, k == 98)
             if rc == OK:
                 col.vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
                 col.nvalid += 1
@@ -300,11 +272,11 @@ cdef enum:
 def convert_columns_fast(specs, kinds, data, indexes):
     """Convert several columns of one flat tuple child at once, row block by row block.
 
-    ``specs``: (code, precision, scale) per column; ``kinds``/``data``: the ``pa.string()``
-    kinds and ``pa.binary()`` values of the flat child; ``indexes``: per column an int64
-    numpy array (element of each output value, -1 = null), a tuple ``(offsets, k)``
-    (element ``offsets[i] + k``; offsets -1 = null: columns of one row layout share
-    ``offsets``) or None (value i = element i).
+    ``specs``: (code, precision, scale, Arrow type of the output) per column;
+    ``kinds``/``data``: the ``pa.string()`` kinds and ``pa.binary()`` values of the flat
+    child; ``indexes``: per column an int64 numpy array (element of each output value,
+    -1 = null), a tuple ``(offsets, k)`` (element ``offsets[i] + k``; offsets -1 = null:
+    columns of one row layout share ``offsets``) or None (value i = element i).
     Returns per column ``(array, special_codes or None)``, ``None`` when a value needs the
     Python converters (SLOW), or ``ConvertFailure(index, message)`` (returned, not raised:
     the other columns are still good)."""
@@ -338,12 +310,16 @@ def convert_columns_fast(specs, kinds, data, indexes):
     cdef const int64_t[::1] ixv
     cdef Col* col
     cdef uint8_t* p
-    cdef int code
+    cdef int code, width
+    types = []
     try:
         for j in range(ncols):
             col = &cols[j]
-            code, col.c.precision, col.c.scale = specs[j]
+            code, col.c.precision, col.c.scale, typ = specs[j]
+            if not 0 < code < MAX_CODE or FAMILIES[code].value == NULL:
+                raise ValueError(f"no converter of code {code}")
             col.c.code = code
+            types.append(typ)
             col.c.err = b""
             ix = indexes[j]
             add = 0
@@ -368,7 +344,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
                 n = m
             elif m != n:
                 raise ValueError("every column must have the same number of values")
-            col.variable = code in (C_TEXT, C_JSONB, C_BYTEA, C_UUID)
+            col.variable = FAMILIES[code].width == VARIABLE
         if n < 0:
             n = nsrc
         # first output size of variable-width columns: exact when the values are the
@@ -376,7 +352,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
         avg = (src.doffs[src.doff + nsrc] - src.doffs[src.doff]) / nsrc if nsrc else 0
         for j in range(ncols):
             col = &cols[j]
-            code = col.c.code
+            width = FAMILIES[col.c.code].width
             if col.ix == NULL:
                 span = (src.doffs[src.doff + n] - src.doffs[src.doff]) if n else 0
             else:
@@ -385,7 +361,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
             specials = pool_buffer(n, True, &p)
             col.specials = <int8_t*>p
             vout = None
-            if code == C_BOOL:
+            if width == BITS:
                 out = pool_buffer((n + 7) // 8 + 1, True, &col.c.out)
             elif col.variable:
                 out = pool_buffer(4 * (n + 1), False, &p)       # offsets
@@ -396,7 +372,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
                 if col.c.vout == NULL:
                     raise MemoryError()
             else:
-                out = pool_buffer(n * DEF_WIDTH[code] + 1, False, &col.c.out)
+                out = pool_buffer(n * width + 1, False, &col.c.out)
             keep.append((validity, specials, out, vout))
             del validity, specials, out, vout
         keep.append(owners)
@@ -417,7 +393,7 @@ def convert_columns_fast(specs, kinds, data, indexes):
             if cols[j].variable:
                 vout = hand_off(cols[j].c.vout, cols[j].c.vpos)   # Arrow owns the block now
                 cols[j].c.vout = NULL
-            results.append(_finish(&cols[j], n, validity, specials, out, vout))
+            results.append(_finish(&cols[j], n, types[j], validity, specials, out, vout))
         return results
     finally:
         for j in range(ncols):
@@ -426,28 +402,20 @@ def convert_columns_fast(specs, kinds, data, indexes):
         PyMem_Free(cols)
 
 
-cdef object _finish(Col* col, Py_ssize_t n, validity, specials, out, vout):
-    cdef int code = col.c.code
+cdef object _finish(Col* col, Py_ssize_t n, typ, validity, specials, out, vout):
+    cdef int width = FAMILIES[col.c.code].width
     if col.rc == FAIL:
         return ConvertFailure(col.bad, col.why.decode())
     if col.rc == SLOW:
         return None
     null_count = n - col.nvalid
     vbuf = validity if null_count else None
-    if code == C_BOOL:
-        arr = pa.Array.from_buffers(pa.bool_(), n, [vbuf, out], null_count)
+    if width == BITS:
+        arr = pa.Array.from_buffers(typ, n, [vbuf, out], null_count)
     elif col.variable:
-        typ = pa.binary() if code == C_BYTEA else pa.string()
         arr = pa.Array.from_buffers(typ, n, [vbuf, out, vout[:col.c.vpos]], null_count)
     else:
-        typ = {C_INT2: pa.int16(), C_INT4: pa.int32(), C_INT8: pa.int64(), C_OID: pa.uint32(),
-               C_FLOAT4: pa.float32(), C_FLOAT8: pa.float64(), C_DATE: pa.date32(),
-               C_TIME: pa.time64("us"), C_TIMESTAMP: pa.timestamp("us"),
-               C_TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
-               C_INTERVAL: pa.month_day_nano_interval()}.get(code)
-        if code == C_NUMERIC:
-            typ = pa.decimal128(col.c.precision, col.c.scale)
-        arr = pa.Array.from_buffers(typ, n, [vbuf, out[:n * DEF_WIDTH[code]]], null_count)
+        arr = pa.Array.from_buffers(typ, n, [vbuf, out[:n * width]], null_count)
     codes = np.frombuffer(specials, dtype=np.int8, count=n) if col.any_special else None
     return arr, codes
 

@@ -1,5 +1,8 @@
-# numeric(p, s) with p <= 38: decimal128 from numeric_out's text or numeric_send's
-# base-10000 digits; NaN and +/-Infinity are specials.
+# numeric(p, s) with p <= 38 (typecatalog/numeric.py): decimal128 from numeric_out's
+# text or numeric_send's base-10000 digits; NaN and +/-Infinity are specials.
+
+cdef enum:
+    C_NUMERIC = 8      # decimal128(p, s): Conv.precision and Conv.scale from the typmod
 
 cdef int _numeric_text(const uint8_t* p, Py_ssize_t n, int scale, pgc_i128* out) noexcept nogil:
     """Decimal text (no exponent, as numeric_out prints) -> unscaled integer at ``scale``."""
@@ -133,3 +136,6 @@ cdef inline int numeric_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_
         return FAIL
     pgc_store_i128(c.out + 16 * i, dec)
     return OK
+
+
+register(C_NUMERIC, "NUMERIC", numeric_value, 16)

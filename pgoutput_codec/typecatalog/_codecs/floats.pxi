@@ -1,38 +1,9 @@
-# bool, int2/int4/int8/oid, float4/float8: fixed-width values (boolsend, int2send…,
-# float8send; boolout, int4out…, float8out).
+# float4, float8 (typecatalog/floats.py): float4send/float8send's big-endian IEEE values
+# or float4out/float8out's text, read with strtof/strtod.
 
-cdef inline void _store_int(Conv* c, Py_ssize_t i, int64_t v) noexcept nogil:
-    """Value i of an int2/int4/oid/int8 column (range already checked)."""
-    cdef int32_t v32
-    cdef int16_t v16
-    if c.code == C_INT2:
-        v16 = <int16_t>v
-        memcpy(c.out + 2 * i, &v16, 2)
-    elif c.code == C_INT4 or c.code == C_OID:
-        v32 = <int32_t>v
-        memcpy(c.out + 4 * i, &v32, 4)
-    else:
-        memcpy(c.out + 8 * i, &v, 8)
-
-
-cdef inline int _int_text(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    """An integer column's value in text form (the column loop calls this directly, not
-    through convert_one's dispatch: integers are the most common non-text columns)."""
-    cdef int64_t v
-    cdef int rc
-    if c.code == C_INT2:
-        rc = _parse_i64(p, n, -32768, 32767, &v)
-    elif c.code == C_INT4:
-        rc = _parse_i64(p, n, I32_MIN, I32_MAX, &v)
-    elif c.code == C_OID:
-        rc = _parse_i64(p, n, 0, 0xFFFFFFFF, &v)
-    else:
-        rc = _parse_i64(p, n, I64_MIN, I64_MAX, &v)
-    if rc < 0:
-        c.err = b"not an integer in range"
-        return FAIL
-    _store_int(c, i, v)
-    return OK
+cdef enum:
+    C_FLOAT4 = 6
+    C_FLOAT8 = 7
 
 
 cdef bint _float_chars(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -46,51 +17,6 @@ cdef bint _float_chars(const uint8_t* p, Py_ssize_t n) noexcept nogil:
         if not (_digit(p[k]) or p[k] == 46 or p[k] == 101 or p[k] == 69 or p[k] == 43 or p[k] == 45):
             return False
     return True
-
-
-cdef inline int bool_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
-    cdef uint8_t v
-    if binary:
-        if n != 1 or p[0] > 1:
-            c.err = b"bool send form must be one byte 0 or 1"
-            return FAIL
-        v = p[0]
-    elif n == 1 and (p[0] == 116 or p[0] == 102):
-        v = p[0] == 116
-    else:
-        c.err = b"bool text must be 't' or 'f'"
-        return FAIL
-    if v:
-        c.out[i >> 3] |= <uint8_t>(1 << (i & 7))
-    return OK
-
-
-cdef inline int int_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil:
-    cdef Reader r
-    cdef int64_t v
-    cdef int32_t v32
-    cdef int16_t v16
-    cdef uint32_t u32
-    cdef int code = c.code
-    if not binary:
-        return _int_text(c, i, p, n)
-    reader_init(&r, p, n)
-    if code == C_INT2 and n == 2:
-        read_i16(&r, &v16, b"")
-        v = v16
-    elif code == C_INT4 and n == 4:
-        read_i32(&r, &v32, b"")
-        v = v32
-    elif code == C_OID and n == 4:
-        read_u32(&r, &u32, b"")
-        v = u32
-    elif code == C_INT8 and n == 8:
-        read_i64(&r, &v, b"")
-    else:
-        c.err = b"binary integer of the wrong length"
-        return FAIL
-    _store_int(c, i, v)
-    return OK
 
 
 cdef extern from *:
@@ -154,3 +80,7 @@ cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t 
             return FAIL
         memcpy(c.out + 8 * i, &dv, 8)
     return OK
+
+
+register(C_FLOAT4, "FLOAT4", float_value, 4)
+register(C_FLOAT8, "FLOAT8", float_value, 8)
