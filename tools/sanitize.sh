@@ -81,7 +81,7 @@ print('sanitized build:', '$OUT')"
 
 if [ "$MODE" != fuzz ]; then
   TESTS=(tests/test_vectors.py tests/test_malformed.py tests/test_batch.py tests/test_gather.py tests/test_threads.py)
-  [ "$MODE" = full ] && TESTS+=(tests/test_transcode.py tests/opengauss tests/test_types.py tests/test_casts.py
+  [ "$MODE" = full ] && TESTS+=(tests/test_transcode.py tests/opengauss tests/types
                                 tests/test_changes.py tests/test_roundtrip.py)
   "$PY" -P -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"
 fi
