@@ -282,7 +282,7 @@ def run(path: Path, master: str, which: str, repeat: int, pyp_rows: int) -> dict
     from pyspark.sql import functions as F
 
     from pgoutput_codec.spark import decode_changes, decode_messages, from_pgoutput
-    from pgoutput_codec.spark.datasource import HAS_DATASOURCE
+    from pgoutput_codec.spark.sources import HAS_DATASOURCE
     spark = _session(master)
     df = spark.read.parquet(str(path))
     n = df.count()

@@ -123,7 +123,7 @@ def main():
 
     from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, snapshot, table_changes
     from pgoutput_codec.spark.changes import checkpoint_of
-    from pgoutput_codec.spark.tableinfo import table_info
+    from pgoutput_codec.spark.tablerows import table_info
     spark = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-tables-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "4")

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .tableinfo import TableInfo, pos
+from .tablerows import TableInfo, pos
 
 __all__ = ["earlier_identities", "row_keys", "found_keys"]
 

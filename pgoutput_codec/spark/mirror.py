@@ -15,12 +15,11 @@ from ..idents import parse_name, qualified_name
 from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn, target_locked
 from ..schema import TS
 from ..selection import parse_table_list, table_selected
-from . import types as ST
-from .dataframes import collect_arrow
 from ..tables.base import KNOWN, base_batch, pick_base
-from .tableinfo import table_info
+from . import types as ST
+from .shipping import collect_arrow
+from .tablerows import END_OF_DAY, table_info
 from .tables import net_changes
-from .typedrows import END_OF_DAY
 
 __all__ = ["mirror"]
 

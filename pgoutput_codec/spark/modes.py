@@ -1,5 +1,5 @@
 """Parse modes for malformed payloads, as Spark's own decoders (``from_avro``,
-``from_protobuf``, the JSON/CSV readers) have them.
+``from_protobuf``, the JSON/CSV readers) have them, and the counts that prove them.
 
 - ``FAILFAST`` (default): the first malformed row raises :class:`MalformedPayloadError`
   naming the row's position in its Arrow batch, its order key (lsn/seq/xid, where the
@@ -12,7 +12,10 @@
 
 In every mode, rows in = rows decoded + rows in error: the decoders return one result
 per input (pgoutput) or an error record (openGauss) instead of skipping anything, and
-the modes only decide what happens to rows whose ``error`` is set.
+the modes only decide what happens to rows whose ``error`` is set. The change decoders
+count it for an ``observation``: each output batch of ``n`` rows gets one more row, null
+but for the batch's input-row counts in two hidden columns; :func:`observe_counts` sums
+them into the observation and drops those rows again.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from ..arrays import one_array
 from ..errors import ArchiveOrderError, PgoutputDecodeError
 
 __all__ = ["FAILFAST", "PERMISSIVE", "DROPMALFORMED", "MODES", "check_mode",
-           "MalformedPayloadError", "failfast_error", "failfast_errors", "raise_first_error", "corrupt_records"]
+           "MalformedPayloadError", "failfast_error", "failfast_errors", "raise_first_error", "corrupt_records",
+           "COUNT_FIELDS", "with_count_row", "observe_counts"]
+
 
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
@@ -104,3 +113,30 @@ def corrupt_records(payload: pa.Array, error: pa.Array, row_of=None) -> pa.Array
     if error.null_count == len(error):
         return pa.nulls(len(error), pa.binary())
     return pc.if_else(pc.is_valid(error), payload, pa.scalar(None, pa.binary()))
+
+
+# --------------------------------------------------------------------------- counts of an observation
+
+_ROWS_IN, _ROWS_ERR = "__rows_in", "__rows_err"
+
+#: the hidden columns of the count rows
+COUNT_FIELDS = [T.StructField(_ROWS_IN, T.LongType()), T.StructField(_ROWS_ERR, T.LongType())]
+
+
+def with_count_row(cols: dict, n: int, rows_in: int, rows_in_error: int) -> dict:
+    """``cols`` (name -> array of ``n`` rows) plus the count row."""
+    cols = {k: pa.concat_arrays([one_array(v), pa.nulls(1, one_array(v).type)]) for k, v in cols.items()}
+    cols[_ROWS_IN] = pa.array([None] * n + [rows_in], pa.int64())
+    cols[_ROWS_ERR] = pa.array([None] * n + [rows_in_error], pa.int64())
+    return cols
+
+
+def observe_counts(out: DataFrame, observation) -> DataFrame:
+    """``rows_in``, ``rows_decoded``, ``rows_in_error`` into ``observation`` (rows in =
+    rows decoded + rows in error); the count rows dropped. Call after any sort: the sort's
+    sampling job would run the metrics a second time."""
+    out = out.observe(observation, F.coalesce(F.sum(_ROWS_IN), F.lit(0)).alias("rows_in"),
+                      (F.coalesce(F.sum(_ROWS_IN), F.lit(0)) - F.coalesce(F.sum(_ROWS_ERR), F.lit(0)))
+                      .alias("rows_decoded"),
+                      F.coalesce(F.sum(_ROWS_ERR), F.lit(0)).alias("rows_in_error"))
+    return out.filter(F.col(_ROWS_IN).isNull()).drop(_ROWS_IN, _ROWS_ERR)

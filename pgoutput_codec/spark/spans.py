@@ -13,10 +13,10 @@ from pyspark.sql import types as T
 from ..relations import merge_columns
 from ..tables import added_columns, missing_values
 from ..typecatalog import arrow_type, with_type_names
-from .typedrows import END_OF_DAY
+from .tablerows import END_OF_DAY
 from . import types as ST
-from .decoded import pass2_of
-from .tableinfo import TableInfo, pos, table_of
+from .changerows import pass2_of
+from .tablerows import TableInfo, pos, table_of
 
 __all__ = ["column_spans", "fill_values", "as_added"]
 

@@ -3,11 +3,11 @@
 
 :func:`table_changes` types ``before``/``after`` with the type catalog, under one Spark
 schema computed on the driver from every Relation version of the table (one small job,
-:func:`.tableinfo.table_info`). Over a DataFrame straight from :func:`.changes.decode_changes`
+:func:`.tablerows.table_info`). Over a DataFrame straight from :func:`.changes.decode_changes`
 (FAILFAST, no observation, not cached) the table is chosen before decoding — Spark drops
-the other tables' rows by their relation id bytes (:mod:`.rowfilter`) — and its rows are
-typed in the Python step that decodes them (:meth:`.pass2.Pass2.typed`); over any other
-DataFrame, by a ``mapInArrow`` over its change rows (:class:`.typedrows.TableMapper`, the
+the other tables' rows by their relation id bytes (:mod:`.archiverows`) — and its rows are
+typed in the Python step that decodes them (:meth:`.changes.Pass2.typed`); over any other
+DataFrame, by a ``mapInArrow`` over its change rows (:class:`.tablerows.TableMapper`, the
 single-process :func:`pgoutput_codec.tables.table_changes` per batch).
 
 :func:`snapshot`, :func:`history` and :func:`net_changes` are DataFrame operations on
@@ -34,16 +34,16 @@ from ..tables.replay import HISTORY_COLUMNS
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
 from . import types as ST
-from .colnames import Inner, own_name, renamed_strings, to_inner, user_struct
-from .crossing import SHIFTED, to_python, unshifted
-from .decoded import pass2_of
+from .tablerows import Inner, own_name, renamed_strings, to_inner, user_struct
+from .tablerows import SHIFTED, to_python, unshifted
+from .changerows import pass2_of
 from .identity import earlier_identities, found_keys, row_keys
 from .spans import as_added, column_spans, fill_values
-from .tableinfo import TableInfo, table_info, table_of
+from .tablerows import TableInfo, table_info, table_of
 from .toast import carry_toast
-from .arraydims import array_dims
+from .tablerows import array_dims
 from .shipping import is_connect
-from .typedrows import TIME_TYPE, TableMapper, table_schema
+from .tablerows import TIME_TYPE, TableMapper, table_schema
 
 __all__ = ["table_changes", "snapshot", "history", "net_changes", "NET_COLUMNS"]
 
@@ -57,7 +57,7 @@ _TC_PASS = ["op", "seq", "lsn", "xid", "commit_lsn", "commit_ts", "origin", "com
 
 def _of_table(changes: DataFrame, name: str, info: TableInfo | None = None) -> DataFrame:
     """The decoded change rows of the table named ``name``: those of the relation that
-    bears the name (``info``'s, :func:`.tableinfo.table_info`; without it, rows under the
+    bears the name (``info``'s, :func:`.tablerows.table_info`; without it, rows under the
     name)."""
     if info is not None and not info.found:
         return changes.where(F.lit(False))
@@ -85,7 +85,7 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
 
 def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo | None = None,
                    until_lsn=None) -> DataFrame:
-    """:func:`table_changes`; ``info``: :func:`.tableinfo.table_info`'s, when known;
+    """:func:`table_changes`; ``info``: :func:`.tablerows.table_info`'s, when known;
     ``until_lsn``: ``snapshot``'s ``as_of_lsn``, so that later transactions are not
     decoded (it filters as well)."""
     schema, table = table_of(changes, name)
@@ -130,9 +130,9 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     them), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
     whether an Update may have changed a key (``TableInfo.sends_old``), the
-    :class:`TableInfo` and the :class:`.colnames.Inner` names: the row struct's fields,
+    :class:`TableInfo` and the :class:`.tablerows.Inner` names: the row struct's fields,
     the names, the key and ``unchanged`` are under the inner names
-    (:func:`.colnames.to_inner`; ``info`` under the user's). ``ev`` is None when the
+    (:func:`.tablerows.to_inner`; ``info`` under the user's). ``ev`` is None when the
     table has no row change here (no columns to build a key from: Spark 3.5 refuses an
     empty struct column). ``base``: (its rows, their LSN) — (:func:`_base_of`): 'set'
     events before every change ('R'), the changes at or below its LSN left out."""
@@ -344,7 +344,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     (:func:`pgoutput_codec.tables.net_key`, and its one limit, in
     :func:`pgoutput_codec.tables.net_changes`). The control columns are the last six
     (a table's own column may bear one of their names); the table's columns bear the
-    names one process gives them, ``Id`` beside ``ID`` too (:mod:`.colnames`). A table
+    names one process gives them, ``Id`` beside ``ID`` too (:func:`.tablerows.inner_names`). A table
     with no key gives counts, as one process does: a row per row added or removed.
     ``base``/``base_lsn``: as for :func:`snapshot`; its rows are upserts at its LSN."""
     b = _base_of(changes, name, base, base_lsn)

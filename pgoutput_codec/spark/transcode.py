@@ -22,12 +22,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..transcode import STATE_TAGS, Timeline, Transcoder, is_utf8
-from . import rowfilter as RF
-from .dataframes import col, collect_arrow
-from .environment import check_workers
-from .orderkey import order_key
-from .rowfilter import KEY
-from .shipping import to_workers
+from . import archiverows as RF
+from .archiverows import KEY, order_key
+from .shipping import check_workers, col, collect_arrow, to_workers
 
 __all__ = ["transcode"]
 

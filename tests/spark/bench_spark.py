@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from pgoutput_codec import decode_batch  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_messages, from_pgoutput  # noqa: E402
-from pgoutput_codec.spark.functions import pgoutput_udf  # noqa: E402
+from pgoutput_codec.spark.messages import pgoutput_udf  # noqa: E402
 
 
 def best(f, n=5):

@@ -96,7 +96,7 @@ def spark(request):
     builder = SparkSession.builder
     if CLUSTER:
         from pgoutput_codec.packenv import pack_environment
-        from pgoutput_codec.spark.environment import ship
+        from pgoutput_codec.spark.shipping import ship
 
         c = request.getfixturevalue("cluster")
         archive = pack_environment(c.base_dir / "environment.tar.gz")

@@ -28,12 +28,12 @@ from pgoutput_codec import (Begin, Commit, Delete, Insert, Relation, RelationCol
 from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import HAS_ARROW_UDF, decode_changes, history, net_changes, snapshot, table_changes  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark import rowfilter as RF  # noqa: E402
-from pgoutput_codec.spark.changetype import change_type  # noqa: E402
-from pgoutput_codec.spark.dataframes import physical_plan  # noqa: E402
-from pgoutput_codec.spark.typedrows import END_OF_DAY, TIME_TYPE, conform, convert_values, table_schema  # noqa: E402
+from pgoutput_codec.spark import archiverows as RF  # noqa: E402
+from pgoutput_codec.spark.changerows import change_type  # noqa: E402
+from pgoutput_codec.spark.shipping import physical_plan  # noqa: E402
+from pgoutput_codec.spark.tablerows import END_OF_DAY, TIME_TYPE, conform, convert_values, table_schema  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
-from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+from pgoutput_codec.spark.sources import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.tables import history as history_1  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
@@ -106,7 +106,7 @@ def test_the_plan_reaches_the_workers_once_not_with_every_udf(spark, files):
     copy pickled into each UDF (16 copies, within the Connect message limit)."""
     import pickle
 
-    from pgoutput_codec.spark.decoded import pass2_of
+    from pgoutput_codec.spark.changerows import pass2_of
     from pgoutput_codec.spark.shipping import Shipped
     ch = decode_changes(spark.read.parquet(*files["v3_2pc_binary_streaming"]), order_by="seq")
     fields = pass2_of(ch)
@@ -241,14 +241,14 @@ def test_a_query_filtering_on_decoded_fields(spark, files, monkeypatch, limit):
 def heads_through_python(monkeypatch) -> list:
     """A list that gets one entry each time a versions job sends the payload heads
     through Python (a ``HeadFacts`` built on the driver); clear it before each job."""
-    from pgoutput_codec.spark import pass2
+    from pgoutput_codec.spark import changes
     built = []
 
-    class Recorded(pass2.HeadFacts):
+    class Recorded(changes.HeadFacts):
         def __init__(self, plan_bc):
             built.append(plan_bc)
             super().__init__(plan_bc)
-    monkeypatch.setattr(pass2, "HeadFacts", Recorded)
+    monkeypatch.setattr(changes, "HeadFacts", Recorded)
     return built
 
 
@@ -279,7 +279,7 @@ def test_table_changes_choose_the_table_before_decoding(spark, files, heads_thro
     # tables= leaving the table out leaves no rows
     assert table_changes(decode_changes(df, order_by="seq", tables="nosuch.*"), name).count() == 0
     # the versions job reads the payload heads only, and finds what the decoded rows say
-    from pgoutput_codec.spark.tableinfo import table_info
+    from pgoutput_codec.spark.tablerows import table_info
     mapped = decode_changes(df, order_by="seq", impl="map").select("*")   # its decoded rows
     truncated = {f"{r['schema']}.{r['table']}" for r in want.filter(pc.equal(want.column("op"), "T")).to_pylist()}
     assert truncated
@@ -314,7 +314,7 @@ def test_versions_of_an_altered_table_in_commit_order(spark, tmp_path, heads_thr
     follow the rows' order (``GivenHeads.serial``) Spark finds that order by key alone;
     here the versions job must send the heads through Python for the commit ranks."""
     from pgoutput_codec import StreamCommit, StreamStart, StreamStop
-    from pgoutput_codec.spark.tableinfo import table_info
+    from pgoutput_codec.spark.tablerows import table_info
 
     def rel(*names, xid=None):
         return Relation(xid=xid, relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
@@ -365,8 +365,8 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
     import numpy as np
 
     from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
-    from pgoutput_codec.spark.rowfilter import KEY as _KEY
-    from pgoutput_codec.spark.rowfilter import PAYLOAD as _PAYLOAD
+    from pgoutput_codec.spark.archiverows import KEY as _KEY
+    from pgoutput_codec.spark.archiverows import PAYLOAD as _PAYLOAD
     streamed = aborted = 0
     for option_set in OPTION_SETS:
         arch = archive(VERSION, option_set)
@@ -439,8 +439,8 @@ def test_a_row_drops_filter_at_its_limits(spark, envelope):
     import random
 
     from pgoutput_codec.plan import RowDrops
-    from pgoutput_codec.spark.rowfilter import KEY as _KEY
-    from pgoutput_codec.spark.rowfilter import PAYLOAD as _PAYLOAD
+    from pgoutput_codec.spark.archiverows import KEY as _KEY
+    from pgoutput_codec.spark.archiverows import PAYLOAD as _PAYLOAD
     rnd = random.Random(5)
     limit = RF.ROW_DROP_LIMIT
     cuts = sorted(rnd.sample(range(1, 100_000), 4 * limit))
@@ -483,7 +483,7 @@ def test_map_table_changes_are_typed_where_they_are_decoded(spark, files):
     two steps (over a DataFrame derived from the change rows); so for sort=False and for
     snapshot's as_of_lsn. Its versions job reads the payload heads. A malformed row
     still fails with its order key."""
-    from pgoutput_codec.spark.tableinfo import table_info
+    from pgoutput_codec.spark.tablerows import table_info
     df = spark.read.parquet(*files["v1_text"])
     want = decode_changes_1(archive(VERSION, "v1_text"))
     names = pc.binary_join_element_wise(want.column("schema"), want.column("table"), ".")
@@ -1248,7 +1248,7 @@ def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark
     read from the payload heads by the versions job): with in-place updates alone,
     building them runs the versions job and nothing more, and the unchanged TOAST value
     is still carried along the key."""
-    from pgoutput_codec.spark.tableinfo import table_info
+    from pgoutput_codec.spark.tablerows import table_info
     rel = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
                    columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1)))
     msgs = [Begin(final_lsn=1, commit_ts=0, xid=1), rel,
@@ -1324,7 +1324,7 @@ def test_lake_rows_cross_into_python_in_parts(spark, files, tmp_path):
     that is not one letter is an error naming the row."""
     from decimal import Decimal
 
-    from pgoutput_codec.spark.tableinfo import rescanned_cheaply
+    from pgoutput_codec.spark.tablerows import rescanned_cheaply
     name = "public.schema_change"
     df = spark.read.parquet(*files["v1_text"])
     ch = decode_changes(df, order_by="seq")

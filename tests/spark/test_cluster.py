@@ -17,7 +17,7 @@ from conftest import CLUSTER, CONNECT
 
 pytest.importorskip("pyspark")
 from pgoutput_codec.packenv import ENV_NAME, pack_environment  # noqa: E402
-from pgoutput_codec.spark.environment import PYTHON_CONF, ship  # noqa: E402
+from pgoutput_codec.spark.shipping import PYTHON_CONF, ship  # noqa: E402
 
 
 def _where(driver_paths):
@@ -174,7 +174,7 @@ def test_the_worker_check_asks_again_until_it_passes_then_no_more(spark, tmp_pat
     (``spark.conf.set``) lets that call through."""
     import subprocess
 
-    from pgoutput_codec.spark import environment
+    from pgoutput_codec.spark import shipping
 
     base = getattr(sys, "_base_executable", None) or sys.executable
     bare = tmp_path / "bare"       # no pyarrow, no pgoutput_codec
@@ -187,8 +187,8 @@ def test_the_worker_check_asks_again_until_it_passes_then_no_more(spark, tmp_pat
     def probe(path, exe, env):
         probed.append(path)
         return real_probe(path, exe, env)
-    real_probe = environment._probe
-    monkeypatch.setattr(environment, "_probe", probe)
+    real_probe = shipping._probe
+    monkeypatch.setattr(shipping, "_probe", probe)
     # the workers' path has the working directory and PYTHONPATH on it: neither may hold the package here
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -196,16 +196,16 @@ def test_the_worker_check_asks_again_until_it_passes_then_no_more(spark, tmp_pat
     session = spark.newSession()   # one no call of the other tests has checked
     session.conf.set(PYTHON_CONF, str(bare / "bin" / "python"))
     for _ in range(2):
-        with pytest.raises(environment.WorkerPythonError, match="cannot import pgoutput_codec"):
-            environment.check_workers(session)
+        with pytest.raises(shipping.WorkerPythonError, match="cannot import pgoutput_codec"):
+            shipping.check_workers(session)
     assert probed == [str(bare / "bin" / "python")], "one probe per interpreter"
     session.conf.set(PYTHON_CONF, str(fixed))
-    environment.check_workers(session)
+    shipping.check_workers(session)
     assert probed[1:] == [str(fixed)]
 
     def asked(spark):
         raise AssertionError("a session that passed was asked again")
-    monkeypatch.setattr(environment, "_check", asked)
+    monkeypatch.setattr(shipping, "_check", asked)
     for _ in range(3):          # (asking again would read the JVM's settings: round trips)
-        environment.check_workers(session)
+        shipping.check_workers(session)
     assert len(probed) == 2

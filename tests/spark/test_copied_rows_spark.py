@@ -118,7 +118,7 @@ def test_the_data_source_and_a_stream_give_R_rows(spark, tmp_path):
     """spark.read.format("pgoutput") (output changes) and readStream give the copy's
     Inserts as 'R' rows, as one process."""
     from pgoutput_codec.spark import register
-    from pgoutput_codec.spark.datasource import HAS_DATASOURCE
+    from pgoutput_codec.spark.sources import HAS_DATASOURCE
     if not HAS_DATASOURCE:
         pytest.skip("Python data sources need PySpark >= 4.0")
     from test_stream_source import run

@@ -21,7 +21,7 @@ from pgoutput_codec import mirror as mirror_1  # noqa: E402
 from pgoutput_codec.idents import qualified_name  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, mirror, net_changes, snapshot, table_changes  # noqa: E402
-from pgoutput_codec.spark.dataframes import collect_arrow  # noqa: E402
+from pgoutput_codec.spark.shipping import collect_arrow  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_names", TESTS / "lake" / "test_names.py")

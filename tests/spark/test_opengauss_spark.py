@@ -21,7 +21,7 @@ from pgoutput_codec.opengauss.records import Column, Record
 pytest.importorskip("pyspark")
 
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark.opengauss_changes import opengauss_change_type, opengauss_decode_changes  # noqa: E402
+from pgoutput_codec.spark import opengauss_change_type, opengauss_decode_changes  # noqa: E402
 
 from archive_model import soak_seeds  # noqa: E402  (tests/ is on sys.path: conftest)
 from altered_columns import said  # noqa: E402
@@ -171,6 +171,34 @@ def test_decode_changes_takes_the_opengauss_source(spark):
     assert _spark_rows(decode_changes(df, source="opengauss", order_by="seq")) == _expected(frames, {})
     with pytest.raises(ValueError, match="source"):
         decode_changes(df, source="mysql")
+
+
+def test_the_opengauss_functions_are_the_others_with_the_opengauss_source(spark):
+    """``opengauss_messages``, ``opengauss_decode_changes`` and ``opengauss_change_type``
+    are ``decode_messages``, ``decode_changes`` (unsorted by default) and ``change_type``
+    with ``source="opengauss"``, as ``pgoutput_codec.decode_changes`` takes it in one
+    process; an option of one source is refused with the other."""
+    from pgoutput_codec.spark import change_type, decode_changes, decode_messages, opengauss_messages
+    frames = _frames(_records(seed=3), seed=3)
+    df = _df(spark, frames, 2)
+    for opts in ({}, {"include_xids": False, "mode": "PERMISSIVE"}):
+        assert change_type(source="opengauss", **opts) == opengauss_change_type(**opts)
+    assert change_type(source="opengauss") != change_type()
+    records = decode_messages(df, source="opengauss", style="b")
+    assert records.schema == opengauss_messages(df).schema
+    by_place = lambda r: (r["seq"], r["record"])  # noqa: E731
+    assert sorted(_spark_rows(records), key=by_place) == sorted(_spark_rows(opengauss_messages(df)), key=by_place)
+    key = lambda r: (r["commit_lsn"], r["seq"])  # noqa: E731
+    assert sorted(_spark_rows(decode_changes(df, source="opengauss", order_by="seq", sort=False)), key=key) == \
+        sorted(_expected(frames, {}), key=key)
+    assert _spark_rows(opengauss_decode_changes(df, order_by="seq", sort=True)) == _expected(frames, {})
+    with pytest.raises(ValueError, match="fields: options of source='pgoutput'"):
+        decode_messages(df, source="opengauss", fields=["type"])
+    with pytest.raises(ValueError, match="style: an option of source='opengauss'"):
+        decode_messages(df, style="t")
+    for call in (lambda: decode_messages(df, source="mysql"), lambda: change_type(source="mysql")):
+        with pytest.raises(ValueError, match="source must be 'pgoutput' or 'opengauss'"):
+            call()
 
 
 def test_error_frames(spark):

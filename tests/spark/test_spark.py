@@ -41,8 +41,8 @@ from pgoutput_codec.spark import (  # noqa: E402
     spark_type,
 )
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark.dataframes import physical_plan  # noqa: E402
-from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+from pgoutput_codec.spark.shipping import physical_plan  # noqa: E402
+from pgoutput_codec.spark.sources import HAS_DATASOURCE  # noqa: E402
 from pgoutput_codec.spark.shipping import is_connect  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.parquet"
@@ -272,7 +272,7 @@ def test_from_pgoutput_evaluates_only_the_fields_read(spark, corpus, corpus_df):
 def test_field_udfs_share_one_decode_per_batch(monkeypatch):
     """No JVM: the per-field UDF bodies decode an Arrow batch once between them, and carry
     the stream state from batch to batch (here: no task, as on the driver)."""
-    from pgoutput_codec.spark import functions as SF
+    from pgoutput_codec.spark import messages as SF
     calls = []
     real = SF.decode_pgoutput_arrays
 
@@ -280,8 +280,7 @@ def test_field_udfs_share_one_decode_per_batch(monkeypatch):
         calls.append(len(payload))
         return real(payload, keys, **kw)
     monkeypatch.setattr(SF, "decode_pgoutput_arrays", counting)
-    from pgoutput_codec.spark import batchcache
-    monkeypatch.setattr(batchcache, "_LAST", [None, None, None])
+    monkeypatch.setattr(SF, "_LAST", [None, None, None])
     monkeypatch.setattr(SF, "_STATES", {})
     dec = SF._PgoutputDecoder("auto", None, "FAILFAST")
     names = ST.MESSAGE_TYPE.names
@@ -610,7 +609,7 @@ def test_data_source_partitions_carry_their_part_of_the_plan(tmp_path):
     import pickle
 
     from pgoutput_codec.plan import ControlPlan
-    from pgoutput_codec.spark.datasource import PgoutputDataSource
+    from pgoutput_codec.spark.sources import PgoutputDataSource
     arc = _plain_archive(3000)
     d = tmp_path / "arc"
     d.mkdir()
@@ -740,7 +739,7 @@ def test_intervals_cross_to_spark_from_their_buffer():
     """Spark's interval struct (months, days, microseconds) is read from the Arrow value
     buffer, sliced arrays and nulls included: the same values as field by field
     (microseconds floored, negative ones too)."""
-    from pgoutput_codec.spark.typedrows import interval_struct
+    from pgoutput_codec.spark.tablerows import interval_struct
     target = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("microseconds", pa.int64())])
     a = pa.array([pa.MonthDayNano([1, 2, 3000]), None, pa.MonthDayNano([-5, -7, -1500]),
                   pa.MonthDayNano([0, 0, 2**62])], pa.month_day_nano_interval())

@@ -21,7 +21,7 @@ pytest.importorskip("pyspark")
 from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec.spark import register  # noqa: E402
 from pgoutput_codec.spark import types as ST  # noqa: E402
-from pgoutput_codec.spark.datasource import HAS_DATASOURCE  # noqa: E402
+from pgoutput_codec.spark.sources import HAS_DATASOURCE  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not HAS_DATASOURCE, reason="Python data sources need PySpark >= 4.0"),
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]

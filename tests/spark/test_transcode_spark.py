@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from pgoutput_codec import transcode_payloads
 from pgoutput_codec.spark import register, transcode
-from pgoutput_codec.spark.datasource import HAS_DATASOURCE
+from pgoutput_codec.spark.sources import HAS_DATASOURCE
 from test_transcode import archive
 
 

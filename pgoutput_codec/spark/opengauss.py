@@ -1,4 +1,5 @@
-"""Change rows of openGauss/GaussDB frames at cluster scale: :func:`opengauss_decode_changes`.
+"""Change rows of openGauss/GaussDB frames at cluster scale: the ``source="opengauss"``
+branch of :func:`.changes.decode_changes` (:func:`frame_changes`).
 
 The same rows as the single-process :func:`pgoutput_codec.opengauss.changes.decode_changes`
 (``OPENGAUSS_CHANGE_SCHEMA``), correct across partitions and parallel. openGauss sends
@@ -49,9 +50,6 @@ the single-process decoder's ``errors="drop"`` does. With ``observation`` (a
 ``pyspark.sql.Observation``) the first action reports ``rows_in``, ``rows_decoded`` and
 ``rows_in_error`` over the frames (rows in = rows decoded + rows in error, every mode).
 ``errors=`` is the older spelling: "raise" is FAILFAST, anything else DROPMALFORMED.
-
-Meant as the ``source="opengauss"`` branch of :func:`.changes.decode_changes`:
-``opengauss_decode_changes(df, payload=..., order_by=..., style=..., **options)``.
 """
 
 from __future__ import annotations
@@ -73,21 +71,18 @@ from ..arrays import one_array
 from ..commitorder import OUT_OF_ORDER, REPLAY, TAKE, judge_commit, order_error
 from ..messages import format_lsn
 from ..opengauss import STYLES, decode_batch
-from ..opengauss.columns import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, column_types, commit_timestamps, key_names,
-                                 parse_keys)
+from ..opengauss.columns import TableShapes, column_types, commit_timestamps, key_names, parse_keys
 from ..opengauss.rows import change_rows, record_kinds, selected_dml, transaction_runs
-from ..schema import CHANGE_OPTIONAL
 from ..selection import commit_window, parse_table_list
 from . import types as ST
-from .changetype import ERROR_FIELDS, drop_malformed
-from .counts import COUNT_FIELDS, observe_counts, with_count_row
-from .decoded import DecodedChanges, record
-from .environment import check_workers
-from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error
-from .orderkey import order_key
-from .shipping import to_workers
+from .archiverows import order_key
+from .changerows import DecodedChanges, change_type, drop_malformed, dropped_columns, record
+from .modes import (COUNT_FIELDS, DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, failfast_error, observe_counts,
+                    with_count_row)
+from .shipping import check_workers, to_workers
 
-__all__ = ["opengauss_decode_changes", "opengauss_change_type"]
+__all__ = ["frame_changes", "frame_error"]
+
 
 _log = logging.getLogger("pgoutput_codec")
 _PAYLOAD = "__og_payload"
@@ -99,20 +94,6 @@ _FACTS_SCHEMA = T.StructType([
     T.StructField("error", T.StringType()),
     T.StructField("facts", T.StringType(), False),
 ])
-
-
-def _options(include_xids, include_timestamp, include_origin):
-    opts = dict(include_xids=include_xids, include_timestamp=include_timestamp, include_origin=include_origin)
-    return [col for opt, col in CHANGE_OPTIONAL.items() if not opts[opt]]
-
-
-def opengauss_change_type(*, include_xids=True, include_timestamp=True, include_origin=True,
-                          mode: str = FAILFAST) -> T.StructType:
-    """The Spark schema of the change rows (``OPENGAUSS_CHANGE_SCHEMA`` less the columns
-    the include options drop); PERMISSIVE adds ``error`` and ``_corrupt_record``."""
-    drop = set(_options(include_xids, include_timestamp, include_origin))
-    st = ST.spark_type(pa.struct([f for f in OPENGAUSS_CHANGE_SCHEMA if f.name not in drop]))
-    return T.StructType(list(st.fields) + (ERROR_FIELDS if mode == PERMISSIVE else []))
 
 
 def frame_error(key, lsn, text: str) -> str:
@@ -303,7 +284,7 @@ def _in_force_at(plan, t, f, versions="versions", first="first"):
 class _Changes:
     """Pass 2: the change rows of a partition's frames, placed by the broadcast plan (and,
     but in FAILFAST, one error row per malformed frame; with ``count_rows`` one count row
-    per batch, see :func:`.counts.with_count_row`)."""
+    per batch, see :func:`.modes.with_count_row`)."""
 
     def __init__(self, plan_bc, style, envelope, patterns, drop, out_schema, mode, count_rows):
         self.plan_bc, self.style, self.envelope, self.patterns = plan_bc, style, envelope, patterns
@@ -407,24 +388,14 @@ class _Changes:
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None, style: str = "b", *,
-                             envelope: str = "auto", tables=None, skip_empty_xacts: bool = True,
-                             include_xids: bool = True, include_timestamp: bool = True,
-                             include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
-                             observation=None, errors: str | None = None, sort: bool = False,
-                             after_lsn=None, until_lsn=None, replays: str = "drop", keys=None) -> DataFrame:
-    """Change rows of a DataFrame of openGauss frames (one frame per row in ``payload``),
-    equal to :func:`pgoutput_codec.opengauss.changes.decode_changes` over the frames in
-    ``order_by`` order (see the module docstring; ``mode``, ``observation`` and
-    ``errors`` there). ``after_lsn``/``until_lsn``: only the transactions committed in
-    ``(after_lsn, until_lsn]`` — a filter on the decoded ``commit_lsn`` here (a frame
-    holds many transactions: no frame is skipped); rows in error are kept. ``replays``:
-    as the single-process decoder (a transaction received again is given once, a frame
-    out of order refused with ``ArchiveOrderError``); the driver judges every Commit in
-    pass 1, and ``replayed_of(changes)`` lists the replays dropped (seq: the order key of
-    the frame holding the second Commit). ``keys``: tables' keys the records may never
-    name, as the single-process decoder (``{"schema.table": [columns]}`` or the text
-    ``"schema.table(col, ...), ..."``)."""
+def frame_changes(df: DataFrame, payload: str = "data", order_by=None, style: str = "b", *,
+                  envelope: str = "auto", tables=None, skip_empty_xacts: bool = True,
+                  include_xids: bool = True, include_timestamp: bool = True,
+                  include_origin: bool = True, exclude_users=None, mode: str = FAILFAST,
+                  observation=None, errors: str | None = None, sort: bool = False,
+                  after_lsn=None, until_lsn=None, replays: str = "drop", keys=None) -> DataFrame:
+    """The change rows of :func:`.changes.opengauss_decode_changes` (its docstring: the
+    options), in two passes (the module docstring)."""
     check_workers(df.sparkSession)
     if replays not in ("drop", "keep"):
         raise ValueError(f"replays must be 'drop' or 'keep', not {replays!r}")
@@ -447,9 +418,9 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
                      "first in the frame of order key %s; replayed_of(changes) lists them",
                      len(replayed), replayed[0]["seq"])
     plan_bc = to_workers(df.sparkSession, plan)
-    drop = _options(include_xids, include_timestamp, include_origin)
-    change = opengauss_change_type(include_xids=include_xids, include_timestamp=include_timestamp,
-                                   include_origin=include_origin, mode=FAILFAST if mode == FAILFAST else PERMISSIVE)
+    drop = dropped_columns(include_xids, include_timestamp, include_origin)
+    change = change_type(source="opengauss", include_xids=include_xids, include_timestamp=include_timestamp,
+                         include_origin=include_origin, mode=FAILFAST if mode == FAILFAST else PERMISSIVE)
     count_rows = observation is not None
     out_schema = T.StructType(list(change.fields) + [T.StructField(_RANK, T.LongType())]
                               + (COUNT_FIELDS if count_rows else []))

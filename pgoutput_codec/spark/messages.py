@@ -1,13 +1,14 @@
-"""Spark column and DataFrame functions over the Cython decoders.
+"""Messages on Spark: column and DataFrame functions over the Cython decoders, for
+pgoutput payloads and openGauss frames (``source=``).
 
-Which Spark mechanism for what (and why):
+Which Spark mechanism for what (and why; the figures: docs/benchmarks.md):
 
 - ``from_pgoutput`` (column function): on PySpark >= 4.1 a struct of scalar
   ``arrow_udf`` calls, one per field, which decode each Arrow batch once between them
-  (``_decoded``): Spark's optimizer keeps only the calls a query reads and runs them in
-  one Python node, so ``m.type`` costs the payload transfer plus one string column
-  instead of 42 fields converted into Spark rows (5 M messages: 3.6 s vs 13.4 s). The
-  stream state is carried from batch to batch of a task.
+  (:func:`once_per_batch`): Spark's optimizer keeps only the calls a query reads and
+  runs them in one Python node, so ``m.type`` costs the payload transfer plus one
+  string column instead of 42 fields converted into Spark rows. The stream state is
+  carried from batch to batch of a task.
 - ``from_opengauss`` and SQL ``pgoutput_decode`` (one UDF each: a SQL function is one
   UDF, and an openGauss frame expands to a list): a scalar *iterator* UDF, so one Python
   call sees every Arrow batch of a partition and the stream state is carried from batch
@@ -17,15 +18,23 @@ Which Spark mechanism for what (and why):
   Iterator[pd.DataFrame]``): the decoded columns are handed back as ``pd.ArrowDtype``
   columns, so the flat ones cross pandas without a copy, but Spark's own pandas→Arrow
   converter walks the nested ones (``columns``, ``old_tuple``, ``new_tuple``,
-  ``relation_ids``) row by row in Python: measured, that is the bulk of its cost (see
-  the package docstring). Prefer ``decode_messages`` there.
-- ``decode_messages`` / ``opengauss_messages`` (DataFrame functions): ``mapInArrow``
-  (PySpark >= 3.3, so 3.5 and 4.x alike): Arrow record batches in and out, no pandas,
-  no per-row Python; the only way to drop rows (DROPMALFORMED) or expand one frame into
-  many records (openGauss) without a join, and it flattens the struct to columns.
-- ``read_archive`` (:mod:`.reading`): Spark's own Parquet/CSV readers (splits, pushdown,
-  any Hadoop filesystem) + ``decode_messages``: works on 3.5 and 4.x. On PySpark >= 4.0
-  the same is ``spark.read.format("pgoutput")`` (Python Data Source API, :mod:`.datasource`).
+  ``relation_ids``) row by row in Python, which is the bulk of its cost. Prefer
+  ``decode_messages`` there.
+- ``decode_messages`` (DataFrame function, both sources): ``mapInArrow`` (PySpark >=
+  3.3, so 3.5 and 4.x alike): Arrow record batches in and out, no pandas, no per-row
+  Python; the only way to drop rows (DROPMALFORMED) or expand one frame into many
+  records (openGauss) without a join, and it flattens the struct to columns: the
+  cheapest way in, for bulk work.
+- grouped ``applyInArrow`` and Arrow UDTFs are not used: nothing here needs a shuffle
+  to one group, and a UDTF adds a lateral join where ``mapInArrow`` streams batches.
+
+One decode per Arrow batch (:func:`once_per_batch`): Spark evaluates the Python UDFs of
+one projection in one Python worker, batch by batch, each UDF called in turn with its
+own arguments. When every field of a decoded row is its own UDF, the first call on a
+batch decodes it and the others take their field from that result. The key is the
+identity of the argument arrays (type, offset, length, buffer addresses): the calls on
+one batch get the very same buffers. The last arguments are held next to the result, so
+their memory cannot be reused by a later batch while their addresses are the key.
 
 Stream state: R/Y/I/U/D/T/M carry a streaming xid only inside a Stream Start/Stop
 block, and a Relation often parses both ways. A column function cannot know the state
@@ -60,23 +69,57 @@ from ..opengauss import decode_batch as og_decode_batch
 from ..opengauss.schema import RECORD_STRUCT
 from ..schema import MESSAGE_STRUCT
 from . import types as ST
-from .batchcache import once_per_batch
-from .environment import check_workers
 from .modes import DROPMALFORMED, FAILFAST, PERMISSIVE, check_mode, corrupt_records, raise_first_error
+from .shipping import check_workers
 
 __all__ = [
     "from_pgoutput", "decode_messages", "from_opengauss", "opengauss_messages", "pgoutput_udf", "opengauss_udf",
-    "message_fields", "MessagesMapper", "HAS_ARROW_UDF", "DEFAULT_KEEP",
+    "message_fields", "MessagesMapper", "HAS_ARROW_UDF", "DEFAULT_KEEP", "SOURCES", "check_source",
+    "once_per_batch",
 ]
+
+
+# --------------------------------------------------------------------------- one decode per Arrow batch
+
+#: (key, the argument arrays held, result) of the last batch computed in this worker
+_LAST = [None, None, None]
+
+
+def _identity_of(arr) -> tuple | None:
+    if arr is None:
+        return None
+    return (arr.type.id, arr.offset, len(arr), *(b.address if b is not None else 0 for b in arr.buffers()))
+
+
+def once_per_batch(params, arrays: tuple, compute):
+    """``compute()`` once for these argument ``arrays`` and decoder ``params`` (hashable);
+    the same result for every later call with the same arrays and params."""
+    key = (params, *(_identity_of(a) for a in arrays))
+    if _LAST[0] == key:
+        return _LAST[2]
+    out = compute()
+    _LAST[:] = [key, arrays, out]
+    return out
+
 
 #: ``pyspark.sql.functions.arrow_udf`` exists (PySpark >= 4.1)
 HAS_ARROW_UDF = hasattr(F, "arrow_udf")
+
+#: the sources of the functions that take one (``source=``): pgoutput payloads, openGauss frames
+SOURCES = ("pgoutput", "opengauss")
 
 #: columns kept by default next to the decoded ones (when the DataFrame has them)
 DEFAULT_KEEP = ("lsn", "xid", "seq")
 
 _PAYLOAD = "__pgoutput_payload"
 _ENVELOPES = ("auto", "none", "xlogdata")
+
+
+def check_source(source: str) -> str:
+    """``source``, one of :data:`SOURCES`; else a ValueError."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be 'pgoutput' or 'opengauss', got {source!r}")
+    return source
 
 
 def _check_envelope(envelope):
@@ -220,13 +263,12 @@ class _PgoutputDecoder:
 
 # ---- one scalar Arrow UDF per field (PySpark >= 4.1) ----------------------------------------
 # Spark cannot look inside a UDF's result: every field of a struct-valued UDF crosses from
-# Arrow into Spark rows for every row, used or not (measured on 5 M messages: the whole
-# struct 13.4 s, the one field an aggregate read 4.1 s, the bare transfer 2.7 s). A
+# Arrow into Spark rows for every row, used or not (docs/benchmarks.md). A
 # struct *of UDF calls* is different: Spark's optimizer resolves ``m.type`` to the
 # ``type`` call and drops the calls nothing reads, and it evaluates the calls left in one
 # Python worker, sending the payload column once. So ``from_pgoutput`` is one scalar
 # ``arrow_udf`` per field; the calls on one Arrow batch share one decode (``_decoded``,
-# through ``batchcache``).
+# through :func:`once_per_batch`).
 
 #: stream state after the last batch of the current task, per decoder parameters
 _STATES: dict = {}
@@ -268,7 +310,7 @@ class _FieldOf:
 
 #: the field UDFs made so far, per (decoder parameters, key name), for the SparkContext
 #: they were made in (a UDF keeps its context's accumulator): making one pickles its body
-#: and registers it with the JVM (~12 ms each, half a second for the 43 fields)
+#: and registers it with the JVM, for each of the 43 fields
 _FIELD_UDFS: dict = {}
 
 
@@ -407,7 +449,8 @@ class MessagesMapper:
 
 def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, mode: str = FAILFAST,
                     envelope: str = "auto", in_stream=None, observation=None,
-                    payload_format: str = "binary", fields=None) -> DataFrame:
+                    payload_format: str = "binary", fields=None, source: str = "pgoutput",
+                    style: str | None = None) -> DataFrame:
     """Decode ``df[payload]`` into one column per public message field (``MESSAGE_STRUCT``
     order) plus ``_corrupt_record``, or only the ``fields`` named (a list or a
     comma-separated string; PERMISSIVE adds ``error`` and ``_corrupt_record``), after the
@@ -418,8 +461,22 @@ def decode_messages(df: DataFrame, *, payload: str = "data", keep=DEFAULT_KEEP, 
     ``mode``: FAILFAST / PERMISSIVE / DROPMALFORMED (see :mod:`.modes`); the kept columns
     are named in FAILFAST errors. ``observation``: a ``pyspark.sql.Observation`` that
     receives ``rows`` (rows in) and ``malformed`` (rows in error, dropped or kept) after
-    the first action. ``payload_format``: "binary", or "hex" for ``\\x…`` bytea text."""
+    the first action. ``payload_format``: "binary", or "hex" for ``\\x…`` bytea text.
+
+    ``source="opengauss"``: openGauss frames instead, one row per record (``style``:
+    'b' by default, 't' or 'j'; the columns: :func:`opengauss_messages`); ``envelope``,
+    ``in_stream``, ``payload_format`` and ``fields`` are pgoutput's."""
     check_workers(df.sparkSession)
+    if check_source(source) == "opengauss":
+        given = [name for name, v, default in (("envelope", envelope, "auto"), ("in_stream", in_stream, None),
+                                               ("payload_format", payload_format, "binary"),
+                                               ("fields", fields, None)) if v != default]
+        if given:
+            raise ValueError(f"{', '.join(given)}: options of source='pgoutput'")
+        return _frame_records(df, payload=payload, style="b" if style is None else style, keep=keep, mode=mode,
+                              observation=observation)
+    if style is not None:
+        raise ValueError("style: an option of source='opengauss'")
     mode = check_mode(mode)
     _check_envelope(envelope)
     if payload_format not in ("binary", "hex"):
@@ -526,12 +583,18 @@ class _OpenGaussMapper:
 
 def opengauss_messages(df: DataFrame, *, payload: str = "data", style: str = "b", keep=DEFAULT_KEEP,
                        mode: str = FAILFAST, observation=None) -> DataFrame:
-    """openGauss frames → one row per record (``mapInArrow``: a batch frame expands to
-    many rows). Columns: the ``keep`` columns of the frame's row (clashing names get
-    ``source_``), ``record`` (position of the record in its frame), the record fields of
-    ``opengauss.schema.RECORD_SCHEMA`` except ``row``, and ``_corrupt_record`` (the whole
-    frame, on error records). Heartbeats are skipped as by ``decode_batch``."""
-    check_workers(df.sparkSession)
+    """``decode_messages(df, source="opengauss", ...)``: openGauss frames → one row per
+    record (``mapInArrow``: a batch frame expands to many rows). Columns: the ``keep``
+    columns of the frame's row (clashing names get ``source_``), ``record`` (position of
+    the record in its frame), the record fields of ``opengauss.schema.RECORD_SCHEMA``
+    except ``row``, and ``_corrupt_record`` (the whole frame, on error records).
+    Heartbeats are skipped as by ``decode_batch``."""
+    return decode_messages(df, source="opengauss", payload=payload, style=style, keep=keep, mode=mode,
+                           observation=observation)
+
+
+def _frame_records(df: DataFrame, *, payload: str, style: str, keep, mode: str, observation) -> DataFrame:
+    """The rows of :func:`opengauss_messages`."""
     mode = check_mode(mode)
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
