@@ -128,3 +128,11 @@ def spark(request):
         session.sparkContext.setLogLevel("FATAL")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Every option set of one server, each as 5 Parquet files (change_corpus.py)."""
+    from change_corpus import OPTION_SETS, VERSION, archive, write_files
+    root = tmp_path_factory.mktemp("archives")
+    return {o: write_files(archive(VERSION, o), root / o, 5) for o in OPTION_SETS}

@@ -31,7 +31,7 @@ from pgoutput_codec.archive import iter_archive, read_archive_parts  # noqa: E40
 from pgoutput_codec.lake import table_path  # noqa: E402
 from pgoutput_codec.spark import decode_changes, mirror, snapshot  # noqa: E402
 from pgoutput_codec.tables import IncompleteTableWarning  # noqa: E402
-from test_changes_spark import collect  # noqa: E402
+from change_corpus import collect  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 

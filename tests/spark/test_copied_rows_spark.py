@@ -18,7 +18,7 @@ from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
 from pgoutput_codec import tables as T1  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, net_changes, snapshot  # noqa: E402
 from pgoutput_codec.tables import IncompleteTableWarning  # noqa: E402
-from test_changes_spark import CHANGE_IMPLS, as_spark, collect, write_files  # noqa: E402
+from change_corpus import CHANGE_IMPLS, as_spark, collect, write_files  # noqa: E402
 from test_copied_rows import BASE, WANT_OPS, WANT_T, copy_archive, uncopied_archive  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")

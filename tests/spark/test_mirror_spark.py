@@ -23,9 +23,7 @@ TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)
-_spec = importlib.util.spec_from_file_location("_changes_spark", Path(__file__).parent / "test_changes_spark.py")
-CS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CS)
+import change_corpus as CS  # noqa: E402  (tests/spark is on sys.path: conftest)
 
 
 def _copy(target, name) -> pa.Table:

@@ -350,14 +350,10 @@ def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path, driv
     identity's old rows and unchanged TOAST, typed by Spark's table_changes over them,
     equal one process's table_changes, value for value after the Spark mapping
     (docs/types.md)."""
-    import importlib.util
-
     from pgoutput_codec.spark import table_changes
     from pgoutput_codec.tables import table_changes as table_changes_1
     from pgoutput_codec.tables import table_columns
-    spec = importlib.util.spec_from_file_location("_changes_spark", Path(__file__).parent / "test_changes_spark.py")
-    CS = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(CS)
+    import change_corpus as CS
     register(spark)
     arc = archive()
     root = tmp_path / "lake"
@@ -368,7 +364,7 @@ def test_a_stream_s_change_rows_type_tables_as_one_process(spark, tmp_path, driv
     df = spark.read.parquet(str(tmp_path / "rows.parquet"))
     single = decode_changes_1(arc)
     checked = 0
-    for name in sorted(CS.ALL_SOURCES):   # (every table: decode_changes' rows, test_changes_spark.py)
+    for name in sorted(CS.ALL_SOURCES):   # (every table: decode_changes' rows, change_corpus.py)
         one = table_changes_1(single, name)
         if len(one):
             checked += CS._same_typed_changes(CS.collect(table_changes(df, name)), one, table_columns(single, name),
