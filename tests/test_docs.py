@@ -112,13 +112,12 @@ NOT_FIGURES = {
 
 def _prose():
     """(path, text) of the README, every guide but benchmarks.md (code blocks left out),
-    and the docstrings and ``#:`` comments of the package (the API reference's text)."""
+    and the docstrings and ``#:`` comments of the package, Spark's too (the API
+    reference's text)."""
     for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
         if path.name != "benchmarks.md":
             yield path, re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
     for path in sorted([*ROOT.glob("pgoutput_codec/**/*.py"), *ROOT.glob("pgoutput_codec/**/*.pyx")]):
-        if "spark" in path.relative_to(ROOT).parts:
-            continue
         src = path.read_text()
         parts = re.findall(r'"""(.*?)"""', src, flags=re.S) + re.findall(r"^\s*#:(.*)$", src, flags=re.M)
         yield path, "\n".join(parts)

@@ -118,7 +118,7 @@ _LSN_DECIMAL = pa.decimal128(20, 0)
 
 def _u64_to_decimal(arr: pa.Array) -> pa.Array:
     """uint64 → decimal128(20,0) (every LSN column) written directly: a decimal128 is a
-    little-endian int128, so the value and a zero high word; 5x faster than ``cast``."""
+    little-endian int128, so the value and a zero high word, faster than ``cast``."""
     n = len(arr)
     words = np.zeros((n, 2), dtype=np.uint64)
     if n:
