@@ -33,7 +33,7 @@ DIRECTIVES = {
     "language_level": 3,
     "embedsignature": True,
     "cdivision": True,
-    # Safe because every read goes through the length check in _reader.pxd.
+    # Safe because every read goes through the length check in _native/reader.pxd.
     "boundscheck": DEBUG,
     "wraparound": DEBUG,
     "initializedcheck": DEBUG,

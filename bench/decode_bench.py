@@ -18,7 +18,7 @@ Baselines, on the same payload bytes:
 
 Steady state: every figure is the best of ``--repeat`` runs after one warm-up run, the
 output of each run released before the next. First-touch page faults cost ~2 s/GB on
-our VMs; ``_memory.pyx`` caches large blocks so later batches reuse touched memory,
+our VMs; ``_native/memory.pyx`` caches large blocks so later batches reuse touched memory,
 which is the regime of a long decode job. The warm-up run starts from an empty block
 cache (``cache_clear()``) and pays the faults; its time is recorded as ``warmup_seconds``.
 
@@ -44,7 +44,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pgoutput_codec as pc  # noqa: E402
-from pgoutput_codec import _memory  # noqa: E402
+from pgoutput_codec._native import memory as _memory  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SLICES = (10_000, 65_536)

@@ -36,7 +36,7 @@ from changes_bench import build  # noqa: E402
 from opengauss_bench import og_batches  # noqa: E402
 
 from pgoutput_codec import ChangeDecoder, decode_batch, decode_changes, threads  # noqa: E402
-from pgoutput_codec.batch import _join, decode_batch_pieces  # noqa: E402
+from pgoutput_codec.pgoutput.batch import _join, decode_batch_pieces  # noqa: E402
 from pgoutput_codec.opengauss import decode_batch as og_decode_batch  # noqa: E402
 from pgoutput_codec.tables import decode_table_changes  # noqa: E402
 

@@ -13,23 +13,20 @@ Setting ``PGOUTPUT_CODEC_NO_EXTENSIONS=1`` selects the plain-Python twin of the 
 from __future__ import annotations
 
 import importlib
-import os
 
 from .errors import (AmbiguousMessageError, ArchiveOrderError, PgoutputCodecError, PgoutputDecodeError,
                      PgoutputEncodeError)
-from .messages import *  # noqa: F401,F403
-from .messages import __all__ as _messages_all
+from .extensions import USING_EXTENSIONS
+from .pgoutput.messages import *  # noqa: F401,F403
+from .pgoutput.messages import __all__ as _messages_all
 
 __version__ = "0.1.0"
 
-#: False when PGOUTPUT_CODEC_NO_EXTENSIONS selects the pure-Python twin.
-USING_EXTENSIONS = not os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS")
-
 # name -> (module, attribute); resolved on first use so `import pgoutput_codec` stays cheap
 _LAZY = {
-    "decode_message": ("._decode" if USING_EXTENSIONS else "._decode_py", "decode_message"),
-    "decode_batch": (".batch" if USING_EXTENSIONS else "._decode_py", "decode_batch"),
-    "encode_message": ("._encode", "encode_message"),
+    "decode_message": (".pgoutput._decode" if USING_EXTENSIONS else ".pgoutput._decode_py", "decode_message"),
+    "decode_batch": (".pgoutput.batch" if USING_EXTENSIONS else ".pgoutput._decode_py", "decode_batch"),
+    "encode_message": (".pgoutput.encode", "encode_message"),
     "MESSAGE_STRUCT": (".schema", "MESSAGE_STRUCT"),
     "CHANGE_SCHEMA": (".schema", "CHANGE_SCHEMA"),
     "ChangeDecoder": (".changes", "ChangeDecoder"),

@@ -16,7 +16,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 
-from pgoutput_codec._arrowbuf cimport check_binary_offsets
+from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
 
 
 cdef extern from "Python.h":

@@ -40,9 +40,9 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from .arrays import one_array
-from .batch import PAYLOAD_ERROR
+from .pgoutput.batch import PAYLOAD_ERROR
 from .errors import PgoutputCodecError, first_line
-from .messages import LSN_PATTERN, parse_lsn
+from .pgoutput.messages import LSN_PATTERN, parse_lsn
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
            "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq", "seq_stats",

@@ -11,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._builders import nulls
-from ._gather import take_lists
-from .messages import LSN_PATTERN, parse_lsn
+# modules, not names: the import graph of tests/test_lint.py sees a compiled module only
+# as its package
+from ._native import builders, gather
+from .pgvalues import LSN_PATTERN, parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
            "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "plain_list_schema",
@@ -98,7 +99,7 @@ def lsn_array(lsn, n: int) -> pa.Array:
     """An archive's ``lsn`` column (``X/Y`` text or integers; None: no column, ``n`` nulls)
     as uint64."""
     if lsn is None:
-        return nulls(n, pa.uint64())
+        return builders.nulls(n, pa.uint64())
     lsn = one_array(lsn)
     if not isinstance(lsn, pa.Array):
         lsn = pa.array(lsn)
@@ -222,7 +223,7 @@ def plain_lists(arr) -> pa.Array:
     if not pa.types.is_list_view(arr.type):
         return arr
     if pa.types.is_struct(arr.type.value_type) and not arr.values.null_count:
-        return take_lists(arr, np.arange(len(arr), dtype=np.int64))   # whole-row copies
+        return gather.take_lists(arr, np.arange(len(arr), dtype=np.int64))   # whole-row copies
     null = ~validity(arr) if arr.null_count else None
     sizes = arr.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
     if null is not None:

@@ -36,16 +36,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._builders import nulls
-from ._gather import take_table
+from ._native.builders import nulls
+from ._native.gather import take_table
 from .arrays import lsn_array, one_array
-from .batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
+from .pgoutput.batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
 from .changerows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
                          light_change_columns, newest_versions, row_versions, spread, tag_codes, to_numpy_u,
                          truncate_columns)
 from .checkpoint import Checkpoint
 from .errors import PgoutputDecodeError
-from .messages import END_TAGS
+from .pgoutput.messages import END_TAGS
 from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from .threads import payload_bytes, worker_count

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 
 from .errors import ArchiveOrderError
-from .messages import format_lsn
+from .pgoutput.messages import format_lsn
 
 __all__ = ["TAKE", "REPLAY", "OUT_OF_ORDER", "judge_commit", "order_error"]
 

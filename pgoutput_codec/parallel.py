@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .arrays import lsn_array, one_array, one_binary, order_keys, payload_sizes
-from .batch import PAYLOAD_ERROR, initial_stream_state
+from .pgoutput.batch import PAYLOAD_ERROR, initial_stream_state
 from .changes import ChangeDecoder
 from .checkpoint import Checkpoint
 from .errors import PgoutputCodecError

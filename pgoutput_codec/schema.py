@@ -2,7 +2,7 @@
 
 ``decode_batch`` returns a ``StructArray`` of :data:`MESSAGE_STRUCT`; the Spark
 functions derive their return types from it. Field order is the order the Cython
-builder (``_batch.pyx``) fills them in: change one, change the other, and the test
+builder (``pgoutput/_batch.pyx``) fills them in: change one, change the other, and the test
 ``test_batch_schema_matches_builder`` holds them together.
 
 Representation choices (and why):

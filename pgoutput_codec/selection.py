@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from .arrays import one_array
 from .idents import parse_name, split_parts
-from .messages import parse_lsn
+from .pgoutput.messages import parse_lsn
 
 __all__ = ["parse_table_list", "table_selected", "commit_window", "intersect_windows", "in_commit_window"]
 

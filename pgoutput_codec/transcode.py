@@ -49,13 +49,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from . import USING_EXTENSIONS
+from .extensions import USING_EXTENSIONS
 from . import typecatalog as tc
 from .typecatalog.registry import resolve
-from .pyreader import as_bytes, decode_row, infer_initial_state, payload_values
-from ._encode import encode_message
+from .pgoutput._parse_py import as_bytes, decode_row, infer_initial_state, payload_values
+from .pgoutput.encode import encode_message
 from .errors import PgoutputCodecError, PgoutputDecodeError
-from .messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
+from .pgoutput.messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
 __all__ = ["TranscodeError", "TranscodeReport", "Timeline", "Transcoder", "is_utf8", "pg_encoding_name", "python_codec",
            "transcode_payloads", "transcode_archive"]

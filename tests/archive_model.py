@@ -29,7 +29,7 @@ import os
 import random
 
 from pgoutput_codec import encode_message
-from pgoutput_codec.messages import (
+from pgoutput_codec.pgoutput.messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin, Prepare,
     Relation, RelationColumn, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
     StreamStop, Truncate, TupleColumn, Update,
@@ -538,7 +538,7 @@ class OpenGaussSession(TableSession):
         self.commits.append((lsn, txn.xid, before, ops))
 
     def _cols(self, style, values, unchanged=()):
-        from pgoutput_codec.opengauss.records import Column
+        from pgoutput_codec.opengauss.messages import Column
         out = []
         for (name, oid, tname), v in zip(self.TYPES, values, strict=True):
             data = None if v is None else str(v).encode()
@@ -550,7 +550,7 @@ class OpenGaussSession(TableSession):
 
     def records(self, style: str) -> list:
         """Every committed transaction's records (``opengauss.records.Record``)."""
-        from pgoutput_codec.opengauss.records import Record
+        from pgoutput_codec.opengauss.messages import Record
         out = []
         for csn, (lsn, xid, before, ops) in enumerate(self.commits, 1):
             tables = {rid: dict(rows) for rid, rows in before.items()}

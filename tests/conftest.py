@@ -33,14 +33,14 @@ def pytest_configure(config):
 
 def _compiled():
     # No skip: `make test` builds the extensions first, so a missing one is a failure.
-    dec = importlib.import_module("pgoutput_codec._decode")
-    batch = importlib.import_module("pgoutput_codec.batch")
+    dec = importlib.import_module("pgoutput_codec.pgoutput._decode")
+    batch = importlib.import_module("pgoutput_codec.pgoutput.batch")
     return SimpleNamespace(name="compiled", decode_message=dec.decode_message,
                            decode_batch=batch.decode_batch)
 
 
 def _python():
-    mod = importlib.import_module("pgoutput_codec._decode_py")
+    mod = importlib.import_module("pgoutput_codec.pgoutput._decode_py")
     return SimpleNamespace(name="python", decode_message=mod.decode_message,
                            decode_batch=mod.decode_batch)
 

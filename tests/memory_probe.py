@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from pgoutput_codec import ChangeDecoder, decode_changes
-from pgoutput_codec._encode import encode_message
-from pgoutput_codec.messages import (MAX_IDENTIFIER_BYTES, Begin, Commit, Insert, Relation, RelationColumn, Truncate,
+from pgoutput_codec.pgoutput.encode import encode_message
+from pgoutput_codec.pgoutput.messages import (MAX_IDENTIFIER_BYTES, Begin, Commit, Insert, Relation, RelationColumn, Truncate,
                                      TupleColumn, Type)
 
 REL = 16384

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from pgoutput_codec.messages import (
+from pgoutput_codec.pgoutput.messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
     PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
     StreamCommit, StreamPrepare, StreamStart, StreamStop, Truncate, TupleColumn, Type,

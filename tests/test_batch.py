@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import strategies as S
 from pgoutput_codec import PgoutputDecodeError
-from pgoutput_codec._encode import encode_message
-from pgoutput_codec.messages import STREAMABLE_TAGS, StreamStart, StreamStop, XLogData
+from pgoutput_codec.pgoutput.encode import encode_message
+from pgoutput_codec.pgoutput.messages import STREAMABLE_TAGS, StreamStart, StreamStop, XLogData
 from pgoutput_codec.schema import MESSAGE_STRUCT, TS
 
 from vectors import BY_NAME, VECTORS
@@ -405,7 +405,7 @@ def test_a_payload_over_2_gib_is_an_error_row_not_a_wrapped_offset():
     import numpy as np
 
     from pgoutput_codec import decode_batch
-    from pgoutput_codec._batch import MAX_PAYLOAD_BYTES
+    from pgoutput_codec.pgoutput._batch import MAX_PAYLOAD_BYTES
     half = 1_100_000_000
     small = V("insert_text_null_unchanged")
     head = b"I" + (16400).to_bytes(4, "big") + b"N" + (2).to_bytes(2, "big")

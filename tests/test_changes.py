@@ -29,7 +29,7 @@ from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.tables import decode_table_changes, history, net_changes, snapshot, table_changes
 from pgoutput_codec.tables.rows import in_commit_order as _in_commit_order
 from pgoutput_codec.tables.typed import columns_out as _columns_out
-from pgoutput_codec._gather import take_table
+from pgoutput_codec._native.gather import take_table
 from pgoutput_codec.typecatalog import TypeRegistry
 
 from arrow_values import values_equal
@@ -847,7 +847,7 @@ def _keep_mask_matches_changes(values, keys, **options):
     """keep_mask (heads only) leaves out exactly the I/U/D rows changes() leaves out."""
     import numpy as np
 
-    from pgoutput_codec.batch import message_tags
+    from pgoutput_codec.pgoutput.batch import message_tags
     from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
     mask = control_candidates(values)
     plan = ControlPlan.build(values.filter(pa.array(mask)), keys[mask], **options)
@@ -898,7 +898,7 @@ def test_keep_mask_reads_the_heads_like_changes_reads_the_rows(version, option_s
     with ``tables`` choosing (some tables out), and inside XLogData frames."""
     import numpy as np
 
-    from pgoutput_codec.batch import message_tags
+    from pgoutput_codec.pgoutput.batch import message_tags
     from pgoutput_codec.plan import HEAD_BYTES
     arch = archive(version, option_set)
     values = arch.column("data").combine_chunks()
@@ -931,7 +931,7 @@ def test_commit_window_gives_the_rows_a_commit_lsn_filter_gives(version, option_
     starts mid-archive is a few key ranges, not one per transaction."""
     import numpy as np
 
-    from pgoutput_codec.messages import format_lsn
+    from pgoutput_codec.pgoutput.messages import format_lsn
     from pgoutput_codec.plan import ControlPlan, control_candidates, decode_changes_parallel
     arch = archive(version, option_set)
     full = decode_changes(arch)

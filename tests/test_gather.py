@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgoutput_codec._gather import take_lists, take_table
+from pgoutput_codec._native.gather import take_lists, take_table
 from pgoutput_codec.schema import RELATION_COLUMNS_TYPE, TUPLE_TYPE
 
 column = st.one_of(

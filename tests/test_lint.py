@@ -142,7 +142,7 @@ def test_private_imports_are_found(tmp_path, monkeypatch):
     bad = pkg / "opengauss" / "__lint_probe__.py"
     assert not bad.exists()
     bad.write_text("from ..changes import _CHANGE_TAGS\nfrom pgoutput_codec.plan.tags import _probe\n"
-                   "from .. import _gather\nfrom ._binary_py import ENVELOPES\n")
+                   "from ..pgoutput import _batch\nfrom ._parse_py import ENVELOPES\n")
     try:
         found = private_imports([bad])
     finally:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pgoutput_codec import PgoutputDecodeError
-from pgoutput_codec._encode import encode_message
-from pgoutput_codec.messages import MAX_IDENTIFIER_BYTES
+from pgoutput_codec.pgoutput.encode import encode_message
+from pgoutput_codec.pgoutput.messages import MAX_IDENTIFIER_BYTES
 
 from vectors import VECTORS
 

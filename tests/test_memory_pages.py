@@ -59,7 +59,7 @@ def test_a_large_first_decode_faults_its_output_in_huge_pages():
 
 GROWN = r"""
 import pyarrow as pa
-from pgoutput_codec._memory import mapped_blocks
+from pgoutput_codec._native.memory import mapped_blocks
 from pgoutput_codec.opengauss import Column, Record, decode_batch
 from pgoutput_codec.opengauss.encode import encode_frame, encode_record
 assert mapped_blocks()
@@ -91,7 +91,7 @@ def test_buffers_grown_past_the_mapped_size_keep_their_bytes():
 def test_blocks_are_mapped_only_when_asked_for():
     """The default takes blocks from malloc (a first large decode of a process pays more
     for huge pages than it saves: docs/benchmarks.md)."""
-    probe = "from pgoutput_codec._memory import mapped_blocks; print(mapped_blocks())"
+    probe = "from pgoutput_codec._native.memory import mapped_blocks; print(mapped_blocks())"
     env = {k: v for k, v in os.environ.items() if k != "PGOUTPUT_CODEC_HUGE_PAGES"}
     for extra, want in (({}, "False"), ({"PGOUTPUT_CODEC_HUGE_PAGES": "1"}, "True")):
         res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,

@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "pgoutput_codec"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-STUBS = ("_decode", "_batch", "_memory", "_gather", "_builders")  # compiled modules with a hand-written stub
+STUBS = ("pgoutput._decode", "pgoutput._batch", "_native.memory", "_native.gather", "_native.builders")  # compiled modules with a hand-written stub
 
 
 def _rel(p: Path) -> str:
@@ -38,7 +38,7 @@ def _expected() -> set[str]:
     want = {_rel(p)[: -len(".pyx")] + EXT_SUFFIX for p in PKG.rglob("*.pyx")}
     want |= {_rel(p) for p in PKG.rglob("*.pxd")}
     want |= {_rel(p) for p in PKG.rglob("*.pyi")}
-    want |= {f"pgoutput_codec/{m}.pyi" for m in STUBS}
+    want |= {f"pgoutput_codec/{m.replace('.', '/')}.pyi" for m in STUBS}
     want.add("pgoutput_codec/py.typed")
     return want
 
@@ -76,7 +76,7 @@ def test_wheel_contents(wheel):
 def test_wheel_modules_import(wheel, tmp_path):
     """The extension modules in the wheel load (not the in-place ones of the work tree)."""
     zipfile.ZipFile(wheel).extractall(tmp_path)
-    code = ("import pgoutput_codec as pc, pgoutput_codec._batch as b;"
+    code = ("import pgoutput_codec as pc, pgoutput_codec.pgoutput._batch as b;"
             "assert b.__file__.startswith(%r), b.__file__;"
             "m = pc.decode_batch([pc.encode_message(pc.Begin(final_lsn=1, commit_ts=2, xid=3))]);"
             "assert m.field('xid')[0].as_py() == 3" % str(tmp_path))
@@ -106,7 +106,7 @@ def test_stub_matches_compiled_module(module):
     """Every public function of the compiled module is in its stub, with the same parameters."""
     mod = importlib.import_module(f"pgoutput_codec.{module}")
     assert mod.__file__.endswith(EXT_SUFFIX), f"{module} is not the compiled module: {mod.__file__}"
-    stubs = _stub_functions(PKG / f"{module}.pyi")
+    stubs = _stub_functions(PKG.joinpath(*module.split(".")).with_suffix(".pyi"))
     public = {n for n, v in vars(mod).items()
               if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == mod.__name__}
     assert public == set(stubs), f"stub of {module}: missing {public - set(stubs)}, extra {set(stubs) - public}"

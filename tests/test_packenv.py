@@ -18,7 +18,7 @@ PROBE = """
 import json, sys
 import pyarrow.parquet as pq
 import pgoutput_codec
-from pgoutput_codec.batch import decode_batch
+from pgoutput_codec.pgoutput.batch import decode_batch
 from pgoutput_codec.data import sample_archive_path
 out = decode_batch(pq.read_table(sample_archive_path()).column("data"))
 print(json.dumps({"package": pgoutput_codec.__file__, "prefix": sys.prefix, "rows": len(out),
@@ -31,7 +31,7 @@ def test_an_unpacked_environment_decodes_with_nothing_installed(tmp_path, capsys
 
     import pyarrow.parquet as pq
 
-    from pgoutput_codec.batch import decode_batch
+    from pgoutput_codec.pgoutput.batch import decode_batch
     from pgoutput_codec.data import sample_archive_path
 
     archive = tmp_path / "env.tar.gz"
@@ -44,7 +44,7 @@ def test_an_unpacked_environment_decodes_with_nothing_installed(tmp_path, capsys
     with tarfile.open(archive) as t:
         ours = [n for n in t.getnames() if "/site-packages/pgoutput_codec/" in n]
         assert ours and not any(n.endswith((".c", ".pyc")) for n in ours)
-        assert any(n.endswith("/pgoutput_codec/_batch.pyx") for n in ours)
+        assert any(n.endswith("/pgoutput_codec/pgoutput/_batch.pyx") for n in ours)
     clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     r = subprocess.run([str(env / "bin" / "python"), "-c", PROBE], env=clean, cwd=tmp_path,
                        capture_output=True, text=True)
@@ -68,7 +68,7 @@ def test_an_archive_is_reused_until_its_contents_change(tmp_path):
     with tarfile.open(b) as t:
         assert t.getmember("bin/python").linkname == f"/opt/python/bin/{ver}"
         assert "home = /opt/python/bin" in t.extractfile("pyvenv.cfg").read().decode()
-        assert f"lib/{ver}/site-packages/pgoutput_codec/_decode.pyi" in t.getnames()
+        assert f"lib/{ver}/site-packages/pgoutput_codec/pgoutput/_decode.pyi" in t.getnames()
 
 
 def test_what_cannot_be_packed_is_refused(tmp_path):

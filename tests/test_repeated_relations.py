@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pgoutput_codec._encode import encode_message
-from pgoutput_codec.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
+from pgoutput_codec.pgoutput.encode import encode_message
+from pgoutput_codec.pgoutput.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MB = 1 << 20
@@ -107,7 +107,7 @@ def test_a_relation_resent_after_another_definition_takes_its_own_again():
     """A, then A changed, then A as first sent; a Type renamed between two equal
     Relations: each change row gets the definition in force when it came."""
     from pgoutput_codec import decode_changes
-    from pgoutput_codec.messages import Type
+    from pgoutput_codec.pgoutput.messages import Type
 
     def rel(name, oid=23):
         return encode_message(Relation(relation_id=REL, namespace="public", relation_name="t", replica_identity="d",

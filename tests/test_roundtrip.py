@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import strategies as S
 from pgoutput_codec import PgoutputDecodeError
-from pgoutput_codec._encode import encode_message
+from pgoutput_codec.pgoutput.encode import encode_message
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

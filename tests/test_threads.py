@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pgoutput_codec import ChangeDecoder, decode_batch, decode_changes, decode_table_changes, threads
-from pgoutput_codec.batch import decode_batch_pieces
+from pgoutput_codec.pgoutput.batch import decode_batch_pieces
 from pgoutput_codec.opengauss import decode_batch as og_decode_batch
 from pgoutput_codec.opengauss.encode import encode_frame, encode_record
-from pgoutput_codec.opengauss.records import Column, Record
+from pgoutput_codec.opengauss.messages import Column, Record
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.typecatalog.columns import convert_columns
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from pgoutput_codec import AmbiguousMessageError
-from pgoutput_codec._encode import encode_message
-from pgoutput_codec.messages import MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS, XLogData
+from pgoutput_codec.pgoutput.encode import encode_message
+from pgoutput_codec.pgoutput.messages import MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS, XLogData
 
 from vectors import BY_NAME, UNAMBIGUOUS, VECTORS
 
@@ -98,19 +98,19 @@ def test_every_message_type_has_a_vector():
 @pytest.mark.skipif(not os.environ.get("CI"), reason="only CI must run the compiled decoder")
 def test_compiled_module_loaded_in_ci():
     import pgoutput_codec
-    import pgoutput_codec._decode
-    import pgoutput_codec.batch
+    import pgoutput_codec.pgoutput._decode
+    import pgoutput_codec.pgoutput.batch
 
     assert pgoutput_codec.USING_EXTENSIONS is True
-    assert pgoutput_codec.decode_message is pgoutput_codec._decode.decode_message
-    assert pgoutput_codec.decode_batch is pgoutput_codec.batch.decode_batch
-    assert pgoutput_codec._decode.__file__.endswith((".so", ".pyd"))
+    assert pgoutput_codec.decode_message is pgoutput_codec.pgoutput._decode.decode_message
+    assert pgoutput_codec.decode_batch is pgoutput_codec.pgoutput.batch.decode_batch
+    assert pgoutput_codec.pgoutput._decode.__file__.endswith((".so", ".pyd"))
     from pgoutput_codec.opengauss import _shapes, rows
     assert rows.tuple_shapes is _shapes.tuple_shapes
 
 
 def test_no_extensions_switch_selects_the_twin():
-    code = ("import pgoutput_codec as p, pgoutput_codec._decode_py as t; "
+    code = ("import pgoutput_codec as p, pgoutput_codec.pgoutput._decode_py as t; "
             "assert not p.USING_EXTENSIONS; "
             "assert p.decode_message is t.decode_message and p.decode_batch is t.decode_batch; "
             "from pgoutput_codec.opengauss import rows; assert rows.tuple_shapes is rows._shapes")

@@ -17,7 +17,7 @@ import pytest
 
 from pgoutput_codec import PgoutputCodecError, decode_batch, decode_changes, decode_table_changes, threads
 from pgoutput_codec.arrays import payload_sizes
-from pgoutput_codec.batch import decode_batch_rows, decode_batch_with_state
+from pgoutput_codec.pgoutput.batch import decode_batch_rows, decode_batch_with_state
 from pgoutput_codec.parallel import changes_by_pieces
 
 from arrow_values import values_equal

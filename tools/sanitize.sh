@@ -16,7 +16,7 @@
 # (default 60) of every fuzz target. clang and its compiler-rt are installed with apt-get
 # when missing.
 # Every buffer is its own allocation, so that a read past one is seen: Python's and
-# Arrow's allocators are the system malloc, and the block cache of _memory is off.
+# Arrow's allocators are the system malloc, and the block cache of _native/memory is off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -75,7 +75,7 @@ export PYTHONPATH=$OUT PYTHONDONTWRITEBYTECODE=1
 # the fuzz targets, whose import paths come from tests/fuzz/harness.py)
 "$PY" -P -c "
 import sys; sys.path.insert(0, 'tests/fuzz'); import harness
-import pgoutput_codec._decode as m, pgoutput_codec.opengauss._binary as g
+import pgoutput_codec.pgoutput._decode as m, pgoutput_codec.opengauss._parse as g
 assert m.__file__.startswith('$OUT') and g.__file__.startswith('$OUT'), m.__file__
 print('sanitized build:', '$OUT')"
 

@@ -42,8 +42,8 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..archive import META_KEY, parquet_part
-from .._encode import encode_message
-from ..messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
+from ..pgoutput.encode import encode_message
+from ..pgoutput.messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
 from . import watermarks as wm
 from .console import PROG, CliError, first_line, progress
 from ..runs import fsync_path

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import messages
+from ..pgoutput import messages
 from ..archive import iter_archive, read_archive_parts
 from ..arrays import lsn_array
-from ..batch import decode_batch_with_state
-from ..messages import format_lsn, parse_lsn
+from ..pgoutput.batch import decode_batch_with_state
+from ..pgoutput.messages import format_lsn, parse_lsn
 from ..threads import prefetch
 from .decode import BATCH_ROWS
 from .console import note_recaptured, progress

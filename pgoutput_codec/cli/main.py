@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from ..archive import ArchiveError
 from ..data import sample_archive_path
-from ..messages import format_lsn
+from ..pgoutput.messages import format_lsn
 from ..packenv import ENV_NAME, pack_environment
 from ..selection import commit_window
 from .bench import run_bench

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..archive import archive_row, iter_archive, read_archive_parts
-from ..messages import format_lsn
+from ..pgoutput.messages import format_lsn
 from ..opengauss import decode_batch, heartbeats, record_positions
 from ..opengauss.changes import decode_changes
 from ..opengauss.columns import OPENGAUSS_CHANGE_SCHEMA, commit_timestamps

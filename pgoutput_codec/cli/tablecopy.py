@@ -10,7 +10,7 @@ its Commit; decoders give its Inserts op 'R').
   (column lists, generated columns as the server's version publishes them), the replica
   identity key flags, the row filter, and the Type and Relation payloads themselves.
 - :func:`copy_rows` streams ``COPY (SELECT <published columns> ...) TO STDOUT`` through
-  psycopg and turns it into Insert payloads with the compiled :mod:`pgoutput_codec._copyrows`
+  psycopg and turns it into Insert payloads with the compiled :mod:`pgoutput_codec.pgoutput._copyrows`
   (text format for text archives, the values being the types' output text; binary format
   for binary archives, the values being the send functions' bytes), a batch of a few MB
   at a time, in primary-key order and resumable after a key.
@@ -29,9 +29,9 @@ from typing import Iterator, NamedTuple, Optional, Tuple
 
 import pyarrow as pa
 
-from .._copyrows import CopyInserts
-from .._encode import encode_message
-from ..messages import Begin, Commit
+from ..pgoutput._copyrows import CopyInserts
+from ..pgoutput.encode import encode_message
+from ..pgoutput.messages import Begin, Commit
 
 __all__ = ["PublishedColumn", "PublishedTable", "published_tables", "copy_rows", "copy_statement",
            "copy_transaction_messages", "relation_message", "type_message", "BATCH_BYTES"]

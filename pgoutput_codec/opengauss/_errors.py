@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import PgoutputDecodeError
 from .schema import RECORD_TYPES
 
-# Same numbers as pgoutput_codec._reader.ErrCode.
+# Same numbers as pgoutput_codec._native.reader.ErrCode.
 E_SHORT = 1
 E_NEGATIVE = 2      # here: a record length below 9 (UInt64 lsn + tag)
 E_BAD_VALUE = 3

@@ -17,7 +17,7 @@ from libc.string cimport memcmp, memcpy
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 
-from pgoutput_codec._arrowbuf cimport bit as _bit, buffer_address as _addr
+from pgoutput_codec._native.arrowbuf cimport bit as _bit, buffer_address as _addr
 
 import numpy as np
 import pyarrow as pa

@@ -64,7 +64,7 @@ from ..errors import PgoutputDecodeError
 from ..schema import CHANGE_OPTIONAL
 from ..selection import commit_window, in_commit_window, parse_table_list, table_selected
 from ..threads import payload_bytes, worker_count
-from . import decode_batch
+from .batch import decode_batch
 from .columns import (OPENGAUSS_CHANGE_SCHEMA, TableShapes, change_row, column_types, commit_timestamps, key_names,
                       parse_keys, record_columns, record_key)
 from .rows import change_rows, record_kinds, selected_dml, transaction_runs

@@ -14,7 +14,7 @@ import re
 import struct
 
 from ..errors import PgoutputEncodeError
-from .records import Column, Frame, Record
+from .messages import Column, Frame, Record
 
 __all__ = [
     "encode_record", "encode_frame", "encode_heartbeat", "xlogdata",

@@ -3,7 +3,7 @@ it is written down (docs/protocol.md, openGauss).
 
 ``decode_batch`` returns a ``pyarrow.Table`` of :data:`RECORD_SCHEMA`, one row per record
 (a batch expands to many rows; heartbeats are skipped and counted in the table's schema
-metadata under :data:`HEARTBEATS_KEY`). The Cython builder (``_binary_out.pyx``) fills the
+metadata under :data:`HEARTBEATS_KEY`). The Cython builder (``_parse_out.pyx``) fills the
 columns in this order; ``test_schema_matches_builder`` holds the two together.
 
 Representation choices (and why):

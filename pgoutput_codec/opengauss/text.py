@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from ..arrays import payload_chunks
 from ..errors import PgoutputDecodeError
-from ._binary_py import ENVELOPES
-from .records import Column, Frame, Record
+from ._parse_py import ENVELOPES
+from .messages import Column, Frame, Record
 from .schema import HEARTBEATS_KEY, RECORD_SCHEMA
 
 __all__ = ["decode_text_frame", "decode_text_batch", "parse_line", "parse_literal"]

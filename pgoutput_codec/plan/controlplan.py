@@ -10,16 +10,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._batch import initial_stream_state
-from .._gather import take_table
+from ..pgoutput._batch import initial_stream_state
+from .._native.gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
-from ..batch import decode_batch_rows, decode_batch_with_state, envelope_code
+from ..pgoutput.batch import decode_batch_rows, decode_batch_with_state, envelope_code
 from ..changerows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows,
                           tag_codes, truncate_columns, versions_before)
 from ..changes import ChangeDecoder
 from ..checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
-from ..messages import format_lsn
+from ..pgoutput.messages import format_lsn
 from ..relations import one_bearer
 from ..schema import CHANGE_SCHEMA
 from ..threads import run_pieces

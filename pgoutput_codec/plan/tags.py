@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import messages
-from ..batch import message_tags
+from ..pgoutput import messages
+from ..pgoutput.batch import message_tags
 from ..checkpoint import BEFORE_ALL
 
 __all__ = ["CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "IS_CONTROL", "IS_CHANGE", "IS_ROW_CHANGE",

@@ -128,7 +128,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..arrays import one_array
-from ..batch import message_tags
+from ..pgoutput.batch import message_tags
 from ..checkpoint import Checkpoint
 from ..plan import CONTROL_TAGS, HEAD_BYTES, ControlPlan
 from . import archiverows as RF

@@ -63,7 +63,7 @@ from pyspark.sql import types as T
 
 from ..archive import HEX_ERROR, hex_to_binary
 from ..arrays import one_array
-from ..batch import decode_batch_with_state
+from ..pgoutput.batch import decode_batch_with_state
 from ..opengauss import STYLES, record_positions
 from ..opengauss import decode_batch as og_decode_batch
 from ..opengauss.schema import RECORD_STRUCT

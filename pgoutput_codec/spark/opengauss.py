@@ -69,7 +69,7 @@ from pyspark.sql import types as T
 
 from ..arrays import one_array
 from ..commitorder import OUT_OF_ORDER, REPLAY, TAKE, judge_commit, order_error
-from ..messages import format_lsn
+from ..pgoutput.messages import format_lsn
 from ..opengauss import STYLES, decode_batch
 from ..opengauss.columns import TableShapes, column_types, commit_timestamps, key_names, parse_keys
 from ..opengauss.rows import change_rows, record_kinds, selected_dml, transaction_runs

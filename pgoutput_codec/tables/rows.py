@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._gather import take_table
+from .._native.gather import take_table
 from ..arrays import one_array, plain_lists
 from ..idents import parse_name
 from ..relations import bearer, merge_columns, one_bearer, split_name

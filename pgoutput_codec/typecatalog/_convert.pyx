@@ -24,10 +24,10 @@ from libc.math cimport isinf
 from libc.stdlib cimport strtod, strtof
 from libc.string cimport memcpy
 
-from pgoutput_codec._arrowbuf cimport bit, buffer_address as _addr, check_binary_offsets
-from pgoutput_codec._builders cimport hand_off, is_arange_offsets, pool_buffer
-from pgoutput_codec._memory cimport pool_free, pool_malloc, pool_realloc
-from pgoutput_codec._reader cimport (
+from pgoutput_codec._native.arrowbuf cimport bit, buffer_address as _addr, check_binary_offsets
+from pgoutput_codec._native.builders cimport hand_off, is_arange_offsets, pool_buffer
+from pgoutput_codec._native.memory cimport pool_free, pool_malloc, pool_realloc
+from pgoutput_codec._native.reader cimport (
     Reader, read_i16, read_i32, read_i64, read_u16, read_u32, reader_init, utf8_valid,
 )
 

@@ -98,7 +98,7 @@ def test_decode_sample_changes_equals_library(tmp_path):
     assert res.returncode == 0, res.stderr
     assert set(pq.read_table(out).column("table").to_pylist()) == {"orders"}
     # a commit-LSN window: the rows of the transactions committed in it
-    from pgoutput_codec.messages import format_lsn
+    from pgoutput_codec.pgoutput.messages import format_lsn
     lsns = sorted(set(want.column("commit_lsn").to_pylist()))
     after, until = lsns[len(lsns) // 3], lsns[2 * len(lsns) // 3]
     res = run_cli("decode", "--sample", str(out), "--changes", "--after-lsn", str(after), "--until-lsn",

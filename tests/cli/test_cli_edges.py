@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from pgoutput_codec import ArchiveOrderError, cli
-from pgoutput_codec._encode import encode_message
+from pgoutput_codec.pgoutput.encode import encode_message
 from pgoutput_codec.archive import META_KEY
 from pgoutput_codec.cli.inspect import inspect_archive
 from pgoutput_codec.data import sample_archive_path
 from pgoutput_codec.lake import mirror
-from pgoutput_codec.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
+from pgoutput_codec.pgoutput.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
 
 SAMPLE = sample_archive_path()
 

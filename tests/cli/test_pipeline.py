@@ -115,7 +115,7 @@ def test_lsn_text_column_read_as_parse_lsn_reads_it():
     """A captured archive's ``lsn`` is ``X/Y`` text: read vectorized, it gives what
     ``parse_lsn`` gives row by row, nulls kept, and the first bad row named."""
     from pgoutput_codec.arrays import lsn_array
-    from pgoutput_codec.messages import format_lsn, parse_lsn
+    from pgoutput_codec.pgoutput.messages import format_lsn, parse_lsn
     rng = np.random.default_rng(11)
     texts = [format_lsn(int(v)) for v in rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64)]
     texts[:6] = ["0/0", "FFFFFFFF/FFFFFFFF", "ab/cD", None, "1/00000001", "00000000/1"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pgoutput_codec._encode import encode_message as enc
+from pgoutput_codec.pgoutput.encode import encode_message as enc
 from pgoutput_codec.cli import watermarks as wm
-from pgoutput_codec.messages import (
+from pgoutput_codec.pgoutput.messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Prepare, StreamCommit,
     StreamStart, StreamStop, Truncate, TupleColumn, Update,
 )

@@ -29,7 +29,7 @@ import collections
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from pgoutput_codec.messages import parse_lsn
+from pgoutput_codec.pgoutput.messages import parse_lsn
 
 #: (server label, option set) -> Counter(tag -> messages decoded and re-encoded byte-exact)
 ROUNDTRIP_COUNTS: "collections.defaultdict" = collections.defaultdict(collections.Counter)

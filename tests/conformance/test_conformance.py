@@ -16,7 +16,7 @@ import pytest
 
 import checks
 import scenarios
-from pgoutput_codec.messages import datetime_to_pg_timestamp, parse_lsn
+from pgoutput_codec.pgoutput.messages import datetime_to_pg_timestamp, parse_lsn
 
 OPTS = {o.name: o for o in scenarios.OPTION_SETS}
 _DECODED = {}
@@ -81,7 +81,7 @@ def test_stateless_decode_agrees(capture, optname):
 
 @optsets
 def test_python_twin_agrees(capture, optname):
-    from pgoutput_codec import _decode_py
+    from pgoutput_codec.pgoutput import _decode_py
 
     bad = [r.seq for r in decoded_rows(capture, optname)
            if _decode_py.decode_message(r.data, in_stream=r.in_stream) != r.msg]
@@ -133,7 +133,8 @@ def test_a_batch_cut_inside_a_stream_block_infers_it(capture, optname):
     ``logical_decoding_work_mem``): a batch that starts anywhere inside one and holds no
     Stream Start/Stop must still be decoded inside (``in_stream=None``), as a batch that
     starts outside a block is decoded outside."""
-    from pgoutput_codec import _decode_py, decode_batch
+    from pgoutput_codec import decode_batch
+    from pgoutput_codec.pgoutput import _decode_py
 
     if OPTS[optname].streaming is None:
         pytest.skip(f"{optname} does not stream")

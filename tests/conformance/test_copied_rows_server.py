@@ -19,7 +19,7 @@ import pgoutput_codec as pgc
 from pgoutput_codec.archive import iter_archive, read_archive_parts
 from pgoutput_codec.cli.inspect import inspect_archive
 from pgoutput_codec.lake import mirror, table_path
-from pgoutput_codec.messages import format_lsn
+from pgoutput_codec.pgoutput.messages import format_lsn
 from pgoutput_codec.tables import IncompleteTableWarning, history, net_changes, snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgoutput_codec._copyrows import CopyInserts
+from pgoutput_codec.pgoutput._copyrows import CopyInserts
 from pgoutput_codec.cli.tablecopy import copy_rows, copy_statement, copy_transaction_messages, published_tables
 from pgoutput_codec.errors import CopyStreamError
-from pgoutput_codec.messages import Begin, Commit
+from pgoutput_codec.pgoutput.messages import Begin, Commit
 from pgoutput_codec import decode_message
 
 DB = "tablecopy"

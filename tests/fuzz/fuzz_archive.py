@@ -28,7 +28,7 @@ with atheris.instrument_imports(include=["pgoutput_codec"]):
     import pyarrow as pa
 
     from pgoutput_codec.archive import ArchiveError, hex_to_binary, read_archive_parts
-    from pgoutput_codec.batch import PAYLOAD_ERROR
+    from pgoutput_codec.pgoutput.batch import PAYLOAD_ERROR
     from pgoutput_codec.changes import ChangeDecoder
     from pgoutput_codec.errors import ArchiveOrderError
 

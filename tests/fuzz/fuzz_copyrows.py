@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (the import paths)
 
 with atheris.instrument_imports(include=["pgoutput_codec"]):
-    from pgoutput_codec._copyrows import CopyInserts
+    from pgoutput_codec.pgoutput._copyrows import CopyInserts
     from pgoutput_codec.errors import CopyStreamError
 
 _ESCAPES = {0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t", 0x0B: b"\\v"}

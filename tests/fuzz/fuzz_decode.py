@@ -30,11 +30,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (the import paths)
 
 with atheris.instrument_imports(include=["pgoutput_codec"]):
-    import pgoutput_codec._decode_py as twin
+    import pgoutput_codec.pgoutput._decode_py as twin
     import pyarrow as pa
 
-    import pgoutput_codec._decode as compiled
-    import pgoutput_codec.batch as compiled_batch
+    import pgoutput_codec.pgoutput._decode as compiled
+    import pgoutput_codec.pgoutput.batch as compiled_batch
     from pgoutput_codec.errors import PgoutputDecodeError
     from pgoutput_codec.schema import MESSAGE_STRUCT, TS
 

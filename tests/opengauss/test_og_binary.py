@@ -11,15 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgoutput_codec.errors import PgoutputDecodeError
-from pgoutput_codec.opengauss import (RECORD_SCHEMA, decode_batch, decode_batch_py, decode_frame,
-                                      decode_record, heartbeats)
+from pgoutput_codec.opengauss import RECORD_SCHEMA, decode_batch, decode_frame, decode_record, heartbeats
+from pgoutput_codec.opengauss.batch import decode_batch_py
 from pgoutput_codec.opengauss.encode import encode_frame, encode_heartbeat, encode_record, xlogdata
 
 from ogdata import begin_variants, commit_variants, expected_rows, records, sample_records
 
 
 def test_compiled_module_is_loaded():
-    from pgoutput_codec.opengauss import USING_EXTENSIONS, _binary
+    from pgoutput_codec.extensions import USING_EXTENSIONS
+    from pgoutput_codec.opengauss import _parse as _binary
     assert USING_EXTENSIONS and _binary.__file__.endswith((".so", ".pyd"))
 
 

@@ -20,7 +20,7 @@ from pgoutput_codec import decode_changes as pg_changes
 from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.opengauss.changes import decode_changes
 from pgoutput_codec.opengauss.encode import encode_frame
-from pgoutput_codec.opengauss.records import Column, Record
+from pgoutput_codec.opengauss.messages import Column, Record
 from pgoutput_codec.tables import history, snapshot, table_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -1,4 +1,4 @@
-"""The compiled decoder's one-pass Insert path (``_binary.fast_insert``) against the Python
+"""The compiled decoder's one-pass Insert path (``_parse.fast_insert``) against the Python
 twin, on the shapes where it takes shortcuts: word-at-a-time ASCII checks (names around
 8 bytes, a high byte at every position), fixed-size copies (lengths around 16 and 32,
 strings ending at the very end of the input buffer), and buffers reserved in proportion
@@ -11,11 +11,11 @@ import struct
 import pyarrow as pa
 import pytest
 
-from pgoutput_codec.opengauss import decode_batch, decode_batch_py
+from pgoutput_codec.opengauss.batch import decode_batch, decode_batch_py
 from pgoutput_codec.opengauss.encode import encode_frame, encode_record
-from pgoutput_codec.opengauss.records import Column, Record
+from pgoutput_codec.opengauss.messages import Column, Record
 
-pytest.importorskip("pgoutput_codec.opengauss._binary")
+pytest.importorskip("pgoutput_codec.opengauss._parse")
 
 
 def compiled(values, **kw):

@@ -8,7 +8,7 @@ import pytest
 
 from pgoutput_codec.opengauss import decode_batch
 from pgoutput_codec.opengauss.encode import encode_text_frame
-from pgoutput_codec.opengauss.records import Record
+from pgoutput_codec.opengauss.messages import Record
 
 
 

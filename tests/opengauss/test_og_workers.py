@@ -10,7 +10,7 @@ import pytest
 from pgoutput_codec import decode_changes, threads
 from pgoutput_codec.opengauss import decode_batch
 from pgoutput_codec.opengauss.encode import encode_frame, encode_heartbeat
-from pgoutput_codec.opengauss.records import Column, Record
+from pgoutput_codec.opengauss.messages import Column, Record
 
 TS = "2024-02-05 14:46:35.203057+08"
 

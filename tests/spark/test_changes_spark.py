@@ -559,7 +559,7 @@ def test_commit_window_gives_the_filtered_changes(spark, files, impl):
     filter: a count runs no Python at all."""
     import decimal
 
-    from pgoutput_codec.messages import format_lsn
+    from pgoutput_codec.pgoutput.messages import format_lsn
     for option_set in ("v3_2pc_binary_streaming", "v1_text"):
         df = spark.read.parquet(*files[option_set])
         whole = collect(decode_changes(df, order_by="seq", impl=impl))

@@ -16,7 +16,7 @@ import pytest
 from pgoutput_codec.errors import PgoutputDecodeError
 from pgoutput_codec.opengauss.changes import decode_changes
 from pgoutput_codec.opengauss.encode import encode_frame, encode_heartbeat, encode_record
-from pgoutput_codec.opengauss.records import Column, Record
+from pgoutput_codec.opengauss.messages import Column, Record
 
 pytest.importorskip("pyspark")
 
@@ -364,7 +364,7 @@ def test_modes_permissive_and_dropmalformed_count_every_frame(spark, partitions)
 def test_commit_window(spark):
     """after_lsn/until_lsn: the single-process rows filtered on commit_lsn, in Spark the
     same; PERMISSIVE keeps every row in error whatever the window."""
-    from pgoutput_codec.messages import format_lsn
+    from pgoutput_codec.pgoutput.messages import format_lsn
     frames = _frames(_records(seed=4), seed=4)
     full = decode_changes(pa.array(frames, pa.binary()))
     lsns = sorted(set(full.column("commit_lsn").to_pylist()))

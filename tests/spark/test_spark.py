@@ -26,7 +26,7 @@ from pyspark.sql import types as T  # noqa: E402
 
 import pgoutput_codec as pc_  # noqa: E402
 from pgoutput_codec import ArchiveOrderError, decode_batch, encode_message  # noqa: E402
-from pgoutput_codec.messages import TupleColumn as TC  # noqa: E402
+from pgoutput_codec.pgoutput.messages import TupleColumn as TC  # noqa: E402
 from pgoutput_codec.schema import MESSAGE_STRUCT  # noqa: E402
 from pgoutput_codec.spark import (  # noqa: E402
     CORRUPT_RECORD,

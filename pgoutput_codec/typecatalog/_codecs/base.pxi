@@ -1,7 +1,7 @@
 # What every value converter of _convert.pyx shares: the 128-bit decimal helpers, result
 # and special codes, the epoch constants, the Conv struct a value is converted into, the
 # table the families register their converters in, and the digit/literal scanners of text
-# forms. Binary forms are read with the shared bounds-checked Reader of _reader.pxd. These
+# forms. Binary forms are read with the shared bounds-checked Reader of _native/reader.pxd. These
 # files are included into _convert.pyx (one extension module, one C file) and use its
 # cimports. Each family file (named as its module of typecatalog/) declares its converter
 # codes once and registers them (register, below); the catalog reads them (CODES).

@@ -18,7 +18,7 @@ import struct
 
 import pyarrow as pa
 
-from .errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
+from ..errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
 from .messages import (
     CONTROL_TAGS, MAX_IDENTIFIER_BYTES, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert,
     LogicalMessage, Origin, PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
@@ -49,7 +49,7 @@ class _Fail(Exception):
 
 
 class _Reader:
-    """Bounds-checked big-endian reads over ``buf[pos:end]`` (the twin of ``_reader.pxd``)."""
+    """Bounds-checked big-endian reads over ``buf[pos:end]`` (the twin of ``_native/reader.pxd``)."""
 
     __slots__ = ("buf", "pos", "end", "names")
 

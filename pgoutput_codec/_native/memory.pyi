@@ -1,4 +1,4 @@
-# Stub of the compiled module _memory.pyx (block cache of the decoders' output buffers).
+# Stub of the compiled module memory.pyx (block cache of the decoders' output buffers).
 
 def cache_info() -> tuple[int, int, int]:
     """(blocks cached, bytes cached, limit in bytes)."""

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The output of the 'b' decoder (``_binary.pyx``): one row per record, in the columns of
-``schema.RECORD_SCHEMA``, built with the append-order builders of ``_builders``.
+"""The output of the 'b' decoder (``_parse.pyx``): one row per record, in the columns of
+``schema.RECORD_SCHEMA``, built with the append-order builders of ``_native.builders``.
 
 What a record gave (``Rec``) is turned into a row by ``RecordBuilder.add``; Insert records
 of the fast path go through ``add_insert`` (inline here, so that the C compiler inlines it
@@ -10,10 +10,10 @@ into the record loop). The tuples of a record are appended by the parser straigh
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from pgoutput_codec._builders cimport (
+from pgoutput_codec._native.builders cimport (
     GrowFixed, GrowList, GrowVar, Mem, bitmap_put_nc, bitmap_truncate, mem_i32_nc, mem_u64_nc,
 )
-from pgoutput_codec.opengauss._binary_read cimport copy_small
+from pgoutput_codec.opengauss._parse_read cimport copy_small
 
 
 # What a record gave: the fields named by ``has``; strings as offsets into the input.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from .errors import PgoutputEncodeError
+from ..errors import PgoutputEncodeError
 from .messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
     PrimaryKeepalive, Prepare, Relation, RollbackPrepared, StreamAbort, StreamCommit,

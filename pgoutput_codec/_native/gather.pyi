@@ -1,4 +1,4 @@
-# Stub of the compiled module _gather.pyx: whole-row take for nested change-row columns.
+# Stub of the compiled module gather.pyx: whole-row take for nested change-row columns.
 import numpy.typing as npt
 import pyarrow as pa
 

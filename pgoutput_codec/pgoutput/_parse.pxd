@@ -9,7 +9,7 @@ parse serves ``decode_message`` (objects) and ``decode_batch`` (Arrow buffers).
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from pgoutput_codec._reader cimport Reader
+from pgoutput_codec._native.reader cimport Reader
 
 
 cdef enum:

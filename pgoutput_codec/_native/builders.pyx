@@ -1,17 +1,17 @@
 # cython: language_level=3
-"""Allocation and hand-off of the C column builders (see _builders.pxd) to pyarrow."""
+"""Allocation and hand-off of the C column builders (see builders.pxd) to pyarrow."""
 
 from libc.stdint cimport int32_t, uint8_t, uintptr_t
 from libc.string cimport memset
 
-from pgoutput_codec._memory cimport pool_calloc, pool_free, pool_malloc
+from pgoutput_codec._native.memory cimport pool_calloc, pool_free, pool_malloc
 
 import numpy as np
 import pyarrow as pa
 
 
 cdef class _Owned:
-    """Owns one block from ``_memory``; pyarrow buffers made from it keep it alive."""
+    """Owns one block from ``memory``; pyarrow buffers made from it keep it alive."""
     cdef void* p
 
     def __dealloc__(self):
@@ -92,19 +92,19 @@ cdef object _null_array(Py_ssize_t n, object typ):
 
 
 cdef object _hand_off(void* p, Py_ssize_t size):
-    """Wrap a ``_memory`` block as a pyarrow Buffer that frees it when the last user goes."""
+    """Wrap a ``memory`` block as a pyarrow Buffer that frees it when the last user goes."""
     cdef _Owned owner = _Owned.__new__(_Owned)
     owner.p = p
     return pa.foreign_buffer(<uintptr_t>p, size, base=owner)
 
 
 cdef object hand_off(void* p, Py_ssize_t size):
-    """A ``_memory`` block (grown with ``pool_realloc``) as a pyarrow Buffer that frees it."""
+    """A ``memory`` block (grown with ``pool_realloc``) as a pyarrow Buffer that frees it."""
     return _hand_off(p, size)
 
 
 cdef object pool_buffer(Py_ssize_t size, bint zeroed, uint8_t** out):
-    """A writable pyarrow Buffer of ``size`` bytes from ``_memory`` (``*out``: its address;
+    """A writable pyarrow Buffer of ``size`` bytes from ``memory`` (``*out``: its address;
     write before sharing it). For outputs of other modules (gathers, converters): pyarrow's
     own pool hands back fresh pages, and their first-touch faults cost more than the work."""
     cdef void* p = pool_calloc(size + 1) if zeroed else pool_malloc(size + 1)
@@ -272,7 +272,7 @@ cdef object tl_finish(TupleListCol* c, Py_ssize_t n, object typ):
     return pa.Array.from_buffers(typ, n, [valid, offs], null_count=n - c.nvalid, children=[struct])
 
 
-# ---- append-order builders (see _builders.pxd) --------------------------------------------
+# ---- append-order builders (see builders.pxd) --------------------------------------------
 
 cdef int offsets_init(Mem* offs) except -1:
     """An empty offsets buffer: the leading 0."""

@@ -7,13 +7,13 @@ Text: ``"<Name> ('<tag>') at byte <offset>: <what went wrong>"``; the same text 
 
 from libc.stdint cimport uint8_t
 
-from pgoutput_codec._reader cimport (
+from pgoutput_codec._native.reader cimport (
     E_AMBIGUOUS, E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NO_TERMINATOR, E_NOT_ENVELOPE,
     E_NULL_ROW, E_SHORT, E_TOO_LONG, E_TRAILING, E_UNKNOWN_TAG, E_UTF8, Reader,
 )
 
 from pgoutput_codec.errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
-from pgoutput_codec.messages import MESSAGE_CLASSES
+from pgoutput_codec.pgoutput.messages import MESSAGE_CLASSES
 
 cdef dict _NAMES = {ord(t): cls.__name__ for t, cls in MESSAGE_CLASSES.items()}
 

@@ -3,30 +3,30 @@
 
 One loop over the input's offsets/data buffers: each payload is parsed by the shared C
 parser (_parse.pyx) and its fields written straight into column builders
-(_builders.pxd). No Python object is made per row or per value; Python runs only for a
+(_native/builders.pxd). No Python object is made per row or per value; Python runs only for a
 row in error (its message text) and for the rare Relation/Truncate list columns.
 """
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 
-from pgoutput_codec._builders cimport (
+from pgoutput_codec._native.builders cimport (
     FixedCol, TupleListCol, VarCol, bit_set, fixed_bool, fixed_finish, fixed_free, fixed_init,
     fixed_ts, fixed_u8, fixed_u32, fixed_u64, mem_reserve, tl_finish, tl_free, tl_grow_valid,
     null_array, tl_init, var_append, var_append_byte, var_finish, var_free, var_init,
 )
-from pgoutput_codec._arrowbuf cimport check_binary_offsets
-from pgoutput_codec._errors cimport error_text
-from pgoutput_codec._parse cimport (
+from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
+from pgoutput_codec.pgoutput._errors cimport error_text
+from pgoutput_codec.pgoutput._parse cimport (
     ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
     relid_at, scratch_free, scratch_init,
 )
-from pgoutput_codec._reader cimport E_NULL_ROW, Reader, pgc_be16, pgc_be32, reader_fail, reader_init
+from pgoutput_codec._native.reader cimport E_NULL_ROW, Reader, pgc_be16, pgc_be32, reader_fail, reader_init
 from libc.string cimport memcpy
 
 import numpy as np
 import pyarrow as pa
 
-from pgoutput_codec.messages import CONTROL_TAGS, MESSAGE_CLASSES
+from pgoutput_codec.pgoutput.messages import CONTROL_TAGS, MESSAGE_CLASSES
 from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
 
 cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}

@@ -1,5 +1,5 @@
 """Plain-Python twin of the 'b' (binary) style decoder: the readable reference of
-docs/protocol.md, openGauss and the oracle the compiled ``_binary.pyx`` is tested against (same rows,
+docs/protocol.md, openGauss and the oracle the compiled ``_parse.pyx`` is tested against (same rows,
 same error texts and offsets). ``decode_frame``/``decode_record`` use it.
 
 Layout (openGauss ``parallel_decode.cpp`` ``parallel_decode_change_to_bin``/``AppendTuple``,
@@ -21,7 +21,7 @@ import struct
 
 from ._errors import (E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_NULL_ROW, E_SHORT,
                       E_TRAILING, E_UNKNOWN_TAG, E_UTF8, format_error, make_error)
-from .records import Column, Frame, Record
+from .messages import Column, Frame, Record
 
 __all__ = ["decode_frame_items", "decode_frame", "decode_record", "ENVELOPES"]
 

@@ -1,15 +1,15 @@
 """Plain-Python twin of the compiled decoder (``_decode.pyx`` / ``_batch.pyx``): the
 differential-test oracle, selected by ``PGOUTPUT_CODEC_NO_EXTENSIONS=1``. Messages are
-read by ``pyreader``; this module builds the same Arrow rows as ``decode_batch``."""
+read by ``_parse_py``; this module builds the same Arrow rows as ``decode_batch``."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from .errors import PgoutputDecodeError
+from ..errors import PgoutputDecodeError
+from ..schema import MESSAGE_STRUCT
+from ._parse_py import as_bytes, decode_payload, decode_row, infer_initial_state, payload_values
 from .messages import StreamStart, StreamStop, XLogData
-from .pyreader import as_bytes, decode_payload, decode_row, infer_initial_state, payload_values
-from .schema import MESSAGE_STRUCT
 
 __all__ = ["decode_message", "decode_batch"]
 
@@ -29,7 +29,7 @@ _ENVELOPES = ("auto", "none", "xlogdata")
 
 
 def _arrow_ts(us):
-    # wire µs since 2000-01-01 -> µs since 1970-01-01, modulo 2^64 as int64 (schema.py)
+    # wire µs since 2000-01-01 -> µs since 1970-01-01, modulo 2^64 as int64 (pgoutput_codec/schema.py)
     v = (us + _PG_EPOCH_UNIX_US) & 0xFFFFFFFFFFFFFFFF
     return v - (1 << 64) if v >= (1 << 63) else v
 

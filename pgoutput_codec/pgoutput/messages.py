@@ -15,10 +15,11 @@ streaming xid: ``None`` outside a Stream Start/Stop block, an int inside one.
 
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple, Optional, Tuple, Union
+
+from ..pgvalues import (LSN_PATTERN, PG_EPOCH, datetime_to_pg_timestamp, format_lsn, parse_lsn,
+                        pg_timestamp_to_datetime)
 
 __all__ = [
     "TupleColumn", "RelationColumn",
@@ -281,43 +282,8 @@ CONTROL_TAGS = "BCORYSEcAbPKrp"
 #: Commit/Prepare/Abort): after one, no transaction is open unless another was across it.
 END_TAGS = "CPKrcpA"
 
-#: PostgreSQL's timestamp epoch; wire timestamps count microseconds from it.
-PG_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
-_PG_EPOCH_UNIX_US = 946_684_800_000_000
-
-
-def pg_timestamp_to_datetime(us: int) -> _dt.datetime:
-    """Wire timestamp (µs since 2000-01-01 UTC) to an aware ``datetime``."""
-    return PG_EPOCH + _dt.timedelta(microseconds=us)
-
-
-def datetime_to_pg_timestamp(ts: _dt.datetime) -> int:
-    """Aware ``datetime`` to a wire timestamp (µs since 2000-01-01 UTC)."""
-    delta = ts - PG_EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def format_lsn(lsn: int) -> str:
-    """64-bit LSN to PostgreSQL's ``X/Y`` text form."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-
-
-#: LSN text as pg_lsn_out writes it (upper or lower case)
-LSN_PATTERN = "[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}"
-
 #: The longest name a Relation or Type message can carry, in bytes. Servers keep
 #: identifiers to NAMEDATALEN - 1 = 63 bytes of their encoding (PostgreSQL, openGauss);
 #: converted to UTF-8 a character takes at most 4 bytes. A longer name is corruption, and
 #: would be copied into every change row of its relation.
 MAX_IDENTIFIER_BYTES = 4 * 63
-_LSN_TEXT = re.compile(LSN_PATTERN)
-
-
-def parse_lsn(text: Union[str, int]) -> int:
-    """PostgreSQL's ``X/Y`` LSN text (or an int) to a 64-bit int."""
-    if isinstance(text, int):
-        return text
-    if not _LSN_TEXT.fullmatch(text):   # (int() alone takes signs, spaces, '_' and '0x')
-        raise ValueError(f"not an LSN (X/Y, each 1 to 8 hex digits): {text!r}")
-    hi, _, lo = text.partition("/")
-    return (int(hi, 16) << 32) | int(lo, 16)

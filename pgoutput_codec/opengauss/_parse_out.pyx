@@ -1,14 +1,14 @@
 # cython: language_level=3
-"""The output columns of the 'b' decoder (see _binary_out.pxd)."""
+"""The output columns of the 'b' decoder (see _parse_out.pxd)."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
-from pgoutput_codec._builders cimport (
+from pgoutput_codec._native.builders cimport (
     Bitmap, GrowFixed, GrowVar, Mem, bitmap_need, bitmap_put_nc, gfixed_finish, gfixed_free, glist_finish,
     glist_free, gvar_finish, gvar_free, gvar_put_nc, mem_buffer, mem_i32_nc, mem_need, mem_u32_nc,
     mem_u64_nc, null_array, offsets_init, pad_nulls_fixed, pad_nulls_offsets, zero_buffer,
 )
-from pgoutput_codec._memory cimport pool_free
+from pgoutput_codec._native.memory cimport pool_free
 
 import pyarrow as pa
 

@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""Inline readers of the 'b' decoder's Insert fast path (``_binary.fast_insert``).
+"""Inline readers of the 'b' decoder's Insert fast path (``_parse.fast_insert``).
 
-Header-only, as ``_reader.pxd``: compiled into the module that cimports them, so the C
+Header-only, as ``_native/reader.pxd``: compiled into the module that cimports them, so the C
 compiler inlines them into the record loop. They check no bounds of their own:
 ``fast_insert`` checks each length against the record before it reads, and the slack
 the fixed-size moves read and write is stated where they do it.
@@ -10,7 +10,7 @@ the fixed-size moves read and write is stated where they do it.
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
-from pgoutput_codec._reader cimport pgc_be16, pgc_be32, pgc_be64, utf8_valid
+from pgoutput_codec._native.reader cimport pgc_be16, pgc_be32, pgc_be64, utf8_valid
 
 
 cdef inline uint16_t be16_at(const uint8_t* p) noexcept nogil:

@@ -13,8 +13,8 @@ other type falls back to Arrow's ``take``.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
-from pgoutput_codec._arrowbuf cimport bit as _bit, buffer_address as _addr
-from pgoutput_codec._builders cimport pool_buffer
+from pgoutput_codec._native.arrowbuf cimport bit as _bit, buffer_address as _addr
+from pgoutput_codec._native.builders cimport pool_buffer
 
 import numpy as np
 import pyarrow as pa

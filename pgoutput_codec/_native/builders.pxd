@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Arrow column builders over plain C memory.
 
-The batch decoders write values straight into buffers from ``_memory`` laid out as Arrow
-expects (validity bitmaps, offsets, data); ``_builders.pyx`` hands the memory to
+The batch decoders write values straight into buffers from ``memory`` laid out as Arrow
+expects (validity bitmaps, offsets, data); ``builders.pyx`` hands the memory to
 pyarrow without copying (``pa.foreign_buffer`` with an owner that frees it). The
 pgoutput batch knows its row count up front (one output row per input row), so its
 fixed-width columns never grow; variable-width data grows by doubling. The append-order
@@ -16,7 +16,7 @@ undefined, and not touching them is what keeps columns a row does not use free.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from pgoutput_codec._memory cimport pool_realloc
+from pgoutput_codec._native.memory cimport pool_realloc
 
 
 cdef struct Mem:

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import threads
+from .._native.builders import nulls
+from ..arrays import binary_chunks, payload_sizes
 from . import _batch
-from ._builders import nulls
-from .arrays import binary_chunks, payload_sizes
-from . import threads
-from .threads import payload_bytes, piece_bounds, run_pieces, worker_count
+from ..threads import payload_bytes, piece_bounds, run_pieces, worker_count
 
 __all__ = ["decode_batch", "decode_batch_with_state", "decode_batch_pieces", "decode_batch_rows",
            "initial_stream_state", "message_tags", "envelope_code",

@@ -1,29 +1,29 @@
 # cython: language_level=3
 """Compiled 'b' (binary) style batch decoder: Arrow buffers in, Arrow buffers out.
 
-The same record layout and error policy as the Python twin ``_binary_py.py`` (read it
-first: it is the reference). Every read goes through ``pgoutput_codec._reader``; the
+The same record layout and error policy as the Python twin ``_parse_py.py`` (read it
+first: it is the reference). Every read goes through ``pgoutput_codec._native.reader``; the
 record body is read with the reader narrowed to the record's own length, so a body can
 never read into the next record. Insert records, most of any archive, first try the one
-pass of ``fast_insert`` (its inline readers in ``_binary_read.pxd``); rows go into the
-Arrow builders of ``_binary_out``: no Python object per record or value.
+pass of ``fast_insert`` (its inline readers in ``_parse_read.pxd``); rows go into the
+Arrow builders of ``_parse_out``: no Python object per record or value.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
-from pgoutput_codec._arrowbuf cimport check_binary_offsets
-from pgoutput_codec._builders cimport bitmap_put, mem_off32, mem_put, mem_put_i32, mem_put_u32
-from pgoutput_codec._reader cimport (
+from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
+from pgoutput_codec._native.builders cimport bitmap_put, mem_off32, mem_put, mem_put_i32, mem_put_u32
+from pgoutput_codec._native.reader cimport (
     E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_NULL_ROW, E_OK, E_SHORT, E_TRAILING,
     E_UNKNOWN_TAG, E_UTF8, Reader, _need, read_bytes, read_u8, read_u16, read_u32, read_u64,
     pgc_be64, reader_fail, reader_init, utf8_valid,
 )
-from pgoutput_codec.opengauss._binary_out cimport (
+from pgoutput_codec.opengauss._parse_out cimport (
     H_CSN, H_CT, H_FIRST, H_LSN, H_NEW, H_OLD, H_ORIGIN, H_SCHEMA, H_TAG, H_USER, H_XID, Rec,
     RecordBuilder, Saved, TupleB, add_insert, tuple_restore, tuple_save,
 )
-from pgoutput_codec.opengauss._binary_read cimport (
+from pgoutput_codec.opengauss._parse_read cimport (
     be16_at, be32_at, pgc_og_columns, pgc_prefetch, text_ok,
 )
 

@@ -23,9 +23,9 @@ into one data buffer and one int32 offsets buffer handed to Arrow as they are.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memchr, memcmp, memcpy
 
-from pgoutput_codec._builders cimport Mem, mem_buffer, mem_grow
-from pgoutput_codec._memory cimport pool_free
-from pgoutput_codec._reader cimport pgc_be16, pgc_be32
+from pgoutput_codec._native.builders cimport Mem, mem_buffer, mem_grow
+from pgoutput_codec._native.memory cimport pool_free
+from pgoutput_codec._native.reader cimport pgc_be16, pgc_be32
 
 import pyarrow as pa
 

@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Arrow buffers read in place: a pyarrow ``Buffer``'s address, one bit of a
 validity bitmap, and the check that a binary array's offsets stay inside its buffers.
-One definition for the modules that walk Arrow buffers (``_batch``, ``_gather``,
+One definition for the modules that walk Arrow buffers (``pgoutput._batch``, ``gather``,
 ``_convert``, ``opengauss/_shapes``); inline, so nothing of it is imported at run time."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t

@@ -41,7 +41,7 @@ cdef extern from *:
     uint64_t pgc_be64(uint64_t x) nogil
 
 
-# Error codes recorded in Reader.err (see _errors.pyx for their text).
+# Error codes recorded in Reader.err (see pgoutput/_errors.pyx for their text).
 cpdef enum ErrCode:
     E_OK = 0
     E_SHORT = 1          # fewer bytes left than the field needs

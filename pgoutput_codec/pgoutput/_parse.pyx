@@ -11,13 +11,13 @@ from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from pgoutput_codec._reader cimport (
+from pgoutput_codec._native.reader cimport (
     E_AMBIGUOUS, E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_SHORT,
     E_TOO_LONG, E_UNKNOWN_TAG, E_UTF8, Reader, _need, expect_end, pgc_be32, read_cstring, read_i16,
     read_i32, read_i64, read_u8, read_u32, read_u64, reader_fail, utf8_valid,
 )
 
-from pgoutput_codec.messages import MAX_IDENTIFIER_BYTES
+from pgoutput_codec.pgoutput.messages import MAX_IDENTIFIER_BYTES
 
 cdef Py_ssize_t _MAX_IDENTIFIER = MAX_IDENTIFIER_BYTES
 

@@ -9,14 +9,14 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t
 
-from pgoutput_codec._errors cimport make_error
-from pgoutput_codec._parse cimport (
+from pgoutput_codec.pgoutput._errors cimport make_error
+from pgoutput_codec.pgoutput._parse cimport (
     ENV_AUTO, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, Slice, TupleCol,
     parse_payload, relid_at, scratch_free, scratch_init,
 )
-from pgoutput_codec._reader cimport E_AMBIGUOUS, Reader, reader_init
+from pgoutput_codec._native.reader cimport E_AMBIGUOUS, Reader, reader_init
 
-from pgoutput_codec import messages as M
+from pgoutput_codec.pgoutput import messages as M
 
 cdef object _TupleColumn = M.TupleColumn
 cdef object _RelationColumn = M.RelationColumn

@@ -1,7 +1,7 @@
 # cython: language_level=3
 from libc.stdint cimport uint8_t
 
-from pgoutput_codec._reader cimport Reader
+from pgoutput_codec._native.reader cimport Reader
 
 # The error text for a failed parse (``tag`` = message type being decoded, 0 if none).
 cdef str error_text(Reader* r, uint8_t tag)
