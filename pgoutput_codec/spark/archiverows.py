@@ -225,7 +225,7 @@ def _by_tag_offset(envelope: str, test, null: bool | None = False) -> Column:
 def dropped(d: RowDrops) -> Column:
     """Spark's own test of the rows ``ControlPlan.keep_mask`` leaves out (its data:
     ``ControlPlan.row_drops``), never null. One table of many: the other tables' rows
-    never cross into Python (one table of ten, 1 M rows: see ``bench/spark_tables_bench.py``)."""
+    never cross into Python (one table of ten: docs/benchmarks.md)."""
     p = F.col(PAYLOAD)
     # most relation ids of other tables hold one range, from their first Relation on
     firsts = {r: rs[0][0] for r, rs in d.relids.items() if len(rs) == 1 and rs[0][1] is None}
