@@ -36,9 +36,7 @@ from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..tables import net_changes
 from ..idents import free_name, parse_name, qualified_name, resolve_name
-from ..tables.base import KNOWN, base_for
-from ..tables.complete import warn_incomplete
-from ..tables.columnlists import alike_rows
+from ..tables.rules import KNOWN, alike_rows, base_for, warn_incomplete
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of
 from .deltatypes import delta_type, to_delta
@@ -713,7 +711,7 @@ def _rewrite(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, 
 
 def _apply_alike(dt, rows: pa.Table, keys: list[str], data_cols: list[str], commit, ctl) -> None:
     """Apply ``rows`` to the copy of a table whose rows may repeat
-    (:func:`~pgoutput_codec.tables.columnlists.alike_rows`), in one commit with the
+    (:func:`~pgoutput_codec.tables.rules.alike_rows`), in one commit with the
     batch's application transaction: each ``upsert`` row is one row more, each
     ``delete`` row one row fewer — one of the copy's rows alike it in the key columns
     (every column) and their notes. A MERGE would match every row alike, so a batch of

@@ -15,7 +15,8 @@ from ..idents import parse_name, qualified_name
 from ..lake import APP_ID, MirrorRun, apply_batch, held_lsn, target_locked
 from ..schema import TS
 from ..selection import parse_table_list, table_selected
-from ..tables.base import KNOWN, base_batch, pick_base
+from ..tables.base import base_batch
+from ..tables.rules import KNOWN, pick_base
 from . import types as ST
 from .shipping import collect_arrow
 from .tablerows import END_OF_DAY, table_info

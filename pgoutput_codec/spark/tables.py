@@ -11,15 +11,13 @@ DataFrame, by a ``mapInArrow`` over its change rows (:class:`.tablerows.TableMap
 single-process :func:`pgoutput_codec.tables.table_changes` per batch).
 
 :func:`snapshot`, :func:`history` and :func:`net_changes` are DataFrame operations on
-those rows (windows over the replica-identity key; unchanged TOAST values follow a row
-through key changes, :mod:`.toast`; a row keyed across replica identity changes,
-:mod:`.identity`; columns added, :mod:`.spans`); see their docstrings for what is carried and
-what is not.
+those rows (windows over the replica-identity key), applying the replay rules of
+:mod:`.rules` (unchanged TOAST values following a row through key changes, a row keyed
+across replica identity changes, columns added, rows alike …), each the Spark twin of the
+rule of the same name in :mod:`pgoutput_codec.tables.rules`.
 """
 
 from __future__ import annotations
-
-import warnings
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -27,20 +25,19 @@ from pyspark.sql import types as T
 
 from ..relations import merge_columns
 from ..retyped import retyped_names
-from ..tables import IncompleteTableWarning, history_names, net_key, unknown_key_error
-from ..tables.base import KNOWN, pick_base
-from ..tables.columnlists import alike_rows
+from ..tables import history_names
 from ..tables.replay import HISTORY_COLUMNS
+from ..tables.rules import KNOWN, alike_rows
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
 from . import types as ST
 from .tablerows import Inner, own_name, renamed_strings, to_inner, user_struct
 from .tablerows import SHIFTED, to_python, unshifted
 from .changerows import pass2_of
-from .identity import earlier_identities, found_keys, row_keys
-from .spans import as_added, column_spans, fill_values
+from .rules import (after_truncate, as_added, base_for, carry_toast, column_spans, columns_in_force, count_alike,
+                    end_versions, found_keys, gone, identity_key, key_move, missing_values, net_key, row_key,
+                    same_copy, unknown_key_error, warn_incomplete, with_base)
 from .tablerows import TableInfo, table_info, table_of
-from .toast import carry_toast
 from .tablerows import array_dims
 from .shipping import is_connect
 from .tablerows import TIME_TYPE, TableMapper, table_schema
@@ -126,7 +123,7 @@ def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo
 
 def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     """One row per (key, event): 'set' (I, R, U: the row image) or 'del' (D, the old key of a
-    key-changing U; of every U where rows may repeat, :func:`_alike`: it removes one of
+    key-changing U; of every U where rows may repeat, :func:`.rules.count_alike`: it removes one of
     them), ordered by (commit position, seq, sub); plus the truncates (driver-side
     list), the names of the columns that may be sent unchanged, the row struct type and
     whether an Update may have changed a key (``TableInfo.sends_old``), the
@@ -134,7 +131,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     the names, the key and ``unchanged`` are under the inner names
     (:func:`.tablerows.to_inner`; ``info`` under the user's). ``ev`` is None when the
     table has no row change here (no columns to build a key from: Spark 3.5 refuses an
-    empty struct column). ``base``: (its rows, their LSN) — (:func:`_base_of`): 'set'
+    empty struct column). ``base``: (its rows, their LSN) — (:func:`.rules.base_for`): 'set'
     events before every change ('R'), the changes at or below its LSN left out."""
     info = table_info(changes, name, as_of_lsn)
     truncs, sends_old, deletes = info.truncates, info.sends_old, info.deletes
@@ -157,35 +154,19 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     versions = [[{**c, "name": inner.inner.get(c["name"], c["name"])} for c in v] for v in info.versions]
     cols = tc.schema["after"].dataType
     names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
-    newest = versions[-1] if versions else []
     alike = alike_rows(versions)
-    # the key net changes name rows by: rows alike in every column the table has now
-    netkey = [c["name"] for c in newest] if alike else net_key(versions, newest)
-    flagged = [c["name"] for c in newest if c["flags"] & 1]
-    keycols = flagged or [c["name"] for c in newest]
-    earlier = earlier_identities(info._replace(versions=versions), keycols)
-    identities = row_keys(versions)
-    common = set.intersection(*identities) if identities and earlier else set()
-    if earlier and common and all(common <= {c["name"] for c in cols if c["flags"] & 1} for cols in versions) \
-            and common in identities:
-        # the identity changed, and the columns every identity held are one of them (a
-        # primary key kept while FULL came and went): rows keyed by those, every change's
-        # old image holds them, nothing to look up (and no unchanged TOAST value in a key)
-        keycols, earlier = [c for c in keycols if c in common] or sorted(common), {}
+    netkey = net_key(versions, alike)
+    keycols, earlier, flagged = identity_key(versions, info)
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
 
     def key_of(side, keys=keycols):
-        return F.struct(*[F.col(f"{side}.`{k}`").alias(k) for k in keys])
+        return row_key(side, keys)
 
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
-    if not flagged:
-        # no key column: an Update naming no old key cannot be matched to its row
-        # (tables.unknown_key_error); refused where it is met, at no extra job
-        head, tail = unknown_key_error(name, "\0").split("\0")
-        new_key = F.when((F.col("op") == "U") & F.col("before").isNull(), F.raise_error(
-            F.concat(F.lit(head), F.col("commit_lsn").cast("string"), F.lit(tail)))).otherwise(new_key)
+    if not flagged:   # no key column: an Update naming no old key cannot be matched to its row
+        new_key = unknown_key_error(name, new_key)
     iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D", "R"))
     if earlier:
         iud, old_key, new_key = found_keys(iud, earlier, keycols, new_key, old_key, key_of)
@@ -194,7 +175,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
         # no Delete and no key change (known from the heads): every change sets its row
         ev = iud.select(new_key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), "op",
                         "__pos", "commit_lsn", "commit_ts", "after", "unchanged", old_key.alias("__from"))
-        ev = _with_base(ev, base, cols, keycols, inner, name)
+        ev = with_base(ev, base, cols, keycols, inner, name)
         return ev, truncs, names, cols, sends_old, netkey, info, inner
     # else each change gives its one or two events in one pass over the table's changes
     # (a union of a 'set' and a 'del' query decodes every payload twice: snapshot + count
@@ -203,8 +184,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     # the row image stays a column of the change
     set_ev = F.when(F.col("op").isin("I", "U", "R"), F.struct(
         new_key.alias("k"), F.lit(1).alias("sub"), F.lit("set").alias("ev"), old_key.alias("from")))
-    removes = (F.col("op") == "U") if alike else ((F.col("op") == "U") & (old_key != new_key))
-    del_ev = F.when((F.col("op") == "D") | removes, F.struct(
+    del_ev = F.when((F.col("op") == "D") | key_move(old_key, new_key, alike), F.struct(
         old_key.alias("k"), F.lit(0).alias("sub"), F.lit("del").alias("ev"), old_key.alias("from")))
     is_set = F.col("__e.ev") == "set"
     ev = (iud.select("op", "__pos", "commit_lsn", "commit_ts", "after", "unchanged",
@@ -214,74 +194,8 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
                   "op", "__pos", "commit_lsn", "commit_ts", F.when(is_set, F.col("after")).alias("after"),
                   F.when(is_set, F.col("unchanged")).alias("unchanged"),
                   F.when(is_set, F.col("__e.from")).alias("__from")))
-    ev = _with_base(ev, base, cols, keycols, inner, name)
+    ev = with_base(ev, base, cols, keycols, inner, name)
     return ev, truncs, names, cols, sends_old, netkey, info, inner
-
-
-def _base_of(changes: DataFrame, name: str, base, base_lsn):
-    """(the base's rows as a DataFrame, its LSN) of table ``name``, or None: ``base`` a
-    DataFrame, a Parquet path, or a mapping of them by table name; ``base_lsn`` an LSN
-    or a mapping of them (as in one process, :mod:`pgoutput_codec.tables.base`)."""
-    rows, lsn = pick_base(base, base_lsn, name)
-    if rows is None:
-        return None
-    if isinstance(rows, str):
-        rows = changes.sparkSession.read.parquet(rows)
-    if not isinstance(rows, DataFrame):
-        raise TypeError(f"base of {name}: a DataFrame or a Parquet path, not {type(rows).__name__}")
-    return rows, lsn
-
-
-def _with_base(ev: DataFrame, base, cols: T.StructType, keycols: list, inner, name: str) -> DataFrame:
-    """``ev`` with a 'set' event ('R') of each base row before every change."""
-    if base is None:
-        return ev
-    rows, lsn = base
-    have = {inner.inner.get(c, c): c for c in rows.columns}
-    missing = [k for k in keycols if k not in have]
-    if missing:
-        raise ValueError(f"base of {name} lacks key column(s) {[inner.outer(k) for k in missing]}")
-    after = F.struct(*[(F.col(f"`{have[f.name]}`").cast(f.dataType) if f.name in have
-                        else F.lit(None).cast(f.dataType)).alias(f.name) for f in cols.fields])
-    key = F.struct(*[F.col(f"after.`{k}`").alias(k) for k in keycols])
-    pos_t = ev.schema["__pos"].dataType
-    first = F.struct(*[F.lit(-1).cast(f.dataType).alias(f.name) if f.name == "r" else
-                       F.lit(-(1 << 63)).cast(f.dataType).alias(f.name) for f in pos_t.fields])
-    out = rows.select(after.alias("after")).select(
-        key.alias("__key"), F.lit(1).alias("__sub"), F.lit("set").alias("__ev"), F.lit("R").alias("op"),
-        first.alias("__pos"), F.lit(int(lsn)).cast(ST.LSN_TYPE).alias("commit_lsn"),
-        F.lit(None).cast(ev.schema["commit_ts"].dataType).alias("commit_ts"), "after",
-        F.lit(None).cast(ev.schema["unchanged"].dataType).alias("unchanged"), key.alias("__from"))
-    return out.select(*[F.col(f"`{c}`").cast(ev.schema[c].dataType).alias(c) for c in ev.columns]).unionByName(ev)
-
-
-def _same_copies_dropped(ev: DataFrame, info: TableInfo) -> DataFrame:
-    """A copied row equal to the row its key holds (a copy taken again) makes no new
-    version, as in one process: its event is dropped from the history. Only where some
-    row is copied. A table with no key keeps them: a copied row adds a row alike."""
-    if not info.copied or alike_rows(info.versions):
-        return ev
-    w = Window.partitionBy("__key").orderBy("__pos", "__sub")
-    prev = F.lag(F.struct(F.col("__ev").alias("e"), F.col("after").alias("a"))).over(w)
-    same = (F.col("op") == "R") & (F.col("__ev") == "set") & (F.col("__prev.e") == "set") & \
-        F.col("__prev.a").eqNullSafe(F.col("after"))
-    return ev.withColumn("__prev", prev).where(~F.coalesce(same, F.lit(False))).drop("__prev")
-
-
-def _warn_start(info: TableInfo, truncs: list, name: str, base) -> None:
-    """:class:`~pgoutput_codec.tables.IncompleteTableWarning` when the table's rows from
-    before capture are nowhere: no copied row, no Truncate, no base (known from the
-    table's facts job: no job of its own)."""
-    if base is None and info.versions and not info.copied and not truncs:
-        warnings.warn(IncompleteTableWarning(name), stacklevel=3)
-
-
-
-def _after_truncate(ev: DataFrame, truncs: list) -> DataFrame:
-    if not truncs:
-        return ev
-    r, q = truncs[-1][:2]
-    return ev.where(F.col("__pos") > F.struct(F.lit(r).alias("r"), F.lit(q).alias("s")))
 
 
 def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, registry=None,
@@ -290,10 +204,10 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     with DataFrame operations: changes after the table's last Truncate, grouped by
     replica-identity key (the newest Relation's key columns; FULL identity or no key:
     every column; a change sent under an earlier identity is resolved to it,
-    :func:`found_keys`), last change by (commit position, seq) wins, deletes and key-changing
+    :func:`.rules.found_keys`), last change by (commit position, seq) wins, deletes and key-changing
     updates remove the old key, unchanged TOAST values carried (see ``carry_toast``); a
     table with no key, whose rows may repeat, holds as many rows alike as were added and
-    not removed (:func:`_alike`).
+    not removed (:func:`.rules.count_alike`).
     Columns: the typed columns (and ``__special`` companions) of :func:`table_changes`
     that the Relation in force at the cut lists (a column dropped is not the table's).
     ``missing``: {column: value} the server gave a column added with a ``DEFAULT`` in the
@@ -301,16 +215,16 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     the table's rows as of an LSN (a DataFrame, a Parquet path, or a mapping of them by
     table name; :func:`pgoutput_codec.tables.snapshot`), as copied rows then. A table
     with no copied row, no Truncate and no base warns (``IncompleteTableWarning``)."""
-    b = _base_of(changes, name, base, base_lsn)
+    b = base_for(changes, name, base, base_lsn)
     ev, truncs, names, cols, sends_old, _, info, inner = _events(changes, name, as_of_lsn, registry, b)
     if base is not KNOWN:
-        _warn_start(info, truncs, name, b)
+        warn_incomplete(info, truncs, name, b)
     if ev is None:
         return changes.sparkSession.createDataFrame([], cols)
-    ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old)
+    ev = carry_toast(after_truncate(ev, truncs), names, cols, sends_old)
     if alike_rows(info.versions):
         # as many rows alike as were added and not removed (a removal of none held: none)
-        per = _alike(ev)
+        per = count_alike(ev)
         held = F.col("__total") - F.col("__low")
         last = per.where(held > 0).select(F.col("__set.after").alias("after"), F.col("__set.__pos").alias("__pos"),
                                           F.explode(F.array_repeat(F.lit(1), held.cast("int"))).alias("__r"))
@@ -318,12 +232,8 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
         w = Window.partitionBy("__key").orderBy(F.col("__pos").desc(), F.col("__sub").desc())
         last = ev.withColumn("__n", F.row_number().over(w)).where((F.col("__n") == 1) & (F.col("__ev") == "set"))
     spans = inner.spans(column_spans(changes, name, as_of_lsn, info))
-    fill = {inner.inner[k]: v for k, v in fill_values(missing, inner.user, info, registry).items()}
-    out = as_added(last, cols, spans, fill).select("after.*")
-    if spans is not None:
-        keep = set(spans[-1][0])
-        out = out.select(*[f"`{c}`" for c in out.columns
-                           if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
+    fill = {inner.inner[k]: v for k, v in missing_values(missing, inner.user, info, registry).items()}
+    out = columns_in_force(as_added(last, cols, spans, fill).select("after.*"), cols, spans)
     return out.toDF(*[inner.outer(c) for c in out.columns]) if inner.renamed else out
 
 
@@ -347,10 +257,10 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     names one process gives them, ``Id`` beside ``ID`` too (:func:`.tablerows.inner_names`). A table
     with no key gives counts, as one process does: a row per row added or removed.
     ``base``/``base_lsn``: as for :func:`snapshot`; its rows are upserts at its LSN."""
-    b = _base_of(changes, name, base, base_lsn)
+    b = base_for(changes, name, base, base_lsn)
     ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry, b)
     if base is not KNOWN:
-        _warn_start(info, truncs, name, b)
+        warn_incomplete(info, truncs, name, b)
     # our own columns beside the table's (which may bear their names): named apart
     # here, given their names by position at the end
     own = {c: own_name(c, cols.names) for c in (*NET_COLUMNS, "__pos")}
@@ -371,8 +281,8 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
         replaced = [(first["__pos"]["r"], first["__pos"]["s"], first["commit_lsn"], first["commit_ts"])]
     else:
         replaced = []
-    ev = carry_toast(_after_truncate(ev, truncs), names, cols, sends_old, pending=True)
-    fill = {inner.inner[k]: v for k, v in fill_values(missing, inner.user, info, registry).items()}
+    ev = carry_toast(after_truncate(ev, truncs), names, cols, sends_old, pending=True)
+    fill = {inner.inner[k]: v for k, v in missing_values(missing, inner.user, info, registry).items()}
     ev = as_added(ev, cols, inner.spans(column_spans(changes, name, None, info)), fill)
 
     def net_of(key):   # rows are keyed by the newest identity; net changes by keycols (net_key), within it
@@ -380,7 +290,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     if alike_rows(info.versions):
         # rows alike counted: as many upserts as a row was added more times than
         # removed, or deletes as it was removed more, at its last change
-        per = _alike(ev).where(F.col("__total") != 0)
+        per = count_alike(ev).where(F.col("__total") != 0)
         more = F.col("__total") > 0
         last = per.select(
             "__key", F.when(more, "set").otherwise("del").alias("__ev"),
@@ -394,11 +304,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
         w = Window.partitionBy(net_of("__key")).orderBy(F.col("__pos").desc(), F.col("__sub").desc())
         last = ev.withColumn("__n", F.row_number().over(w)).where(F.col("__n") == 1)
     is_set = F.col("__ev") == "set"
-    image = F.when(is_set, F.col("after")).otherwise(F.struct(*[
-        # (the others null in their own types: Spark 4 casts nothing to TIME)
-        (F.col(f"__key.`{f.name}`") if f.name in keycols else F.when(F.lit(False), F.col(f"after.`{f.name}`")))
-        .alias(f.name)
-        for f in cols.fields]))
+    image = gone(cols, keycols)
     pending = F.when(is_set, F.coalesce(F.col("__pending"), F.array().cast("array<string>"))) \
         .otherwise(F.array().cast("array<string>"))
     moved = F.col("__lin.p").isNull() & ~net_of("__lin.k").eqNullSafe(net_of("__key"))
@@ -430,39 +336,22 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
     that made the version), ``__START_LSN``/``__START_AT`` (its commit) and
     ``__END_LSN``/``__END_AT`` (the commit of the next change of the same key, or of the
     next Truncate, whichever comes first; null: current; of rows alike in a table with
-    no key, a removal ends the oldest held, :func:`_alike_ends`). A table column bearing one of
+    no key, a removal ends the oldest held, :func:`.rules.alike_ends`). A table column bearing one of
     these names keeps it, and ours is named apart, as one process names it
     (:func:`pgoutput_codec.tables.history_names`). ``base``/``base_lsn``: as for
     :func:`snapshot`; a version of each base row from its LSN (``__START_AT`` null)."""
-    b = _base_of(changes, name, base, base_lsn)
+    b = base_for(changes, name, base, base_lsn)
     ev, ts, names, cols, sends_old, _, info, inner = _events(changes, name, None, registry, b)
     if base is not KNOWN:
-        _warn_start(info, ts, name, b)
+        warn_incomplete(info, ts, name, b)
     if ev is None:
         return changes.sparkSession.createDataFrame([], T.StructType([   # no row change: no version
             T.StructField("__OP", T.StringType()), T.StructField("__START_LSN", ST.LSN_TYPE),
             T.StructField("__START_AT", T.TimestampType()), T.StructField("__END_LSN", ST.LSN_TYPE),
             T.StructField("__END_AT", T.TimestampType())]))
-    ev = _same_copies_dropped(carry_toast(ev, names, cols, sends_old), info)
-    lit_t = F.array(*[F.struct(F.lit(r).alias("r"), F.lit(s).alias("s"),
-                               F.lit(lsn).cast(ST.LSN_TYPE).alias("lsn"), F.lit(at).alias("at"))
-                      for r, s, lsn, at in ts]) if ts else None
-    if alike_rows(info.versions):
-        nxt = _alike_ends(ev, lit_t)
-    else:
-        w = Window.partitionBy("__key").orderBy("__pos", "__sub")
-        nxt = ev.withColumn("__next", F.lead(F.struct("__pos", "commit_lsn", "commit_ts")).over(w))
-    end_lsn, end_at = F.col("__next.commit_lsn"), F.col("__next.commit_ts")
-    if ts:
-        after_start = F.filter(lit_t, lambda x: F.struct(x["r"].alias("r"), x["s"].alias("s")) > F.col("__pos"))
-        # get, not element_at: under ANSI (Spark 4's default) element_at raises on the empty
-        # array a version has when no Truncate follows it
-        first_t = F.get(after_start, F.lit(0))
-        before_next = first_t.isNotNull() & (F.col("__next").isNull()
-                                             | (F.struct(first_t["r"].alias("r"), first_t["s"].alias("s"))
-                                                < F.col("__next.__pos")))
-        end_lsn = F.when(before_next, first_t["lsn"]).otherwise(end_lsn)
-        end_at = F.when(before_next, first_t["at"]).otherwise(end_at)
+    ev = same_copy(carry_toast(ev, names, cols, sends_old), info)
+    nxt = end_versions(ev, ts, alike_rows(info.versions))
+    end_lsn, end_at = F.col("__end.lsn"), F.col("__end.at")
     own = [own_name(c, cols.names) for c in HISTORY_COLUMNS]
     out = nxt.where(F.col("__ev") == "set").select(
         "after.*", *[c.alias(o) for c, o in zip((F.col("op"), F.col("commit_lsn"), F.col("commit_ts"), end_lsn, end_at),
@@ -470,52 +359,3 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
     data = [inner.outer(c) for c in cols.names]
     # the table's columns under the user's names, ours as the single-process history names them
     return out.toDF(*data, *history_names(data))
-
-
-def _alike(ev: DataFrame) -> DataFrame:
-    """Per key of a table whose rows may repeat (:func:`pgoutput_codec.tables.columnlists.alike_rows`:
-    the key is the whole row), its events counted in order — a 'set' adds a row, a 'del'
-    removes one: ``__total`` (added less removed), ``__low`` (the lowest the running
-    count went, 0 at most: removals of rows older than these changes, which no row held
-    here answers, so that ``__total - __low`` rows are held at the end), ``__set``
-    (the last image set: ``after``, ``__pos``, ``__pending`` where ``ev`` has it) and
-    ``__last`` (the last event: ``commit_lsn``, ``commit_ts``, ``__pos``)."""
-    is_set = F.col("__ev") == "set"
-    w = (Window.partitionBy("__key").orderBy("__pos", "__sub")
-         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    at = F.struct(F.col("__pos").alias("p"), F.col("__sub").alias("q"))
-    image = F.struct("after", "__pos", *(["__pending"] if "__pending" in ev.columns else []))
-    return (ev.withColumn("__x", F.when(is_set, 1).otherwise(-1))
-            .withColumn("__s", F.sum("__x").over(w))
-            .groupBy("__key")
-            .agg(F.sum("__x").alias("__total"), F.least(F.min("__s"), F.lit(0)).alias("__low"),
-                 F.max_by(image, F.when(is_set, at)).alias("__set"),
-                 F.max_by(F.struct("commit_lsn", "commit_ts", "__pos"), at).alias("__last")))
-
-
-def _alike_ends(ev: DataFrame, lit_t) -> DataFrame:
-    """``ev`` with ``__next`` (``__pos``, ``commit_lsn``, ``commit_ts``: the event that
-    ended each 'set' event's row, or null) for a table whose rows may repeat: a removal
-    ends one of the rows alike held, the oldest, as the single-process history does —
-    the n-th row set under a key (since the last Truncate, ``lit_t``) is ended by the
-    n-th removal that found a row held (a running count that does not go below 0)."""
-    is_set = F.col("__ev") == "set"
-    epoch = F.size(F.filter(lit_t, lambda t: F.struct(t["r"].alias("r"), t["s"].alias("s")) < F.col("__pos"))) \
-        if lit_t is not None else F.lit(0)
-    w = Window.partitionBy("__key", "__epoch").orderBy("__pos", "__sub")
-    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before = w.rowsBetween(Window.unboundedPreceding, -1)
-    run = (ev.withColumn("__epoch", epoch).withColumn("__x", F.when(is_set, 1).otherwise(-1))
-           .withColumn("__s", F.sum("__x").over(upto))
-           .withColumn("__m0", F.least(F.coalesce(F.min("__s").over(before), F.lit(0)), F.lit(0)))
-           .withColumn("__m", F.least(F.min("__s").over(upto), F.lit(0)))
-           .withColumn("__n", F.when(is_set, F.sum(F.when(is_set, 1).otherwise(0)).over(upto))
-                       .when(F.col("__s") >= F.col("__m0"),
-                             F.sum(F.when(is_set, 0).otherwise(1)).over(upto) + F.col("__m"))))
-    ends = run.where(~is_set & F.col("__n").isNotNull()).select(
-        F.col("__key").alias("__ek"), F.col("__epoch").alias("__ee"), F.col("__n").alias("__en"),
-        F.struct("__pos", "commit_lsn", "commit_ts").alias("__next"))
-    cond = (F.col("__key").eqNullSafe(F.col("__ek")) & (F.col("__epoch") == F.col("__ee"))
-            & (F.col("__n") == F.col("__en")) & is_set)
-    return (run.join(ends, cond, "left")
-            .drop("__ek", "__ee", "__en", "__epoch", "__x", "__s", "__m0", "__m", "__n"))

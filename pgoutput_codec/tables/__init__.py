@@ -20,7 +20,7 @@ A table is the relation that bears its name at the end of the changes (or as of
   truncates clearing, unchanged TOAST values taken from the message's old image or
   carried from the earlier image. A table whose rows are named by the whole row (no
   key) is a multiset: rows alike are as many as on the server
-  (:func:`.columnlists.alike_rows`).
+  (:func:`.rules.alike_rows`).
 - :func:`history` — every version of every row with the commit range it was valid in
   (SCD type 2: ``__START_AT``/``__END_AT`` commit times, ``__START_LSN``/``__END_LSN``).
 - :func:`net_changes` — one row per key changed: its last image or its deletion (and
@@ -31,17 +31,17 @@ Values that Arrow cannot hold (``infinity`` dates, ``NaN`` numerics…) are null
 ``<column>__special`` string column saying what they were (see docs/types.md).
 
 Modules, in the order they build on each other: ``rows`` (which change rows are the
-table's), ``typed`` (typed values), ``columnlists`` (column lists over time),
-``replay`` (snapshot, history), ``net`` (net changes).
+table's), ``typed`` (typed values), ``rules`` (the replay rules, each named once, with
+its Spark twin of the same name in ``spark.rules``), ``base`` (a base's rows under the
+changes), ``replay`` (snapshot, history), ``net`` (net changes; a snapshot over a base).
 """
 
 from __future__ import annotations
 
-from .complete import IncompleteTableWarning
-from .columnlists import Missing, added_columns, columns_in_force, missing_values, net_key
-from .net import net_changes
-from .replay import history, history_names, unknown_key_error
-from .frombase import snapshot
+from .net import net_changes, snapshot
+from .replay import history, history_names
+from .rules import (IncompleteTableWarning, Missing, added_columns, columns_in_force, missing_values, net_key,
+                    unknown_key_error)
 from .rows import table_columns
 from .typed import decode_table_changes, table_changes, typed_changes
 

@@ -11,80 +11,18 @@ mapping that does not name the table gives it no base."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..arrays import one_array
-from ..idents import parse_name, qualified_name
+from .rules import alike_rows, columns_in_force
 
-__all__ = ["base_for", "pick_base", "after_base", "net_over_base", "base_rows_in", "BASE_OP", "KNOWN", "snapshot_over_base",
+__all__ = ["after_base", "net_over_base", "base_rows_in", "BASE_OP", "snapshot_over_base",
            "history_over_base", "base_batch"]
 
 #: the ``__OP`` of a base's rows in ``history``: they act as copied rows
 BASE_OP = "R"
-
-
-class _Known(dict):
-    """An empty base mapping that also says the caller knows the table's start."""
-
-
-#: ``base=KNOWN``: no base, and no warning of an unknown start (the caller applies the
-#: result over rows it holds: a base's batch, a mirror's later run)
-KNOWN = _Known()
-
-
-def _lsn(value, name: str) -> int:
-    if isinstance(value, str):
-        hi, sep, lo = value.partition("/")
-        if not sep:
-            raise ValueError(f"base_lsn of {name}: {value!r} is not an LSN (X/Y)")
-        return int(hi, 16) << 32 | int(lo, 16)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    raise ValueError(f"base_lsn of {name} must be an LSN (an int or X/Y text), not {value!r}")
-
-
-def _named(mapping: dict, name: str):
-    """The entry of ``mapping`` for table ``name``, however either is written or quoted."""
-    want = {qualified_name(s, t) for s, t in parse_name(name)}
-    for k, v in mapping.items():
-        if {qualified_name(s, t) for s, t in parse_name(k)} & want:
-            return v
-    return None
-
-
-def pick_base(base, base_lsn, name: str):
-    """(table ``name``'s entry of ``base`` as given, its LSN as an int), or (None, None).
-    Shared with the Spark path, whose bases are DataFrames."""
-    if isinstance(base, dict):
-        base = _named(base, name)
-    if base is None:
-        return None, None
-    if isinstance(base_lsn, dict):
-        base_lsn = _named(base_lsn, name)
-    if base_lsn is None:
-        raise ValueError(f"a base of {name} needs base_lsn: the LSN its rows are as of")
-    return base, _lsn(base_lsn, name)
-
-
-def base_for(base, base_lsn, name: str):
-    """(the base rows of table ``name`` as an Arrow table, its LSN), or (None, None)."""
-    base, lsn = pick_base(base, base_lsn, name)
-    if base is None:
-        return None, None
-    if isinstance(base, (str, os.PathLike)):
-        table = pq.read_table(base)
-    elif isinstance(base, pa.RecordBatch):
-        table = pa.Table.from_batches([base])
-    elif isinstance(base, pa.Table):
-        table = base
-    else:
-        raise TypeError(f"base of {name}: an Arrow table or a Parquet file path, not {type(base).__name__}")
-    return table, lsn
 
 
 def after_base(rows: pa.Table, lsn: int) -> pa.Table:
@@ -198,7 +136,6 @@ def snapshot_over_base(rows: pa.Table, name: str, as_of_lsn, net_of, base: pa.Ta
     if as_of_lsn is not None and as_of_lsn < lsn:
         raise ValueError(f"{name}: the base is as of {lsn}, after as_of_lsn {as_of_lsn}: a base cannot say what "
                          "the table held before it")
-    from .columnlists import alike_rows, columns_in_force
     from .rows import column_set_ids
     later = after_base(rows, lsn)
     if as_of_lsn is not None:
@@ -324,7 +261,6 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
         end = ends.get(i, (None, None))
         first.append({**r, hnames[0]: BASE_OP, hnames[1]: lsn, hnames[2]: None, hnames[3]: end[0], hnames[4]: end[1]})
     versions = hist.to_pylist()
-    from .columnlists import alike_rows
     from .rows import column_set_ids
     if len(later) and alike_rows(column_set_ids(later)[1]):
         # rows alike: a removal ends the oldest held, the base's before the changes'

@@ -1,5 +1,7 @@
 """A table's net changes: one row per key changed (its last image, or its deletion) and a
-truncate, the batch an incremental run merges into a copy of the table."""
+truncate, the batch an incremental run merges into a copy of the table; and ``snapshot``
+over a base, the base's rows with the net changes after it applied (:mod:`.base`), which
+is why it is here and not with the replay's ``snapshot``."""
 
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array
 from ..schema import TS
-from .columnlists import alike_rows, filled, missing_values, net_key, whole_row
-from .base import KNOWN, after_base, base_for, net_over_base
-from .complete import warn_incomplete
-from .replay import NULL, replay, typed_rows, unsaid
-from .rows import column_set_ids, resolve, table_columns, table_registry
+from . import replay as replayed
+from .base import after_base, net_over_base, snapshot_over_base
+from .replay import replay, typed_rows
+from .rules import (KNOWN, NULL, after_truncate, alike_rows, base_for, count_alike, filled, missing_values, net_key,
+                    unsaid, warn_incomplete, whole_row)
+from .rows import column_set_ids, resolve, rows_of, table_columns, table_registry
 from .typed import columns_out, kind_bytes, type_of
 
-__all__ = ["net_changes", "net_by_columns", "net_by_replay", "truncate_row"]
+__all__ = ["net_changes", "net_by_columns", "net_by_replay", "truncate_row", "snapshot"]
 
 
 def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None, base=None,
@@ -56,7 +59,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     ``missing``: as for :func:`snapshot`, in the upserts' images.
 
     A table whose every Relation here names rows by the whole row (FULL, NOTHING: no
-    key, :func:`~.columnlists.alike_rows`) may hold rows alike, and its net changes are
+    key, :func:`~.rules.alike_rows`) may hold rows alike, and its net changes are
     counts: an ``upsert`` row per row added more times than removed, a ``delete`` row
     (every column set) per row removed more times than added — apply each as one row
     more or one row fewer, not by a MERGE, which matches every row alike. The control columns
@@ -66,7 +69,7 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     ``base``/``base_lsn``: the table's rows as of an LSN (:mod:`.base`: an Arrow table, a
     Parquet path, or a mapping by table name): they come first, as upserts at
     ``base_lsn``; the changes committed at or below it are in them and are skipped. A
-    table with no copied row ('R') and no base warns (:class:`.complete.IncompleteTableWarning`):
+    table with no copied row ('R') and no base warns (:class:`.rules.IncompleteTableWarning`):
     the rows it held before capture began are not in the batch."""
     rows_of, replaced = resolve(changes, name)
     b, b_lsn = base_for(base, base_lsn, name)
@@ -111,7 +114,7 @@ def net_by_replay(rows_of: pa.Table, name: str, replaced: bool, cols: list[dict]
     def ikey(img):
         return tuple(img.get(c, NULL)[:2] for c in keycols)
     if held.alike:
-        entries = alike_entries(net["counted"], keycols, ikey)
+        entries = count_alike(net["counted"], keycols, ikey)
     else:
         entries = keyed_entries(net, store, keycols, ikey)
     stamps = [e[0] for e in entries]
@@ -164,34 +167,13 @@ def keyed_entries(net: dict, store: dict, keycols: list, ikey) -> list:
     return list(entries.values())
 
 
-def alike_entries(counted: list, keycols: list, ikey) -> list:
-    """The net changes of a table whose rows may repeat (``counted``: each row added or
-    removed, in order, :class:`~.replay.HeldRows`): per row, as many ``upsert`` entries
-    as it was added more times than removed, or ``delete`` entries as it was removed
-    more times than added, at the commit of its last change. Rows alike are one to a
-    MERGE, so each entry is one row: a copy adds or removes one of them."""
-    net: dict = {}
-    for img, n, stamp in counted:
-        k = ikey(img)
-        had = net.get(k)
-        total = n + (had[0] if had else 0)
-        net[k] = (total, img if n > 0 or had is None else had[1], stamp)
-    out = []
-    for total, img, stamp in net.values():
-        if total > 0:
-            out += [(stamp, "upsert", img, None, [])] * total
-        elif total < 0:
-            out += [(stamp, "delete", {c: img.get(c, NULL) for c in keycols}, None, [])] * -total
-    return out
-
-
 def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table | None:
     """:func:`net_changes` of the batches most runs see, computed a column at a time: one
     Relation definition throughout (no column added, dropped or retyped), a key flagged,
     no Update that sent an old key (no key changed: not FULL identity), every key value
     said, and unchanged TOAST only in a key's one change. Each key's last change is its
     row. A table with no key (the whole row names a row) in a batch of Inserts and
-    Deletes: its rows counted, as :func:`alike_entries`. None: the batch needs the replay."""
+    Deletes: its rows counted, as :func:`.rules.count_alike`. None: the batch needs the replay."""
     if not len(rows) or not cols:
         return None
     ids, reps = column_set_ids(rows)
@@ -209,12 +191,7 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
         return None
     relation = pc.max(rows.column("relation_id")).as_py()
     op = one_array(rows.column("op"))
-    truncated = None
-    trunc = np.flatnonzero(pc.equal(op, "T").to_numpy(zero_copy_only=False))
-    if len(trunc):       # only the changes after the last truncate count, after it
-        last = int(trunc[-1])
-        truncated = (rows.column("commit_lsn")[last].as_py(), rows.column("commit_ts")[last].as_py())
-        rows, op = rows.slice(last + 1), op.slice(last + 1)
+    rows, op, truncated = after_truncate(rows, op)
     keep = pc.is_in(op, pa.array(["I", "U", "D", "R"])).to_numpy(zero_copy_only=False)
     if not keep.all():
         rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
@@ -298,3 +275,15 @@ def truncate_row(schema: pa.Schema, stamp: tuple, relation: int | None) -> pa.Ta
     row.update(__OP=["truncate"], __UNCHANGED=[[]], __COMMIT_LSN=[stamp[0]], __COMMIT_AT=[stamp[1]],
                __RELATION_ID=[relation])
     return pa.Table.from_pydict(row, schema=schema)
+
+
+def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, registry=None,
+             missing: dict | None = None, base=None, base_lsn=None) -> pa.Table:
+    b, b_lsn = base_for(base, base_lsn, name)
+    if b is None:
+        return replayed.snapshot(changes, name, as_of_lsn, registry=registry, missing=missing, base=base)
+    return snapshot_over_base(rows_of(changes, name, as_of_lsn), name, as_of_lsn, lambda later: net_changes(
+        later, name, registry=registry, missing=missing, base=KNOWN), b, b_lsn)
+
+
+snapshot.__doc__ = replayed.snapshot.__doc__

@@ -13,45 +13,15 @@ from ..retyped import retyped_names, text_form
 from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
-from .base import KNOWN, base_for, history_over_base
-from .columnlists import added_columns, alike_rows, columns_in_force, filled, missing_values
-from .complete import warn_incomplete
+from .base import history_over_base
+from .rules import (KNOWN, alike_rows, as_added, base_for, carry_toast, columns_in_force, end_versions, filled,
+                    found_keys, gone, identity_key, key_move, missing_values, row_key, same_copy, unknown_key_error,
+                    unsaid, warn_incomplete)
 from .rows import column_set_ids, rows_of, table_columns, table_registry
 from .typed import columns_out, type_of, typed_changes, variant_index
 
-__all__ = ["snapshot", "history", "history_names", "HISTORY_COLUMNS", "replay", "typed_rows", "unknown_key_error", "unsaid", "NULL", "canonical_keys"]
-
-
-def unknown_key_error(name: str, commit_lsn) -> str:
-    """The refusal of an Update that names no old key on a table with no key column: its
-    row cannot be found (PostgreSQL never sends one; an openGauss archive may, when its
-    records never name the table's key). Shared with the Spark path."""
-    return (f"{name}: an Update committed at {commit_lsn} carries no old key and no column of the table is a "
-            "key, so the row it changed cannot be found; openGauss records name a key only in old tuples "
-            f"(key changes, Deletes): declare it, decode_changes(..., keys={{'{name}': [...]}})")
-
-
-NULL = ("n", None)
-
-
-def row_key(row: dict, keycols) -> tuple:
-    """A row's key: its values of ``keycols``, a column the image lacks (added to the
-    table after it was written) as NULL, which is what the server sends for it."""
-    return tuple(row.get(k, NULL)[:2] for k in keycols)
-
-
-def unsaid(key: tuple) -> bool:
-    """Whether a key holds a value no change said (unchanged TOAST, 'u'): the row's
-    value there is unknown, so the key cannot name it exactly."""
-    return any(v[0] == "u" for v in key)
-
-
-def gone(held: dict | None, before: dict, keycols) -> dict:
-    """The image of a row a change removed: the one held (None: a row older than the
-    changes), with the values of the key columns its old image sends over it (the
-    server's, at that time; under FULL every column, TOASTed values inline; a key-only
-    image's other columns are nulls it does not send)."""
-    return {**(held or {}), **{k: v for k, v in before.items() if k in keycols and v[0] != "u"}}
+__all__ = ["snapshot", "history", "history_names", "HISTORY_COLUMNS", "replay", "typed_rows", "canonical_keys",
+           "HeldRows"]
 
 
 class HeldRows:
@@ -60,10 +30,11 @@ class HeldRows:
     index or, under FULL, the whole row), and a table's identity may change while the
     archive runs (``ALTER TABLE … REPLICA IDENTITY``): when a change's key columns are
     not the ones the rows are keyed by, every key held is re-made from the images
-    (:meth:`rekey`), as a subscriber looks rows up by the key each change sends.
+    (:meth:`rekey`, :func:`.rules.found_keys`), as a subscriber looks rows up by the key
+    each change sends.
 
     ``store``: key → image; ``count``: key → how many rows alike it holds, where more
-    than one (``alike``: a table whose rows may repeat, :func:`.columnlists.alike_rows`);
+    than one (``alike``: a table whose rows may repeat, :func:`.rules.alike_rows`);
     ``open_ver``: key → its current versions (history), the oldest first;
     ``net`` (net_changes, or None): ``stamp`` key → last commit (lsn, ts), ``deleted``
     key → the image of a row the changes removed (its last image, else the old image
@@ -85,30 +56,7 @@ class HeldRows:
         self.net = net
 
     def rekey(self, keycols: tuple) -> None:
-        if self.keycols is not None and keycols != self.keycols:
-            live = {k: row_key(row, keycols) for k, row in self.store.items()}
-            if self.alike:   # rows that a dropped column told apart are alike now
-                count: dict = {}
-                for k in self.store:
-                    count[live[k]] = count.get(live[k], 0) + self.count.get(k, 1)
-                self.count = {k: n for k, n in count.items() if n > 1}
-            self.store = {live[k]: row for k, row in self.store.items()}
-            self.vague = {k for k in self.store if unsaid(k)}
-            opened: dict = {}
-            for k, v in self.open_ver.items():
-                opened.setdefault(live[k], []).extend(v)
-            self.open_ver = {k: sorted(v) for k, v in opened.items()}
-            if self.net is not None:
-                gone = {k: row_key(row, keycols) for k, row in self.net["deleted"].items()}
-                new_live = set(live.values())
-                self.net["deleted"] = {gone[k]: row for k, row in self.net["deleted"].items()
-                                       if gone[k] not in new_live}   # a live row of that key wins
-                self.net["stamp"] = {live.get(k) or gone.get(k): s for k, s in self.net["stamp"].items()
-                                     if k in live or k in gone}
-                self.net["src"] = {live[k]: s for k, s in self.net["src"].items() if k in live}
-        if keycols != self.keycols and self.net is not None:
-            self.hides = not set(self.net["keycols"]) <= set(keycols)
-        self.keycols = keycols
+        found_keys(self, keycols)
 
     def settle(self, key: tuple) -> None:
         """Find the row a change names by ``key`` when it is held under a key with a
@@ -178,15 +126,8 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
     listed, listed_fp = None, object()   # the column names of the change before (None: none yet)
 
     def close(key, lsn, ts, one=False):
-        """End the versions of ``key``'s rows; ``one``: of one of several alike, the oldest."""
-        if keep_history and key in held.open_ver:
-            opened = held.open_ver[key]
-            for v in opened[:1] if one else opened:
-                versions[v][5:7] = [lsn, ts]
-            if one and len(opened) > 1:
-                del opened[0]
-            else:
-                del held.open_ver[key]
+        if keep_history:
+            end_versions(versions, held.open_ver, key, lsn, ts, one)
 
     def counted(img, n, lsn, ts):
         if net is not None and held.alike:
@@ -209,17 +150,10 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         names = [c["name"] for c in rcols]
         fp = r.get("relation_version")
         if rcols and (fp is None or fp != listed_fp):
-            new = set(added_columns(listed, names)) if listed is not None and names != listed else ()
-            if new:
-                # a column added since the rows held were stored is not in them: where one
-                # of its name was (dropped, then added again), that value is the dropped
-                # column's. history keeps its versions' images as sent (new dicts here)
-                for k, img in held.store.items():
-                    if not new.isdisjoint(img):
-                        held.store[k] = {c: v for c, v in img.items() if c not in new}
+            as_added(held.store, listed, names)
             listed, listed_fp = names, fp
         flagged = [c["name"] for c in rcols if c["flags"] & 1]
-        keycols = tuple(flagged or names)
+        keycols = identity_key(rcols)
         held.rekey(keycols)
         before = dict(zip(names, [(v["kind"], v["data"]) for v in r["before"]], strict=False)) \
             if r["before"] is not None else None
@@ -246,7 +180,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             # replaces it, one equal to it (a copy taken again) making no new version;
             # where rows may repeat (no key) it adds a row, as an Insert does
             key = row_key(after, keycols)
-            same = op == "R" and not held.alike and held.store.get(key) == after
+            same = same_copy(op, held.store.get(key), after, held.alike)
             if not same and not held.alike:
                 close(key, lsn, ts)
             held.put(key, after)
@@ -262,12 +196,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             old_key = row_key(src, keycols)
             held.settle(old_key)
             old = held.take(old_key)
-            new = dict(after)
-            for k, v in after.items():
-                if v[0] == "u":            # unchanged TOAST: the old image's value (FULL identity
-                    # sends it inline), else carry the earlier value
-                    b = (before or {}).get(k)
-                    new[k] = b if b is not None and b[0] in ("t", "b") else (old or {}).get(k, v)
+            new = carry_toast(after, before, old)
             new_key = row_key(new, keycols)
             close(old_key, lsn, ts, one=held.alike)
             if not held.alike:
@@ -282,7 +211,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
             if net is not None:
                 src = net["src"].pop(old_key) if old_key in net["src"] else (old_key, keycols)
                 net["src"][new_key] = src
-                if old_key != new_key:
+                if key_move(old_key, new_key):
                     net["deleted"][old_key] = gone(old, before, keycols)
                     net["stamp"][old_key] = (lsn, ts)
                 elif held.hides and old is not None and row_key(old, net["keycols"]) != row_key(new, net["keycols"]):
@@ -391,7 +320,7 @@ def snapshot(changes: pa.Table, name: str, as_of_lsn: int | None = None, *, regi
     Parquet path, or a mapping by table name), acting as copied rows ('R') committed
     then: the changes committed at or below it are in them and are skipped, the later
     ones applied on top. A table with no copied row and no base warns
-    (:class:`.complete.IncompleteTableWarning`)."""
+    (:class:`.rules.IncompleteTableWarning`)."""
     rows = rows_of(changes, name, as_of_lsn)
     if base_for(base, base_lsn, name)[0] is not None:
         raise ValueError("a base is applied by pgoutput_codec.tables.snapshot (over net changes)")
@@ -421,7 +350,7 @@ def history(changes: pa.Table, name: str, *, registry=None, base=None, base_lsn=
     ``base``/``base_lsn``: the table's rows as of an LSN (:mod:`.base`), a version each
     (``__OP`` 'R', ``__START_LSN`` the base's LSN, ``__START_AT`` null); the changes
     committed at or below it are in them and are skipped. A table with no copied row
-    and no base warns (:class:`.complete.IncompleteTableWarning`)."""
+    and no base warns (:class:`.rules.IncompleteTableWarning`)."""
     rows = rows_of(changes, name)
     b, b_lsn = base_for(base, base_lsn, name)
     if b is not None:
