@@ -1,6 +1,6 @@
 """Copied rows ('R', the Inserts of a COPY transaction) on Spark: the change rows, the
 tables rebuilt from them, bases and the warning of an unknown start, equal to one
-process (tests/test_copied_rows.py)."""
+process (tests/tables/test_copied_rows.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pgoutput_codec import tables as T1  # noqa: E402
 from pgoutput_codec.spark import decode_changes, history, net_changes, snapshot  # noqa: E402
 from pgoutput_codec.tables import IncompleteTableWarning  # noqa: E402
 from change_corpus import CHANGE_IMPLS, as_spark, collect, write_files  # noqa: E402
-from test_copied_rows import BASE, WANT_OPS, WANT_T, copy_archive, uncopied_archive  # noqa: E402
+from copied_rows import BASE, WANT_OPS, WANT_T, copy_archive, uncopied_archive  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
