@@ -60,7 +60,7 @@ def _hand_built():
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.same_code_on_spark35
-def test_key_change_toast_and_history(spark, tmp_path):
+def test_key_move_toast_and_history(spark, tmp_path):
     t = _hand_built()
     df = spark.read.parquet(*write_files(t, tmp_path / "hb", 3)).repartition(3)
     ch = decode_changes(df, order_by="seq", lsn=None)
@@ -86,7 +86,7 @@ def test_key_change_toast_and_history(spark, tmp_path):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.same_code_on_spark35
-def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
+def test_carry_toast_follows_rows_through_key_changes(spark, tmp_path):
     """The snapshot and history carry an unchanged TOAST value along the row, through
     one and two key changes and a later in-place update, as the single-process replay
     does; a new row under a key an older row left starts afresh."""
@@ -108,7 +108,7 @@ def test_toast_values_follow_rows_through_key_changes(spark, tmp_path):
 
 @pytest.mark.same_code_on_connect
 @pytest.mark.same_code_on_spark35
-def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
+def test_carry_toast_takes_full_identity_values_from_the_old_row(spark, tmp_path):
     """REPLICA IDENTITY FULL sends the old row with its TOAST values inline ('O' tuple,
     as PostgreSQL 15/16/18 do: tests/conformance/test_toast_identity.py): an archive that
     starts after the Insert still gives the value in table_changes, snapshot and
@@ -152,7 +152,7 @@ def test_full_identity_toast_values_come_from_the_old_row(spark, tmp_path):
                                       pytest.param("ends_full", marks=_SHARED),
                                       pytest.param("no_common_key", marks=_SHARED),
                                       "no_common_key_toast", pytest.param("truncated_then_full", marks=_SHARED)])
-def test_rows_are_found_across_replica_identity_changes(spark, tmp_path, scenario):
+def test_found_keys_across_replica_identity_changes(spark, tmp_path, scenario):
     """A table whose REPLICA IDENTITY changes while the archive runs
     (tests/identity_moves.py: the messages real servers send,
     tests/conformance/test_identity_change.py): each change names its row by its own
@@ -317,7 +317,7 @@ def _jobs(spark, build) -> int:
 
 
 @pytest.mark.same_code_on_spark35
-def test_rows_are_followed_across_keys_only_when_an_update_sent_an_old_key(spark, tmp_path):
+def test_carry_toast_follows_keys_only_when_an_update_sent_an_old_key(spark, tmp_path):
     """Following rows across key changes costs snapshot/history/net_changes a Spark job
     of its own. It runs only when an Update of the table sent its old key or row ('K'/'O',
     read from the payload heads by the versions job): with in-place updates alone,
@@ -557,7 +557,7 @@ def test_a_table_whose_relation_came_in_a_later_committing_transaction(spark, tm
 
 
 @pytest.mark.same_code_on_connect
-def test_history_of_rows_written_after_a_truncate(spark, tmp_path):
+def test_end_versions_of_rows_written_after_a_truncate(spark, tmp_path):
     """A version with no Truncate after it (rows written after the table's last
     Truncate) ends at its key's next change or stays current — under ANSI, Spark 4's
     default, looking up "the first Truncate after it" in an empty list raised."""

@@ -329,7 +329,7 @@ def test_a_timestamp_retyped_to_timestamptz_is_read_on_the_registry_s_clock(spar
 
 
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
-def test_a_column_dropped_and_added_again_is_a_new_column(spark, tmp_path, form):
+def test_as_added_a_column_dropped_and_added_again_is_a_new_column(spark, tmp_path, form):
     """tests/altered_columns.readded (the messages of test_dropped_columns.READDED, whose
     single-process snapshots equal the servers' tables): Spark's snapshot as of every
     commit leaves the dropped column's values out of the column added again by its name,
@@ -362,7 +362,7 @@ def test_a_column_dropped_and_added_again_is_a_new_column(spark, tmp_path, form)
 
 
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED), "cached"])
-def test_the_defaults_of_columns_added_are_given_by_missing(spark, tmp_path, form):
+def test_missing_values_give_the_defaults_of_columns_added(spark, tmp_path, form):
     """tests/altered_columns.defaulted (the messages of test_dropped_columns.DEFAULTED,
     whose single-process snapshot with ``missing=`` equals the servers' tables): Spark's
     snapshot and net_changes with the defaults named are the single process's: bool,
@@ -392,7 +392,7 @@ def test_the_defaults_of_columns_added_are_given_by_missing(spark, tmp_path, for
 
 @pytest.mark.parametrize("form", [pytest.param("straight", marks=_SHARED),
                                   pytest.param("cached", marks=pytest.mark.same_code_on_connect)])
-def test_the_snapshot_leaves_out_the_columns_dropped_by_its_cut(spark, tmp_path, form):
+def test_columns_in_force_leave_out_the_columns_dropped_by_the_cut(spark, tmp_path, form):
     """``DROP COLUMN`` and ``ADD COLUMN`` in the archive (tests/altered_columns.dropped,
     the messages of tests/conformance/test_dropped_columns.py, whose single-process
     snapshots equal the servers' tables): Spark's snapshot as of every commit has the
