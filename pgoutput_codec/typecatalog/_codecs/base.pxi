@@ -1,10 +1,10 @@
 # What every value converter of _convert.pyx shares: the 128-bit decimal helpers, result
 # and special codes, the epoch constants, the Conv struct a value is converted into, the
-# table the families register their converters in, and the digit/literal scanners of text
-# forms. Binary forms are read with the shared bounds-checked Reader of _native/reader.pxd. These
+# signature of a value converter, and the digit/literal scanners of text forms. Binary
+# forms are read with the shared bounds-checked Reader of _native/reader.pxd. These
 # files are included into _convert.pyx (one extension module, one C file) and use its
 # cimports. Each family file (named as its module of typecatalog/) declares its converter
-# codes once and registers them (register, below); the catalog reads them (CODES).
+# codes once and registers them (columns.pxi: register); the catalog reads them (CODES).
 
 cdef extern from *:
     """
@@ -59,40 +59,9 @@ cdef struct Conv:
     const char* err
 
 
-# ---------------------------------------------------------------- the families' converters
-
 # Value i of column c (the text form, or the send form when ``binary``) into c's output:
 # OK, SPECIAL (c.special), FAIL (c.err), SLOW or NOMEM.
 ctypedef int (*value_fn)(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n, bint binary) noexcept nogil
-
-cdef enum:
-    MAX_CODE = 64      # converter codes are 1 .. MAX_CODE - 1
-    BITS = -1          # width of a converter writing a bit per value (bool)
-    VARIABLE = 0       # width of a converter writing bytes at c.vout + c.vpos (offsets per value)
-
-
-cdef struct Family:
-    value_fn value
-    int width          # bytes per value, or BITS, or VARIABLE
-    bint plain_text    # values are their own UTF-8 bytes in both forms: the column loop copies them
-
-
-cdef Family FAMILIES[MAX_CODE]
-
-#: converter name -> code: how typecatalog's family modules name their compiled
-#: converters (typecatalog.typeinfo.fast_code)
-CODES = {}
-
-
-cdef int register(int code, str name, value_fn value, int width, bint plain_text=False) except -1:
-    """Converter ``code`` (declared by its family file) of values of ``width`` bytes."""
-    if not 0 < code < MAX_CODE or FAMILIES[code].value != NULL or name in CODES:
-        raise ImportError(f"converter {name}: code {code} is out of range or taken")
-    FAMILIES[code].value = value
-    FAMILIES[code].width = width
-    FAMILIES[code].plain_text = plain_text
-    CODES[name] = code
-    return 0
 
 
 # ---------------------------------------------------------------- text scanning

@@ -33,4 +33,8 @@ cdef inline int bytea_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t 
     return OK
 
 
-register(C_BYTEA, "BYTEA", bytea_value, VARIABLE)
+cdef void bytea_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, bytea_value)
+
+
+register(C_BYTEA, "BYTEA", bytea_range, VARIABLE)

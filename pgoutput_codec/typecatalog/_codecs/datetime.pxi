@@ -229,7 +229,19 @@ cdef inline int timestamp_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssiz
     return OK
 
 
-register(C_DATE, "DATE", date_value, 4)
-register(C_TIME, "TIME", time_value, 8)
-register(C_TIMESTAMP, "TIMESTAMP", timestamp_value, 8)
-register(C_TIMESTAMPTZ, "TIMESTAMPTZ", timestamp_value, 8)
+cdef void date_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, date_value)
+
+
+cdef void time_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, time_value)
+
+
+cdef void timestamp_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, timestamp_value)
+
+
+register(C_DATE, "DATE", date_range, 4)
+register(C_TIME, "TIME", time_range, 8)
+register(C_TIMESTAMP, "TIMESTAMP", timestamp_range, 8)
+register(C_TIMESTAMPTZ, "TIMESTAMPTZ", timestamp_range, 8)

@@ -30,29 +30,13 @@ cdef extern from *:
     int pgc_erange() noexcept nogil
 
 
-cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n,
-                            bint binary) noexcept nogil:
+cdef int _float_text(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """A float column's value in text form (its own function: the stack copy strtod reads
+    stays out of the send form's path)."""
     cdef double dv
     cdef float fv
     cdef char buf[128]
     cdef char* endp
-    cdef int k
-    cdef uint8_t* o
-    cdef int code = c.code
-    if binary:
-        if code == C_FLOAT4 and n == 4:
-            memcpy(c.out + 4 * i, p, 4)
-            for k in range(2):     # big-endian to little-endian in place
-                o = c.out + 4 * i
-                o[k], o[3 - k] = o[3 - k], o[k]
-            return OK
-        if code == C_FLOAT8 and n == 8:
-            o = c.out + 8 * i
-            for k in range(8):
-                o[k] = p[7 - k]
-            return OK
-        c.err = b"binary float of the wrong length"
-        return FAIL
     if n == 0 or n >= 127 or not _float_chars(p, n):
         c.err = b"not a float"
         return FAIL
@@ -61,7 +45,7 @@ cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t 
     pgc_clear_errno()
     # as float4in/float8in: a finite text that overflows to infinity or underflows to
     # zero is out of range (a denormal is a value), never a silently different number
-    if code == C_FLOAT4:
+    if c.code == C_FLOAT4:
         fv = strtof(buf, &endp)
         if endp != buf + n or buf[0] == 32:
             c.err = b"not a float"
@@ -82,5 +66,31 @@ cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t 
     return OK
 
 
-register(C_FLOAT4, "FLOAT4", float_value, 4)
-register(C_FLOAT8, "FLOAT8", float_value, 8)
+cdef inline int float_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n,
+                            bint binary) noexcept nogil:
+    cdef int k
+    cdef uint8_t* o
+    cdef int code = c.code
+    if binary:
+        if code == C_FLOAT4 and n == 4:
+            memcpy(c.out + 4 * i, p, 4)
+            for k in range(2):     # big-endian to little-endian in place
+                o = c.out + 4 * i
+                o[k], o[3 - k] = o[3 - k], o[k]
+            return OK
+        if code == C_FLOAT8 and n == 8:
+            o = c.out + 8 * i
+            for k in range(8):
+                o[k] = p[7 - k]
+            return OK
+        c.err = b"binary float of the wrong length"
+        return FAIL
+    return _float_text(c, i, p, n)
+
+
+cdef void float_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, float_value)
+
+
+register(C_FLOAT4, "FLOAT4", float_range, 4)
+register(C_FLOAT8, "FLOAT8", float_range, 8)

@@ -86,8 +86,16 @@ cdef inline int int_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_t n,
     return OK
 
 
-register(C_BOOL, "BOOL", bool_value, BITS)
-register(C_INT2, "INT2", int_value, 2)
-register(C_INT4, "INT4", int_value, 4)
-register(C_INT8, "INT8", int_value, 8)
-register(C_OID, "OID", int_value, 4)
+cdef void bool_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, bool_value)
+
+
+cdef void int_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, int_value)
+
+
+register(C_BOOL, "BOOL", bool_range, BITS)
+register(C_INT2, "INT2", int_range, 2)
+register(C_INT4, "INT4", int_range, 4)
+register(C_INT8, "INT8", int_range, 8)
+register(C_OID, "OID", int_range, 4)

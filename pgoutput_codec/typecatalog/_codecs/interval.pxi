@@ -119,4 +119,8 @@ cdef inline int interval_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize
     return OK
 
 
-register(C_INTERVAL, "INTERVAL", interval_value, 16)
+cdef void interval_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, interval_value)
+
+
+register(C_INTERVAL, "INTERVAL", interval_range, 16)

@@ -138,4 +138,8 @@ cdef inline int numeric_value(Conv* c, Py_ssize_t i, const uint8_t* p, Py_ssize_
     return OK
 
 
-register(C_NUMERIC, "NUMERIC", numeric_value, 16)
+cdef void numeric_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    convert_range(col, s, i0, i1, numeric_value)
+
+
+register(C_NUMERIC, "NUMERIC", numeric_range, 16)
