@@ -5,9 +5,9 @@ transaction, the worst ratio of control rows to changes an OLTP archive has).
 Times, in one run, each in a fresh process (so that its peak RSS is its own):
   (1) the array walk of plain transactions (the default);
   (2) the Python walk of the same rows (what streamed, two-phase or interleaved
-      transactions take; ``walking.VECTORIZED_WALK`` off);
+      transactions take; ``chunks.VECTORIZED_WALK`` off);
   (3) the Python walk in one chunk, never letting go of finished transactions (what the
-      chunked walk saves; ``walking.WALK_CHUNK`` unbounded);
+      chunked walk saves; ``chunks.WALK_CHUNK`` unbounded);
   (4) a protocol v2+ archive: the same transactions with a streamed one (two chunks and
       its Stream Commit) after every 1 000, by default — the Python walk takes the
       streams' rows and the array walk the runs of plain transactions between them;
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _CHILD = r"""
 import json, resource, sys, time
 import numpy as np, pyarrow as pa
-import pgoutput_codec.plan as P
-import pgoutput_codec.plan.walking as W
+import pgoutput_codec.changes as P
+import pgoutput_codec.changes.chunks as W
 from pgoutput_codec import (Begin, Commit, Relation, RelationColumn, StreamCommit, StreamStart, StreamStop,
                             encode_message)
 n, vectorized, chunk, every = int(sys.argv[1]), sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
@@ -86,7 +86,7 @@ def main():
                     help="cases (4), (5): a streamed transaction after every N plain ones")
     args = ap.parse_args()
     n, every = args.transactions, args.streamed_every
-    import pgoutput_codec.plan.walking as W
+    import pgoutput_codec.changes.chunks as W
     cases = {"array walk": (True, W.WALK_CHUNK, 0), "Python walk": (False, W.WALK_CHUNK, 0),
              "Python walk, one chunk": (False, 1 << 62, 0),
              "v2+ streams, cut walk": (True, W.WALK_CHUNK, every),

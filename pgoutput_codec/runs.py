@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .archive import ArchiveError, iter_archive, last_seq, read_archive_parts
-from .checkpoint import Checkpoint
+from .changes.checkpoint import Checkpoint
 from .errors import first_line
-from .plan import checkpoint_after, control_candidates
+from .changes import checkpoint_after, control_candidates
 
 __all__ = ["IncrementalRun", "load_checkpoint", "save_checkpoint", "fsync_path", "replace_durably"]
 

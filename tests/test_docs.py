@@ -31,7 +31,7 @@ PAGES = {
     "lake": ["pgoutput_codec.lake"],
     "opengauss": ["pgoutput_codec.opengauss", "pgoutput_codec.opengauss.changes"],
     "typecatalog": ["pgoutput_codec.typecatalog"],
-    "plan": ["pgoutput_codec.plan"],
+    "changes": ["pgoutput_codec.changes"],
     "spark": ["pgoutput_codec.spark"],
     "cli": ["pgoutput_codec.cli"],
     "archive": ["pgoutput_codec.archive"],
@@ -165,8 +165,8 @@ def test_spark_extras_and_plan(built):
     spark = (built / "api" / "spark.html").read_text()
     for name in ("decode_changes", "snapshot", "history", "net_changes", "table_changes", "transcode"):
         assert f'id="pgoutput_codec.spark.{name}"' in spark, name
-    plan = (built / "api" / "plan.html").read_text()
-    assert 'id="pgoutput_codec.plan.ControlPlan.build"' in plan
+    plan = (built / "api" / "changes.html").read_text()
+    assert 'id="pgoutput_codec.changes.ControlPlan.build"' in plan
 
 
 def test_importing_the_spark_layer_starts_no_jvm():

@@ -141,14 +141,14 @@ def test_private_imports_are_found(tmp_path, monkeypatch):
     pkg = ROOT / "pgoutput_codec"
     bad = pkg / "opengauss" / "__lint_probe__.py"
     assert not bad.exists()
-    bad.write_text("from ..changes import _CHANGE_TAGS\nfrom pgoutput_codec.plan.tags import _probe\n"
+    bad.write_text("from ..changes import _CHANGE_TAGS\nfrom pgoutput_codec.changes.tags import _probe\n"
                    "from ..pgoutput import _batch\nfrom ._parse_py import ENVELOPES\n")
     try:
         found = private_imports([bad])
     finally:
         bad.unlink()
     assert [f.rsplit(": ", 1)[1] for f in found] == ["pgoutput_codec.changes._CHANGE_TAGS",
-                                                     "pgoutput_codec.plan.tags._probe"]
+                                                     "pgoutput_codec.changes.tags._probe"]
 
 
 def test_import_contracts():

@@ -122,7 +122,7 @@ def test_a_relation_resent_after_another_definition_takes_its_own_again():
             typ("mood"), rel("m", 90000), ins(5), rel("m", 90000), ins(6), typ("feeling"), rel("m", 90000), ins(7),
             rel("m", 90000), ins(8), _commit(0)]
     for vectorized in (True, False):
-        from pgoutput_codec.changes import ChangeDecoder
+        from pgoutput_codec import ChangeDecoder
         ChangeDecoder._VECTORIZED = vectorized
         try:
             t = decode_changes(pa.array(data, pa.binary()))
@@ -132,7 +132,7 @@ def test_a_relation_resent_after_another_definition_takes_its_own_again():
         assert cols == ["a", "a", "b", "a", "a", "m", "m", "m", "m"]
         types = [r[1].get("type_name") for r in t.column("columns").to_pylist()]
         assert types[5:] == ["mood", "mood", "feeling", "feeling"]
-        from pgoutput_codec.plan import decode_changes_parallel
+        from pgoutput_codec.changes import decode_changes_parallel
         p = decode_changes_parallel(pa.array(data, pa.binary()), splits=3)
         assert p.column("columns").to_pylist() == t.column("columns").to_pylist()
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from ..archive import archive_row, iter_archive, read_archive_parts
 from ..arrays import plain_list_columns, plain_list_schema
 from ..pgoutput.batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
-from ..changes import ChangeDecoder
+from ..changes.decoder import ChangeDecoder
 from ..errors import ArchiveOrderError, PgoutputDecodeError
 from .console import PROG, CliError, first_line, note_recaptured, progress
 from ..runs import IncrementalRun, load_checkpoint, save_checkpoint

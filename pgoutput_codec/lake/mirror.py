@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..changes import ChangeDecoder
-from ..parallel import decode_changes
+from ..changes.decoder import ChangeDecoder
+from ..changes.parallel import decode_changes
 from ..archive import inside_dir, read_archive_parts, same_file, seq_stats
-from ..checkpoint import Checkpoint
+from ..changes.checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected

@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..plan import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, GivenHeads, RowDrops
+from ..changes import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, GivenHeads, RowDrops
 from .shipping import col, physical_plan
 
 __all__ = ["order_key", "FILE_BITS", "PAYLOAD", "KEY", "ROW_DROP_LIMIT", "tag_in", "is_control",

@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 
 from ..arrays import lsn_array, one_array
 from ..opengauss.columns import OPENGAUSS_CHANGE_SCHEMA
-from ..plan import spread_rows
+from ..changes import spread_rows
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL
 from . import types as ST
 from .messages import check_source, once_per_batch

@@ -78,7 +78,7 @@ change's LSN is its own WAL position and goes backwards when transactions interl
   With ``order_by=None`` the ``seq`` column of the change rows holds this packed key,
   not 0, 1, 2, ….
 
-Incremental runs (:mod:`pgoutput_codec.checkpoint`): ``checkpoint_of(changes)`` says
+Incremental runs (:mod:`pgoutput_codec.changes.checkpoint`): ``checkpoint_of(changes)`` says
 where the next run starts — after the largest commit LSN given, from the first control
 row of the earliest transaction not given — and ``decode_changes(..., resume=)`` reads
 only the rows from there on (a ``>=`` filter on the ``order_by`` column, pushed to the
@@ -129,8 +129,8 @@ from pyspark.sql import types as T
 
 from ..arrays import one_array
 from ..pgoutput.batch import message_tags
-from ..checkpoint import Checkpoint
-from ..plan import CONTROL_TAGS, HEAD_BYTES, ControlPlan
+from ..changes.checkpoint import Checkpoint
+from ..changes import CONTROL_TAGS, HEAD_BYTES, ControlPlan
 from . import archiverows as RF
 from . import types as ST
 from .archiverows import KEY, PAYLOAD, order_key
@@ -174,7 +174,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     Relation sent before the window names the window's rows); pass 2 decodes only the
     window's rows. ``commit_rank`` stays the whole archive's.
 
-    ``resume``: the :class:`~pgoutput_codec.checkpoint.Checkpoint` (or its JSON) of the
+    ``resume``: the :class:`~pgoutput_codec.changes.checkpoint.Checkpoint` (or its JSON) of the
     run before, from :func:`checkpoint_of`: only rows with ``order_by`` >= its
     ``from_key`` are read (a filter on that column, which Parquet statistics turn into
     skipped files and row groups), and only transactions committed after its
@@ -277,7 +277,7 @@ def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None
 
 def checkpoint_of(changes: DataFrame) -> Checkpoint:
     """Where the run after this one resumes (``decode_changes(..., resume=)``): the
-    :class:`~pgoutput_codec.checkpoint.Checkpoint` of the plan behind a DataFrame that
+    :class:`~pgoutput_codec.changes.checkpoint.Checkpoint` of the plan behind a DataFrame that
     :func:`decode_changes` returned (known as soon as it returns: pass 1 is eager).
     Save its ``to_json()`` once the run's output is safely written."""
     facts = facts_of(changes)

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..relations import merge_columns
+from ..changes.relations import merge_columns
 from ..tables import rules as one
 from ..typecatalog import arrow_type, with_type_names
 from . import types as ST

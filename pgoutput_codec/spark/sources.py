@@ -83,7 +83,7 @@ grows (PySpark >= 4.0).
 
 Why a stream: a lake of archived payloads grows by files every day, and each day's run
 must give the changes not given before — exactly once, even when a run fails half way.
-The batch API does it with a :class:`~pgoutput_codec.checkpoint.Checkpoint` the user
+The batch API does it with a :class:`~pgoutput_codec.changes.checkpoint.Checkpoint` the user
 keeps (``decode_changes(resume=)``, ``checkpoint_of``); here Spark keeps it: a stream
 offset *is* a checkpoint, written to the query's offset log before the micro-batch runs
 and committed with its sink, so a failed run is redone from the same offset and a
@@ -140,9 +140,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..archive import FORMATS, hex_to_binary
-from ..checkpoint import Checkpoint
+from ..changes.checkpoint import Checkpoint
 from ..errors import ArchiveOrderError
-from ..plan import ControlPlan, control_candidates
+from ..changes import ControlPlan, control_candidates
 from ..transcode import Timeline, Transcoder, is_utf8
 from . import types as ST
 from .archiverows import FILE_BITS

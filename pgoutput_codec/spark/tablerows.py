@@ -47,7 +47,7 @@ from pyspark.sql import types as T
 
 from ..arrays import one_array, plain_lists
 from ..idents import parse_name
-from ..relations import bearer, split_name
+from ..changes.relations import bearer, split_name
 from ..schema import CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 from ..tables import typed_changes
 from ..tables.rows import column_lists, column_set_ids
@@ -290,7 +290,7 @@ class TableInfo(NamedTuple):
 
 
 def table_of(changes: DataFrame, name) -> tuple[str, str]:
-    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.relations.split_name`):
+    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.changes.relations.split_name`):
     an unquoted name with several dots is resolved against the tables ``changes`` hold
     that it may name, in one small job (none for any other name)."""
     cands = parse_name(name)
@@ -305,7 +305,7 @@ def table_of(changes: DataFrame, name) -> tuple[str, str]:
 
 def table_info(changes: DataFrame, name: str, as_of_lsn=None) -> TableInfo:
     """One small job: which relation bears the name (as of ``as_of_lsn``; the rule of
-    :func:`pgoutput_codec.relations.bearer`), and over all its changes its Relation
+    :func:`pgoutput_codec.changes.relations.bearer`), and over all its changes its Relation
     versions in use, its truncates, and whether an Update may have changed a key
     (:class:`TableInfo`). Over a DataFrame straight from ``decode_changes`` (FAILFAST,
     no observation) nothing is decoded: ``Pass2.table_info`` reads the payload heads

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..relations import merge_columns
+from ..changes.relations import merge_columns
 from ..retyped import retyped_names
 from ..tables import history_names
 from ..tables.replay import HISTORY_COLUMNS

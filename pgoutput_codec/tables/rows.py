@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from .._native.gather import take_table
 from ..arrays import one_array, plain_lists
 from ..idents import parse_name
-from ..relations import bearer, merge_columns, one_bearer, split_name
+from ..changes.relations import bearer, merge_columns, one_bearer, split_name
 from ..typecatalog import with_type_names
 from ..schema import CHANGE_COLUMN, CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 
@@ -115,7 +115,7 @@ def in_commit_order(changes: pa.Table) -> pa.Table:
 
 
 def table_of(changes: pa.Table, name) -> tuple[str, str]:
-    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.relations.split_name`),
+    """The (schema, table) ``name`` names (:func:`~pgoutput_codec.changes.relations.split_name`),
     an unquoted name with several dots resolved against the tables ``changes`` hold."""
     if len(parse_name(name)) == 1:
         return parse_name(name)[0]

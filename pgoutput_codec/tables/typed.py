@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
-from ..changes import ChangeDecoder, LightChangeDecoder
-from ..relations import merge_columns, split_name
+from ..changes.decoder import ChangeDecoder, LightChangeDecoder
+from ..changes.relations import merge_columns, split_name
 from ..retyped import with_earlier_types
 from ..schema import relation_fingerprint
 from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at

@@ -227,7 +227,7 @@ def test_a_csv_value_that_is_not_hex_is_an_error_row_saying_so(tmp_path):
     """A CSV export's data value that is not bytea hex is an error row whose text says
     so, in message decoding, change decoding and the CLI alike, and the counts add up."""
     from pgoutput_codec.archive import HEX_ERROR, read_archive_parts
-    from pgoutput_codec.changes import ChangeDecoder
+    from pgoutput_codec import ChangeDecoder
     src = pq.read_table(SAMPLE).slice(0, 40)
     rows = [f"{a},{b},\\x{c.hex()}" for a, b, c in zip(src.column("lsn").to_pylist(), src.column("xid").to_pylist(),
                                                          src.column("data").to_pylist(), strict=True)]

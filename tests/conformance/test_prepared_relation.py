@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pgoutput_codec import decode_changes, snapshot
-from pgoutput_codec.plan import ControlPlan, control_candidates
+from pgoutput_codec.changes import ControlPlan, control_candidates
 
 OPTIONS = ["proto_version", "3", "publication_names", "prep_pub", "two_phase", "true"]
 

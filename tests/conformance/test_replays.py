@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from pgoutput_codec import ArchiveOrderError, decode_changes
-from pgoutput_codec.plan import decode_changes_parallel
+from pgoutput_codec.changes import decode_changes_parallel
 
 OPTIONS = ["proto_version", "1", "publication_names", "replay_pub"]
 
@@ -94,7 +94,7 @@ def test_transactions_received_again_are_given_once(sessions):
         second = ChangeDecoder.from_state(first.state)
         assert pa.concat_tables([head, second.feed(replayed.slice(cut))]).equals(out), cut
         assert second.counts["replayed_transactions"] == 3 and second.replayed == dec.replayed, cut
-    from pgoutput_codec.plan import checkpoint_after
+    from pgoutput_codec.changes import checkpoint_after
     # (8: the third transaction open at the cut; the next run holds its commit, then the
     # replays of the two before it, which committed in the run before: not out of order)
     for cuts in ([5, 13, 30], [8, len(peeked) + 10], [len(peeked) + 2, len(peeked) + 11],

@@ -29,7 +29,7 @@ with atheris.instrument_imports(include=["pgoutput_codec"]):
 
     from pgoutput_codec.archive import ArchiveError, hex_to_binary, read_archive_parts
     from pgoutput_codec.pgoutput.batch import PAYLOAD_ERROR
-    from pgoutput_codec.changes import ChangeDecoder
+    from pgoutput_codec import ChangeDecoder
     from pgoutput_codec.errors import ArchiveOrderError
 
 import vectors  # noqa: E402  (after sys.path set-up)

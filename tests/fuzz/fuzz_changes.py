@@ -34,9 +34,9 @@ with atheris.instrument_imports(include=["pgoutput_codec"]):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pgoutput_codec.changes import ChangeDecoder
+    from pgoutput_codec import ChangeDecoder
     from pgoutput_codec.errors import ArchiveOrderError
-    from pgoutput_codec.plan import ControlPlan, control_candidates
+    from pgoutput_codec.changes import ControlPlan, control_candidates
 
 import archive_model  # noqa: E402  (after sys.path set-up)
 

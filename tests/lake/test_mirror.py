@@ -16,7 +16,7 @@ import pytest
 
 deltalake = pytest.importorskip("deltalake")
 
-from test_changes import SETS, archive, same_values  # noqa: E402
+from change_cases import SETS, archive, same_values  # noqa: E402
 
 from pgoutput_codec import decode_changes, mirror, mirror_version_at, snapshot  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path, to_delta  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from test_changes import archive  # noqa: E402
+from change_cases import archive  # noqa: E402
 
 from pgoutput_codec import mirror  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 
 deltalake = pytest.importorskip("deltalake")
 
-from test_changes import archive  # noqa: E402
+from change_cases import archive  # noqa: E402
 from test_mirror import check_copies  # noqa: E402
 
 from pgoutput_codec import decode_changes, mirror  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import archive_model  # noqa: E402  (tests/: the model sessions)
 import ogdata  # noqa: E402  (tests/opengauss: records and their strategies)
-import test_changes as TC  # noqa: E402  (its table comparison helpers)
+import change_cases as TC  # noqa: E402  (its table comparison helpers)
 
 
 def og_cols(*vals, key_only=False):

@@ -24,7 +24,7 @@ from pgoutput_codec.spark.tablerows import TIME_TYPE, conform, convert_values, t
 from pgoutput_codec.typecatalog import ARRAY_ELEM, with_type_names  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
+_spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "change_cases.py")
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)   # the single-process tests' corpus helpers (typed server tables, gaps)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[2])
-#: the shared test helpers (archive_model, identity_moves, test_changes …) import by name,
+#: the shared test helpers (archive_model, identity_moves, change_cases …) import by name,
 #: at module level too (a test's parameters may come from them)
 TESTS = str(Path(ROOT) / "tests")
 if TESTS not in sys.path:

@@ -300,7 +300,7 @@ def test_spark_drops_the_rows_keep_mask_leaves_out(spark):
     ``ControlPlan.given_heads`` says (checked against ``head_facts`` in ``test_changes``)."""
     import numpy as np
 
-    from pgoutput_codec.plan import HEAD_BYTES, ControlPlan, control_candidates
+    from pgoutput_codec.changes import HEAD_BYTES, ControlPlan, control_candidates
     from pgoutput_codec.spark.archiverows import KEY as _KEY
     from pgoutput_codec.spark.archiverows import PAYLOAD as _PAYLOAD
     streamed = aborted = 0
@@ -374,7 +374,7 @@ def test_a_row_drops_filter_at_its_limits(spark, envelope):
     takes it too (its terms nest in balanced trees, not 256 deep)."""
     import random
 
-    from pgoutput_codec.plan import RowDrops
+    from pgoutput_codec.changes import RowDrops
     from pgoutput_codec.spark.archiverows import KEY as _KEY
     from pgoutput_codec.spark.archiverows import PAYLOAD as _PAYLOAD
     rnd = random.Random(5)

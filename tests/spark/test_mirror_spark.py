@@ -20,7 +20,7 @@ from pgoutput_codec.spark import decode_changes  # noqa: E402
 from pgoutput_codec.spark import mirror  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "test_changes.py")
+_spec = importlib.util.spec_from_file_location("_single_changes", TESTS / "change_cases.py")
 TC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TC)
 import change_corpus as CS  # noqa: E402  (tests/spark is on sys.path: conftest)

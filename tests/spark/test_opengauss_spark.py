@@ -422,7 +422,7 @@ def test_random_sessions_rebuild_the_model_tables(spark, style, seed):
     and as of a commit), history and net_changes give the model's tables (seed 1: public.a's
     key never named, declared)."""
     import archive_model
-    import test_changes as TC
+    import change_cases as TC
     from pyspark.sql import functions as F
     from pgoutput_codec.spark import history, net_changes, snapshot
     model = archive_model.OpenGaussSession(seed, events=50)

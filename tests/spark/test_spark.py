@@ -608,7 +608,7 @@ def test_data_source_partitions_carry_their_part_of_the_plan(tmp_path):
     reader, with and without order_by, and a stream's micro-batch."""
     import pickle
 
-    from pgoutput_codec.plan import ControlPlan
+    from pgoutput_codec.changes import ControlPlan
     from pgoutput_codec.spark.sources import PgoutputDataSource
     arc = _plain_archive(3000)
     d = tmp_path / "arc"

@@ -14,8 +14,8 @@ import pytest
 
 from copied_rows import BASE, WANT_OPS, WANT_T, T, as_archive, copy_archive, ins, txn, uncopied_archive, upd
 from pgoutput_codec import ChangeDecoder, TupleColumn, Update, decode_changes
-from pgoutput_codec.changes import LightChangeDecoder
-from pgoutput_codec.plan import ControlPlan
+from pgoutput_codec.changes.decoder import LightChangeDecoder
+from pgoutput_codec.changes import ControlPlan
 from pgoutput_codec.tables import decode_table_changes, history, net_changes, snapshot, table_changes
 
 def ops(t: pa.Table) -> list:
@@ -38,7 +38,7 @@ def test_inserts_of_a_copy_transaction_are_R_rows(path, monkeypatch):
         with ChangeDecoder() as dec:
             out = pa.concat_tables([dec.feed(arc.slice(k, 3)) for k in range(0, len(arc), 3)])
     else:
-        from pgoutput_codec.plan.controlplan import decode_changes_parallel
+        from pgoutput_codec.changes.plan import decode_changes_parallel
         out = decode_changes_parallel(arc.column("data"), arc.column("seq"), splits=3)
     assert ops(out) == WANT_OPS
     assert out.column("xid").to_pylist()[:4] == [0, 0, 0, 0]

@@ -15,7 +15,7 @@ from pgoutput_codec import decode_changes
 from pgoutput_codec.tables import net_changes
 from pgoutput_codec.tables.net import net_by_columns, net_by_replay
 from pgoutput_codec.tables.rows import resolve, table_columns, table_registry
-from test_changes import CORPUS, archive, registry_for, same_values
+from change_cases import CORPUS, archive, registry_for, same_values
 
 REL = Relation(relation_id=16400, namespace="public", relation_name="t", replica_identity="d",
                columns=(RelationColumn(1, "id", 23, -1), RelationColumn(1, "k", 25, -1), RelationColumn(0, "v", 25, -1),

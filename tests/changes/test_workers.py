@@ -18,11 +18,11 @@ import pytest
 from pgoutput_codec import PgoutputCodecError, decode_batch, decode_changes, decode_table_changes, threads
 from pgoutput_codec.arrays import payload_sizes
 from pgoutput_codec.pgoutput.batch import decode_batch_rows, decode_batch_with_state
-from pgoutput_codec.parallel import changes_by_pieces
+from pgoutput_codec.changes.parallel import changes_by_pieces
 
 from arrow_values import values_equal
 
-CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "corpus.parquet")
+CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus.parquet")
 
 
 def _archives():

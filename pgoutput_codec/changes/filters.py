@@ -56,7 +56,7 @@ class GivenHeads(NamedTuple):
 
 
 class RowFilters:
-    """The row filters of a :class:`~pgoutput_codec.plan.ControlPlan` (its base class):
+    """The row filters of a :class:`~pgoutput_codec.changes.ControlPlan` (its base class):
     which rows it leaves out and which it gives, as data (:meth:`row_drops`,
     :meth:`given_heads`) and judged on the rows' head bytes (:meth:`keep_mask`,
     :meth:`head_facts`). Reads the plan's walk results."""

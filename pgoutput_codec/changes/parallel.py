@@ -1,6 +1,6 @@
 """``decode_changes``: a whole archive to change rows, on every core of the process.
 
-The control rows are walked once (a :class:`~pgoutput_codec.plan.ControlPlan`, as
+The control rows are walked once (a :class:`~pgoutput_codec.changes.ControlPlan`, as
 Spark's driver does); then pieces of the archive are decoded to change rows on a pool
 of threads, each piece on its own (the Cython loops release the GIL), and the pieces'
 rows joined in commit order. What the plan cannot do alike — empty transactions kept as
@@ -14,15 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .arrays import lsn_array, one_array, one_binary, order_keys, payload_sizes
-from .pgoutput.batch import PAYLOAD_ERROR, initial_stream_state
-from .changes import ChangeDecoder
+from ..arrays import lsn_array, one_array, one_binary, order_keys, payload_sizes
+from ..pgoutput.batch import PAYLOAD_ERROR, initial_stream_state
+from .decoder import ChangeDecoder
 from .checkpoint import Checkpoint
-from .errors import PgoutputCodecError
-from .opengauss.changes import decode_changes as opengauss_decode_changes
-from .plan import ControlPlan, changes_of_pieces, control_candidates
-from . import threads
-from .threads import payload_bytes, piece_bounds, worker_count
+from ..errors import PgoutputCodecError
+from ..opengauss.changes import decode_changes as opengauss_decode_changes
+from .plan import ControlPlan, changes_of_pieces
+from .tags import control_candidates
+from .. import threads
+from ..threads import payload_bytes, piece_bounds, worker_count
 
 __all__ = ["decode_changes", "changes_by_pieces"]
 

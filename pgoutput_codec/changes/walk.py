@@ -5,7 +5,7 @@ Relation definition applies, are decided by the control messages around the row 
 Commit, Relation, Type, Origin, Stream Start/Stop/Commit/Abort, Begin Prepare, Prepare,
 Commit/Rollback Prepared, Stream Prepare). :class:`TransactionWalk` holds that state and
 walks it forward; the sequential :class:`~pgoutput_codec.changes.ChangeDecoder` and the
-parallel :class:`~pgoutput_codec.plan.ControlPlan` each own one and read it through the
+parallel :class:`~pgoutput_codec.changes.ControlPlan` each own one and read it through the
 attributes below.
 
 A transaction is a *slot* (an int handed out in arrival order); the rows of a slot are
@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .changerows import VERSION_SCHEMA, control_rows, rows_at, tag_codes, version_widths
+from .rows import VERSION_SCHEMA, control_rows, rows_at, tag_codes, version_widths
 from .checkpoint import BEFORE_ALL, Checkpoint
-from .commitorder import TAKE, REPLAY, judge_commit, order_error
-from .pgoutput.messages import CONTROL_TAGS
-from .schema import relation_fingerprint
+from ..commitorder import TAKE, REPLAY, judge_commit, order_error
+from ..pgoutput.messages import CONTROL_TAGS
+from ..schema import relation_fingerprint
 
 __all__ = ["Txn", "TransactionWalk"]
 
@@ -219,7 +219,7 @@ class TransactionWalk:
             self.registry.add_type_message(m["type_oid"], m["namespace"], m["type_name"])
 
     def control_dicts(self, msgs, idx, fields=None) -> list[dict]:
-        """``changerows.control_rows(msgs, idx)`` (with ``fields``: ``rows_at(msgs, idx,
+        """``rows.control_rows(msgs, idx)`` (with ``fields``: ``rows_at(msgs, idx,
         fields)``), rows in the order the walk takes them, except a Relation resent
         unchanged: the same definition as the one that made its relation's version in
         force, and no Type changed since. It comes as ``{"type": "R", "relation_id": …,
@@ -289,7 +289,7 @@ class TransactionWalk:
         return versions
 
     def version_table(self) -> pa.Table:
-        """The Relation versions as a table (``changerows.VERSION_SCHEMA``), rebuilt only
+        """The Relation versions as a table (``rows.VERSION_SCHEMA``), rebuilt only
         when a version was added."""
         if self._vt_len != len(self.versions):
             self._vt = pa.Table.from_pylist(

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..pgoutput import messages
 from ..pgoutput.batch import message_tags
-from ..checkpoint import BEFORE_ALL
+from .checkpoint import BEFORE_ALL
 
 __all__ = ["CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "IS_CONTROL", "IS_CHANGE", "IS_ROW_CHANGE",
            "BEFORE_ALL", "control_candidates"]

@@ -14,18 +14,18 @@ from ..pgoutput._batch import initial_stream_state
 from .._native.gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..pgoutput.batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from ..changerows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows,
+from .rows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows,
                           tag_codes, truncate_columns, versions_before)
-from ..changes import ChangeDecoder
-from ..checkpoint import Checkpoint, recent_commits
+from .decoder import ChangeDecoder
+from .checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
 from ..pgoutput.messages import format_lsn
-from ..relations import one_bearer
+from .relations import one_bearer
 from ..schema import CHANGE_SCHEMA
 from ..threads import run_pieces
 from ..selection import commit_window, in_commit_window, intersect_windows, table_selected
-from . import walking
-from .heads import RowFilters
+from . import chunks
+from .filters import RowFilters
 from .tags import BEFORE_ALL, IS_CHANGE, IS_CONTROL, control_candidates
 
 __all__ = ["ControlPlan", "checkpoint_after", "decode_changes_parallel", "changes_of_pieces", "spread_rows"]
@@ -60,7 +60,7 @@ class ControlPlan(RowFilters):
     def build(cls, payloads, order, *, envelope: str = "auto", in_stream=None, lsn=None, resume=None,
               **options) -> "ControlPlan":
         """``lsn``: the rows' archive lsn, to name a malformed row by it too. ``resume``:
-        a :class:`~pgoutput_codec.checkpoint.Checkpoint` (or its JSON) of the run
+        a :class:`~pgoutput_codec.changes.checkpoint.Checkpoint` (or its JSON) of the run
         before; the rows given must then be those with order key >= its ``from_key``."""
         keys = order_keys(order)
         cp = None if resume is None else Checkpoint.of(resume)
@@ -119,14 +119,14 @@ class ControlPlan(RowFilters):
         # and no reference cycles; Python's cyclic collector, set off by those
         # allocations, would rescan everything alive and take half the time (6.2 s with
         # it, 3.2 s without). A run of plain transactions (Begin … Commit, Relations, Types) is
-        # walked with array operations instead (see walking.plain_walk, walking.walk_bounds).
-        with walking.cyclic_gc_paused():
-            for a, b, array in walking.walk_bounds(tags[ctrl_idx]):
+        # walked with array operations instead (see chunks.plain_walk, chunks.walk_bounds).
+        with chunks.cyclic_gc_paused():
+            for a, b, array in chunks.walk_bounds(tags[ctrl_idx]):
                 # rows before the first control row: changes whose Begin precedes the archive —
                 # except in a run resumed from a checkpoint, which starts at a Begin (or after the end)
                 phantom = a == 0 and (cp is None or cp.from_key == BEFORE_ALL)
-                w = (walking.plain_walk(walk, msgs, tags, ctrl_idx[a:b], phantom) if array else None) \
-                    or walking.python_walk(walk, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
+                w = (chunks.plain_walk(walk, msgs, tags, ctrl_idx[a:b], phantom) if array else None) \
+                    or chunks.python_walk(walk, msgs, ctrl_idx[a:b], phantom, self.ctrl_keys[a:b])
                 end = b + 1 if b == n_ctrl else b     # segment b is the next chunk's first
                 self.seg_slot[a:end] = w.seg_slot[:end - a]
                 self.seg_stream[a:end] = w.seg_stream[:end - a]
@@ -184,7 +184,7 @@ class ControlPlan(RowFilters):
         return other
 
     def checkpoint(self) -> Checkpoint:
-        """Where the next run resumes (:mod:`pgoutput_codec.checkpoint`): after the
+        """Where the next run resumes (:mod:`pgoutput_codec.changes.checkpoint`): after the
         largest commit LSN this plan gives, from the first key of the earliest
         transaction it does not give (still open, or committed after the window)."""
         if self.key_range is not None:
@@ -381,7 +381,7 @@ class ControlPlan(RowFilters):
     def bearer(self, schema: str, table: str, until_lsn=None) -> tuple:
         """(the relation id of the table named ``schema.table``, or None; whether
         another relation bore the name while these changes ran): the rule of
-        :func:`pgoutput_codec.relations.bearer`, on the Relation messages of the
+        :func:`pgoutput_codec.changes.relations.bearer`, on the Relation messages of the
         transactions that committed (up to the window's end, and ``until_lsn``), in
         commit order. A Relation under the name starts a relation's time with it; the
         next one of the relation, or another's under the name, ends it. The relation
@@ -556,7 +556,7 @@ def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **op
 def decode_changes_parallel(values, order=None, lsn=None, *, splits: int = 4, **options) -> pa.Table:
     """Single-process form of the parallel path: plan over the control rows, then decode
     the archive in ``splits`` independent pieces, one after another; equals
-    ``decode_changes`` (:func:`pgoutput_codec.parallel.changes_by_pieces` runs the pieces
+    ``decode_changes`` (:func:`pgoutput_codec.changes.parallel.changes_by_pieces` runs the pieces
     on threads)."""
     values = one_binary(values)
     keys = np.arange(len(values), dtype=np.int64) if order is None else order_keys(order)

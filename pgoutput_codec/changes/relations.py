@@ -4,7 +4,7 @@ a table's columns over all its versions."""
 
 from __future__ import annotations
 
-from .idents import parse_name, qualified_name, resolve_name
+from ..idents import parse_name, qualified_name, resolve_name
 
 __all__ = ["split_name", "one_bearer", "bearer", "merge_columns"]
 

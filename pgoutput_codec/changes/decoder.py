@@ -13,7 +13,7 @@ change (``schema.CHANGE_SCHEMA``), emitted when its transaction commits:
 
 How the work is split (no Python object per change row): messages are decoded by the
 Cython batch decoder; the relation version of every row comes from one C walk
-(``_changes.relation_versions``); the transaction of every row comes from the segment
+(``_versions.relation_versions``); the transaction of every row comes from the segment
 it sits in between two control messages, so Python runs once per control message
 (Begin, Commit, Relation, …), never per change — and a chunk of plain transactions
 (``_plain_transactions``) is resolved with NumPy, without Python per transaction either;
@@ -36,19 +36,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._native.builders import nulls
-from ._native.gather import take_table
-from .arrays import lsn_array, one_array
-from .pgoutput.batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .changerows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
+from .._native.builders import nulls
+from .._native.gather import take_table
+from ..arrays import lsn_array, one_array
+from ..pgoutput.batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
+from .rows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
                          light_change_columns, newest_versions, row_versions, spread, tag_codes, to_numpy_u,
                          truncate_columns)
 from .checkpoint import Checkpoint
-from .errors import PgoutputDecodeError
-from .pgoutput.messages import END_TAGS
-from .schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
-from .selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
-from .threads import payload_bytes, worker_count
+from ..errors import PgoutputDecodeError
+from ..pgoutput.messages import END_TAGS
+from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
+from ..selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
+from ..threads import payload_bytes, worker_count
 from .walk import TransactionWalk, Txn
 
 __all__ = ["ChangeDecoder", "LightChangeDecoder"]
@@ -81,7 +81,7 @@ for _t in b"BCRYMkO":
 
 
 def _with_copied_ops(rows: pa.Table, txn_xid, rank) -> pa.Table:
-    """``rows`` with the Inserts of COPY transactions as 'R' rows (``changerows.copied_ops``)."""
+    """``rows`` with the Inserts of COPY transactions as 'R' rows (``rows.copied_ops``)."""
     at = rows.schema.get_field_index("op")
     op = one_array(rows.column(at))
     new = copied_ops(op, txn_xid, rank)
@@ -109,7 +109,7 @@ class ChangeDecoder:
     after the last commit the previous run gave, or a replay up to a point. The same
     rows as filtering ``commit_lsn``; the parallel decoders (``ControlPlan``, Spark's
     ``decode_changes``) skip the others' rows before decoding them. ``resume`` — a
-    :class:`~pgoutput_codec.checkpoint.Checkpoint` of the run before: its Relation and
+    :class:`~pgoutput_codec.changes.checkpoint.Checkpoint` of the run before: its Relation and
     Type definitions and stream state, and only transactions committed after its
     ``after_lsn``; every row fed must then have a ``seq`` >= its ``from_key``.
     ``replays`` — commit LSNs rise in arrival order (PostgreSQL sends transactions in

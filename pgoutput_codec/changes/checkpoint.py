@@ -40,7 +40,7 @@ the archive from its Begin Prepare onwards, and this is where to see it.
 
 The order key must keep rising across runs (``capture``'s ``seq``): file positions
 (``order_by=None`` in Spark) restart with every listing, so they cannot say where a
-run left off. Built by :meth:`pgoutput_codec.plan.ControlPlan.checkpoint`; taken by
+run left off. Built by :meth:`pgoutput_codec.changes.ControlPlan.checkpoint`; taken by
 ``ControlPlan.build(resume=)`` and Spark's ``decode_changes(resume=)``.
 """
 

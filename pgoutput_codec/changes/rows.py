@@ -9,12 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _changes
-from ._native.builders import nulls
-from ._native.gather import take_lists
-from .arrays import list_lengths, share_lists
-from .pgoutput.messages import MESSAGE_CLASSES
-from .schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
+from ._versions import relation_versions
+from .._native.builders import nulls
+from .._native.gather import take_lists
+from ..arrays import list_lengths, share_lists
+from ..pgoutput.messages import MESSAGE_CLASSES
+from ..schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
 __all__ = ["commit_order", "tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
            "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
@@ -310,7 +310,7 @@ def row_versions(msgs, tags, r_versions: list, relmap_start: dict):
     r_ver = np.asarray(r_versions, dtype=np.int64)
     # (relation_versions turns the map it is given into the map after the chunk: a copy,
     # so Truncates look up the map as it was before the chunk)
-    versions = _changes.relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids), r_ver,
+    versions = relation_versions(np.ascontiguousarray(tags), np.ascontiguousarray(relids), r_ver,
                                           dict(relmap_start))
     r_pos = np.flatnonzero(tags == ord("R"))
     return versions, (r_pos, relids[r_pos], r_ver, relmap_start)

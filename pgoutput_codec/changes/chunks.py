@@ -1,6 +1,6 @@
 """The plan's walk over an archive's control rows, in chunks: a chunk of plain transactions
 (Begin … Commit, Relations, Types) with array operations, any other through
-:meth:`~pgoutput_codec.walk.TransactionWalk.walk`; what each chunk leaves is a few
+:meth:`~pgoutput_codec.changes.walk.TransactionWalk.walk`; what each chunk leaves is a few
 values per commit (:class:`Walked`), not Python objects per transaction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 
-from ..walk import TransactionWalk, Txn
+from .walk import TransactionWalk, Txn
 
 __all__ = ["Walked", "python_walk", "plain_walk", "walk_bounds", "cyclic_gc_paused", "WALK_CHUNK", "VECTORIZED_WALK",
            "MIN_ARRAY_RUN"]
