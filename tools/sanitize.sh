@@ -80,9 +80,10 @@ assert m.__file__.startswith('$OUT') and g.__file__.startswith('$OUT'), m.__file
 print('sanitized build:', '$OUT')"
 
 if [ "$MODE" != fuzz ]; then
-  TESTS=(tests/test_vectors.py tests/test_malformed.py tests/test_batch.py tests/test_gather.py tests/test_threads.py)
+  TESTS=(tests/pgoutput/test_vectors.py tests/pgoutput/test_malformed.py tests/pgoutput/test_batch.py
+         tests/native/test_gather.py tests/test_threads.py)
   [ "$MODE" = full ] && TESTS+=(tests/test_transcode.py tests/opengauss tests/types
-                                tests/test_changes.py tests/test_roundtrip.py)
+                                tests/test_changes.py tests/pgoutput/test_roundtrip.py)
   "$PY" -P -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"
 fi
 
