@@ -17,6 +17,7 @@ import importlib
 from .errors import (AmbiguousMessageError, ArchiveOrderError, PgoutputCodecError, PgoutputDecodeError,
                      PgoutputEncodeError)
 from .extensions import USING_EXTENSIONS
+from .pgoutput.facts import CONTROL_TAGS, END_TAGS, ENVELOPE_TAGS, MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS
 from .pgoutput.messages import *  # noqa: F401,F403
 from .pgoutput.messages import __all__ as _messages_all
 
@@ -53,6 +54,7 @@ __all__ = [  # noqa: F405
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
     "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
+    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS", "CONTROL_TAGS", "END_TAGS",
 ]
 
 

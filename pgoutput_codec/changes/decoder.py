@@ -45,7 +45,7 @@ from .rows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACT
                          truncate_columns)
 from .checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
-from ..pgoutput.messages import END_TAGS
+from ..pgoutput.facts import END_TAGS
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from ..threads import payload_bytes, worker_count

@@ -13,7 +13,7 @@ from ._versions import relation_versions
 from .._native.builders import nulls
 from .._native.gather import take_lists
 from ..arrays import list_lengths, share_lists
-from ..pgoutput.messages import MESSAGE_CLASSES
+from ..pgoutput.facts import MESSAGE_CLASSES
 from ..schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
 __all__ = ["commit_order", "tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",

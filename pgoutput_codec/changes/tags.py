@@ -5,29 +5,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..pgoutput import messages
+from ..pgoutput import facts
 from ..pgoutput.batch import message_tags
+from ..pgoutput.messages import PrimaryKeepalive
 from .checkpoint import BEFORE_ALL
 
 __all__ = ["CONTROL_TAGS", "INERT_TAGS", "ENVELOPE_INERT_TAGS", "HEAD_BYTES", "IS_CONTROL", "IS_CHANGE", "IS_ROW_CHANGE",
            "BEFORE_ALL", "control_candidates"]
 
 #: Tags whose messages drive the state; every other row is a change (I U D T) or inert (M k).
-CONTROL_TAGS = messages.CONTROL_TAGS.encode()
+CONTROL_TAGS = facts.CONTROL_TAGS.encode()
 
 IS_CONTROL = np.zeros(256, dtype=bool)
 for _t in CONTROL_TAGS:
     IS_CONTROL[_t] = True
 
 IS_CHANGE = np.zeros(256, dtype=bool)
-for _t in b"IUDT":
+for _t in facts.CHANGE_TAGS.encode():
     IS_CHANGE[_t] = True
 
 #: Tags of messages that never make a change row: logical decoding messages ('M') and,
 #: in a replication envelope, keepalives ('k').
-INERT_TAGS = b"M"
+INERT_TAGS = "".join(f.tag for f in facts.MESSAGES if not f.control and not f.change).encode()
 
-ENVELOPE_INERT_TAGS = b"k"
+ENVELOPE_INERT_TAGS = PrimaryKeepalive.type.encode()
 
 #: Bytes of a payload that :meth:`ControlPlan.keep_mask` reads: an XLogData header (25),
 #: the tag, a streaming xid and the relation id (I/U/D all start tag, [xid], relid), and
@@ -36,7 +37,7 @@ HEAD_BYTES = 25 + 1 + 4 + 4 + 1
 
 
 IS_ROW_CHANGE = np.zeros(256, dtype=bool)
-for _t in b"IUD":
+for _t in facts.ROW_CHANGE_TAGS.encode():
     IS_ROW_CHANGE[_t] = True
 
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from .rows import VERSION_SCHEMA, control_rows, rows_at, tag_codes, version_widths
 from .checkpoint import BEFORE_ALL, Checkpoint
 from ..commitorder import TAKE, REPLAY, judge_commit, order_error
-from ..pgoutput.messages import CONTROL_TAGS
+from ..pgoutput.facts import CONTROL_TAGS
 from ..schema import relation_fingerprint
 
 __all__ = ["Txn", "TransactionWalk"]

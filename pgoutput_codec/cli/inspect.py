@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..pgoutput import messages
+from ..pgoutput import facts
 from ..archive import iter_archive, read_archive_parts
 from ..arrays import lsn_array
 from ..pgoutput.batch import decode_batch_with_state
@@ -22,8 +22,7 @@ from .transcode import transcoded, transcoder
 __all__ = ["inspect_archive", "by_table", "commit_order", "format_inspect", "TAG_NAMES"]
 
 #: message tag -> the name of its message class (``B`` -> ``Begin``)
-TAG_NAMES = {cls.type: name for name, cls in ((n, getattr(messages, n)) for n in messages.__all__)
-             if isinstance(getattr(cls, "type", None), str) and len(cls.type) == 1}
+TAG_NAMES = {tag: f.name for tag, f in facts.FACTS.items()}
 
 
 def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, jobs=None) -> dict:
@@ -91,8 +90,8 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
                 ts_lo = mn.as_py() if ts_lo is None else min(ts_lo, mn.as_py())
                 ts_hi = mx.as_py() if ts_hi is None else max(ts_hi, mx.as_py())
             tags = set(by_type)
-            features["streaming"] |= bool(tags & set("SEcAp"))
-            features["two-phase"] |= bool(tags & set("bPKrp"))
+            features["streaming"] |= bool(tags & set(facts.FEATURE_TAGS["streaming"]))
+            features["two-phase"] |= bool(tags & set(facts.FEATURE_TAGS["two-phase"]))
             features["logical messages"] |= "M" in tags
             features["origins"] |= "O" in tags
             for side in ("new_tuple", "old_tuple"):

@@ -16,6 +16,7 @@ from pgoutput_codec._native.builders cimport (
 )
 from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
 from pgoutput_codec.pgoutput._errors cimport error_text
+from pgoutput_codec.pgoutput._facts cimport TAG_STREAM_STOP, is_streamable
 from pgoutput_codec.pgoutput._parse cimport (
     ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
     relid_at, scratch_free, scratch_init,
@@ -26,7 +27,7 @@ from libc.string cimport memcpy
 import numpy as np
 import pyarrow as pa
 
-from pgoutput_codec.pgoutput.messages import CONTROL_TAGS, MESSAGE_CLASSES
+from pgoutput_codec.pgoutput.facts import CONTROL_TAGS, MESSAGE_CLASSES
 from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
 
 cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}
@@ -637,7 +638,7 @@ cdef class _Columns:
         return pa.StructArray.from_arrays([arrays[f.name] for f in MESSAGE_FIELDS], fields=MESSAGE_FIELDS)
 
 
-# messages.CONTROL_TAGS by tag byte
+# facts.CONTROL_TAGS by tag byte
 cdef bint _IS_CONTROL[256]
 for _t in CONTROL_TAGS.encode():
     _IS_CONTROL[_t] = True
@@ -673,11 +674,11 @@ def initial_stream_state(arr, int envelope, bint control):
             tag = _tag_at(v.data + start, end - start, envelope)
             if control != _IS_CONTROL[tag]:
                 continue
-            if tag == 69:    # 'E'
+            if tag == TAG_STREAM_STOP:
                 return True
-            if control and tag != 82 and tag != 89:   # S B C O b P K r c A p: outside
+            if control and not is_streamable(tag):   # S B C O b P K r c A p: outside
                 return False
-            if not (tag == 82 or tag == 89 or tag == 73 or tag == 85 or tag == 68 or tag == 84 or tag == 77):
+            if not is_streamable(tag):
                 continue
             reader_init(&r, v.data + start, end - start)
             s.ncols = 0

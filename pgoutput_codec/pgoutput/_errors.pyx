@@ -13,7 +13,7 @@ from pgoutput_codec._native.reader cimport (
 )
 
 from pgoutput_codec.errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
-from pgoutput_codec.pgoutput.messages import MESSAGE_CLASSES
+from pgoutput_codec.pgoutput.facts import MESSAGE_CLASSES
 
 cdef dict _NAMES = {ord(t): cls.__name__ for t, cls in MESSAGE_CLASSES.items()}
 

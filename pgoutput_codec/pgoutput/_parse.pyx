@@ -11,6 +11,12 @@ from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
+from pgoutput_codec.pgoutput._facts cimport (
+    TAG_BEGIN, TAG_BEGIN_PREPARE, TAG_COMMIT, TAG_COMMIT_PREPARED, TAG_DELETE, TAG_INSERT,
+    TAG_LOGICAL_MESSAGE, TAG_ORIGIN, TAG_PREPARE, TAG_PRIMARY_KEEPALIVE, TAG_RELATION, TAG_ROLLBACK_PREPARED,
+    TAG_STREAM_ABORT, TAG_STREAM_COMMIT, TAG_STREAM_PREPARE, TAG_STREAM_START, TAG_STREAM_STOP, TAG_TRUNCATE,
+    TAG_TYPE, TAG_UPDATE, TAG_XLOG_DATA, is_streamable,
+)
 from pgoutput_codec._native.reader cimport (
     E_AMBIGUOUS, E_BAD_VALUE, E_EMPTY, E_NEGATIVE, E_NOT_ENVELOPE, E_SHORT,
     E_TOO_LONG, E_UNKNOWN_TAG, E_UTF8, Reader, _need, expect_end, pgc_be32, read_cstring, read_i16,
@@ -177,6 +183,37 @@ cdef int _tuple(Reader* r, Scratch* s, Py_ssize_t* start, Py_ssize_t* count) noe
     return 0
 
 
+# One parse function per message, in the order of facts.MESSAGES and of the plain-Python
+# twin's readers (_parse_py.py): ``r`` is just after the tag (and the streaming xid);
+# each returns 0, or -1 with the error recorded in ``r``.
+
+cdef inline int _begin(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u64(r, &m.final_lsn, b"Begin final_lsn") < 0:
+        return -1
+    if read_i64(r, &m.commit_ts, b"Begin commit_ts") < 0:
+        return -1
+    if read_u32(r, &m.xid, b"Begin xid") < 0:
+        return -1
+    m.has_xid = True
+    return 0
+
+
+cdef inline int _commit(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u8(r, &m.flags, b"Commit flags") < 0:
+        return -1
+    if read_u64(r, &m.commit_lsn, b"Commit commit_lsn") < 0:
+        return -1
+    if read_u64(r, &m.end_lsn, b"Commit end_lsn") < 0:
+        return -1
+    return read_i64(r, &m.commit_ts, b"Commit commit_ts")
+
+
+cdef inline int _origin(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u64(r, &m.origin_lsn, b"Origin origin_lsn") < 0:
+        return -1
+    return _name(r, &m.origin_name, b"Origin origin_name")
+
+
 cdef int _relation(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
     cdef int16_t ncols
     cdef Py_ssize_t i, at, left
@@ -224,11 +261,210 @@ cdef int _relation(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
     return 0
 
 
-cdef int _pgoutput(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
-    """One pgoutput message starting at r.pos (the tag byte)."""
-    cdef uint8_t tag, marker
+cdef inline int _type(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u32(r, &m.type_oid, b"Type type_oid") < 0:
+        return -1
+    if _identifier(r, &m.namespace, b"Type namespace") < 0:
+        return -1
+    return _identifier(r, &m.type_name, b"Type type_name")
+
+
+cdef inline int _insert(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    cdef uint8_t marker
     cdef Py_ssize_t at
+    if read_u32(r, &m.relation_id, b"Insert relation_id") < 0:
+        return -1
+    at = r.pos
+    if read_u8(r, &marker, b"Insert new tuple marker") < 0:
+        return -1
+    if marker != 78:  # 'N'
+        return reader_fail(r, E_BAD_VALUE, at, b"Insert new tuple marker", 0, marker)
+    return _tuple(r, s, &m.new_start, &m.new_n)
+
+
+cdef inline int _update(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    cdef uint8_t marker
+    cdef Py_ssize_t at
+    if read_u32(r, &m.relation_id, b"Update relation_id") < 0:
+        return -1
+    at = r.pos
+    if read_u8(r, &marker, b"Update tuple marker") < 0:
+        return -1
+    if marker == 75 or marker == 79:  # 'K' key / 'O' old row
+        m.old_kind = marker
+        if _tuple(r, s, &m.old_start, &m.old_n) < 0:
+            return -1
+        at = r.pos
+        if read_u8(r, &marker, b"Update new tuple marker") < 0:
+            return -1
+    if marker != 78:  # 'N'
+        return reader_fail(r, E_BAD_VALUE, at, b"Update new tuple marker", 0, marker)
+    return _tuple(r, s, &m.new_start, &m.new_n)
+
+
+cdef inline int _delete(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    cdef uint8_t marker
+    cdef Py_ssize_t at
+    if read_u32(r, &m.relation_id, b"Delete relation_id") < 0:
+        return -1
+    at = r.pos
+    if read_u8(r, &marker, b"Delete old tuple marker") < 0:
+        return -1
+    if marker != 75 and marker != 79:  # 'K' / 'O'
+        return reader_fail(r, E_BAD_VALUE, at, b"Delete old tuple marker", 0, marker)
+    m.old_kind = marker
+    return _tuple(r, s, &m.old_start, &m.old_n)
+
+
+cdef inline int _truncate(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
     cdef int32_t n32
+    cdef Py_ssize_t at = r.pos
+    if read_i32(r, &n32, b"Truncate relation count") < 0:
+        return -1
+    if n32 < 0:
+        return reader_fail(r, E_NEGATIVE, at, b"Truncate relation count", 0, n32)
+    if read_u8(r, &m.options, b"Truncate options") < 0:
+        return -1
+    m.nrels = n32
+    if _need(r, <Py_ssize_t>n32 * 4, b"Truncate relation_ids") < 0:
+        return -1
+    m.relids_off = r.pos
+    r.pos += <Py_ssize_t>n32 * 4
+    return 0
+
+
+cdef inline int _message(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    cdef int32_t n32
+    cdef Py_ssize_t at
+    if read_u8(r, &m.flags, b"Message flags") < 0:
+        return -1
+    if read_u64(r, &m.lsn, b"Message lsn") < 0:
+        return -1
+    if _name(r, &m.prefix, b"Message prefix") < 0:
+        return -1
+    at = r.pos
+    if read_i32(r, &n32, b"Message content length") < 0:
+        return -1
+    if n32 < 0:
+        return reader_fail(r, E_NEGATIVE, at, b"Message content length", 0, n32)
+    if _need(r, n32, b"Message content") < 0:
+        return -1
+    m.content.off = r.pos
+    m.content.len = n32
+    r.pos += n32
+    return 0
+
+
+cdef inline int _stream_start(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u32(r, &m.xid, b"Stream Start xid") < 0:
+        return -1
+    m.has_xid = True
+    return _bool(r, &m.first_segment, b"Stream Start first_segment")
+
+
+cdef inline int _stream_stop(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    return 0
+
+
+cdef inline int _stream_commit(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u32(r, &m.xid, b"Stream Commit xid") < 0:
+        return -1
+    m.has_xid = True
+    if read_u8(r, &m.flags, b"Stream Commit flags") < 0:
+        return -1
+    if read_u64(r, &m.commit_lsn, b"Stream Commit commit_lsn") < 0:
+        return -1
+    if read_u64(r, &m.end_lsn, b"Stream Commit end_lsn") < 0:
+        return -1
+    return read_i64(r, &m.commit_ts, b"Stream Commit commit_ts")
+
+
+cdef inline int _stream_abort(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u32(r, &m.xid, b"Stream Abort xid") < 0:
+        return -1
+    m.has_xid = True
+    if read_u32(r, &m.subxid, b"Stream Abort subxid") < 0:
+        return -1
+    # abort_lsn/abort_ts only with streaming=parallel: decided by the bytes left.
+    if r.pos < r.len:
+        if read_u64(r, &m.abort_lsn, b"Stream Abort abort_lsn") < 0:
+            return -1
+        if read_i64(r, &m.abort_ts, b"Stream Abort abort_ts") < 0:
+            return -1
+        m.has_abort = True
+    return 0
+
+
+cdef inline int _begin_prepare(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u64(r, &m.prepare_lsn, b"Begin Prepare prepare_lsn") < 0:
+        return -1
+    if read_u64(r, &m.end_lsn, b"Begin Prepare end_lsn") < 0:
+        return -1
+    if read_i64(r, &m.prepare_ts, b"Begin Prepare prepare_ts") < 0:
+        return -1
+    if read_u32(r, &m.xid, b"Begin Prepare xid") < 0:
+        return -1
+    m.has_xid = True
+    return _name(r, &m.gid, b"Begin Prepare gid")
+
+
+cdef inline int _prepare(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    """Prepare, and Stream Prepare (the same fields)."""
+    if read_u8(r, &m.flags, b"Prepare flags") < 0:
+        return -1
+    if read_u64(r, &m.prepare_lsn, b"Prepare prepare_lsn") < 0:
+        return -1
+    if read_u64(r, &m.end_lsn, b"Prepare end_lsn") < 0:
+        return -1
+    if read_i64(r, &m.prepare_ts, b"Prepare prepare_ts") < 0:
+        return -1
+    if read_u32(r, &m.xid, b"Prepare xid") < 0:
+        return -1
+    m.has_xid = True
+    return _name(r, &m.gid, b"Prepare gid")
+
+
+cdef inline int _commit_prepared(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u8(r, &m.flags, b"Commit Prepared flags") < 0:
+        return -1
+    if read_u64(r, &m.commit_lsn, b"Commit Prepared commit_lsn") < 0:
+        return -1
+    if read_u64(r, &m.end_lsn, b"Commit Prepared end_lsn") < 0:
+        return -1
+    if read_i64(r, &m.commit_ts, b"Commit Prepared commit_ts") < 0:
+        return -1
+    if read_u32(r, &m.xid, b"Commit Prepared xid") < 0:
+        return -1
+    m.has_xid = True
+    return _name(r, &m.gid, b"Commit Prepared gid")
+
+
+cdef inline int _rollback_prepared(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    if read_u8(r, &m.flags, b"Rollback Prepared flags") < 0:
+        return -1
+    if read_u64(r, &m.prepare_end_lsn, b"Rollback Prepared prepare_end_lsn") < 0:
+        return -1
+    if read_u64(r, &m.rollback_end_lsn, b"Rollback Prepared rollback_end_lsn") < 0:
+        return -1
+    if read_i64(r, &m.prepare_ts, b"Rollback Prepared prepare_ts") < 0:
+        return -1
+    if read_i64(r, &m.rollback_ts, b"Rollback Prepared rollback_ts") < 0:
+        return -1
+    if read_u32(r, &m.xid, b"Rollback Prepared xid") < 0:
+        return -1
+    m.has_xid = True
+    return _name(r, &m.gid, b"Rollback Prepared gid")
+
+
+cdef inline int _stream_prepare(Reader* r, Parsed* m, Scratch* s) noexcept nogil:
+    return _prepare(r, m, s)
+
+
+cdef int _pgoutput(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
+    """One pgoutput message starting at r.pos (the tag byte). Row changes are tried first:
+    they are most of any stream."""
+    cdef uint8_t tag
+    cdef int rc
     s.ncols = 0
     s.nrcols = 0
     m.has_xid = False
@@ -241,210 +477,55 @@ cdef int _pgoutput(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
     tag = r.buf[r.pos]
     m.tag = tag
     r.pos += 1
-    # The streaming xid of R/Y/I/U/D/T/M (proto.c: "transaction ID (if not valid, we're not streaming)")
-    if stream == STREAM_YES and (tag == 82 or tag == 89 or tag == 73 or tag == 85
-                                 or tag == 68 or tag == 84 or tag == 77):
+    # The streaming xid (proto.c: "transaction ID (if not valid, we're not streaming)")
+    if stream == STREAM_YES and is_streamable(tag):
         if read_u32(r, &m.xid, b"streaming xid") < 0:
             return -1
         m.has_xid = True
 
-    if tag == 73:  # 'I' Insert
-        if read_u32(r, &m.relation_id, b"Insert relation_id") < 0:
-            return -1
-        at = r.pos
-        if read_u8(r, &marker, b"Insert new tuple marker") < 0:
-            return -1
-        if marker != 78:
-            return reader_fail(r, E_BAD_VALUE, at, b"Insert new tuple marker", 0, marker)
-        if _tuple(r, s, &m.new_start, &m.new_n) < 0:
-            return -1
-    elif tag == 85:  # 'U' Update
-        if read_u32(r, &m.relation_id, b"Update relation_id") < 0:
-            return -1
-        at = r.pos
-        if read_u8(r, &marker, b"Update tuple marker") < 0:
-            return -1
-        if marker == 75 or marker == 79:  # 'K' key / 'O' old row
-            m.old_kind = marker
-            if _tuple(r, s, &m.old_start, &m.old_n) < 0:
-                return -1
-            at = r.pos
-            if read_u8(r, &marker, b"Update new tuple marker") < 0:
-                return -1
-        if marker != 78:
-            return reader_fail(r, E_BAD_VALUE, at, b"Update new tuple marker", 0, marker)
-        if _tuple(r, s, &m.new_start, &m.new_n) < 0:
-            return -1
-    elif tag == 68:  # 'D' Delete
-        if read_u32(r, &m.relation_id, b"Delete relation_id") < 0:
-            return -1
-        at = r.pos
-        if read_u8(r, &marker, b"Delete old tuple marker") < 0:
-            return -1
-        if marker != 75 and marker != 79:
-            return reader_fail(r, E_BAD_VALUE, at, b"Delete old tuple marker", 0, marker)
-        m.old_kind = marker
-        if _tuple(r, s, &m.old_start, &m.old_n) < 0:
-            return -1
-    elif tag == 66:  # 'B' Begin
-        if read_u64(r, &m.final_lsn, b"Begin final_lsn") < 0:
-            return -1
-        if read_i64(r, &m.commit_ts, b"Begin commit_ts") < 0:
-            return -1
-        if read_u32(r, &m.xid, b"Begin xid") < 0:
-            return -1
-        m.has_xid = True
-    elif tag == 67:  # 'C' Commit
-        if read_u8(r, &m.flags, b"Commit flags") < 0:
-            return -1
-        if read_u64(r, &m.commit_lsn, b"Commit commit_lsn") < 0:
-            return -1
-        if read_u64(r, &m.end_lsn, b"Commit end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.commit_ts, b"Commit commit_ts") < 0:
-            return -1
-    elif tag == 82:  # 'R' Relation
-        if _relation(r, m, s) < 0:
-            return -1
-    elif tag == 89:  # 'Y' Type
-        if read_u32(r, &m.type_oid, b"Type type_oid") < 0:
-            return -1
-        if _identifier(r, &m.namespace, b"Type namespace") < 0:
-            return -1
-        if _identifier(r, &m.type_name, b"Type type_name") < 0:
-            return -1
-    elif tag == 79:  # 'O' Origin
-        if read_u64(r, &m.origin_lsn, b"Origin origin_lsn") < 0:
-            return -1
-        if _name(r, &m.origin_name, b"Origin origin_name") < 0:
-            return -1
-    elif tag == 84:  # 'T' Truncate
-        at = r.pos
-        if read_i32(r, &n32, b"Truncate relation count") < 0:
-            return -1
-        if n32 < 0:
-            return reader_fail(r, E_NEGATIVE, at, b"Truncate relation count", 0, n32)
-        if read_u8(r, &m.options, b"Truncate options") < 0:
-            return -1
-        m.nrels = n32
-        if _need(r, <Py_ssize_t>n32 * 4, b"Truncate relation_ids") < 0:
-            return -1
-        m.relids_off = r.pos
-        r.pos += <Py_ssize_t>n32 * 4
-    elif tag == 77:  # 'M' logical decoding message
-        if read_u8(r, &m.flags, b"Message flags") < 0:
-            return -1
-        if read_u64(r, &m.lsn, b"Message lsn") < 0:
-            return -1
-        if _name(r, &m.prefix, b"Message prefix") < 0:
-            return -1
-        at = r.pos
-        if read_i32(r, &n32, b"Message content length") < 0:
-            return -1
-        if n32 < 0:
-            return reader_fail(r, E_NEGATIVE, at, b"Message content length", 0, n32)
-        if _need(r, n32, b"Message content") < 0:
-            return -1
-        m.content.off = r.pos
-        m.content.len = n32
-        r.pos += n32
-    elif tag == 83:  # 'S' Stream Start
-        if read_u32(r, &m.xid, b"Stream Start xid") < 0:
-            return -1
-        m.has_xid = True
-        if _bool(r, &m.first_segment, b"Stream Start first_segment") < 0:
-            return -1
-    elif tag == 69:  # 'E' Stream Stop
-        pass
-    elif tag == 99:  # 'c' Stream Commit
-        if read_u32(r, &m.xid, b"Stream Commit xid") < 0:
-            return -1
-        m.has_xid = True
-        if read_u8(r, &m.flags, b"Stream Commit flags") < 0:
-            return -1
-        if read_u64(r, &m.commit_lsn, b"Stream Commit commit_lsn") < 0:
-            return -1
-        if read_u64(r, &m.end_lsn, b"Stream Commit end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.commit_ts, b"Stream Commit commit_ts") < 0:
-            return -1
-    elif tag == 65:  # 'A' Stream Abort
-        if read_u32(r, &m.xid, b"Stream Abort xid") < 0:
-            return -1
-        m.has_xid = True
-        if read_u32(r, &m.subxid, b"Stream Abort subxid") < 0:
-            return -1
-        # abort_lsn/abort_ts only with streaming=parallel: decided by the bytes left.
-        if r.pos < r.len:
-            if read_u64(r, &m.abort_lsn, b"Stream Abort abort_lsn") < 0:
-                return -1
-            if read_i64(r, &m.abort_ts, b"Stream Abort abort_ts") < 0:
-                return -1
-            m.has_abort = True
-    elif tag == 98:  # 'b' Begin Prepare
-        if read_u64(r, &m.prepare_lsn, b"Begin Prepare prepare_lsn") < 0:
-            return -1
-        if read_u64(r, &m.end_lsn, b"Begin Prepare end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.prepare_ts, b"Begin Prepare prepare_ts") < 0:
-            return -1
-        if read_u32(r, &m.xid, b"Begin Prepare xid") < 0:
-            return -1
-        m.has_xid = True
-        if _name(r, &m.gid, b"Begin Prepare gid") < 0:
-            return -1
-    elif tag == 80 or tag == 112:  # 'P' Prepare, 'p' Stream Prepare
-        if read_u8(r, &m.flags, b"Prepare flags") < 0:
-            return -1
-        if read_u64(r, &m.prepare_lsn, b"Prepare prepare_lsn") < 0:
-            return -1
-        if read_u64(r, &m.end_lsn, b"Prepare end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.prepare_ts, b"Prepare prepare_ts") < 0:
-            return -1
-        if read_u32(r, &m.xid, b"Prepare xid") < 0:
-            return -1
-        m.has_xid = True
-        if _name(r, &m.gid, b"Prepare gid") < 0:
-            return -1
-    elif tag == 75:  # 'K' Commit Prepared
-        if read_u8(r, &m.flags, b"Commit Prepared flags") < 0:
-            return -1
-        if read_u64(r, &m.commit_lsn, b"Commit Prepared commit_lsn") < 0:
-            return -1
-        if read_u64(r, &m.end_lsn, b"Commit Prepared end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.commit_ts, b"Commit Prepared commit_ts") < 0:
-            return -1
-        if read_u32(r, &m.xid, b"Commit Prepared xid") < 0:
-            return -1
-        m.has_xid = True
-        if _name(r, &m.gid, b"Commit Prepared gid") < 0:
-            return -1
-    elif tag == 114:  # 'r' Rollback Prepared
-        if read_u8(r, &m.flags, b"Rollback Prepared flags") < 0:
-            return -1
-        if read_u64(r, &m.prepare_end_lsn, b"Rollback Prepared prepare_end_lsn") < 0:
-            return -1
-        if read_u64(r, &m.rollback_end_lsn, b"Rollback Prepared rollback_end_lsn") < 0:
-            return -1
-        if read_i64(r, &m.prepare_ts, b"Rollback Prepared prepare_ts") < 0:
-            return -1
-        if read_i64(r, &m.rollback_ts, b"Rollback Prepared rollback_ts") < 0:
-            return -1
-        if read_u32(r, &m.xid, b"Rollback Prepared xid") < 0:
-            return -1
-        m.has_xid = True
-        if _name(r, &m.gid, b"Rollback Prepared gid") < 0:
-            return -1
+    if tag == TAG_INSERT:
+        rc = _insert(r, m, s)
+    elif tag == TAG_UPDATE:
+        rc = _update(r, m, s)
+    elif tag == TAG_DELETE:
+        rc = _delete(r, m, s)
+    elif tag == TAG_BEGIN:
+        rc = _begin(r, m, s)
+    elif tag == TAG_COMMIT:
+        rc = _commit(r, m, s)
+    elif tag == TAG_RELATION:
+        rc = _relation(r, m, s)
+    elif tag == TAG_TYPE:
+        rc = _type(r, m, s)
+    elif tag == TAG_ORIGIN:
+        rc = _origin(r, m, s)
+    elif tag == TAG_TRUNCATE:
+        rc = _truncate(r, m, s)
+    elif tag == TAG_LOGICAL_MESSAGE:
+        rc = _message(r, m, s)
+    elif tag == TAG_STREAM_START:
+        rc = _stream_start(r, m, s)
+    elif tag == TAG_STREAM_STOP:
+        rc = _stream_stop(r, m, s)
+    elif tag == TAG_STREAM_COMMIT:
+        rc = _stream_commit(r, m, s)
+    elif tag == TAG_STREAM_ABORT:
+        rc = _stream_abort(r, m, s)
+    elif tag == TAG_BEGIN_PREPARE:
+        rc = _begin_prepare(r, m, s)
+    elif tag == TAG_PREPARE:
+        rc = _prepare(r, m, s)
+    elif tag == TAG_STREAM_PREPARE:
+        rc = _stream_prepare(r, m, s)
+    elif tag == TAG_COMMIT_PREPARED:
+        rc = _commit_prepared(r, m, s)
+    elif tag == TAG_ROLLBACK_PREPARED:
+        rc = _rollback_prepared(r, m, s)
     else:
         return reader_fail(r, E_UNKNOWN_TAG, r.pos - 1, b"message type", 0, tag)
+    if rc < 0:
+        return -1
     return expect_end(r, b"message")
-
-
-cdef inline bint _streamable(uint8_t tag) noexcept nogil:
-    return (tag == 82 or tag == 89 or tag == 73 or tag == 85 or tag == 68
-            or tag == 84 or tag == 77)
 
 
 cdef int _pgoutput_any(Reader* r, Parsed* m, Scratch* s, int stream) noexcept nogil:
@@ -452,7 +533,7 @@ cdef int _pgoutput_any(Reader* r, Parsed* m, Scratch* s, int stream) noexcept no
     cdef Reader r0, r1
     cdef Py_ssize_t start = r.pos
     cdef int rc0, rc1
-    if stream != STREAM_UNKNOWN or r.pos >= r.len or not _streamable(r.buf[r.pos]):
+    if stream != STREAM_UNKNOWN or r.pos >= r.len or not is_streamable(r.buf[r.pos]):
         return _pgoutput(r, m, s, STREAM_NO if stream == STREAM_UNKNOWN else stream)
     r1 = r[0]
     rc1 = _pgoutput(&r1, m, s, STREAM_YES)
@@ -481,10 +562,10 @@ cdef int parse_payload(Reader* r, Parsed* m, Scratch* s, int stream, int envelop
         return reader_fail(r, E_EMPTY, 0, b"message type", 1, 0)
     tag = r.buf[0]
     m.tag = tag
-    if envelope != ENV_NONE and (tag == 119 or tag == 107):  # 'w' XLogData, 'k' keepalive
+    if envelope != ENV_NONE and (tag == TAG_XLOG_DATA or tag == TAG_PRIMARY_KEEPALIVE):
         m.env = tag
         r.pos = 1
-        if tag == 107:
+        if tag == TAG_PRIMARY_KEEPALIVE:
             if read_u64(r, &m.wal_end, b"keepalive wal_end") < 0:
                 return -1
             if read_i64(r, &m.send_time, b"keepalive send_time") < 0:

@@ -19,8 +19,9 @@ import struct
 import pyarrow as pa
 
 from ..errors import UTF8_HINT, AmbiguousMessageError, PgoutputDecodeError
+from .facts import CONTROL_TAGS, MESSAGES, STREAMABLE_TAGS
 from .messages import (
-    CONTROL_TAGS, MAX_IDENTIFIER_BYTES, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert,
+    MAX_IDENTIFIER_BYTES, Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert,
     LogicalMessage, Origin, PrimaryKeepalive, Prepare, Relation, RelationColumn, RollbackPrepared, StreamAbort,
     StreamCommit, StreamPrepare, StreamStart, StreamStop, Truncate, TupleColumn, Type,
     Update, XLogData,
@@ -167,22 +168,37 @@ def _tuple(r, label):
     return tuple(cols)
 
 
-# One reader per tag: ``r`` is positioned just after the tag; ``xid`` is the streaming
+# One reader per message, in the order of facts.MESSAGES and of the compiled parser's
+# functions (_parse.pyx): ``r`` is positioned just after the tag; ``xid`` is the streaming
 # xid already read (streamable messages) or None.
 
+_READ = {}
+
+
+def _reads(cls):
+    def register(reader):
+        _READ[cls] = reader
+        return reader
+    return register
+
+
+@_reads(Begin)
 def _begin(r, xid):
     return Begin(final_lsn=r.u64("final_lsn"), commit_ts=r.i64("commit_ts"), xid=r.u32("xid"))
 
 
+@_reads(Commit)
 def _commit(r, xid):
     return Commit(flags=r.u8("flags"), commit_lsn=r.u64("commit_lsn"), end_lsn=r.u64("end_lsn"),
                   commit_ts=r.i64("commit_ts"))
 
 
+@_reads(Origin)
 def _origin(r, xid):
     return Origin(origin_lsn=r.u64("origin_lsn"), origin_name=r.name("origin_name"))
 
 
+@_reads(Relation)
 def _relation(r, xid):
     relation_id = r.u32("relation_id")
     namespace = r.identifier("namespace")
@@ -197,17 +213,20 @@ def _relation(r, xid):
                     replica_identity=chr(ri), columns=tuple(cols))
 
 
+@_reads(Type)
 def _type(r, xid):
     return Type(xid=xid, type_oid=r.u32("type_oid"), namespace=r.identifier("namespace"),
                 type_name=r.identifier("type_name"))
 
 
+@_reads(Insert)
 def _insert(r, xid):
     relation_id = r.u32("relation_id")
     r.choice(_NEW_MARKER, "new tuple marker")
     return Insert(xid=xid, relation_id=relation_id, new_tuple=_tuple(r, "new tuple"))
 
 
+@_reads(Update)
 def _update(r, xid):
     relation_id = r.u32("relation_id")
     marker = r.choice(_UPDATE_MARKERS, "tuple marker")
@@ -220,12 +239,14 @@ def _update(r, xid):
                   new_tuple=_tuple(r, "new tuple"))
 
 
+@_reads(Delete)
 def _delete(r, xid):
     relation_id = r.u32("relation_id")
     marker = r.choice(_OLD_MARKERS, "old tuple marker")
     return Delete(xid=xid, relation_id=relation_id, old_kind=chr(marker), old_tuple=_tuple(r, "old tuple"))
 
 
+@_reads(Truncate)
 def _truncate(r, xid):
     n = r.count(_I32, "relation count")
     options = r.u8("options")
@@ -233,6 +254,7 @@ def _truncate(r, xid):
     return Truncate(xid=xid, options=options, relation_ids=struct.unpack(f"!{n}I", raw))
 
 
+@_reads(LogicalMessage)
 def _message(r, xid):
     flags = r.u8("flags")
     lsn = r.u64("lsn")
@@ -241,19 +263,23 @@ def _message(r, xid):
     return LogicalMessage(xid=xid, flags=flags, lsn=lsn, prefix=prefix, content=r.take(n, "content"))
 
 
+@_reads(StreamStart)
 def _stream_start(r, xid):
     return StreamStart(xid=r.u32("xid"), first_segment=bool(r.choice(_BOOL, "first_segment")))
 
 
+@_reads(StreamStop)
 def _stream_stop(r, xid):
     return StreamStop()
 
 
+@_reads(StreamCommit)
 def _stream_commit(r, xid):
     return StreamCommit(xid=r.u32("xid"), flags=r.u8("flags"), commit_lsn=r.u64("commit_lsn"),
                         end_lsn=r.u64("end_lsn"), commit_ts=r.i64("commit_ts"))
 
 
+@_reads(StreamAbort)
 def _stream_abort(r, xid):
     xid = r.u32("xid")
     subxid = r.u32("subxid")
@@ -263,51 +289,38 @@ def _stream_abort(r, xid):
     return StreamAbort(xid=xid, subxid=subxid, abort_lsn=r.u64("abort_lsn"), abort_ts=r.i64("abort_ts"))
 
 
+@_reads(BeginPrepare)
 def _begin_prepare(r, xid):
     return BeginPrepare(prepare_lsn=r.u64("prepare_lsn"), end_lsn=r.u64("end_lsn"),
                         prepare_ts=r.i64("prepare_ts"), xid=r.u32("xid"), gid=r.name("gid"))
 
 
-def _prepare_like(cls):
-    def read(r, xid):
-        return cls(flags=r.u8("flags"), prepare_lsn=r.u64("prepare_lsn"), end_lsn=r.u64("end_lsn"),
-                   prepare_ts=r.i64("prepare_ts"), xid=r.u32("xid"), gid=r.name("gid"))
-    return read
+@_reads(Prepare)
+def _prepare(r, xid, cls=Prepare):
+    return cls(flags=r.u8("flags"), prepare_lsn=r.u64("prepare_lsn"), end_lsn=r.u64("end_lsn"),
+               prepare_ts=r.i64("prepare_ts"), xid=r.u32("xid"), gid=r.name("gid"))
 
 
+@_reads(CommitPrepared)
 def _commit_prepared(r, xid):
     return CommitPrepared(flags=r.u8("flags"), commit_lsn=r.u64("commit_lsn"), end_lsn=r.u64("end_lsn"),
                           commit_ts=r.i64("commit_ts"), xid=r.u32("xid"), gid=r.name("gid"))
 
 
+@_reads(RollbackPrepared)
 def _rollback_prepared(r, xid):
     return RollbackPrepared(flags=r.u8("flags"), prepare_end_lsn=r.u64("prepare_end_lsn"),
                             rollback_end_lsn=r.u64("rollback_end_lsn"), prepare_ts=r.i64("prepare_ts"),
                             rollback_ts=r.i64("rollback_ts"), xid=r.u32("xid"), gid=r.name("gid"))
 
 
+@_reads(StreamPrepare)
+def _stream_prepare(r, xid):
+    return _prepare(r, xid, StreamPrepare)
+
+
 #: tag byte -> (class name for error text, reader, carries the streaming xid)
-_READERS = {
-    ord("B"): ("Begin", _begin, False),
-    ord("C"): ("Commit", _commit, False),
-    ord("O"): ("Origin", _origin, False),
-    ord("R"): ("Relation", _relation, True),
-    ord("Y"): ("Type", _type, True),
-    ord("I"): ("Insert", _insert, True),
-    ord("U"): ("Update", _update, True),
-    ord("D"): ("Delete", _delete, True),
-    ord("T"): ("Truncate", _truncate, True),
-    ord("M"): ("LogicalMessage", _message, True),
-    ord("S"): ("StreamStart", _stream_start, False),
-    ord("E"): ("StreamStop", _stream_stop, False),
-    ord("c"): ("StreamCommit", _stream_commit, False),
-    ord("A"): ("StreamAbort", _stream_abort, False),
-    ord("b"): ("BeginPrepare", _begin_prepare, False),
-    ord("P"): ("Prepare", _prepare_like(Prepare), False),
-    ord("K"): ("CommitPrepared", _commit_prepared, False),
-    ord("r"): ("RollbackPrepared", _rollback_prepared, False),
-    ord("p"): ("StreamPrepare", _prepare_like(StreamPrepare), False),
-}
+_READERS = {ord(f.tag): (f.name, _READ[f.cls], f.streamable) for f in MESSAGES}
 
 
 def _error(cls_name, tag, offset, what, exc=PgoutputDecodeError):
@@ -431,7 +444,7 @@ def decode_row(buf: bytes, envelope: str, state: bool, names: str = "utf-8"):
                               "envelope ('w' or 'k') and envelope='xlogdata'", 0, chr(t))
 
 
-_STREAMABLE = frozenset(b"RYIUDTM")
+_STREAMABLE = frozenset(STREAMABLE_TAGS.encode())
 _CONTROL = frozenset(CONTROL_TAGS.encode())
 
 
@@ -451,7 +464,7 @@ def infer_initial_state(payloads, envelope, names="utf-8"):
                 continue
             if t == 0x45:  # 'E'
                 return True
-            if control and t not in b"RY":
+            if control and t not in _STREAMABLE:   # S B C O b P K r c A p: outside
                 return False
             if t not in _STREAMABLE:
                 continue

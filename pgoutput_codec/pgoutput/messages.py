@@ -27,7 +27,6 @@ __all__ = [
     "Truncate", "LogicalMessage", "StreamStart", "StreamStop", "StreamCommit",
     "StreamAbort", "BeginPrepare", "Prepare", "CommitPrepared", "RollbackPrepared",
     "StreamPrepare", "XLogData", "PrimaryKeepalive",
-    "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS", "STREAMABLE_TAGS", "CONTROL_TAGS", "END_TAGS",
     "PG_EPOCH", "pg_timestamp_to_datetime", "datetime_to_pg_timestamp",
     "format_lsn", "parse_lsn", "LSN_PATTERN",
 ]
@@ -259,28 +258,6 @@ class PrimaryKeepalive:
     send_time: int
     reply_requested: bool
 
-
-MESSAGE_CLASSES = {
-    cls.type: cls
-    for cls in (
-        Begin, Commit, Origin, Relation, Type, Insert, Update, Delete, Truncate,
-        LogicalMessage, StreamStart, StreamStop, StreamCommit, StreamAbort,
-        BeginPrepare, Prepare, CommitPrepared, RollbackPrepared, StreamPrepare,
-        XLogData, PrimaryKeepalive,
-    )
-}
-#: The 19 pgoutput message tags, in the order of docs/protocol.md.
-PGOUTPUT_TAGS = "BCORYIUDTMSEcAbPKrp"
-#: Replication envelope tags decoded by ``decode_message`` / ``decode_batch``.
-ENVELOPE_TAGS = "wk"
-#: Messages that carry the streaming xid right after the tag inside S…E.
-STREAMABLE_TAGS = "RYIUDTM"
-#: Messages that drive the transaction walk (every other one is a change, I U D T, or
-#: inert, M); all but R, Y and O begin or end a transaction or a stream block.
-CONTROL_TAGS = "BCORYSEcAbPKrp"
-#: Messages that end a transaction (Commit, Prepare, Commit/Rollback Prepared, Stream
-#: Commit/Prepare/Abort): after one, no transaction is open unless another was across it.
-END_TAGS = "CPKrcpA"
 
 #: The longest name a Relation or Type message can carry, in bytes. Servers keep
 #: identifiers to NAMEDATALEN - 1 = 63 bytes of their encoding (PostgreSQL, openGauss);

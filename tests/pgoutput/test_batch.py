@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import strategies as S
 from pgoutput_codec import PgoutputDecodeError
 from pgoutput_codec.pgoutput.encode import encode_message
-from pgoutput_codec.pgoutput.messages import STREAMABLE_TAGS, StreamStart, StreamStop, XLogData
+from pgoutput_codec.pgoutput.facts import STREAMABLE_TAGS
+from pgoutput_codec.pgoutput.messages import StreamStart, StreamStop, XLogData
 from pgoutput_codec.schema import MESSAGE_STRUCT, TS
 
 from vectors import BY_NAME, VECTORS

@@ -10,7 +10,8 @@ import pytest
 
 from pgoutput_codec import AmbiguousMessageError
 from pgoutput_codec.pgoutput.encode import encode_message
-from pgoutput_codec.pgoutput.messages import MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS, XLogData
+from pgoutput_codec.pgoutput.facts import MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS
+from pgoutput_codec.pgoutput.messages import XLogData
 
 from vectors import BY_NAME, UNAMBIGUOUS, VECTORS
 
