@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import PgoutputEncodeError
+from .facts import FACTS
 from .messages import (
     Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin,
     PrimaryKeepalive, Prepare, Relation, RollbackPrepared, StreamAbort, StreamCommit,
@@ -159,20 +160,36 @@ def _relid(msg):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+# One encoder per message, in the order of facts.MESSAGES.
+
+_WRITE = {}
+
+
+def _writes(*classes):
+    def register(encoder):
+        _WRITE.update(dict.fromkeys(classes, encoder))
+        return encoder
+    return register
+
+
+@_writes(Begin)
 def _enc_begin(m):
     return _pack(m, _BEGIN, 0x42, [("final_lsn", "Q", m.final_lsn), ("commit_ts", "q", m.commit_ts),
                                     ("xid", "I", m.xid)])
 
 
+@_writes(Commit)
 def _enc_commit(m):
     return _pack(m, _COMMIT, 0x43, [("flags", "B", m.flags), ("commit_lsn", "Q", m.commit_lsn),
                                      ("end_lsn", "Q", m.end_lsn), ("commit_ts", "q", m.commit_ts)])
 
 
+@_writes(Origin)
 def _enc_origin(m):
     return _pack(m, _ORIGIN, 0x4F, [("origin_lsn", "Q", m.origin_lsn)]) + _cstring(m, "origin_name", m.origin_name)
 
 
+@_writes(Relation)
 def _enc_relation(m):
     ri = m.replica_identity
     if ri not in ("d", "n", "f", "i"):
@@ -202,6 +219,7 @@ def _enc_relation(m):
     return b"".join(out)
 
 
+@_writes(Type)
 def _enc_type(m):
     return b"".join((_prefix(m, b"Y"), _pack_u32(m, "type_oid", m.type_oid),
                      _cstring(m, "namespace", m.namespace), _cstring(m, "type_name", m.type_name)))
@@ -214,11 +232,13 @@ def _pack_u32(m, name, value):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+@_writes(Insert)
 def _enc_insert(m):
     out = [_prefix(m, b"I"), _relid(m), b"N"]
     return b"".join(_tuple_parts(m, "new_tuple", m.new_tuple, out))
 
 
+@_writes(Update)
 def _enc_update(m):
     out = [_prefix(m, b"U"), _relid(m)]
     kind = m.old_kind
@@ -236,6 +256,7 @@ def _enc_update(m):
     return b"".join(_tuple_parts(m, "new_tuple", m.new_tuple, out))
 
 
+@_writes(Delete)
 def _enc_delete(m):
     kind = m.old_kind
     if kind != "K" and kind != "O":
@@ -244,6 +265,7 @@ def _enc_delete(m):
     return b"".join(_tuple_parts(m, "old_tuple", m.old_tuple, out))
 
 
+@_writes(Truncate)
 def _enc_truncate(m):
     ids = m.relation_ids
     if not isinstance(ids, tuple):
@@ -258,6 +280,7 @@ def _enc_truncate(m):
     return head + body
 
 
+@_writes(LogicalMessage)
 def _enc_message(m):
     content = m.content
     if not isinstance(content, (bytes, bytearray, memoryview)):
@@ -274,21 +297,25 @@ def _is_u8(v):
     return type(v) is int and 0 <= v <= 0xFF
 
 
+@_writes(StreamStart)
 def _enc_stream_start(m):
     fs = _bool_byte(m, "first_segment", m.first_segment)
     return _pack(m, _STREAM_START, 0x53, [("xid", "I", m.xid), ("first_segment", "B", fs)])
 
 
+@_writes(StreamStop)
 def _enc_stream_stop(m):
     return b"E"
 
 
+@_writes(StreamCommit)
 def _enc_stream_commit(m):
     return _pack(m, _STREAM_COMMIT, 0x63, [("xid", "I", m.xid), ("flags", "B", m.flags),
                                            ("commit_lsn", "Q", m.commit_lsn), ("end_lsn", "Q", m.end_lsn),
                                            ("commit_ts", "q", m.commit_ts)])
 
 
+@_writes(StreamAbort)
 def _enc_stream_abort(m):
     fields = [("xid", "I", m.xid), ("subxid", "I", m.subxid)]
     if m.abort_lsn is None and m.abort_ts is None:
@@ -299,12 +326,14 @@ def _enc_stream_abort(m):
     return _pack(m, _STREAM_ABORT_PARALLEL, 0x41, fields)
 
 
+@_writes(BeginPrepare)
 def _enc_begin_prepare(m):
     return _pack(m, _BEGIN_PREPARE, 0x62, [("prepare_lsn", "Q", m.prepare_lsn), ("end_lsn", "Q", m.end_lsn),
                                            ("prepare_ts", "q", m.prepare_ts), ("xid", "I", m.xid)]
                  ) + _cstring(m, "gid", m.gid)
 
 
+@_writes(Prepare, StreamPrepare)
 def _enc_prepare(m):
     # 'P' and 'p' share logicalrep_write_prepare_common (proto.c).
     return _pack(m, _PREPARE, ord(m.type), [("flags", "B", m.flags), ("prepare_lsn", "Q", m.prepare_lsn),
@@ -312,12 +341,14 @@ def _enc_prepare(m):
                                             ("xid", "I", m.xid)]) + _cstring(m, "gid", m.gid)
 
 
+@_writes(CommitPrepared)
 def _enc_commit_prepared(m):
     return _pack(m, _PREPARE, 0x4B, [("flags", "B", m.flags), ("commit_lsn", "Q", m.commit_lsn),
                                      ("end_lsn", "Q", m.end_lsn), ("commit_ts", "q", m.commit_ts),
                                      ("xid", "I", m.xid)]) + _cstring(m, "gid", m.gid)
 
 
+@_writes(RollbackPrepared)
 def _enc_rollback_prepared(m):
     return _pack(m, _ROLLBACK_PREPARED, 0x72, [
         ("flags", "B", m.flags), ("prepare_end_lsn", "Q", m.prepare_end_lsn),
@@ -325,6 +356,7 @@ def _enc_rollback_prepared(m):
         ("rollback_ts", "q", m.rollback_ts), ("xid", "I", m.xid)]) + _cstring(m, "gid", m.gid)
 
 
+@_writes(XLogData)
 def _enc_xlogdata(m):
     inner = m.payload
     enc = _ENCODERS.get(type(inner))
@@ -334,21 +366,15 @@ def _enc_xlogdata(m):
                                       ("send_time", "q", m.send_time)]) + enc(inner)
 
 
+@_writes(PrimaryKeepalive)
 def _enc_keepalive(m):
     rr = _bool_byte(m, "reply_requested", m.reply_requested)
     return _pack(m, _KEEPALIVE, 0x6B, [("wal_end", "Q", m.wal_end), ("send_time", "q", m.send_time),
                                        ("reply_requested", "B", rr)])
 
 
-_ENCODERS = {
-    Begin: _enc_begin, Commit: _enc_commit, Origin: _enc_origin, Relation: _enc_relation,
-    Type: _enc_type, Insert: _enc_insert, Update: _enc_update, Delete: _enc_delete,
-    Truncate: _enc_truncate, LogicalMessage: _enc_message, StreamStart: _enc_stream_start,
-    StreamStop: _enc_stream_stop, StreamCommit: _enc_stream_commit, StreamAbort: _enc_stream_abort,
-    BeginPrepare: _enc_begin_prepare, Prepare: _enc_prepare, CommitPrepared: _enc_commit_prepared,
-    RollbackPrepared: _enc_rollback_prepared, StreamPrepare: _enc_prepare,
-    XLogData: _enc_xlogdata, PrimaryKeepalive: _enc_keepalive,
-}
+#: message class -> its encoder, for every message of the facts table
+_ENCODERS = {f.cls: _WRITE[f.cls] for f in FACTS.values()}
 
 
 def encode_message(message) -> bytes:

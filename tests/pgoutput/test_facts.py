@@ -57,3 +57,19 @@ def test_one_parse_function_per_message_in_the_twins_order():
     assert compiled == twin
     want = [_snake(f.name) for f in facts.MESSAGES]
     assert twin == [w.replace("logical_message", "message") for w in want]
+
+
+def test_the_encoder_dispatches_by_the_table():
+    from pgoutput_codec.pgoutput import encode
+
+    assert list(encode._ENCODERS) == [f.cls for f in facts.FACTS.values()]
+
+
+def test_the_message_struct_has_a_column_for_every_field():
+    """Each field of each message is a column of ``MESSAGE_STRUCT`` by the same name (an
+    XLogData's payload is the message in its row)."""
+    from pgoutput_codec.schema import MESSAGE_FIELDS
+
+    names = {f.name for f in MESSAGE_FIELDS}
+    for f in facts.FACTS.values():
+        assert set(f.fields) - {"payload"} <= names, f.name
