@@ -16,7 +16,12 @@ from pgoutput_codec._native.builders cimport (
 )
 from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
 from pgoutput_codec.pgoutput._errors cimport error_text
-from pgoutput_codec.pgoutput._facts cimport TAG_STREAM_STOP, is_streamable
+from pgoutput_codec.pgoutput._facts cimport (
+    TAG_BEGIN, TAG_BEGIN_PREPARE, TAG_COMMIT, TAG_COMMIT_PREPARED, TAG_DELETE, TAG_INSERT,
+    TAG_LOGICAL_MESSAGE, TAG_ORIGIN, TAG_PREPARE, TAG_PRIMARY_KEEPALIVE, TAG_RELATION,
+    TAG_ROLLBACK_PREPARED, TAG_STREAM_ABORT, TAG_STREAM_COMMIT, TAG_STREAM_PREPARE, TAG_STREAM_START,
+    TAG_STREAM_STOP, TAG_TRUNCATE, TAG_TYPE, TAG_UPDATE, TAG_XLOG_DATA, is_streamable,
+)
 from pgoutput_codec.pgoutput._parse cimport (
     ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
     relid_at, scratch_free, scratch_init,
@@ -314,21 +319,21 @@ cdef int _fast_insert(Cols* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t n, i
     fixed_u32(&c.relation_id, row, relid)
     if stream == STREAM_YES:
         fixed_u32(&c.xid, row, xid)
-    return 1 if var_append_byte(&c.mtype, row, 73) == 0 else -1
+    return 1 if var_append_byte(&c.mtype, row, TAG_INSERT) == 0 else -1
 
 
 cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
                const uint8_t* src_end, Parsed* m, Scratch* s) noexcept nogil:
     """Write one parsed message into the columns; -1 only when memory runs out."""
     cdef uint8_t t = m.tag
-    if m.env == 107:  # 'k' keepalive
-        if var_append_byte(&c.mtype, row, 107) < 0:
+    if m.env == TAG_PRIMARY_KEEPALIVE:
+        if var_append_byte(&c.mtype, row, TAG_PRIMARY_KEEPALIVE) < 0:
             return -1
         fixed_u64(&c.wal_end, row, m.wal_end)
         fixed_ts(&c.send_time, row, m.send_time)
         fixed_bool(&c.reply_requested, row, m.reply_requested)
         return 0
-    if m.env == 119:  # 'w' XLogData
+    if m.env == TAG_XLOG_DATA:
         fixed_u64(&c.wal_start, row, m.wal_start)
         fixed_u64(&c.wal_end, row, m.wal_end)
         fixed_ts(&c.send_time, row, m.send_time)
@@ -336,10 +341,10 @@ cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
         return -1
     if m.has_xid:
         fixed_u32(&c.xid, row, m.xid)
-    if t == 73:  # 'I'
+    if t == TAG_INSERT:
         fixed_u32(&c.relation_id, row, m.relation_id)
         return _tuple_append(&c.new_tuple, row, buf, s, m.new_start, m.new_n, buflen, src_end)
-    if t == 85:  # 'U'
+    if t == TAG_UPDATE:
         fixed_u32(&c.relation_id, row, m.relation_id)
         if m.old_kind:
             if var_append_byte(&c.old_kind, row, m.old_kind) < 0:
@@ -347,70 +352,70 @@ cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
             if _tuple_append(&c.old_tuple, row, buf, s, m.old_start, m.old_n, buflen, src_end) < 0:
                 return -1
         return _tuple_append(&c.new_tuple, row, buf, s, m.new_start, m.new_n, buflen, src_end)
-    if t == 68:  # 'D'
+    if t == TAG_DELETE:
         fixed_u32(&c.relation_id, row, m.relation_id)
         if var_append_byte(&c.old_kind, row, m.old_kind) < 0:
             return -1
         return _tuple_append(&c.old_tuple, row, buf, s, m.old_start, m.old_n, buflen, src_end)
-    if t == 66:  # 'B'
+    if t == TAG_BEGIN:
         fixed_u64(&c.final_lsn, row, m.final_lsn)
         fixed_ts(&c.commit_ts, row, m.commit_ts)
         return 0
-    if t == 67 or t == 99:  # 'C' / 'c'
+    if t == TAG_COMMIT or t == TAG_STREAM_COMMIT:
         fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.commit_lsn, row, m.commit_lsn)
         fixed_u64(&c.end_lsn, row, m.end_lsn)
         fixed_ts(&c.commit_ts, row, m.commit_ts)
         return 0
-    if t == 82:  # 'R' (its column list is added by the caller)
+    if t == TAG_RELATION:  # 'R' (its column list is added by the caller)
         fixed_u32(&c.relation_id, row, m.relation_id)
         if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
                 or var_append(&c.relation_name, row, buf + m.relation_name.off, m.relation_name.len) < 0
                 or var_append_byte(&c.replica_identity, row, m.replica_identity) < 0):
             return -1
         return 0
-    if t == 89:  # 'Y'
+    if t == TAG_TYPE:
         fixed_u32(&c.type_oid, row, m.type_oid)
         if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
                 or var_append(&c.type_name, row, buf + m.type_name.off, m.type_name.len) < 0):
             return -1
         return 0
-    if t == 79:  # 'O'
+    if t == TAG_ORIGIN:
         fixed_u64(&c.origin_lsn, row, m.origin_lsn)
         return var_append(&c.origin_name, row, buf + m.origin_name.off, m.origin_name.len)
-    if t == 84:  # 'T' (relation_ids added by the caller)
+    if t == TAG_TRUNCATE:  # 'T' (relation_ids added by the caller)
         fixed_u8(&c.options, row, m.options)
         return 0
-    if t == 77:  # 'M'
+    if t == TAG_LOGICAL_MESSAGE:
         fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.lsn, row, m.lsn)
         if (var_append(&c.prefix, row, buf + m.prefix.off, m.prefix.len) < 0
                 or var_append(&c.content, row, buf + m.content.off, m.content.len) < 0):
             return -1
         return 0
-    if t == 83:  # 'S'
+    if t == TAG_STREAM_START:
         fixed_bool(&c.first_segment, row, m.first_segment)
         return 0
-    if t == 65:  # 'A'
+    if t == TAG_STREAM_ABORT:
         fixed_u32(&c.subxid, row, m.subxid)
         if m.has_abort:
             fixed_u64(&c.abort_lsn, row, m.abort_lsn)
             fixed_ts(&c.abort_ts, row, m.abort_ts)
         return 0
-    if t == 98 or t == 80 or t == 112:  # 'b' / 'P' / 'p'
+    if t == TAG_BEGIN_PREPARE or t == TAG_PREPARE or t == TAG_STREAM_PREPARE:
         if t != 98:
             fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.prepare_lsn, row, m.prepare_lsn)
         fixed_u64(&c.end_lsn, row, m.end_lsn)
         fixed_ts(&c.prepare_ts, row, m.prepare_ts)
         return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
-    if t == 75:  # 'K'
+    if t == TAG_COMMIT_PREPARED:
         fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.commit_lsn, row, m.commit_lsn)
         fixed_u64(&c.end_lsn, row, m.end_lsn)
         fixed_ts(&c.commit_ts, row, m.commit_ts)
         return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
-    if t == 114:  # 'r'
+    if t == TAG_ROLLBACK_PREPARED:
         fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.prepare_end_lsn, row, m.prepare_end_lsn)
         fixed_u64(&c.rollback_end_lsn, row, m.rollback_end_lsn)
@@ -787,7 +792,8 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                     continue
                 if explicit:
                     stream = STREAM_YES if per_row[i] else STREAM_NO
-                if envelope != ENV_XLOGDATA and end > start and dp[start] == 73 and stream != STREAM_UNKNOWN:
+                if (envelope != ENV_XLOGDATA and end > start and dp[start] == TAG_INSERT
+                        and stream != STREAM_UNKNOWN):
                     rc = _fast_insert(cp, i, dp + start, end - start, stream, src_end)
                     if rc == 1:
                         continue
@@ -807,7 +813,7 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                     oom = True
                     break
                 if m.env != 107:
-                    if m.tag == 82:
+                    if m.tag == TAG_RELATION:
                         with gil:
                             cols.rel_rows.append(i)
                             # a Relation resent unchanged (its column list's bytes, from
@@ -825,14 +831,14 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                                      "type_modifier": s.rcols[k].type_modifier}
                                     for k in range(s.nrcols)]
                             cols.rel_cols.append(lst)
-                    elif m.tag == 84:
+                    elif m.tag == TAG_TRUNCATE:
                         with gil:
                             cols.trunc_rows.append(i)
                             cols.trunc_ids.append([relid_at(dp + start, m.relids_off, k)
                                                    for k in range(m.nrels)])
-                    elif m.tag == 83:
+                    elif m.tag == TAG_STREAM_START:
                         stream = STREAM_YES
-                    elif m.tag == 69:
+                    elif m.tag == TAG_STREAM_STOP:
                         stream = STREAM_NO
     finally:
         scratch_free(&s)

@@ -10,6 +10,12 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t
 
 from pgoutput_codec.pgoutput._errors cimport make_error
+from pgoutput_codec.pgoutput._facts cimport (
+    TAG_BEGIN, TAG_BEGIN_PREPARE, TAG_COMMIT, TAG_COMMIT_PREPARED, TAG_DELETE, TAG_INSERT,
+    TAG_LOGICAL_MESSAGE, TAG_ORIGIN, TAG_PREPARE, TAG_PRIMARY_KEEPALIVE, TAG_RELATION,
+    TAG_ROLLBACK_PREPARED, TAG_STREAM_ABORT, TAG_STREAM_COMMIT, TAG_STREAM_PREPARE, TAG_STREAM_START,
+    TAG_STREAM_STOP, TAG_TRUNCATE, TAG_TYPE, TAG_UPDATE, TAG_XLOG_DATA,
+)
 from pgoutput_codec.pgoutput._parse cimport (
     ENV_AUTO, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, Slice, TupleCol,
     parse_payload, relid_at, scratch_free, scratch_init,
@@ -53,23 +59,23 @@ cdef object _message(const uint8_t* buf, Parsed* m, Scratch* s):
     cdef uint8_t t = m.tag
     cdef Py_ssize_t i
     xid = m.xid if m.has_xid else None
-    if t == 73:
+    if t == TAG_INSERT:
         return M.Insert(xid=xid, relation_id=m.relation_id,
                         new_tuple=_tuple(buf, s, m.new_start, m.new_n))
-    if t == 85:
+    if t == TAG_UPDATE:
         return M.Update(xid=xid, relation_id=m.relation_id,
                         old_kind=chr(m.old_kind) if m.old_kind else None,
                         old_tuple=_tuple(buf, s, m.old_start, m.old_n) if m.old_kind else None,
                         new_tuple=_tuple(buf, s, m.new_start, m.new_n))
-    if t == 68:
+    if t == TAG_DELETE:
         return M.Delete(xid=xid, relation_id=m.relation_id, old_kind=chr(m.old_kind),
                         old_tuple=_tuple(buf, s, m.old_start, m.old_n))
-    if t == 66:
+    if t == TAG_BEGIN:
         return M.Begin(final_lsn=m.final_lsn, commit_ts=m.commit_ts, xid=m.xid)
-    if t == 67:
+    if t == TAG_COMMIT:
         return M.Commit(flags=m.flags, commit_lsn=m.commit_lsn, end_lsn=m.end_lsn,
                         commit_ts=m.commit_ts)
-    if t == 82:
+    if t == TAG_RELATION:
         return M.Relation(
             xid=xid, relation_id=m.relation_id, namespace=_str(buf, m.namespace),
             relation_name=_str(buf, m.relation_name), replica_identity=chr(m.replica_identity),
@@ -79,40 +85,40 @@ cdef object _message(const uint8_t* buf, Parsed* m, Scratch* s):
                 for i in range(s.nrcols)
             ]),
         )
-    if t == 89:
+    if t == TAG_TYPE:
         return M.Type(xid=xid, type_oid=m.type_oid, namespace=_str(buf, m.namespace),
                       type_name=_str(buf, m.type_name))
-    if t == 79:
+    if t == TAG_ORIGIN:
         return M.Origin(origin_lsn=m.origin_lsn, origin_name=_str(buf, m.origin_name))
-    if t == 84:
+    if t == TAG_TRUNCATE:
         return M.Truncate(xid=xid, options=m.options,
                           relation_ids=tuple([relid_at(buf, m.relids_off, i) for i in range(m.nrels)]))
-    if t == 77:
+    if t == TAG_LOGICAL_MESSAGE:
         return M.LogicalMessage(xid=xid, flags=m.flags, lsn=m.lsn, prefix=_str(buf, m.prefix),
                                 content=_bytes(buf, m.content.off, m.content.len))
-    if t == 83:
+    if t == TAG_STREAM_START:
         return M.StreamStart(xid=m.xid, first_segment=bool(m.first_segment))
-    if t == 69:
+    if t == TAG_STREAM_STOP:
         return M.StreamStop()
-    if t == 99:
+    if t == TAG_STREAM_COMMIT:
         return M.StreamCommit(xid=m.xid, flags=m.flags, commit_lsn=m.commit_lsn,
                               end_lsn=m.end_lsn, commit_ts=m.commit_ts)
-    if t == 65:
+    if t == TAG_STREAM_ABORT:
         if m.has_abort:
             return M.StreamAbort(xid=m.xid, subxid=m.subxid, abort_lsn=m.abort_lsn,
                                  abort_ts=m.abort_ts)
         return M.StreamAbort(xid=m.xid, subxid=m.subxid)
-    if t == 98:
+    if t == TAG_BEGIN_PREPARE:
         return M.BeginPrepare(prepare_lsn=m.prepare_lsn, end_lsn=m.end_lsn,
                               prepare_ts=m.prepare_ts, xid=m.xid, gid=_str(buf, m.gid))
-    if t == 80 or t == 112:
-        cls = M.Prepare if t == 80 else M.StreamPrepare
+    if t == TAG_PREPARE or t == TAG_STREAM_PREPARE:
+        cls = M.Prepare if t == TAG_PREPARE else M.StreamPrepare
         return cls(flags=m.flags, prepare_lsn=m.prepare_lsn, end_lsn=m.end_lsn,
                    prepare_ts=m.prepare_ts, xid=m.xid, gid=_str(buf, m.gid))
-    if t == 75:
+    if t == TAG_COMMIT_PREPARED:
         return M.CommitPrepared(flags=m.flags, commit_lsn=m.commit_lsn, end_lsn=m.end_lsn,
                                 commit_ts=m.commit_ts, xid=m.xid, gid=_str(buf, m.gid))
-    if t == 114:
+    if t == TAG_ROLLBACK_PREPARED:
         return M.RollbackPrepared(flags=m.flags, prepare_end_lsn=m.prepare_end_lsn,
                                   rollback_end_lsn=m.rollback_end_lsn, prepare_ts=m.prepare_ts,
                                   rollback_ts=m.rollback_ts, xid=m.xid, gid=_str(buf, m.gid))
@@ -150,11 +156,11 @@ def decode_message(data, *, in_stream=None):
                 err.readings = (decode_message(data, in_stream=False),
                                 decode_message(data, in_stream=True))
             raise err
-        if m.env == 107:  # 'k'
+        if m.env == TAG_PRIMARY_KEEPALIVE:
             return M.PrimaryKeepalive(wal_end=m.wal_end, send_time=m.send_time,
                                       reply_requested=bool(m.reply_requested))
         msg = _message(buf, &m, &s)
-        if m.env == 119:  # 'w'
+        if m.env == TAG_XLOG_DATA:
             return M.XLogData(wal_start=m.wal_start, wal_end=m.wal_end, send_time=m.send_time,
                               payload=msg)
         return msg
