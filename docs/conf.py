@@ -41,7 +41,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-n
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence"]
 
-# the quickstart runs at every build (local decoding of the shipped sample archive, no
+# the quickstart (notebooks/, linked into docs/) runs at every build (local decoding of the shipped sample archive, no
 # server, no JVM): a cell that raises is a warning with its traceback, so it fails a -W build
 nb_execution_mode = "force"
 nb_execution_timeout = 300

@@ -1,4 +1,4 @@
-"""docs/quickstart.ipynb runs top to bottom (nbclient, the venv's ``python3`` kernel),
+"""notebooks/quickstart.ipynb runs top to bottom (nbclient, the venv's ``python3`` kernel),
 so the quickstart never rots: local decoding always, Spark when a JVM is available. The
 documentation build (tests/test_docs.py) executes its local path into the site."""
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOTEBOOK = os.path.join(ROOT, "docs", "quickstart.ipynb")
+NOTEBOOK = os.path.join(ROOT, "notebooks", "quickstart.ipynb")
 
 
 def _kernel_spec_dir(tmp_path):
