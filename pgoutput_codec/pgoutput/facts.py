@@ -1,6 +1,7 @@
 """The facts of every pgoutput message, in one table: what a tag byte is.
 
-One row per message, in the order of docs/protocol.md: its class (which holds its tag,
+One row per message, in the order of docs/protocol.md, declared beside its class in
+``messages.py`` (``@message(control=True, ...)``): the class (which holds its tag,
 ``cls.type``, and its fields), and what the rest of the package asks of a tag:
 
 - ``streamable``: inside a Stream Start/Stop block it carries the streaming xid right
@@ -22,11 +23,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from .messages import (
-    Begin, BeginPrepare, Commit, CommitPrepared, Delete, Insert, LogicalMessage, Origin, Prepare,
-    PrimaryKeepalive, Relation, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
-    StreamStop, Truncate, Type, Update, XLogData,
-)
+
+from .messages import DECLARED, PrimaryKeepalive, Truncate, XLogData
 
 __all__ = ["MessageFacts", "MESSAGES", "ENVELOPES", "FACTS", "MESSAGE_CLASSES", "PGOUTPUT_TAGS", "ENVELOPE_TAGS",
            "STREAMABLE_TAGS", "CONTROL_TAGS", "END_TAGS", "CHANGE_TAGS", "ROW_CHANGE_TAGS", "FEATURE_TAGS",
@@ -61,28 +59,9 @@ class MessageFacts:
 _F = MessageFacts
 _S, _T = "streaming", "two-phase"
 
-#: The 19 pgoutput messages, in the order of docs/protocol.md.
-MESSAGES = (
-    _F(Begin, control=True),
-    _F(Commit, control=True, ends=True),
-    _F(Origin, control=True),
-    _F(Relation, streamable=True, control=True),
-    _F(Type, streamable=True, control=True),
-    _F(Insert, streamable=True, change=True),
-    _F(Update, streamable=True, change=True),
-    _F(Delete, streamable=True, change=True),
-    _F(Truncate, streamable=True, change=True),
-    _F(LogicalMessage, streamable=True),
-    _F(StreamStart, control=True, features=(_S,)),
-    _F(StreamStop, control=True, features=(_S,)),
-    _F(StreamCommit, control=True, ends=True, features=(_S,)),
-    _F(StreamAbort, control=True, ends=True, features=(_S,)),
-    _F(BeginPrepare, control=True, features=(_T,)),
-    _F(Prepare, control=True, ends=True, features=(_T,)),
-    _F(CommitPrepared, control=True, ends=True, features=(_T,)),
-    _F(RollbackPrepared, control=True, ends=True, features=(_T,)),
-    _F(StreamPrepare, control=True, ends=True, features=(_S, _T)),
-)
+#: The 19 pgoutput messages, in the order of docs/protocol.md: each row is declared with
+#: its class in messages.py (``@message(...)``).
+MESSAGES = tuple(_F(cls, **facts) for cls, facts in DECLARED)
 
 #: The replication envelope around them: 'w' XLogData, 'k' keepalive.
 ENVELOPES = (_F(XLogData), _F(PrimaryKeepalive))

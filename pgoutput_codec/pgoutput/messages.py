@@ -53,8 +53,24 @@ class RelationColumn(NamedTuple):
 TupleData = Tuple[TupleColumn, ...]
 
 _DC = dict(frozen=True, slots=True, kw_only=True)
+_S, _T = "streaming", "two-phase"
+
+#: Every pgoutput message class with its facts, in the order declared below (the order of
+#: docs/protocol.md); ``facts.py`` builds its table from this.
+DECLARED = []
 
 
+def message(**facts):
+    """Declare a pgoutput message class with its facts (the fields of
+    ``facts.MessageFacts``: streamable, control, ends, change, features)."""
+    def declare(cls):
+        DECLARED.append((cls, facts))
+        return cls
+    return declare
+
+
+
+@message(control=True)
 @dataclass(**_DC)
 class Begin:
     type: ClassVar[str] = "B"
@@ -63,6 +79,7 @@ class Begin:
     xid: int
 
 
+@message(control=True, ends=True)
 @dataclass(**_DC)
 class Commit:
     type: ClassVar[str] = "C"
@@ -72,6 +89,7 @@ class Commit:
     commit_ts: int
 
 
+@message(control=True)
 @dataclass(**_DC)
 class Origin:
     type: ClassVar[str] = "O"
@@ -79,6 +97,7 @@ class Origin:
     origin_name: str
 
 
+@message(streamable=True, control=True)
 @dataclass(**_DC)
 class Relation:
     type: ClassVar[str] = "R"
@@ -90,6 +109,7 @@ class Relation:
     columns: Tuple[RelationColumn, ...]
 
 
+@message(streamable=True, control=True)
 @dataclass(**_DC)
 class Type:
     type: ClassVar[str] = "Y"
@@ -99,6 +119,7 @@ class Type:
     type_name: str
 
 
+@message(streamable=True, change=True)
 @dataclass(**_DC)
 class Insert:
     type: ClassVar[str] = "I"
@@ -107,6 +128,7 @@ class Insert:
     new_tuple: TupleData
 
 
+@message(streamable=True, change=True)
 @dataclass(**_DC)
 class Update:
     type: ClassVar[str] = "U"
@@ -117,6 +139,7 @@ class Update:
     new_tuple: TupleData
 
 
+@message(streamable=True, change=True)
 @dataclass(**_DC)
 class Delete:
     type: ClassVar[str] = "D"
@@ -126,6 +149,7 @@ class Delete:
     old_tuple: TupleData
 
 
+@message(streamable=True, change=True)
 @dataclass(**_DC)
 class Truncate:
     type: ClassVar[str] = "T"
@@ -134,6 +158,7 @@ class Truncate:
     relation_ids: Tuple[int, ...]
 
 
+@message(streamable=True)
 @dataclass(**_DC)
 class LogicalMessage:
     type: ClassVar[str] = "M"
@@ -144,6 +169,7 @@ class LogicalMessage:
     content: bytes
 
 
+@message(control=True, features=(_S,))
 @dataclass(**_DC)
 class StreamStart:
     type: ClassVar[str] = "S"
@@ -151,11 +177,13 @@ class StreamStart:
     first_segment: bool
 
 
+@message(control=True, features=(_S,))
 @dataclass(**_DC)
 class StreamStop:
     type: ClassVar[str] = "E"
 
 
+@message(control=True, ends=True, features=(_S,))
 @dataclass(**_DC)
 class StreamCommit:
     type: ClassVar[str] = "c"
@@ -166,6 +194,7 @@ class StreamCommit:
     commit_ts: int
 
 
+@message(control=True, ends=True, features=(_S,))
 @dataclass(**_DC)
 class StreamAbort:
     type: ClassVar[str] = "A"
@@ -176,6 +205,7 @@ class StreamAbort:
     abort_ts: Optional[int] = None
 
 
+@message(control=True, features=(_T,))
 @dataclass(**_DC)
 class BeginPrepare:
     type: ClassVar[str] = "b"
@@ -186,6 +216,7 @@ class BeginPrepare:
     gid: str
 
 
+@message(control=True, ends=True, features=(_T,))
 @dataclass(**_DC)
 class Prepare:
     type: ClassVar[str] = "P"
@@ -197,6 +228,7 @@ class Prepare:
     gid: str
 
 
+@message(control=True, ends=True, features=(_T,))
 @dataclass(**_DC)
 class CommitPrepared:
     type: ClassVar[str] = "K"
@@ -208,6 +240,7 @@ class CommitPrepared:
     gid: str
 
 
+@message(control=True, ends=True, features=(_T,))
 @dataclass(**_DC)
 class RollbackPrepared:
     type: ClassVar[str] = "r"
@@ -220,6 +253,7 @@ class RollbackPrepared:
     gid: str
 
 
+@message(control=True, ends=True, features=(_S, _T))
 @dataclass(**_DC)
 class StreamPrepare:
     type: ClassVar[str] = "p"
