@@ -16,7 +16,7 @@ import importlib
 
 from .errors import (AmbiguousMessageError, ArchiveOrderError, PgoutputCodecError, PgoutputDecodeError,
                      PgoutputEncodeError)
-from .extensions import USING_EXTENSIONS
+from ._native import USING_EXTENSIONS
 from .pgoutput.facts import CONTROL_TAGS, END_TAGS, ENVELOPE_TAGS, MESSAGE_CLASSES, PGOUTPUT_TAGS, STREAMABLE_TAGS
 from .pgoutput.messages import *  # noqa: F401,F403
 from .pgoutput.messages import __all__ as _messages_all

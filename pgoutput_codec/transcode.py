@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from .extensions import USING_EXTENSIONS
+from ._native import USING_EXTENSIONS
 from . import typecatalog as tc
 from .typecatalog.registry import resolve
 from .pgoutput._parse_py import as_bytes, decode_row, infer_initial_state, payload_values

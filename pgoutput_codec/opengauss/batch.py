@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..arrays import payload_chunks, payload_sizes
-from ..extensions import USING_EXTENSIONS
+from .._native import USING_EXTENSIONS
 from ..threads import payload_bytes, piece_bounds, run_pieces, worker_count
 from ._parse_py import ENVELOPES, decode_frame_items
 from ._parse_py import decode_frame as _decode_frame_b

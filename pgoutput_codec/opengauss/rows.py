@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..extensions import USING_EXTENSIONS
+from .._native import USING_EXTENSIONS
 from ..arrays import one_array, share_lists, typed_array
 from ..schema import CHANGE_COLUMN_LISTS, TUPLE_COLUMN, TUPLE_TYPE
 from ..selection import table_selected

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..extensions import USING_EXTENSIONS
+from .._native import USING_EXTENSIONS
 from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
 from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Physical, Special

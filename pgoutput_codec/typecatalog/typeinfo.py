@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..extensions import USING_EXTENSIONS
+from .._native import USING_EXTENSIONS
 
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: no compiled converters, every code 0
     from ._convert import CODES as _CODES

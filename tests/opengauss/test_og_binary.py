@@ -19,7 +19,7 @@ from ogdata import begin_variants, commit_variants, expected_rows, records, samp
 
 
 def test_compiled_module_is_loaded():
-    from pgoutput_codec.extensions import USING_EXTENSIONS
+    from pgoutput_codec._native import USING_EXTENSIONS
     from pgoutput_codec.opengauss import _parse as _binary
     assert USING_EXTENSIONS and _binary.__file__.endswith((".so", ".pyd"))
 
