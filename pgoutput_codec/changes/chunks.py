@@ -78,13 +78,22 @@ for _t in b"BCRY":
     PLAIN_TAGS[_t] = True
 
 
-def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool) -> Walked | None:
+def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, phantom: bool, *,
+               accept: np.ndarray = PLAIN_TAGS, whole: bool = False, row_segs=None, fields=None) -> Walked | None:
     """The common chunk, with array operations: Begin … Commit pairs that never
-    interleave, Relations and Types, no stream or two-phase marker, no Origin — then
-    what the walk does is a function of the B/C pattern. None for any other chunk
-    (the Python walk takes it; tests compare the two)."""
+    interleave, Relations and Types, no stream or two-phase marker — then what the walk
+    does is a function of the B/C pattern. None for any other chunk (the Python walk
+    takes it; tests compare the two), with the walk untouched.
+
+    How each driver feeds it: ``accept``, the tags a plain chunk may hold (the plan's
+    control rows: :data:`PLAIN_TAGS`; the decoder's also logical messages, keepalives
+    and Origins — an Origin names the transaction it sits in, none outside one);
+    ``whole``: no transaction open before the chunk or after it (the decoder's rows are
+    then emitted at once); ``row_segs``: the segments holding change rows, each of which
+    must be inside a transaction; ``fields``: the fields of the Relation and Type rows
+    read (:meth:`TransactionWalk.control_dicts`)."""
     t = tags[idx]
-    if walk.in_stream or not PLAIN_TAGS[t].all():
+    if walk.in_stream or not accept[t].all():
         return None
     bc = np.flatnonzero((t == ord("B")) | (t == ord("C")))
     pattern = t[bc]
@@ -100,6 +109,8 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
     if not ((pairs[0:len(pairs) - open_end:2] == ord("B")).all() and (pairs[1::2] == ord("C")).all()
             and (not open_end or pairs[-1] == ord("B"))):
         return None
+    if whole and (open_end or ctx != -1):
+        return None
     c_rows = idx[bc[lead:][1::2]] if len(pairs) > 1 else np.zeros(0, np.int64)
     if lead:
         c_rows = np.concatenate([idx[bc[:1]], c_rows])
@@ -107,12 +118,11 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
     taken = walk.plain_commits(lsn)   # None: a commit to judge (replay, order): the walk does
     if taken is None:
         return None
-    # plain: from here on the chunk is walked
-    if ctx == -2:
-        ctx = walk.ctx = walk.new_slot(Txn(xid=None))
+    made = ctx == -2
+    if made:
+        ctx = walk.next_slot
     n_b = int((pairs == ord("B")).sum())
-    first = walk.next_slot
-    walk.next_slot += n_b
+    first = walk.next_slot + made
     # the open transaction after each control row: a B opens slot first + j, a C closes
     opened = np.full(len(idx) + 1, -2, dtype=np.int64)
     opened[0] = ctx
@@ -123,11 +133,26 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
         opened[bc[0] + 1] = -1
     fill = np.maximum.accumulate(np.where(opened != -2, np.arange(len(opened)), 0))
     seg_slot = opened[fill]
+    if row_segs is not None and len(row_segs) and (seg_slot[row_segs] < 0).any():
+        return None           # a change outside any transaction: the walk reports it
+    o_at = np.flatnonzero(t == ord("O"))
+    if len(o_at) and (seg_slot[o_at + 1] < 0).any():
+        return None           # an Origin outside a transaction: the walk ignores it
+    # plain: from here on the chunk is walked
+    if made:
+        walk.ctx = walk.new_slot(Txn(xid=None))
+    walk.next_slot += n_b
+    named = {}                # slot -> the name its last Origin gave
+    if len(o_at):
+        names = msgs.field("origin_name").take(pa.array(idx[o_at], pa.int64())).to_pylist()
+        named = dict(zip(seg_slot[o_at + 1].tolist(), names, strict=True))
+        if ctx >= 0 and ctx in named:
+            walk.txns[ctx].origin = named[ctx]
     b_xid = msgs.field("xid").take(pa.array(idx[b_at], pa.int64())).cast(pa.uint32())
     committed_b = n_b - open_end
     slots = first + np.arange(committed_b)
     xid = b_xid.slice(0, committed_b)
-    origin = pa.nulls(committed_b, pa.string())
+    origin = pa.array([named.get(int(k)) for k in slots], pa.string()) if named else pa.nulls(committed_b, pa.string())
     aborted = {}
     if lead:                  # the transaction open before the chunk commits first
         before = walk.txns.pop(ctx)
@@ -137,15 +162,16 @@ def plain_walk(walk: TransactionWalk, msgs, tags: np.ndarray, idx: np.ndarray, p
         if before.aborted_subxids:
             aborted[0] = np.fromiter(before.aborted_subxids, np.int64)
     if open_end:              # the last Begin's transaction stays open into the next chunk
-        walk.txns[first + n_b - 1] = Txn(xid=b_xid[n_b - 1].as_py())
+        last = first + n_b - 1
+        walk.txns[last] = Txn(xid=b_xid[n_b - 1].as_py(), origin=named.get(last))
     walk.ctx = int(seg_slot[-1])
     walk.committed.frombytes(taken.tobytes())
     ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64())).cast(pa.int64())
     ry = np.flatnonzero((t == ord("R")) | (t == ord("Y")))
-    defs = walk.control_dicts(msgs, idx[ry])
+    defs = walk.control_dicts(msgs, idx[ry], fields)
     r_keys, r_rel, y_keys, y_types = definition_rows(defs, ry)
     return Walked(seg_slot, np.zeros(len(idx) + 1, bool), slots, xid, lsn, ts, origin, aborted,
-                   r_keys, r_rel, np.array(walk.definitions(defs), np.int64), y_keys, y_types)
+                  r_keys, r_rel, np.array(walk.definitions(defs), np.int64), y_keys, y_types)
 
 
 def walk_bounds(t: np.ndarray) -> list:

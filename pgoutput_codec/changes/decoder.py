@@ -36,19 +36,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._native.builders import nulls
 from .._native.gather import take_table
 from ..arrays import lsn_array, one_array
 from ..pgoutput.batch import PAYLOAD_ERROR, decode_batch_with_state, with_payload_errors
-from .rows import (DEFINITION_FIELDS, commit_order, copied_ops, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
-                         light_change_columns, newest_versions, row_versions, spread, tag_codes, to_numpy_u,
-                         truncate_columns)
+from .rows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_columns, corrupt_rows,
+                   light_change_columns, newest_versions, row_versions, tag_codes, truncate_columns, with_commits)
 from .checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
 from ..pgoutput.facts import END_TAGS
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from ..threads import payload_bytes, worker_count
+from .chunks import plain_walk
 from .walk import TransactionWalk, Txn
 
 __all__ = ["ChangeDecoder", "LightChangeDecoder"]
@@ -75,17 +74,10 @@ _LIGHT_PENDING_SCHEMA = pa.schema([f for f in _PENDING_SCHEMA if f.name in _LIGH
                                   + _LIGHT_EXTRA)
 # Control rows the vectorized path handles: Begin, Commit, Relation, Type, logical
 # Message, keepalive, Origin.
+_COMMIT_TS = CHANGE_SCHEMA.field("commit_ts").type
 _PLAIN_CTRL = np.zeros(256, dtype=bool)
 for _t in b"BCRYMkO":
     _PLAIN_CTRL[_t] = True
-
-
-def _with_copied_ops(rows: pa.Table, txn_xid, rank) -> pa.Table:
-    """``rows`` with the Inserts of COPY transactions as 'R' rows (``rows.copied_ops``)."""
-    at = rows.schema.get_field_index("op")
-    op = one_array(rows.column(at))
-    new = copied_ops(op, txn_xid, rank)
-    return rows if new is op else rows.set_column(at, "op", new)
 
 
 class ChangeDecoder:
@@ -388,75 +380,31 @@ class ChangeDecoder:
 
     def _plain_transactions(self, msgs, tags, ctrl_idx, seg, change_idx, seq_arr, lsn_arr):
         """The common chunk, vectorized: only plain transactions (Begin … Commit, never
-        interleaved, none open before or after), Relation/Type/Message/keepalive control
-        rows, every change inside a transaction. Then commit order is arrival order, and
-        the walk and the emit need no Python per transaction (at 100 changes per
-        transaction they cost more than decoding the messages). Returns None for any
-        other chunk, which takes the general path (same result; tests compare them)."""
-        if self.walk.ctx >= 0 or self.walk.txns or self.walk.in_stream or not self.options["skip_empty_xacts"] \
+        interleaved, none open before or after), Relation/Type/Message/keepalive/Origin
+        control rows, every change inside a transaction — walked by the plan's array walk
+        (``chunks.plain_walk``). Then commit order is arrival order, and the walk and the
+        emit need no Python per transaction (at 100 changes per transaction they cost more
+        than decoding the messages). Returns None for any other chunk, which takes the
+        general path (same result; tests compare them)."""
+        walk = self.walk
+        if walk.ctx >= 0 or walk.txns or walk.in_stream or not self.options["skip_empty_xacts"] \
                 or not len(change_idx):
             return None
-        ctags = tags[ctrl_idx]
-        if not _PLAIN_CTRL[ctags].all():
+        relmap_start = dict(walk.relmap)
+        w = plain_walk(walk, msgs, tags, ctrl_idx, False, accept=_PLAIN_CTRL, whole=True, row_segs=seg[change_idx],
+                       fields=DEFINITION_FIELDS)
+        if w is None:
             return None
-        bc = np.flatnonzero((ctags == ord("B")) | (ctags == ord("C")))
-        bct = ctags[bc]
-        if len(bct) % 2 or not ((bct[0::2] == ord("B")).all() and (bct[1::2] == ord("C")).all()):
-            return None
-        ntx = len(bct) // 2
-        lsns = self.walk.plain_commits(msgs.field("commit_lsn").take(pa.array(ctrl_idx[bc[1::2]], pa.int64())))
-        if lsns is None:
-            return None
-        # transaction open after each control row (-1 none); change rows must all be in one
-        opened = np.full(len(ctrl_idx) + 1, -2, dtype=np.int64)
-        opened[0] = -1
-        opened[bc[0::2] + 1] = np.arange(ntx)
-        opened[bc[1::2] + 1] = -1
-        idx = np.maximum.accumulate(np.where(opened != -2, np.arange(len(opened)), 0))
-        state = opened[idx]
-        row_txn = state[seg[change_idx]]
-        if (row_txn < 0).any():
-            return None
-        o_pos = np.flatnonzero(ctags == ord("O"))
-        o_txn = state[o_pos + 1]
-        if (o_txn < 0).any():        # an Origin outside a transaction: the walk ignores it
-            return None
-        # Relation and Type rows, in order (few)
-        rt = ctrl_idx[(ctags == ord("R")) | (ctags == ord("Y"))]
-        relmap_start = dict(self.walk.relmap)
-        r_versions = self.walk.definitions(self.walk.control_dicts(msgs, rt, DEFINITION_FIELDS))
-        self.walk.next_slot += ntx
-        if ntx:   # (as the walk's Begin would)
-            self.walk.begun, self.walk.open_at_start = True, False
-        self.walk.committed.frombytes(lsns.tobytes())
-        versions, r_events = row_versions(msgs, tags, r_versions, relmap_start)
+        walk.begun, walk.open_at_start = True, False   # (as the walk's Begin would: a row is in one)
+        versions, r_events = row_versions(msgs, tags, w.r_versions, relmap_start)
         rows = self._change_rows(msgs, tags, change_idx, versions, seq_arr, lsn_arr, r_events, msg_xid=False)
         table = rows["table"]
         schema = self.output_schema
         if not len(table):
             return schema.empty_table()
         # rows stay in arrival order, which is commit order here
-        src = rows["_src"]
-        rank = row_txn if len(src) == len(change_idx) and (src == change_idx).all() else state[seg[src]]
-        b_rows, c_rows = ctrl_idx[bc[0::2]], ctrl_idx[bc[1::2]]
-        xid = to_numpy_u(msgs.field("xid").take(pa.array(b_rows, pa.int64())), np.uint32)
-        commit_lsn = msgs.field("commit_lsn").take(pa.array(c_rows, pa.int64()))
-        commit_ts = msgs.field("commit_ts").take(pa.array(c_rows, pa.int64()))
-        extra = {
-            "xid": pa.array(xid[rank]),
-            "commit_lsn": spread(commit_lsn, rank),
-            "commit_ts": spread(commit_ts, rank),
-            "origin": nulls(len(table), pa.string()),
-        }
-        if len(o_pos):               # the transaction's last Origin names it
-            names = [None] * ntx
-            for t, nm in zip(o_txn, msgs.field("origin_name").take(pa.array(ctrl_idx[o_pos], pa.int64())).to_pylist(),
-                             strict=True):
-                names[t] = nm
-            extra["origin"] = pa.array(names, pa.string()).take(pa.array(rank, pa.int64()))
-        for name, arr in extra.items():
-            table = table.append_column(name, arr)
-        table = _with_copied_ops(table, pa.array(xid), rank)
+        rank = w.seg_slot[seg[rows["_src"]]] - int(w.slots[0])
+        table = with_commits(table, rank, w.xid, w.lsn, w.ts.cast(_COMMIT_TS), w.origin)
         out = table.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out
@@ -564,16 +512,10 @@ class ChangeDecoder:
             rows = take_table(rows, order)
             rank = rank[order]
         xids = [t.xid if t.xid is not None else m.get("xid") for t, m in zip(txns, facts, strict=True)]
-        extra = {
-            "xid": spread(pa.array(xids, pa.uint32()), rank),
-            "commit_lsn": spread(pa.array([m.get("commit_lsn") for m in facts], pa.uint64()), rank),
-            "commit_ts": spread(pa.array([m.get("commit_ts") for m in facts], CHANGE_SCHEMA.field("commit_ts").type),
-                                 rank),
-            "origin": pa.array([t.origin for t in txns], pa.string()).take(pa.array(rank, pa.int64())),
-        }
-        for name, arr in extra.items():
-            rows = rows.append_column(name, arr)
-        rows = _with_copied_ops(rows, xids, rank)
+        rows = with_commits(rows, rank, pa.array(xids, pa.uint32()),
+                            pa.array([m.get("commit_lsn") for m in facts], pa.uint64()),
+                            pa.array([m.get("commit_ts") for m in facts], _COMMIT_TS),
+                            pa.array([t.origin for t in txns], pa.string()))
         out = rows.drop_columns(["msg_xid"]).select(schema.names).cast(schema)
         self.counts["changes"] += len(out)
         return out

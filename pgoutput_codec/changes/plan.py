@@ -14,8 +14,8 @@ from ..pgoutput._batch import initial_stream_state
 from .._native.gather import take_table
 from ..arrays import lsn_array, one_binary, order_keys
 from ..pgoutput.batch import decode_batch_rows, decode_batch_with_state, envelope_code
-from .rows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, copied_ops, corrupt_rows,
-                          tag_codes, truncate_columns, versions_before)
+from .rows import (COPY_XID, OUTSIDE_TRANSACTION, change_columns, commit_order, corrupt_rows, tag_codes,
+                   truncate_columns, versions_before, with_commits)
 from .decoder import ChangeDecoder
 from .checkpoint import Checkpoint, recent_commits
 from ..errors import PgoutputDecodeError
@@ -521,25 +521,23 @@ class ControlPlan(RowFilters):
         o = np.argsort(keys, kind="stable")
         return spread_rows(t, o[np.searchsorted(keys[o], t.column("seq").to_numpy(zero_copy_only=False))], len(keys))
 
-    def _commit_cols(self, rank):
-        at = pa.array(rank if self.commit_ranks is None else np.searchsorted(self.commit_ranks, rank), pa.int64())
-        return {"xid": self.commit_xid.take(at), "commit_lsn": self.commit_lsn.take(at),
-                "commit_ts": self.commit_ts.take(at), "origin": self.commit_origin.take(at),
-                "commit_rank": pa.array(rank + self.rank_base, pa.int64())}
+    def _emitted(self, table: pa.Table, rank: np.ndarray) -> pa.Table:
+        """``table``'s change rows with the commit facts of their transactions (``rank``:
+        each row's commit rank in the whole plan; ``rows.with_commits``) and ``commit_rank``."""
+        at = rank if self.commit_ranks is None else np.searchsorted(self.commit_ranks, rank)
+        table = with_commits(table, at, self.commit_xid, self.commit_lsn, self.commit_ts, self.commit_origin)
+        return table.append_column("commit_rank", pa.array(rank + self.rank_base, pa.int64()))
 
     def _rows(self, msgs, idx, rank, ver, keys, lsn_arr) -> pa.Table:
         cols = change_columns(msgs, idx, ver, self.version_table, pa.array(keys[idx], pa.int64()), lsn_arr)
-        cols.update(self._commit_cols(rank))
-        cols["op"] = copied_ops(cols["op"], cols["xid"], np.arange(len(idx)))
-        return pa.table(cols)
+        return self._emitted(pa.table(cols), np.asarray(rank, np.int64))
 
     def _truncates(self, msgs, idx, rank, keys, lsn_arr) -> pa.Table:
         cols, at, _ = truncate_columns(msgs, idx, self.version_table,
                                        lambda rids, rows: self._versions_at(rids, keys[rows]),
                                        pa.array(keys, pa.int64()), lsn_arr)
         pos = np.searchsorted(idx, at)          # idx ascending: each row's message among them
-        cols.update(self._commit_cols(np.asarray(rank, np.int64)[pos]))
-        return pa.table(cols)
+        return self._emitted(pa.table(cols), np.asarray(rank, np.int64)[pos])
 
 
 def checkpoint_after(values, order, *, envelope: str = "auto", resume=None, **options) -> Checkpoint:

@@ -12,13 +12,13 @@ import pyarrow.compute as pc
 from ._versions import relation_versions
 from .._native.builders import nulls
 from .._native.gather import take_lists
-from ..arrays import list_lengths, share_lists
+from ..arrays import list_lengths, one_array, share_lists
 from ..pgoutput.facts import MESSAGE_CLASSES
 from ..schema import CHANGE_COLUMN_LISTS, TUPLE_TYPE
 
 __all__ = ["commit_order", "tag_codes", "control_rows", "rows_at", "DEFINITION_FIELDS", "change_columns", "light_change_columns",
            "truncate_columns", "versions_before", "newest_versions", "version_widths", "width_errors", "corrupt_rows",
-           "OUTSIDE_TRANSACTION", "spread", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA",
+           "OUTSIDE_TRANSACTION", "spread", "with_commits", "row_versions", "values_u32", "to_numpy_u", "VERSION_SCHEMA",
            "COPY_XID", "copied_ops"]
 
 #: the xid of a COPY transaction: no server transaction has it (InvalidTransactionId),
@@ -300,6 +300,29 @@ def spread(per_txn: pa.Array, rank: np.ndarray) -> pa.Array:
     # the values buffer viewed as integers of the same width, gathered, handed back
     vals = np.frombuffer(per_txn.buffers()[1], dtype=f"<u{width}", count=per_txn.offset + len(per_txn))
     return pa.Array.from_buffers(typ, len(rank), [None, pa.py_buffer(vals[per_txn.offset:][rank])])
+
+
+def with_commits(rows: pa.Table, rank: np.ndarray, xid: pa.Array, commit_lsn: pa.Array, commit_ts: pa.Array,
+                 origin: pa.Array) -> pa.Table:
+    """Change rows emitted: ``rows`` (in order) with the commit facts of their
+    transaction — ``xid``, ``commit_lsn``, ``commit_ts``, ``origin`` are per commit,
+    ``rank`` is each row's index into them — and each Insert of a COPY transaction made
+    'R' (:func:`copied_ops`). The one place change rows get their commit columns, for
+    the :class:`~pgoutput_codec.changes.decoder.ChangeDecoder` and the control plan
+    alike."""
+    at = pa.array(rank, pa.int64())
+    cols = {
+        "xid": spread(xid, rank),
+        "commit_lsn": spread(commit_lsn, rank),
+        "commit_ts": spread(commit_ts, rank),
+        "origin": nulls(len(rank), pa.string()) if origin.null_count == len(origin) else origin.take(at),
+    }
+    for name, arr in cols.items():
+        rows = rows.append_column(name, arr)
+    op_at = rows.schema.get_field_index("op")
+    op = one_array(rows.column(op_at))
+    new = copied_ops(op, xid, rank)
+    return rows if new is op else rows.set_column(op_at, "op", new)
 
 
 def row_versions(msgs, tags, r_versions: list, relmap_start: dict):
