@@ -29,7 +29,8 @@ when transactions interleave. Keys must be unique.
 Modules, top to bottom: ``parallel`` (:func:`decode_changes`), ``plan``
 (:class:`ControlPlan`), ``filters`` (the row filters a query engine can apply),
 ``chunks`` (the plan's walk in chunks), ``decoder`` (:class:`ChangeDecoder`),
-``boundaries`` (where each transaction of a run of messages begins and ends),
+``boundaries`` (where each transaction of a run of messages begins and ends, for the
+command),
 ``walk`` (:class:`~pgoutput_codec.changes.walk.TransactionWalk`), ``tags`` (what a row
 is by its tag byte), ``relations`` (which relation bears a table's name), ``rows``
 (the columns of change rows), ``checkpoint`` (where a run resumes).

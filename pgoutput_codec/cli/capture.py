@@ -42,6 +42,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..archive import META_KEY, parquet_part
+from ..changes.boundaries import Boundaries
 from ..pgoutput.encode import encode_message
 from ..pgoutput.messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
 from . import watermarks as wm
@@ -83,42 +84,6 @@ def table_head(table, opens: bool) -> list:
     if opens:
         head.append(encode_message(Truncate(options=0, relation_ids=(table.relid,))))
     return head
-
-
-class _Boundaries:
-    """The transaction boundaries of a slot's rows, fed one row at a time in the order
-    peeked: :meth:`closes` tells whether no transaction is open after a row whose LSN is
-    the end of a WAL record, so that advancing the slot to it re-sends nothing of what
-    precedes it (a Commit, Prepare, Commit/Rollback Prepared, Stream Commit/Prepare, or a
-    non-transactional message)."""
-
-    def __init__(self):
-        self.in_tx = False
-        self.streams = set()
-
-    def closes(self, data) -> bool:
-        """Take the next row's payload; true when the slot may be advanced to its LSN."""
-        tag = data[:1]
-        closes = False
-        if tag in (b"B", b"b"):
-            self.in_tx = True
-        elif tag in (b"C", b"P"):
-            self.in_tx, closes = False, True
-        elif tag == b"S":
-            self.streams.add(int.from_bytes(data[1:5], "big"))
-        elif tag in (b"c", b"p"):
-            self.streams.discard(int.from_bytes(data[1:5], "big"))
-            closes = True
-        elif tag == b"A":
-            xid, sub = int.from_bytes(data[1:5], "big"), int.from_bytes(data[5:9], "big")
-            if xid == sub:
-                self.streams.discard(xid)
-            # not a cut point: the row's LSN is where the abort record starts
-        elif tag in (b"K", b"r"):
-            closes = True
-        elif tag == b"M":
-            closes = True   # non-transactional outside a transaction; its LSN is the record end
-        return closes and not self.in_tx and not self.streams
 
 
 _PART = re.compile(r"part-([0-9]+)\.parquet\Z")
@@ -220,7 +185,7 @@ class _Staging:
     def read(self, batches, scanner=None):
         """Take a peek's rows, lists of (lsn, xid, data) in the order peeked; a
         :class:`~.watermarks.Scanner` is fed them too (row numbers from 0)."""
-        bounds = _Boundaries()
+        bounds = Boundaries()
         for rows in batches:
             if self.first_lsn is None:
                 self.first_lsn = rows[0][0]
@@ -475,7 +440,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
        (:class:`_Staging`): the process takes bounded memory whatever the size of a
        transaction;
     2. keep the rows up to the last transaction boundary with no transaction open
-       (:class:`_Boundaries`, tracked while reading: a Commit, Prepare, Commit/Rollback
+       (:class:`~pgoutput_codec.changes.boundaries.Boundaries`, tracked while reading: a Commit, Prepare, Commit/Rollback
        Prepared, Stream Commit/Prepare or a non-transactional message); the rest (an open
        streamed transaction) is peeked again next time — if no boundary is in reach, the
        limit doubles (the peek is read in batches all the same);

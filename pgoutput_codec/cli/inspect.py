@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from ..pgoutput import facts
 from ..archive import iter_archive, read_archive_parts
 from ..arrays import lsn_array
+from ..changes.boundaries import boundaries
 from ..pgoutput.batch import decode_batch_with_state
 from ..pgoutput.messages import format_lsn, parse_lsn
 from ..threads import prefetch
@@ -153,20 +154,13 @@ def copied_inserts(msgs, copying: list):
     end = pc.fill_null(pc.is_in(types, value_set=pa.array(["C"])), False).to_numpy(zero_copy_only=False)
     if not begin.any() and not end.any() and not copying[0]:
         return None
-    n = len(msgs)
     xid = pc.fill_null(msgs.field("xid"), 1).to_numpy(zero_copy_only=False)
-    at = np.flatnonzero(begin | end)
-    # the state after each B/C row, carried forward to the rows after it
-    state = np.where(begin[at], (xid[at] == 0).astype(np.int8), 0)
-    lsn_b = pc.fill_null(msgs.field("final_lsn"), 0).to_numpy(zero_copy_only=False)[at]
-    idx = np.searchsorted(at, np.arange(n), side="right") - 1
-    if len(at):
-        inside = np.where(idx >= 0, state[np.maximum(idx, 0)] == 1, copying[0])
-        lsn = np.where(idx >= 0, lsn_b[np.maximum(idx, 0)], copying[1] or 0).astype(np.uint64)
-    else:                    # no Begin or Commit here: all inside the COPY transaction open
-        inside, lsn = np.ones(n, bool), np.full(n, copying[1] or 0, np.uint64)
-    if len(at):
-        copying[0], copying[1] = bool(state[-1] == 1), int(lsn_b[-1]) if state[-1] == 1 else None
+    lsn_b = pc.fill_null(msgs.field("final_lsn"), 0).to_numpy(zero_copy_only=False)
+    carried = [copying[0], 0 if copying[0] else 1, copying[1] or 0]
+    inside, in_xid, lsn = boundaries(begin, end, xid, lsn_b, carried)
+    inside &= in_xid == 0
+    copying[0] = carried[0] and carried[1] == 0
+    copying[1] = carried[2] if copying[0] else None
     mask = inside & pc.fill_null(pc.equal(types, "I"), False).to_numpy(zero_copy_only=False)
     return (mask, lsn) if mask.any() else None
 
