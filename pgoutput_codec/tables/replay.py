@@ -150,7 +150,7 @@ def replay(rows: pa.Table, name: str, keep_history: bool, net: dict | None = Non
         names = [c["name"] for c in rcols]
         fp = r.get("relation_version")
         if rcols and (fp is None or fp != listed_fp):
-            as_added(held.store, listed, names)
+            as_added(held.store, listed, names, net["counted"] if net is not None and held.alike else None)
             listed, listed_fp = names, fp
         flagged = [c["name"] for c in rcols if c["flags"] & 1]
         keycols = identity_key(rcols)

@@ -384,18 +384,23 @@ def added_columns(before: list, after: list) -> list:
     return []
 
 
-def as_added(store: dict, before: list | None, after: list) -> None:
+def as_added(store: dict, before: list | None, after: list, counted: list | None = None) -> None:
     """The rows held (``store``, key → image) as a Relation listing columns ``after`` finds
     them, after one listing ``before`` (None: the first): a column added since
     (:func:`added_columns`) is not in them; where one of its name was (dropped, then added
     again), that value is the dropped column's and is taken out (the server's rows not
-    changed since hold null, or the ``DEFAULT``: :func:`missing_values`). History keeps
-    its versions' images as sent (new dicts here)."""
+    changed since hold null, or the ``DEFAULT``: :func:`missing_values`). So are the rows
+    ``counted`` (net changes of rows alike, :func:`count_alike`: (image, ±1, stamp) in
+    order), which name those rows. History keeps its versions' images as sent (new dicts
+    here)."""
     new = set(added_columns(before, after)) if before is not None and after != before else ()
     if new:
         for k, img in store.items():
             if not new.isdisjoint(img):
                 store[k] = {c: v for c, v in img.items() if c not in new}
+        for j, (img, n, stamp) in enumerate(counted or ()):
+            if not new.isdisjoint(img):
+                counted[j] = ({c: v for c, v in img.items() if c not in new}, n, stamp)
 
 
 def columns_in_force(rows: pa.Table) -> set | None:
