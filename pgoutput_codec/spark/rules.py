@@ -30,7 +30,8 @@ from . import types as ST
 from .changerows import pass2_of
 from .tablerows import END_OF_DAY, TableInfo, pos, table_of
 
-__all__ = list(one.RULES) + ["earlier_identities", "row_keys", "column_spans", "with_base", "alike_ends"]
+__all__ = list(one.RULES) + ["earlier_identities", "row_keys", "column_spans", "added_cuts", "with_base",
+                              "alike_ends"]
 
 
 # --------------------------------------------------------------------------- keys
@@ -536,22 +537,31 @@ def missing_values(missing: dict | None, cols: T.StructType, info: TableInfo, re
     return out
 
 
-def as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict | None = None) -> DataFrame:
-    """``ev`` with each column added to the table (:func:`pgoutput_codec.tables.rules.added_columns`) as the rows
-    sent before it hold it: a column dropped and added again by its name is a new one,
-    null in the rows not changed since, as in the single-process replay; ``fill``
-    (:func:`missing_values`) gives a column added with a ``DEFAULT`` its value there.
-    ``spans``: :func:`column_spans`'; a column is added past the last change of the
-    span before the one that lists it."""
-    fill = fill or {}
-    if not spans:
-        return ev
+def added_cuts(spans: list | None, names, fill=()) -> dict:
+    """{column: the last change (rank, seq) before the span that lists it again}: the
+    columns added to the table (:func:`pgoutput_codec.tables.rules.added_columns`) that
+    rows sent before them hold otherwise — a column dropped and added again by its name,
+    or one ``fill`` (:func:`missing_values`) names — among ``names``."""
     cut, seen = {}, set()
-    for (before, last), (after, _) in zip(spans, spans[1:], strict=False):
+    for (before, last), (after, _) in zip(spans or (), (spans or [])[1:], strict=False):
         seen.update(before)
         for c in one.added_columns(before, after):
-            if (c in seen or c in fill) and c in cols.names:
+            if (c in seen or c in fill) and c in names:
                 cut[c] = last
+    return cut
+
+
+def as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict | None = None,
+             side: str = "after", to: str | None = None) -> DataFrame:
+    """``ev`` with each column added to the table (:func:`added_cuts`) as the rows sent
+    before it hold it: a column dropped and added again by its name is a new one, null
+    in the rows not changed since, as in the single-process replay; ``fill``
+    (:func:`missing_values`) gives a column added with a ``DEFAULT`` its value there.
+    ``spans``: :func:`column_spans`'; a column is added past the last change of the span
+    before the one that lists it. ``side``: the image read (``after``, ``before``),
+    ``to``: the column written (``side`` itself by default)."""
+    fill = fill or {}
+    cut = added_cuts(spans, cols.names, fill)
     if not cut:
         return ev
     rank = ev.schema["__pos"].dataType["r"].dataType
@@ -564,11 +574,11 @@ def as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict |
 
     def field(f):
         nm = f.name[:-9] if f.name.endswith("__special") and f.name[:-9] in cut else f.name
-        v = F.col(f"after.`{f.name}`")
+        v = F.col(f"{side}.`{f.name}`")
         # a null of the field's own type, not a cast: Spark 4 casts nothing to TIME
         was = fill[nm] if nm == f.name and nm in fill else F.when(F.lit(False), v)
         return (F.when(before(cut[nm]), was).otherwise(v) if nm in cut else v).alias(f.name)
-    return ev.withColumn("after", F.when(F.col("after").isNotNull(), F.struct(*[field(f) for f in cols.fields])))
+    return ev.withColumn(to or side, F.when(F.col(side).isNotNull(), F.struct(*[field(f) for f in cols.fields])))
 
 
 def columns_in_force(out: DataFrame, cols: T.StructType, spans: list | None) -> DataFrame:

@@ -34,9 +34,9 @@ from . import types as ST
 from .tablerows import Inner, own_name, renamed_strings, to_inner, user_struct
 from .tablerows import SHIFTED, to_python, unshifted
 from .changerows import pass2_of
-from .rules import (after_truncate, as_added, base_for, carry_toast, column_spans, columns_in_force, count_alike,
-                    end_versions, found_keys, gone, identity_key, key_move, missing_values, net_key, row_key,
-                    same_copy, unknown_key_error, warn_incomplete, with_base)
+from .rules import (added_cuts, after_truncate, as_added, base_for, carry_toast, column_spans, columns_in_force,
+                    count_alike, end_versions, found_keys, gone, identity_key, key_move, missing_values, net_key,
+                    row_key, same_copy, unknown_key_error, warn_incomplete, with_base)
 from .tablerows import TableInfo, table_info, table_of
 from .tablerows import array_dims
 from .shipping import is_connect
@@ -160,14 +160,23 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     rank = "commit_rank" if "commit_rank" in tc.columns else "commit_lsn"
     pos = F.struct(F.col(rank).alias("r"), F.col("seq").alias("s"))
 
+    iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D", "R"))
+    keyed = {}       # the image a key is read from, where it is not the image as sent
+    if any(k not in {c["name"] for c in v} for v in versions for k in keycols):
+        # a key column some Relation lacks: one dropped and added again is a new column,
+        # so the images sent before it name their rows without the dropped one's value
+        spans = inner.spans(column_spans(changes, name, as_of_lsn, info))
+        if set(added_cuts(spans, cols.names)) & set(keycols):
+            keyed = {"after": "__ka", "before": "__kb"}
+            iud = as_added(as_added(iud, cols, spans, to="__ka"), cols, spans, side="before", to="__kb")
+
     def key_of(side, keys=keycols):
-        return row_key(side, keys)
+        return row_key(keyed.get(side, side), keys)
 
     old_key = F.when(F.col("before").isNotNull(), key_of("before")).otherwise(key_of("after"))
     new_key = key_of("after")
     if not flagged:   # no key column: an Update naming no old key cannot be matched to its row
         new_key = unknown_key_error(name, new_key)
-    iud = tc.withColumn("__pos", pos).where(F.col("op").isin("I", "U", "D", "R"))
     if earlier:
         iud, old_key, new_key = found_keys(iud, earlier, keycols, new_key, old_key, key_of)
         sends_old = True   # under an earlier identity an Update may move a row's newest key unsaid

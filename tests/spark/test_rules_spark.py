@@ -218,3 +218,26 @@ def test_warn_incomplete_when_no_copy_truncate_or_base_says_the_start(spark, tmp
                 warnings.simplefilter("always")
                 fn(changes, name)
             assert sum(isinstance(w.message, IncompleteTableWarning) for w in seen) == warned, (name, fn)
+
+
+def test_as_added_names_rows_alike_by_their_images_as_a_column_came_back(spark, tmp_path):
+    """REPLICA IDENTITY FULL (rows named by the whole row): ``b`` dropped, then added
+    again, then a Delete of a row written before the drop, its old row sending the new
+    ``b`` as null. The row held has the dropped column's value out of it (it is not the
+    new column's), so the Delete finds it, as in one process; a table whose column was
+    only dropped, too."""
+    def rel(*cols):
+        return _rel(16670, "fd", [(n, o, 1) for n, o in cols], "f")
+    i, a, b = ("id", INT), ("a", TEXT), ("b", TEXT)
+
+    def ins(*v):
+        return Insert(relation_id=16670, new_tuple=_tup(*v))
+    back = _txns([rel(i, a, b), ins(1, "x", "y"), ins(2, "z", "w")], [rel(i, a), ins(4, "s")],
+                 [rel(i, a, b), ins(3, "q", "r")], [Delete(relation_id=16670, old_kind="O", old_tuple=_tup(1, "x", None))])
+    single = _same_tables(spark, tmp_path / "back", back, "public.fd")
+    assert sorted((r["id"], r["a"], r["b"]) for r in snapshot_1(single, "public.fd").to_pylist()) == \
+        [(2, "z", None), (3, "q", "r"), (4, "s", None)]
+    dropped = _txns([rel(i, a, b), ins(1, "x", "y"), ins(2, "z", "w")],
+                    [rel(i, a), Delete(relation_id=16670, old_kind="O", old_tuple=_tup(1, "x"))])
+    single = _same_tables(spark, tmp_path / "dropped", dropped, "public.fd")
+    assert snapshot_1(single, "public.fd").to_pylist() == [{"id": 2, "a": "z"}]
