@@ -200,6 +200,11 @@ def test_capture_survives_kill_9_and_a_full_disk(server, tmp_path):
         for _ in range(KILLS):
             p = subprocess.Popen([sys.executable, "-m", "pgoutput_codec.cli", *args, "--poll-interval", "0.02"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+            # the archive exists before the first kill, however slowly a loaded machine
+            # starts the command: the full-disk run below must find one to leave as it was
+            deadline = time.monotonic() + 120
+            while not out.exists() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
             time.sleep(rnd.uniform(0.3, 2.0))
             p.send_signal(signal.SIGKILL)
             _, err = p.communicate()
