@@ -24,7 +24,7 @@ import pyarrow as pa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-from pgoutput_codec.casts import cast_value  # noqa: E402
+from pgoutput_codec.typecatalog.casts import cast_value  # noqa: E402
 from pgoutput_codec.testing import best  # noqa: E402
 
 

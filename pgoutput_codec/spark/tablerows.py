@@ -494,7 +494,7 @@ def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None, tim
     """(Spark struct of a typed row, [(column, catalog Arrow type, has __special)]). A
     column the table's versions gave several types (``retyped``) has a ``__special``: a
     value of an earlier type the column's cannot hold is null with a note
-    (:func:`pgoutput_codec.retyped.with_earlier_types`). ``ndims``: the number of
+    (:func:`pgoutput_codec.typecatalog.retyped.with_earlier_types`). ``ndims``: the number of
     dimensions of array columns' values (:func:`.tablerows.array_dims`); one whose
     values differ (a set of them) is binary, each value as sent, as one process keeps it.
     ``time_type``: a ``time``'s Spark type (None: µs since midnight, LongType)."""

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..changes.relations import merge_columns
-from ..retyped import retyped_names
+from ..typecatalog.retyped import retyped_names
 from ..tables import history_names
 from ..tables.replay import HISTORY_COLUMNS
 from ..tables.rules import KNOWN, alike_rows

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array
 from ..idents import free_name
-from ..retyped import retyped_names, text_form
+from ..typecatalog.retyped import retyped_names, text_form
 from ..schema import TS
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError

@@ -54,8 +54,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..casts import BOOL as BOOL_OID
-from ..casts import to_bool as bool_text
+from ..typecatalog.casts import BOOL as BOOL_OID
+from ..typecatalog.casts import to_bool as bool_text
 from ..idents import parse_name, qualified_name
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError

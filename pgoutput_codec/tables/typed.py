@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from ..arrays import one_array, validity
 from ..changes.decoder import ChangeDecoder, LightChangeDecoder
 from ..changes.relations import merge_columns, split_name
-from ..retyped import with_earlier_types
+from ..typecatalog.retyped import with_earlier_types
 from ..schema import relation_fingerprint
 from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at
 from ..typecatalog.errors import ConversionError

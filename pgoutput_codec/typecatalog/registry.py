@@ -47,7 +47,7 @@ class TypeRegistry:
     ``timezone`` is the server's ``TimeZone`` (an IANA name such as ``Europe/Berlin``;
     :meth:`load_from_connection` reads the session's): what an ``ALTER COLUMN … TYPE``
     between ``timestamp``, ``date`` and ``timestamptz`` read the values in, where the
-    archive holds them as sent before it (:mod:`pgoutput_codec.casts`). None: UTC.
+    archive holds them as sent before it (:mod:`pgoutput_codec.typecatalog.casts`). None: UTC.
     """
 
     types: dict = field(default_factory=dict)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgoutput_codec.casts import cast_value
+from pgoutput_codec.typecatalog.casts import cast_value
 from pgoutput_codec.typecatalog import arrow_type
 
 NUMERIC_12_1 = (1700, ((12 << 16) | 1) + 4)
@@ -148,7 +148,7 @@ def _cases(draw):
 def test_any_value_of_any_type_casts_or_is_refused_by_an_error_the_caller_keeps(case):
     """Bad input never crashes: whatever a crafted archive sends under an earlier type,
     the cast gives the column's type, one value per value, or raises one of the errors
-    :func:`~pgoutput_codec.retyped.with_earlier_types` turns into a null and a note."""
+    :func:`~pgoutput_codec.typecatalog.retyped.with_earlier_types` turns into a null and a note."""
     src, dst, arr, to = case
     try:
         got, special = cast_value(arr, src, dst, to)

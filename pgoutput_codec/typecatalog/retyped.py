@@ -5,7 +5,7 @@ pgoutput sends nothing for the ``ALTER`` and not the rows it rewrites; the table
 change comes with a Relation giving the new type. So one column holds values sent under
 several types, in binary mode in several encodings (``int4`` is 4 bytes, ``int8`` 8).
 Each is read by the type it was sent under (``tables._locate``'s ``variants``), then cast
-to the column's newest type as the server's rewrite cast it (:mod:`pgoutput_codec.casts`:
+to the column's newest type as the server's rewrite cast it (:mod:`pgoutput_codec.typecatalog.casts`:
 rounded, fitted to the typmod); a value the cast cannot hold is null, with what was
 sent in ``<column>__special``. Key values are compared by their newest type's text form
 (:func:`text_form`, ``tables._canonical_keys``). Observed on PostgreSQL 15, 16 and 18:
@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .casts import cast_value
-from .typecatalog.columns import convert_column, materialize, take_at
-from .typecatalog.errors import ConversionError
+from .columns import convert_column, materialize, take_at
+from .errors import ConversionError
 
 __all__ = ["cast_each", "retyped_names", "text_form", "with_earlier_types"]
 
@@ -84,7 +84,7 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
 
 def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str,
               src: tuple, texts=None, timezone=None):
-    """``arr`` cast value by value at ``rows`` (:func:`~pgoutput_codec.casts.cast_value`):
+    """``arr`` cast value by value at ``rows`` (:func:`~pgoutput_codec.typecatalog.casts.cast_value`):
     (values, notes), a value the cast refuses null with a note that holds it."""
     out, notes = [None] * len(arr), special.to_pylist()
     dst = (col["type_oid"], col["type_modifier"])

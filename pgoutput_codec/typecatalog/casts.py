@@ -2,7 +2,7 @@
 
 The server rewrites every row by the cast from the old type to the new, then fits the
 new typmod; pgoutput sends none of it (docs/conformance.md item 20), so a value sent
-before the ``ALTER`` is read by its own type (:mod:`pgoutput_codec.retyped`) and cast
+before the ``ALTER`` is read by its own type (:mod:`pgoutput_codec.typecatalog.retyped`) and cast
 here as the server cast it. Arrow's casts are not PostgreSQL's: Arrow refuses what
 loses digits where the server rounds, and knows no typmod but a decimal's. The rules,
 from the server's sources and seen on PostgreSQL 15, 16 and 18
@@ -48,9 +48,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .typecatalog.facts import ARRAY_ELEM, BY_OID
-from .typecatalog.datetime import TIME_RE, fmt_offset, fmt_time_us, frac_us
-from .typecatalog.floats import fmt_float8
+from .facts import ARRAY_ELEM, BY_OID
+from .datetime import TIME_RE, fmt_offset, fmt_time_us, frac_us
+from .floats import fmt_float8
 
 __all__ = ["cast_checked", "cast_value", "to_bool"]
 
@@ -109,7 +109,7 @@ def cast_value(arr: pa.Array, src: tuple, dst: tuple, to: pa.DataType, texts: pa
     exact ``… TYPE text`` result. ``timezone``: the ``ALTER`` session's ``TimeZone``
     (``TypeRegistry.timezone``), in which a ``timestamp`` meets a ``timestamptz``; UTC
     when not known. Raises Arrow's errors when a value does not fit (the caller casts
-    value by value then, :func:`pgoutput_codec.retyped.cast_each`)."""
+    value by value then, :func:`pgoutput_codec.typecatalog.retyped.cast_each`)."""
     (soid, smod), (doid, dmod) = src, dst
     if doid in ARRAY_ELEM and pa.types.is_list(arr.type) and pa.types.is_list(to):
         return _elementwise(arr, (ARRAY_ELEM.get(soid, soid), smod), (ARRAY_ELEM[doid], dmod), to,
