@@ -5,6 +5,10 @@ One loop over the input's offsets/data buffers: each payload is parsed by the sh
 parser (_parse.pyx) and its fields written straight into column builders
 (_native/builders.pxd). No Python object is made per row or per value; Python runs only for a
 row in error (its message text) and for the rare Relation/Truncate list columns.
+
+Insert (its own one-pass parse), Update, Delete, Begin and Commit have code of their own;
+every other message is written from its class's field list (the facts table) by one
+writer per field (``_FIELDS``), so a message made of known fields needs no code here.
 """
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -17,14 +21,12 @@ from pgoutput_codec._native.builders cimport (
 from pgoutput_codec._native.arrowbuf cimport check_binary_offsets
 from pgoutput_codec.pgoutput._errors cimport error_text
 from pgoutput_codec.pgoutput._facts cimport (
-    TAG_BEGIN, TAG_BEGIN_PREPARE, TAG_COMMIT, TAG_COMMIT_PREPARED, TAG_DELETE, TAG_INSERT,
-    TAG_LOGICAL_MESSAGE, TAG_ORIGIN, TAG_PREPARE, TAG_PRIMARY_KEEPALIVE, TAG_RELATION,
-    TAG_ROLLBACK_PREPARED, TAG_STREAM_ABORT, TAG_STREAM_COMMIT, TAG_STREAM_PREPARE, TAG_STREAM_START,
-    TAG_STREAM_STOP, TAG_TRUNCATE, TAG_TYPE, TAG_UPDATE, TAG_XLOG_DATA, is_streamable,
+    TAG_BEGIN, TAG_COMMIT, TAG_DELETE, TAG_INSERT, TAG_PRIMARY_KEEPALIVE, TAG_STREAM_START, TAG_STREAM_STOP,
+    TAG_UPDATE, TAG_XLOG_DATA, is_streamable,
 )
 from pgoutput_codec.pgoutput._parse cimport (
-    ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol, parse_payload,
-    relid_at, scratch_free, scratch_init,
+    ENV_NONE, ENV_XLOGDATA, Parsed, STREAM_NO, Slice, STREAM_UNKNOWN, STREAM_YES, Scratch, TupleCol,
+    parse_payload, relid_at, scratch_free, scratch_init,
 )
 from pgoutput_codec._native.reader cimport E_NULL_ROW, Reader, pgc_be16, pgc_be32, reader_fail, reader_init
 from libc.string cimport memcpy
@@ -32,7 +34,7 @@ from libc.string cimport memcpy
 import numpy as np
 import pyarrow as pa
 
-from pgoutput_codec.pgoutput.facts import CONTROL_TAGS, MESSAGE_CLASSES
+from pgoutput_codec.pgoutput.facts import CONTROL_TAGS, MESSAGE_CLASSES, MESSAGES
 from pgoutput_codec.schema import MESSAGE_FIELDS, RELATION_COLUMNS_TYPE
 
 cdef object _TYPES = {f.name: f.type for f in MESSAGE_FIELDS}
@@ -361,68 +363,149 @@ cdef int _emit(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
         fixed_u64(&c.final_lsn, row, m.final_lsn)
         fixed_ts(&c.commit_ts, row, m.commit_ts)
         return 0
-    if t == TAG_COMMIT or t == TAG_STREAM_COMMIT:
+    if t == TAG_COMMIT:
         fixed_u8(&c.flags, row, m.flags)
         fixed_u64(&c.commit_lsn, row, m.commit_lsn)
         fixed_u64(&c.end_lsn, row, m.end_lsn)
         fixed_ts(&c.commit_ts, row, m.commit_ts)
         return 0
-    if t == TAG_RELATION:  # 'R' (its column list is added by the caller)
-        fixed_u32(&c.relation_id, row, m.relation_id)
-        if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
-                or var_append(&c.relation_name, row, buf + m.relation_name.off, m.relation_name.len) < 0
-                or var_append_byte(&c.replica_identity, row, m.replica_identity) < 0):
-            return -1
-        return 0
-    if t == TAG_TYPE:
-        fixed_u32(&c.type_oid, row, m.type_oid)
-        if (var_append(&c.namespace, row, buf + m.namespace.off, m.namespace.len) < 0
-                or var_append(&c.type_name, row, buf + m.type_name.off, m.type_name.len) < 0):
-            return -1
-        return 0
-    if t == TAG_ORIGIN:
-        fixed_u64(&c.origin_lsn, row, m.origin_lsn)
-        return var_append(&c.origin_name, row, buf + m.origin_name.off, m.origin_name.len)
-    if t == TAG_TRUNCATE:  # 'T' (relation_ids added by the caller)
-        fixed_u8(&c.options, row, m.options)
-        return 0
-    if t == TAG_LOGICAL_MESSAGE:
-        fixed_u8(&c.flags, row, m.flags)
-        fixed_u64(&c.lsn, row, m.lsn)
-        if (var_append(&c.prefix, row, buf + m.prefix.off, m.prefix.len) < 0
-                or var_append(&c.content, row, buf + m.content.off, m.content.len) < 0):
-            return -1
-        return 0
-    if t == TAG_STREAM_START:
-        fixed_bool(&c.first_segment, row, m.first_segment)
-        return 0
-    if t == TAG_STREAM_ABORT:
-        fixed_u32(&c.subxid, row, m.subxid)
-        if m.has_abort:
-            fixed_u64(&c.abort_lsn, row, m.abort_lsn)
-            fixed_ts(&c.abort_ts, row, m.abort_ts)
-        return 0
-    if t == TAG_BEGIN_PREPARE or t == TAG_PREPARE or t == TAG_STREAM_PREPARE:
-        if t != 98:
-            fixed_u8(&c.flags, row, m.flags)
-        fixed_u64(&c.prepare_lsn, row, m.prepare_lsn)
-        fixed_u64(&c.end_lsn, row, m.end_lsn)
-        fixed_ts(&c.prepare_ts, row, m.prepare_ts)
-        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
-    if t == TAG_COMMIT_PREPARED:
-        fixed_u8(&c.flags, row, m.flags)
-        fixed_u64(&c.commit_lsn, row, m.commit_lsn)
-        fixed_u64(&c.end_lsn, row, m.end_lsn)
-        fixed_ts(&c.commit_ts, row, m.commit_ts)
-        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
-    if t == TAG_ROLLBACK_PREPARED:
-        fixed_u8(&c.flags, row, m.flags)
-        fixed_u64(&c.prepare_end_lsn, row, m.prepare_end_lsn)
-        fixed_u64(&c.rollback_end_lsn, row, m.rollback_end_lsn)
-        fixed_ts(&c.prepare_ts, row, m.prepare_ts)
-        fixed_ts(&c.rollback_ts, row, m.rollback_ts)
-        return var_append(&c.gid, row, buf + m.gid.off, m.gid.len)
-    return 0  # 'E' has no fields
+    return _emit_fields(c, row, buf, buflen, src_end, m, s)
+
+
+# How each message field goes from the Parsed struct to its column: one entry per FIELD
+# (not per message). The messages of every change row (I U D) and of every transaction
+# (B C) have their own code above; every other message is written from its class's field
+# list by ``_emit_fields``, so a message made of known fields needs no code here.
+cdef enum:
+    W_SKIP = 0       # written elsewhere: xid (by _emit), columns / relation_ids (by the caller)
+    W_U8
+    W_U32
+    W_U64
+    W_TS
+    W_BOOL
+    W_BYTE           # uint8 as a 1-byte string
+    W_OPT_BYTE       # uint8, null when 0
+    W_VAR            # Slice
+    W_ABORT_U64      # null unless has_abort
+    W_ABORT_TS
+    W_OLD_TUPLE      # null unless old_kind
+    W_NEW_TUPLE
+
+cdef Parsed _P
+cdef Cols _C
+
+cdef Py_ssize_t _pat(void* p):
+    return <char*>p - <char*>&_P
+
+cdef Py_ssize_t _cat(void* p):
+    return <char*>p - <char*>&_C
+
+# field name -> (how, offset in Parsed, offset of its column in Cols)
+_FIELDS = {
+    "xid": (W_SKIP, 0, 0),
+    "columns": (W_SKIP, 0, 0),
+    "relation_ids": (W_SKIP, 0, 0),
+    "subxid": (W_U32, _pat(&_P.subxid), _cat(&_C.subxid)),
+    "final_lsn": (W_U64, _pat(&_P.final_lsn), _cat(&_C.final_lsn)),
+    "commit_lsn": (W_U64, _pat(&_P.commit_lsn), _cat(&_C.commit_lsn)),
+    "end_lsn": (W_U64, _pat(&_P.end_lsn), _cat(&_C.end_lsn)),
+    "commit_ts": (W_TS, _pat(&_P.commit_ts), _cat(&_C.commit_ts)),
+    "flags": (W_U8, _pat(&_P.flags), _cat(&_C.flags)),
+    "origin_lsn": (W_U64, _pat(&_P.origin_lsn), _cat(&_C.origin_lsn)),
+    "origin_name": (W_VAR, _pat(&_P.origin_name), _cat(&_C.origin_name)),
+    "relation_id": (W_U32, _pat(&_P.relation_id), _cat(&_C.relation_id)),
+    "namespace": (W_VAR, _pat(&_P.namespace), _cat(&_C.namespace)),
+    "relation_name": (W_VAR, _pat(&_P.relation_name), _cat(&_C.relation_name)),
+    "replica_identity": (W_BYTE, _pat(&_P.replica_identity), _cat(&_C.replica_identity)),
+    "type_oid": (W_U32, _pat(&_P.type_oid), _cat(&_C.type_oid)),
+    "type_name": (W_VAR, _pat(&_P.type_name), _cat(&_C.type_name)),
+    "old_kind": (W_OPT_BYTE, _pat(&_P.old_kind), _cat(&_C.old_kind)),
+    "old_tuple": (W_OLD_TUPLE, 0, _cat(&_C.old_tuple)),
+    "new_tuple": (W_NEW_TUPLE, 0, _cat(&_C.new_tuple)),
+    "options": (W_U8, _pat(&_P.options), _cat(&_C.options)),
+    "lsn": (W_U64, _pat(&_P.lsn), _cat(&_C.lsn)),
+    "prefix": (W_VAR, _pat(&_P.prefix), _cat(&_C.prefix)),
+    "content": (W_VAR, _pat(&_P.content), _cat(&_C.content)),
+    "first_segment": (W_BOOL, _pat(&_P.first_segment), _cat(&_C.first_segment)),
+    "abort_lsn": (W_ABORT_U64, _pat(&_P.abort_lsn), _cat(&_C.abort_lsn)),
+    "abort_ts": (W_ABORT_TS, _pat(&_P.abort_ts), _cat(&_C.abort_ts)),
+    "prepare_lsn": (W_U64, _pat(&_P.prepare_lsn), _cat(&_C.prepare_lsn)),
+    "prepare_ts": (W_TS, _pat(&_P.prepare_ts), _cat(&_C.prepare_ts)),
+    "gid": (W_VAR, _pat(&_P.gid), _cat(&_C.gid)),
+    "prepare_end_lsn": (W_U64, _pat(&_P.prepare_end_lsn), _cat(&_C.prepare_end_lsn)),
+    "rollback_end_lsn": (W_U64, _pat(&_P.rollback_end_lsn), _cat(&_C.rollback_end_lsn)),
+    "rollback_ts": (W_TS, _pat(&_P.rollback_ts), _cat(&_C.rollback_ts)),
+}
+
+# tag byte -> its fields' (how, Parsed offset, Cols offset), from the facts table; and
+# whether its row carries a Relation's column list or a Truncate's relation ids
+cdef enum:
+    MAX_FIELDS = 16
+cdef int _NF[256]
+cdef int _HOW[256][MAX_FIELDS]
+cdef Py_ssize_t _POFF[256][MAX_FIELDS]
+cdef Py_ssize_t _COFF[256][MAX_FIELDS]
+cdef bint _HAS_COLUMNS[256]
+cdef bint _HAS_RELIDS[256]
+for _f in MESSAGES:
+    _t = ord(_f.tag)
+    if len(_f.fields) > MAX_FIELDS:
+        raise ImportError(f"{_f.name} has more than {MAX_FIELDS} fields (_batch.pyx MAX_FIELDS)")
+    _NF[_t] = 0
+    for _name in _f.fields:
+        if _name not in _FIELDS:
+            raise ImportError(f"field {_name!r} of {_f.name} has no column writer (_batch.pyx _FIELDS)")
+        if _FIELDS[_name][0] != W_SKIP:
+            _HOW[_t][_NF[_t]], _POFF[_t][_NF[_t]], _COFF[_t][_NF[_t]] = _FIELDS[_name]
+            _NF[_t] += 1
+    _HAS_COLUMNS[_t] = "columns" in _f.fields
+    _HAS_RELIDS[_t] = "relation_ids" in _f.fields
+
+
+cdef int _emit_fields(Cols* c, Py_ssize_t row, const uint8_t* buf, Py_ssize_t buflen,
+                      const uint8_t* src_end, Parsed* m, Scratch* s) noexcept nogil:
+    """Write the fields of ``m`` by its class's field list; -1 only when memory runs out."""
+    cdef uint8_t t = m.tag
+    cdef int i, how
+    cdef const char* p
+    cdef char* col
+    for i in range(_NF[t]):
+        how = _HOW[t][i]
+        p = <const char*>m + _POFF[t][i]
+        col = <char*>c + _COFF[t][i]
+        if how == W_U8:
+            fixed_u8(<FixedCol*>col, row, (<const uint8_t*>p)[0])
+        elif how == W_U32:
+            fixed_u32(<FixedCol*>col, row, (<const uint32_t*>p)[0])
+        elif how == W_U64:
+            fixed_u64(<FixedCol*>col, row, (<const uint64_t*>p)[0])
+        elif how == W_TS:
+            fixed_ts(<FixedCol*>col, row, (<const int64_t*>p)[0])
+        elif how == W_BOOL:
+            fixed_bool(<FixedCol*>col, row, (<const uint8_t*>p)[0])
+        elif how == W_BYTE:
+            if var_append_byte(<VarCol*>col, row, (<const uint8_t*>p)[0]) < 0:
+                return -1
+        elif how == W_OPT_BYTE:
+            if (<const uint8_t*>p)[0] and var_append_byte(<VarCol*>col, row, (<const uint8_t*>p)[0]) < 0:
+                return -1
+        elif how == W_VAR:
+            if var_append(<VarCol*>col, row, buf + (<const Slice*>p).off, (<const Slice*>p).len) < 0:
+                return -1
+        elif how == W_ABORT_U64:
+            if m.has_abort:
+                fixed_u64(<FixedCol*>col, row, (<const uint64_t*>p)[0])
+        elif how == W_ABORT_TS:
+            if m.has_abort:
+                fixed_ts(<FixedCol*>col, row, (<const int64_t*>p)[0])
+        elif how == W_OLD_TUPLE:
+            if m.old_kind and _tuple_append(<TupleListCol*>col, row, buf, s, m.old_start, m.old_n,
+                                            buflen, src_end) < 0:
+                return -1
+        elif how == W_NEW_TUPLE:
+            if _tuple_append(<TupleListCol*>col, row, buf, s, m.new_start, m.new_n, buflen, src_end) < 0:
+                return -1
+    return 0
 
 
 cdef struct _Rows:
@@ -813,7 +896,7 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                     oom = True
                     break
                 if m.env != 107:
-                    if m.tag == TAG_RELATION:
+                    if _HAS_COLUMNS[m.tag]:
                         with gil:
                             cols.rel_rows.append(i)
                             # a Relation resent unchanged (its column list's bytes, from
@@ -831,7 +914,7 @@ def decode_chunk(arr, int envelope, int stream, stream_rows=None):
                                      "type_modifier": s.rcols[k].type_modifier}
                                     for k in range(s.nrcols)]
                             cols.rel_cols.append(lst)
-                    elif m.tag == TAG_TRUNCATE:
+                    elif _HAS_RELIDS[m.tag]:
                         with gil:
                             cols.trunc_rows.append(i)
                             cols.trunc_ids.append([relid_at(dp + start, m.relids_off, k)
