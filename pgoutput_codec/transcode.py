@@ -54,6 +54,7 @@ from . import typecatalog as tc
 from .typecatalog.registry import resolve
 from .pgoutput._parse_py import as_bytes, decode_row, infer_initial_state, payload_values
 from .pgoutput.encode import encode_message
+from .pgoutput.facts import ROW_CHANGE_TAGS
 from .errors import PgoutputCodecError, PgoutputDecodeError
 from .pgoutput.messages import Delete, Insert, Relation, StreamStart, StreamStop, Type, Update, XLogData
 
@@ -178,7 +179,7 @@ TRANSCODED_FROM = b"pgoutput_codec.transcoded_from"
 #: decoded; a Timeline is built from them alone)
 STATE_TAGS = b"RYSE"
 _STATE = frozenset(STATE_TAGS)
-_ROW_TAGS = frozenset(b"IUD")
+_ROW_TAGS = frozenset(ROW_CHANGE_TAGS.encode())
 # the compiled loop, unless PGOUTPUT_CODEC_NO_EXTENSIONS selects the plain-Python rewrite
 if USING_EXTENSIONS:
     from . import _transcode as _loop

@@ -43,7 +43,7 @@ from .rows import (DEFINITION_FIELDS, commit_order, OUTSIDE_TRANSACTION, change_
                    light_change_columns, newest_versions, row_versions, tag_codes, truncate_columns, with_commits)
 from .checkpoint import Checkpoint
 from ..errors import PgoutputDecodeError
-from ..pgoutput.facts import END_TAGS
+from ..pgoutput.facts import CHANGE_TAGS, END_TAGS
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from ..threads import payload_bytes, worker_count
@@ -53,8 +53,7 @@ from .walk import TransactionWalk, Txn
 __all__ = ["ChangeDecoder", "LightChangeDecoder"]
 
 _CHANGE_TAGS = np.zeros(256, dtype=bool)
-for _t in b"IUDT":
-    _CHANGE_TAGS[_t] = True
+_CHANGE_TAGS[np.frombuffer(CHANGE_TAGS.encode(), np.uint8)] = True
 
 # Columns of pending (not yet committed) change rows: the change schema without the
 # transaction's commit facts, plus the message's own (sub)transaction xid.

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..changes import CONTROL_TAGS, ENVELOPE_INERT_TAGS, HEAD_BYTES, INERT_TAGS, ControlPlan, GivenHeads, RowDrops
+from ..pgoutput.facts import ROW_CHANGE_TAGS
 from .shipping import col, physical_plan
 
 __all__ = ["order_key", "FILE_BITS", "PAYLOAD", "KEY", "ROW_DROP_LIMIT", "tag_in", "is_control",
@@ -209,7 +210,8 @@ def _change_head(tag: int, streamed: Column | None):
     p = F.col(PAYLOAD)
     tag_byte = F.substring(p, tag + 1, 1)
     rel_at = F.lit(tag + 1) if streamed is None else F.when(streamed, F.lit(tag + 5)).otherwise(F.lit(tag + 1))
-    return tag_byte, rel_at, tag_byte.isin(*[F.lit(bytearray([t])) for t in b"IUD"]) & (F.length(p) >= rel_at + 4)
+    row_change = tag_byte.isin(*[F.lit(bytearray([t])) for t in ROW_CHANGE_TAGS.encode()])
+    return tag_byte, rel_at, row_change & (F.length(p) >= rel_at + 4)
 
 
 def _by_tag_offset(envelope: str, test, null: bool | None = False) -> Column:
