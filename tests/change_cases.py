@@ -179,7 +179,7 @@ def in_xlogdata(values, framed=lambda i: True) -> pa.Array:
 
 def _kept_by_row_drops(drops, values, keys) -> list:
     """ControlPlan.row_drops read row by row in plain Python, as its docstring says
-    (the Spark filter, ``spark.rowfilter.dropped``, is tested against the same plans)."""
+    (the Spark filter, ``spark.archiverows.dropped``, is tested against the same plans)."""
     def inside(k, ranges):
         return any((lo is None or k > lo) and (hi is None or k < hi) for lo, hi in ranges)
 
@@ -200,7 +200,7 @@ def _kept_by_row_drops(drops, values, keys) -> list:
 def _given_by_heads(heads, values, keys) -> list:
     """ControlPlan.given_heads read row by row in plain Python, as its docstring says:
     per row (given, a given Update sending its old key/row, a given Delete) — the Spark
-    columns (``spark.rowfilter.given``) are tested against the same plans."""
+    columns (``spark.archiverows.given``) are tested against the same plans."""
     def inside(k, ranges):
         return any((lo is None or k > lo) and (hi is None or k < hi) for lo, hi in ranges)
 
