@@ -20,7 +20,8 @@ import harness  # noqa: E402  (the import paths)
 
 with atheris.instrument_imports(include=["pgoutput_codec"]):
     from pgoutput_codec.errors import PgoutputDecodeError
-    from pgoutput_codec.opengauss import decode_batch, decode_batch_py, decode_frame
+    from pgoutput_codec.opengauss import decode_batch, decode_frame
+    from pgoutput_codec.opengauss.batch import decode_batch_py
     from pgoutput_codec.opengauss.encode import encode_frame, encode_text_frame, xlogdata
 
 sys.path.insert(0, os.path.join(harness.TESTS, "opengauss"))
