@@ -9,13 +9,14 @@ import pyarrow.compute as pc
 
 from .._native.gather import take_table
 from ..arrays import one_array, plain_lists
-from ..idents import parse_name
+from ..idents import parse_name, qualified_name
+from ..selection import table_selected
 from ..changes.relations import bearer, merge_columns, one_bearer, split_name
 from ..typecatalog import with_type_names
 from ..schema import CHANGE_COLUMN, CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 
 __all__ = ["resolve", "table_of", "rows_of", "in_commit_order", "as_change_rows", "column_lists", "holder", "column_set_ids",
-           "table_columns", "table_registry"]
+           "table_columns", "table_registry", "relations_named", "split_tables"]
 
 
 def holder(versions: list, row_versions):
@@ -208,3 +209,55 @@ def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None
         return []
     reps = column_set_ids(rows)[1]
     return merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
+
+
+def relations_named(triples, patterns=None) -> dict:
+    """{qualified table name: the relations whose change rows its table may hold}, from the
+    distinct (relation_id, schema, table) of change rows that name a table (``triples``),
+    for the names ``patterns`` selects (:func:`~pgoutput_codec.selection.parse_table_list`;
+    None: all). A name's relations are every relation ever sent under it (None: rows with no
+    relation id, openGauss's, which are the name's own): its bearer is one of them, and
+    :func:`resolve` over their rows alone picks the same bearer and the same rows as over
+    every table's. So the rows of many tables are split once, each name's group holding a
+    relation renamed across names in each, and each table is rebuilt from its group alone
+    (:func:`split_tables` in one process, Spark's many-table pass on executors)."""
+    out: dict = {}
+    for rel, schema, table in triples:
+        if table is None or not table_selected(patterns, schema, table):
+            continue
+        out.setdefault(qualified_name(schema, table), set()).add(rel)
+    return {k: frozenset(v) for k, v in sorted(out.items())}
+
+
+def split_tables(changes: pa.Table, patterns=None) -> dict:
+    """{qualified table name: its group of change rows} (:func:`relations_named`), in
+    the rows' order, by one sort of the relation ids (not one scan of every row per
+    table)."""
+    if not len(changes):
+        return {}
+    rel = one_array(changes.column("relation_id"))
+    sch, tbl = changes.column("schema").to_pylist(), changes.column("table").to_pylist()
+    rels = rel.to_pylist()
+    groups = relations_named(set(zip(rels, sch, tbl, strict=True)), patterns)
+    if not groups:
+        return {}
+    known = rel.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    has = ~np.asarray(rel.is_null().to_numpy(zero_copy_only=False))
+    order = np.flatnonzero(has)[np.argsort(known[has], kind="stable")]
+    ids = known[order]
+    nameless: dict = {}        # (schema, table) -> rows with no relation id under it
+    if not has.all():
+        for i in np.flatnonzero(~has):
+            nameless.setdefault((sch[i], tbl[i]), []).append(int(i))
+    out = {}
+    for name, members in groups.items():
+        parts = []
+        for r in members:
+            if r is None:
+                parts.append(np.array(nameless.get(parse_name(name)[0], ()), np.int64))
+            else:
+                lo, hi = np.searchsorted(ids, r, "left"), np.searchsorted(ids, r, "right")
+                parts.append(order[lo:hi])
+        at = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        out[name] = take_table(changes, at) if len(at) != len(changes) else changes
+    return out
