@@ -7,7 +7,7 @@ from __future__ import annotations
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
 from .mirror import (APP_ID, MirrorRun, MirrorWarning, apply_batch, held_lsn, mirror, mirror_version_at,
-                     refuse_inside, table_path, target_locked, widens)
+                     mirror_table, refuse_inside, table_path, target_locked, widens)
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
-           "MirrorWarning", "target_locked", "refuse_inside", "delta_type", "to_delta", "read_copy"]
+           "MirrorWarning", "target_locked", "mirror_table", "refuse_inside", "delta_type", "to_delta", "read_copy"]

@@ -44,7 +44,7 @@ from .reading import read_copy
 from .names import column_names, copy_dir, lake_dir
 
 __all__ = ["mirror", "mirror_version_at", "table_path", "held_lsn", "apply_batch", "widens", "MirrorRun", "APP_ID",
-           "MirrorWarning", "target_locked", "refuse_inside", "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
+           "MirrorWarning", "target_locked", "mirror_table", "refuse_inside", "LSN_KEY", "COMMIT_AT_KEY", "RELATION_KEY"]
 
 #: the Delta application transaction that records what a copy holds
 APP_ID = "pgoutput_codec.mirror"
@@ -307,17 +307,8 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
         _own_copy(target, name, app_id)
     runs = []
     for name in names:
-        done = held_lsn(target, name, app_id)
-        later = changes if done is None else changes.filter(
-            pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
-        b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
-        if done is None and b is None:     # a copy made now: warned when its start is unknown
-            warn_incomplete(rows_of(later, name), name, stacklevel=4)
-        net = net_changes(later, name, registry=registry, missing=(missing or {}).get(name),
-                          **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
-        rows = rows_of(later, name)
-        lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
-        runs.append(apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size))
+        runs.append(mirror_table(target, name, changes, registry=registry, missing=(missing or {}).get(name),
+                                 app_id=app_id, file_size=file_size, base=base, base_lsn=base_lsn))
     if record is not None:
         record_path, run, copies, archive = record
         named = {r.table for r in runs}
@@ -329,6 +320,33 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
         _leave_record(record_path, run, tables, set(copies) | {r.table for r in runs if r.commit_lsn is not None},
                       archive, options)
     return sorted(runs, key=lambda r: r.table)
+
+
+def mirror_table(target, name: str, changes: pa.Table, *, registry=None, missing: dict | None = None,
+                 app_id: str = APP_ID, file_size: int | None = None, base=None, base_lsn=None,
+                 locked: bool = True) -> MirrorRun:
+    """Bring table ``name``'s copy under ``target`` current with ``changes`` (change rows
+    holding the table's: every table's, or its group of
+    :func:`~pgoutput_codec.tables.rows.split_tables`, which gives the same copy): its
+    :func:`net_changes` after :func:`held_lsn`, read here, applied by :func:`apply_batch`.
+    ``missing``: the table's {column: default}; ``base``/``base_lsn``: as for
+    :func:`mirror` (read only when the copy is created). What :func:`mirror` does per
+    table, and what Spark's executors do per table. ``locked=False``: the caller's
+    process holds :func:`target_locked` for the run (a Spark driver, while its executors
+    write)."""
+    done = held_lsn(target, name, app_id)
+    later = changes if done is None else changes.filter(
+        pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
+    b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
+    rows = rows_of(later, name)
+    if done is None and b is None:     # a copy made now: warned when its start is unknown
+        warn_incomplete(rows, name, stacklevel=4)   # the caller of mirror()
+    net = net_changes(later, name, registry=registry, missing=missing,
+                      **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
+    lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
+    if not locked:
+        return _apply_batch(target, name, net, lists, app_id, file_size)
+    return apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size)
 
 
 def _own_copy(target, name: str, app_id: str = APP_ID):
