@@ -38,7 +38,7 @@ from ..tables import net_changes
 from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.rules import KNOWN, alike_rows, base_for, warn_incomplete
 from ..tables.net import truncate_row
-from ..tables.rows import as_change_rows, column_set_ids, rows_of
+from ..tables.rows import as_change_rows, column_set_ids, rows_of, split_tables
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
 from .names import column_names, copy_dir, lake_dir
@@ -257,11 +257,6 @@ def _leave_record(record_path, run, tables, copies, archive, options) -> None:
     replace_durably(tmp, record_path)
 
 
-def _names(changes: pa.Table, patterns) -> list[str]:
-    pairs = set(zip(changes.column("schema").to_pylist(), changes.column("table").to_pylist(), strict=True))
-    return sorted(qualified_name(s, t) for s, t in pairs if t is not None and table_selected(patterns, s, t))
-
-
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
            file_size: int | None = None, base=None, base_lsn=None, **options) -> list[MirrorRun]:
     """Bring the Delta copy of every table of ``source`` (an archive, as
@@ -299,16 +294,19 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
     else:
         changes = _changes_of(source, registry, options)
     patterns = parse_table_list(tables)
-    names = _names(changes, patterns)
+    groups = split_tables(changes, patterns)     # one sort, not one scan of every row per table
+    names = sorted(groups)
     if isinstance(base, dict):  # a table with a base and no change yet: its copy is the base
         names = sorted(set(names) | {qualified_name(*parse_name(k)[0]) for k in base
                                      if any(table_selected(patterns, *p) for p in parse_name(k))})
     for name in names:          # every copy checked before any is written
         _own_copy(target, name, app_id)
+    none = changes.slice(0, 0)
     runs = []
     for name in names:
-        runs.append(mirror_table(target, name, changes, registry=registry, missing=(missing or {}).get(name),
-                                 app_id=app_id, file_size=file_size, base=base, base_lsn=base_lsn))
+        runs.append(mirror_table(target, name, groups.get(name, none), registry=registry,
+                                 missing=(missing or {}).get(name), app_id=app_id, file_size=file_size, base=base,
+                                 base_lsn=base_lsn))
     if record is not None:
         record_path, run, copies, archive = record
         named = {r.table for r in runs}
