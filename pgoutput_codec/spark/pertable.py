@@ -1,0 +1,155 @@
+"""Every table of a change DataFrame at once, each on an executor: the rows split into one
+group per table (:func:`table_groups`, one small job), then one shuffle by table and a
+``mapInArrow`` whose tasks hand each group whole to a Python body (:func:`over_tables`).
+
+A table's group is the change rows of every relation ever sent under its name
+(:func:`pgoutput_codec.tables.rows.relations_named`): the one-process table functions give
+the same result over it as over every table's rows, so a body runs the one-process code
+(``mirror_table``, ``snapshot``) on it and the result is one process's, whatever the
+number of tables. A run costs two jobs, never one per table; a group is held by one
+Python worker, never by the driver or the JVM."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..arrays import one_array
+from ..idents import parse_name
+from ..selection import parse_table_list
+from ..tables.rows import as_change_rows, relations_named
+from . import types as ST
+from .shipping import is_connect
+from .tablerows import SHIFTED, flip, from_python, to_python
+
+__all__ = ["TABLE", "table_groups", "over_tables", "group_partitions"]
+
+#: the column naming the group (a table's qualified name) a row is in
+TABLE = "__table"
+_HELD = "__held"
+
+
+def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
+                 extra: list | None = None) -> tuple[DataFrame, list[str]]:
+    """``changes``' rows tagged with :data:`TABLE`, the qualified name of each group a row
+    is in (a row of a relation renamed across names is in each: one row per group), and
+    the sorted names: one small job, the distinct (relation, schema, table) of the rows.
+    ``tables``: patterns (:func:`~pgoutput_codec.selection.parse_table_list`; None: all).
+    ``held``: {name: commit LSN} (or a function of the names giving it): a group's rows
+    committed at or below it are left out before the shuffle. ``extra``: names to give a group though no row names them (a
+    table with a base and no change): their group is one row of nulls but
+    :data:`TABLE`, which :func:`over_tables` drops."""
+    spark = changes.sparkSession
+    pairs = changes.where(F.col("table").isNotNull()).select("relation_id", "schema", "table").distinct().collect()
+    groups = relations_named([(r["relation_id"], r["schema"], r["table"]) for r in pairs],
+                             parse_table_list(tables))
+    held = (held(sorted(set(groups) | set(extra or ()))) if callable(held) else held) or {}
+    rel_rows, name_rows = [], []
+    for name, rels in groups.items():
+        lsn = held.get(name)
+        lsn = Decimal(lsn) if lsn is not None else None
+        for r in rels:
+            if r is None:
+                name_rows.append((*parse_name(name)[0], name, lsn))
+            else:
+                rel_rows.append((int(r), name, lsn))
+    rel_type = changes.schema["relation_id"].dataType
+    parts = []
+    if rel_rows:
+        by_rel = spark.createDataFrame(rel_rows, T.StructType([
+            T.StructField("relation_id", rel_type), T.StructField(TABLE, T.StringType()),
+            T.StructField(_HELD, ST.LSN_TYPE)]))
+        parts.append(changes.join(F.broadcast(by_rel), "relation_id"))
+    if name_rows:
+        by_name = spark.createDataFrame(name_rows, T.StructType([
+            T.StructField("schema", T.StringType()), T.StructField("table", T.StringType()),
+            T.StructField(TABLE, T.StringType()), T.StructField(_HELD, ST.LSN_TYPE)]))
+        parts.append(changes.where(F.col("relation_id").isNull()).join(F.broadcast(by_name), ["schema", "table"]))
+    cols = [*changes.columns, TABLE]
+    out = None
+    for p in parts:
+        p = p.where(F.col(_HELD).isNull() | F.coalesce(F.col("commit_lsn") > F.col(_HELD), F.lit(False)))
+        p = p.select(*[F.col(f"`{c}`") for c in cols])
+        out = p if out is None else out.unionByName(p)
+    names = sorted(groups)
+    more = sorted(set(extra or ()) - set(names))
+    if more:
+        none = spark.createDataFrame([(n,) for n in more], T.StructType([T.StructField(TABLE, T.StringType())]))
+        base = out if out is not None else changes.where(F.lit(False)).withColumn(TABLE, F.lit(None).cast("string"))
+        out = base.unionByName(none, allowMissingColumns=True)
+        names = sorted(names + more)
+    if out is None:
+        out = changes.where(F.lit(False)).withColumn(TABLE, F.lit(None).cast("string"))
+    return out, names
+
+
+def group_partitions(spark, names: list | None = None) -> int:
+    """How many tasks the pass over ``names`` runs: twice the cores (a table is one task's
+    whole; more tasks than that only add a task's fixed cost per table), no more than the
+    tables."""
+    try:
+        cores = spark.sparkContext.defaultParallelism if not is_connect(spark) else \
+            int(spark.conf.get("spark.sql.shuffle.partitions"))
+    except Exception:   # noqa: BLE001  (a session that cannot say: its shuffle default)
+        cores = 2
+    n = 2 * max(1, cores)
+    return max(1, min(len(names), n) if names is not None else n)
+
+
+def over_tables(groups: DataFrame, body, out_schema: T.StructType, partitions: int | None = None) -> DataFrame:
+    """One shuffle of :func:`table_groups`' rows by :data:`TABLE` and a ``mapInArrow``
+    whose tasks call ``body(name, rows)`` once per group, ``rows`` its change rows as an
+    Arrow table (``schema.CHANGE_SCHEMA``'s types, ``commit_rank`` kept) in commit order
+    (``commit_rank`` or ``commit_lsn``, then ``seq``). ``body`` (picklable) yields Arrow
+    tables or record batches of ``out_schema``. Lazy: the caller collects it."""
+    cols = [c for c in groups.columns if c != TABLE]
+    rank = "commit_rank" if "commit_rank" in cols else "commit_lsn"
+    shifted = tuple(c for c in SHIFTED if c in cols and groups.schema[c].dataType == ST.LSN_TYPE)
+    n = partitions or group_partitions(groups.sparkSession)
+    rows = (groups.repartition(n, TABLE).sortWithinPartitions(TABLE, rank, "seq")
+            .select(*to_python(groups, cols, shifted), TABLE))
+    return rows.mapInArrow(PerTable(body, out_schema, shifted), out_schema)
+
+
+class PerTable:
+    """Picklable ``mapInArrow`` body: the rows of a task, sorted by group, cut into groups,
+    each handed whole to ``body``."""
+
+    def __init__(self, body, out_schema: T.StructType, shifted=()):
+        self.body, self.out_schema, self.shifted = body, out_schema, shifted
+
+    def __call__(self, batches):
+        target = ST.arrow_schema_for(self.out_schema)
+        name, parts = None, []
+        for b in batches:
+            names = one_array(b.column(b.schema.get_field_index(TABLE)))
+            at = 0
+            while at < len(names):
+                here = names[at].as_py()
+                same = pc.not_equal(names.slice(at), pa.scalar(here, pa.string()))
+                cut = pc.index(same, True).as_py()
+                end = len(names) if cut < 0 else at + cut
+                if here != name and parts:
+                    yield from self._group(name, parts, target)
+                    parts = []
+                name = here
+                parts.append(b.slice(at, end - at))
+                at = end
+        if parts:
+            yield from self._group(name, parts, target)
+
+    def _group(self, name: str, parts: list, target: pa.Schema):
+        t = pa.Table.from_batches(parts).drop_columns([TABLE])
+        t = from_python(t, name)
+        for c in self.shifted:
+            t = t.set_column(t.column_names.index(c), c, flip(one_array(t.column(c))))
+        t = t.filter(pc.is_valid(t.column("seq")))     # a name's stand-in row (table_groups' extra)
+        for out in self.body(name, as_change_rows(t)):
+            for batch in (out.to_batches() if isinstance(out, pa.Table) else [out]):
+                yield pa.RecordBatch.from_arrays([batch.column(j).cast(target.field(j).type)
+                                                  for j in range(len(target))], schema=target)
