@@ -1,0 +1,300 @@
+"""Many tables against one table holding the same changes: what a mirror costs per table.
+
+The archives (``pgoutput_codec.testing.archives``, exact pgoutput wire bytes): ``--rows``
+rows (int8 key, int4, text, numeric(12,2), timestamptz) inserted, then 10% of them
+updated and 5% deleted, spread over N tables (N = ``--tables``, default 10, 100, 1,000),
+and the one-table archive: the very same changes in one table (the same at every N).
+Each written as a Parquet archive directory. One run measures, each the best of
+``--repeat`` runs into a fresh target:
+
+one process
+  ``pgoutput_codec.mirror(archive dir, target)`` against its floor: ``deltalake.write_deltalake``
+  of the same final tables (each table's rows after the last commit, built by the
+  generator, no decoding) into fresh directories, one after the other.
+
+Spark ``local[2]``
+  ``spark.decode_changes`` + ``spark.mirror`` (the whole run a user makes), N tables against
+  the one-table archive. Two floors beside it: (nowrite) the same pass with the writes
+  taken out: ``decode_changes``, the tables' groups and the one shuffle, each group's net
+  changes on its executor, nothing written; (writes) ``write_deltalake`` of the final
+  tables in a Spark job of as many tasks as the mirror's pass (the rows shipped in the
+  tasks): the writes alone, in the same executors.
+
+Standalone cluster (``pgoutput_codec.testing.sparkcluster``, two workers of one core, each
+pinned to its CPU, the package shipped)
+  the largest N's Spark mirror and its writes floor in an application given one core, then
+  one given two: the speed-up.
+
+Targets: one process within 2x of its floor; Spark N tables within 2x of the one-table
+run at every N; 1 -> 2 workers >= 1.6x on the largest N. Prints a table; writes
+``bench/results/tables.json``. Run when the machine is quiet (the load is recorded).
+Usage: ``python bench/tables_bench.py [--rows 100000] [--tables 10,100,1000] [--repeat 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import pyarrow as pa  # noqa: E402
+
+from pgoutput_codec.testing import best  # noqa: E402
+from pgoutput_codec.testing.archives import many_tables, write_archive  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+ONE = "one"
+
+
+class _Fresh:
+    """Fresh directories under ``root``: ``next()`` gives a new one each call."""
+
+    def __init__(self, root: Path, prefix: str):
+        self.root, self.prefix, self.n = root, prefix, 0
+
+    def __call__(self) -> Path:
+        self.n += 1
+        p = self.root / f"{self.prefix}-{self.n}"
+        shutil.rmtree(p, ignore_errors=True)
+        return p
+
+
+def _ipc(t: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_tables(items):
+    """A task's share of the writes floor: (directory, Arrow IPC bytes of a table's final rows)."""
+    from deltalake import write_deltalake
+    n = 0
+    for path, data in items:
+        write_deltalake(path, pa.ipc.open_stream(data).read_all())
+        n += 1
+    yield n
+
+
+class _NetOnly:
+    """The body of the pass with the write taken out: each group's net changes, counted."""
+
+    def __call__(self, name: str, rows: pa.Table):
+        from pgoutput_codec.tables import net_changes
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            n = len(net_changes(rows, name))
+        yield pa.RecordBatch.from_pylist([{"table": name, "rows": n}],
+                                         schema=pa.schema([("table", pa.string()), ("rows", pa.int64())]))
+
+
+# ---------------------------------------------------------------- one process
+
+def one_process(case: dict, work: Path, repeat: int) -> dict:
+    from deltalake import write_deltalake
+
+    from pgoutput_codec import mirror
+    fresh = _Fresh(work, f"onep-{case['label']}")
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs = mirror(str(case["path"]), fresh())
+        assert len(runs) == case["tables"] and sum(r.upserts for r in runs) == case["live"], runs[:3]
+
+    floors = _Fresh(work, f"onep-floor-{case['label']}")
+
+    def floor():
+        root = floors()
+        for name, rows in case["committed"].items():
+            write_deltalake(str(root / name), rows)
+
+    m = best(run, repeat, warmup=False)
+    f = best(floor, repeat, warmup=False)
+    return {"mirror_s": m, "floor_s": f, "ratio": m / f}
+
+
+# ---------------------------------------------------------------- Spark
+
+def _local_session():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]])
+    from pyspark.sql import SparkSession
+    s = (SparkSession.builder.master("local[2]").appName("pgoutput_codec-tables-bench")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.memory", "2g").config("spark.python.worker.reuse", "true")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def _cluster_session(url: str, cores: int):
+    from pyspark.sql import SparkSession
+
+    from pgoutput_codec.spark import ship
+    s = (ship(SparkSession.builder.master(url)).appName(f"pgoutput_codec-tables-bench-{cores}")
+         .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
+         .config("spark.executor.memory", "1g").config("spark.driver.memory", "2g")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.python.worker.reuse", "true")
+         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def spark_runs(spark, case: dict, work: Path, repeat: int, floors: bool = True) -> dict:
+    """The Spark mirror of ``case`` and (``floors``) its two floors, in session ``spark``."""
+    from pgoutput_codec.spark import decode_changes, mirror
+    from pgoutput_codec.spark.pertable import group_partitions, over_tables, table_groups
+    from pyspark.sql import types as T
+    df = spark.read.parquet(str(case["path"]))
+    fresh = _Fresh(work, f"spark-{case['label']}-{spark.sparkContext.appName}")
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs = mirror(decode_changes(df, order_by="seq"), fresh())
+        assert len(runs) == case["tables"] and sum(r.upserts for r in runs) == case["live"], runs[:3]
+
+    out = {"mirror_s": best(run, repeat, warmup=False)}
+    if not floors:
+        return out
+    schema = T.StructType([T.StructField("table", T.StringType()), T.StructField("rows", T.LongType())])
+
+    def nowrite():
+        groups, names = table_groups(decode_changes(df, order_by="seq"))
+        got = over_tables(groups, _NetOnly(), schema, group_partitions(spark, names)).collect()
+        assert len(got) == case["tables"]
+
+    written = _Fresh(work, f"spark-floor-{case['label']}-{spark.sparkContext.appName}")
+    blobs = [(name, _ipc(rows)) for name, rows in case["committed"].items()]
+    n_parts = group_partitions(spark, [n for n, _ in blobs])
+
+    def writes():
+        root = written()
+        items = [(str(root / name), data) for name, data in blobs]
+        done = spark.sparkContext.parallelize(items, n_parts).mapPartitions(_write_tables).collect()
+        assert sum(done) == len(items)
+
+    out["nowrite_s"] = best(nowrite, repeat, warmup=False)
+    out["writes_s"] = best(writes, repeat, warmup=False)
+    out["partitions"] = n_parts
+    return out
+
+
+def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
+    from pgoutput_codec.testing.sparkcluster import StandaloneCluster
+    out = {}
+    with StandaloneCluster(workers=2, cores=1, memory="2g", pin=True) as c:
+        out["pinned"] = c.pin
+        for cores in (1, 2):
+            spark = _cluster_session(c.url, cores)
+            try:
+                spark_runs(spark, case["warm"], work, 1, floors=False)      # warm: executors, workers
+                r = spark_runs(spark, case, work, repeat)
+                r["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
+                out[cores] = r
+            finally:
+                spark.stop()
+    return out
+
+
+# ---------------------------------------------------------------- cases
+
+def _case(label: str, tables: int, rows: int, work: Path, one_table: bool = False) -> dict:
+    plan = many_tables(tables, rows, one_table=one_table)
+    path = write_archive(plan.archive, work / f"archive-{label}", files=4)
+    committed = plan.committed()
+    live = sum(len(t) for t in committed.values())
+    return {"label": label, "tables": len(plan.names), "rows": rows, "path": path, "committed": committed,
+            "live": live, "messages": len(plan.archive),
+            "change_rows": sum(plan.change_rows.values())}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--tables", default="10,100,1000")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--no-cluster", action="store_true")
+    args = ap.parse_args(argv)
+    ns = [int(x) for x in args.tables.split(",")]
+    load0 = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="tables-bench-"))
+    try:
+        cases = [_case(ONE, 1, args.rows, work, one_table=True)] + [_case(str(n), n, args.rows, work) for n in ns]
+        warm = _case("warm", 4, 2_000, work)
+        for c in cases:
+            c["warm"] = warm
+        res = {"rows": args.rows, "cases": {c["label"]: {k: c[k] for k in ("tables", "messages", "change_rows", "live")}
+                                            for c in cases}}
+        one_process(warm, work, 1)
+        for c in cases:
+            res["cases"][c["label"]]["one_process"] = one_process(c, work, args.repeat)
+            print(f"one process {c['label']}: {res['cases'][c['label']]['one_process']}", flush=True)
+        if not args.no_spark:
+            spark = _local_session()
+            try:
+                spark_runs(spark, warm, work, 1)
+                for c in cases:
+                    res["cases"][c["label"]]["spark"] = r = spark_runs(spark, c, work, args.repeat)
+                    print(f"spark local[2] {c['label']}: {r}", flush=True)
+            finally:
+                spark.stop()
+        if not args.no_cluster:
+            big = cases[-1]
+            res["cluster"] = {"label": big["label"], **cluster_runs(big, work, args.repeat)}
+        res["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load0,
+                          "load_after": os.getloadavg()}
+        _print(res)
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "tables.json").write_text(json.dumps(res, indent=1, default=str))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _print(res: dict) -> None:
+    cases = res["cases"]
+    one = cases[ONE]
+    print(f"\n{res['rows']:,} rows inserted, 10% updated, 5% deleted; load {res['machine']['load_before'][0]:.1f} → "
+          f"{res['machine']['load_after'][0]:.1f}")
+    print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'floor s':>8} {'×floor':>7} |"
+          f" {'spark s':>8} {'×one':>6} {'nowrite s':>9} {'writes s':>8} {'×writes':>8}")
+    for label, c in cases.items():
+        p = c["one_process"]
+        line = f"{c['tables'] if label != ONE else '1 (one)':>7} {c['change_rows']:>8,} | {p['mirror_s']:8.2f} " \
+               f"{p['floor_s']:8.2f} {p['ratio']:7.2f} |"
+        s = c.get("spark")
+        if s:
+            line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['nowrite_s']:9.2f} " \
+                    f"{s['writes_s']:8.2f} {s['mirror_s'] / s['writes_s']:8.2f}"
+        print(line)
+    cl = res.get("cluster")
+    if cl:
+        a, b = cl[1], cl[2]
+        print(f"\ncluster, {cl['label']} tables, pinned {cl['pinned']}: executors {a['executors']} / {b['executors']}")
+        print(f"{'measure':28s} {'1 core s':>9s} {'2 cores s':>9s} {'speed-up':>9s}")
+        for k, lab in (("mirror_s", "decode_changes + mirror"), ("nowrite_s", "the pass, no writes"),
+                       ("writes_s", "the writes alone")):
+            print(f"{lab:28s} {a[k]:9.2f} {b[k]:9.2f} {a[k] / b[k]:8.2f}x")
+        cl["speedup"] = {k: a[k] / b[k] for k in ("mirror_s", "nowrite_s", "writes_s")}
+
+
+if __name__ == "__main__":
+    main()
