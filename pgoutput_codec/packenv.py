@@ -34,13 +34,16 @@ import sys
 import tarfile
 from pathlib import Path
 
-__all__ = ["ENV_NAME", "RUNTIME", "pack_environment", "default_cache"]
+__all__ = ["ENV_NAME", "RUNTIME", "WHEN_INSTALLED", "pack_environment", "default_cache"]
 
 #: the directory an archive unpacks to on the executors (``archive#ENV_NAME``)
 ENV_NAME = "environment"
 #: what the executors import besides pgoutput_codec: its dependencies, and pandas, which
 #: PySpark's Arrow workers import
 RUNTIME = ("pyarrow", "numpy", "pandas")
+#: carried as well when installed here: what Spark's executors write the mirror's Delta
+#: copies with (``spark.mirror``)
+WHEN_INSTALLED = ("deltalake",)
 #: files of the package's source tree that are not needed to run it
 _LEFT_OUT = re.compile(r"(\.c|\.cpp|\.o|\.pyc)$")
 #: the name of the archives kept in the cache, before their digest
@@ -68,6 +71,14 @@ def _package_files():
                 p = Path(dirpath) / name
                 out.append((p, Path("pgoutput_codec") / p.relative_to(root)))
     return out
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _distributions(names):
@@ -141,7 +152,7 @@ def _interpreter(python_prefix):
     return os.path.realpath(base), ver
 
 
-def pack_environment(out=None, *, python_prefix=None, runtime=RUNTIME, cache_dir=None) -> Path:
+def pack_environment(out=None, *, python_prefix=None, runtime=None, cache_dir=None) -> Path:
     """The path of an archive of an environment that imports pgoutput_codec: built, or
     found from an earlier call.
 
@@ -153,8 +164,11 @@ def pack_environment(out=None, *, python_prefix=None, runtime=RUNTIME, cache_dir
     (the others stay, for executors of running applications that fetch them).
     ``python_prefix``: the cluster nodes' Python (``/usr`` for ``/usr/bin/python3.11``);
     default: this process's base interpreter, for nodes set up like this machine.
-    ``runtime``: the distributions to carry besides pgoutput_codec.
+    ``runtime``: the distributions to carry besides pgoutput_codec (default:
+    :data:`RUNTIME`, and those of :data:`WHEN_INSTALLED` installed here).
     """
+    if runtime is None:
+        runtime = RUNTIME + tuple(n for n in WHEN_INSTALLED if _installed(n))
     python, ver = _interpreter(python_prefix)
     files = [(p, Path("lib") / ver / "site-packages" / n) for p, n in _package_files()]
     for dist in _distributions(runtime):
