@@ -16,7 +16,9 @@ Spark ``local[2]``
   ``spark.decode_changes`` + ``spark.mirror`` (the whole run a user makes), N tables against
   the one-table archive. Two floors beside it: (nowrite) the same pass with the writes
   taken out: ``decode_changes``, the tables' groups and the one shuffle, each group's net
-  changes on its executor, nothing written; (writes) ``write_deltalake`` of the final
+  changes on its executor, nothing written; (pass) the same with the net changes taken
+  out too (each group's rows only counted: what the shuffle and the hand-over of the
+  groups cost); (writes) ``write_deltalake`` of the final
   tables in a Spark job of as many tasks as the mirror's pass (the rows shipped in the
   tasks): the writes alone, in the same executors.
 
@@ -87,13 +89,19 @@ def _write_tables(items):
 
 
 class _NetOnly:
-    """The body of the pass with the write taken out: each group's net changes, counted."""
+    """The body of the pass with the write taken out: each group's net changes, counted
+    (``net=False``: the group's rows counted, nothing computed)."""
+
+    def __init__(self, net: bool = True):
+        self.net = net
 
     def __call__(self, name: str, rows: pa.Table):
         from pgoutput_codec.tables import net_changes
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            n = len(net_changes(rows, name))
+        n = len(rows)
+        if self.net:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                n = len(net_changes(rows, name))
         yield pa.RecordBatch.from_pylist([{"table": name, "rows": n}],
                                          schema=pa.schema([("table", pa.string()), ("rows", pa.int64())]))
 
@@ -176,9 +184,9 @@ def spark_runs(spark, case: dict, work: Path, repeat: int, floors: bool = True) 
         return out
     schema = T.StructType([T.StructField("table", T.StringType()), T.StructField("rows", T.LongType())])
 
-    def nowrite():
+    def nowrite(net=True):
         groups, names = table_groups(decode_changes(df, order_by="seq"))
-        got = over_tables(groups, _NetOnly(), schema, group_partitions(spark, names)).collect()
+        got = over_tables(groups, _NetOnly(net), schema, group_partitions(spark, names)).collect()
         assert len(got) == case["tables"]
 
     written = _Fresh(work, f"spark-floor-{case['label']}-{spark.sparkContext.appName}")
@@ -191,6 +199,7 @@ def spark_runs(spark, case: dict, work: Path, repeat: int, floors: bool = True) 
         done = spark.sparkContext.parallelize(items, n_parts).mapPartitions(_write_tables).collect()
         assert sum(done) == len(items)
 
+    out["pass_s"] = best(lambda: nowrite(False), repeat, warmup=False)
     out["nowrite_s"] = best(nowrite, repeat, warmup=False)
     out["writes_s"] = best(writes, repeat, warmup=False)
     out["partitions"] = n_parts
@@ -205,12 +214,13 @@ def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
         for cores in (1, 2):
             spark = _cluster_session(c.url, cores)
             try:
-                spark_runs(spark, case["warm"], work, 1, floors=False)      # warm: executors, workers
+                spark_runs(spark, case["warm"], work, 1)      # warm: executors, Python workers
                 r = spark_runs(spark, case, work, repeat)
                 r["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
                 out[cores] = r
             finally:
                 spark.stop()
+    out["speedup"] = {k: out[1][k] / out[2][k] for k in ("mirror_s", "pass_s", "nowrite_s", "writes_s")}
     return out
 
 
@@ -275,14 +285,15 @@ def _print(res: dict) -> None:
     print(f"\n{res['rows']:,} rows inserted, 10% updated, 5% deleted; load {res['machine']['load_before'][0]:.1f} → "
           f"{res['machine']['load_after'][0]:.1f}")
     print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'floor s':>8} {'×floor':>7} |"
-          f" {'spark s':>8} {'×one':>6} {'nowrite s':>9} {'writes s':>8} {'×writes':>8}")
+          f" {'spark s':>8} {'×one':>6} {'pass s':>7} {'nowrite s':>9} {'writes s':>8} {'×writes':>8}")
     for label, c in cases.items():
         p = c["one_process"]
         line = f"{c['tables'] if label != ONE else '1 (one)':>7} {c['change_rows']:>8,} | {p['mirror_s']:8.2f} " \
                f"{p['floor_s']:8.2f} {p['ratio']:7.2f} |"
         s = c.get("spark")
         if s:
-            line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['nowrite_s']:9.2f} " \
+            line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['pass_s']:7.2f} " \
+                    f"{s['nowrite_s']:9.2f} " \
                     f"{s['writes_s']:8.2f} {s['mirror_s'] / s['writes_s']:8.2f}"
         print(line)
     cl = res.get("cluster")
@@ -290,10 +301,10 @@ def _print(res: dict) -> None:
         a, b = cl[1], cl[2]
         print(f"\ncluster, {cl['label']} tables, pinned {cl['pinned']}: executors {a['executors']} / {b['executors']}")
         print(f"{'measure':28s} {'1 core s':>9s} {'2 cores s':>9s} {'speed-up':>9s}")
-        for k, lab in (("mirror_s", "decode_changes + mirror"), ("nowrite_s", "the pass, no writes"),
-                       ("writes_s", "the writes alone")):
-            print(f"{lab:28s} {a[k]:9.2f} {b[k]:9.2f} {a[k] / b[k]:8.2f}x")
-        cl["speedup"] = {k: a[k] / b[k] for k in ("mirror_s", "nowrite_s", "writes_s")}
+        keys = (("mirror_s", "decode_changes + mirror"), ("pass_s", "the pass, groups counted"),
+                ("nowrite_s", "the pass, net changes"), ("writes_s", "the writes alone"))
+        for k, lab in keys:
+            print(f"{lab:28s} {a[k]:9.2f} {b[k]:9.2f} {cl['speedup'][k]:8.2f}x")
 
 
 if __name__ == "__main__":
