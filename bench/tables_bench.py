@@ -165,8 +165,8 @@ def _cluster_session(url: str, cores: int):
     return s
 
 
-def spark_runs(spark, case: dict, work: Path, repeat: int, floors: bool = True) -> dict:
-    """The Spark mirror of ``case`` and (``floors``) its two floors, in session ``spark``."""
+def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
+    """The Spark mirror of ``case`` and its floors, in session ``spark``."""
     from pgoutput_codec.spark import decode_changes, mirror
     from pgoutput_codec.spark.pertable import group_partitions, over_tables, table_groups
     from pyspark.sql import types as T
@@ -180,8 +180,6 @@ def spark_runs(spark, case: dict, work: Path, repeat: int, floors: bool = True) 
         assert len(runs) == case["tables"] and sum(r.upserts for r in runs) == case["live"], runs[:3]
 
     out = {"mirror_s": best(run, repeat, warmup=False)}
-    if not floors:
-        return out
     schema = T.StructType([T.StructField("table", T.StringType()), T.StructField("rows", T.LongType())])
 
     def nowrite(net=True):
