@@ -258,7 +258,8 @@ def _leave_record(record_path, run, tables, copies, archive, options) -> None:
 
 
 def mirror(source, target, *, tables=None, registry=None, missing: dict | None = None, app_id: str = APP_ID,
-           file_size: int | None = None, base=None, base_lsn=None, **options) -> list[MirrorRun]:
+           file_size: int | None = None, base=None, base_lsn=None, workers: int | None = None,
+           **options) -> list[MirrorRun]:
     """Bring the Delta copy of every table of ``source`` (an archive, as
     :func:`~pgoutput_codec.decode_changes` takes it with ``options``, or its
     change rows) under directory ``target`` current: a copy is created on first sight,
@@ -276,37 +277,49 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     A copy that exists already holds its start: its base is not read again. A copy
     created from changes with no copied row of its table and no base warns
     (:class:`~pgoutput_codec.tables.IncompleteTableWarning`): the rows the table held
-    before capture began are not in it."""
+    before capture began are not in it.
+
+    ``workers``: the threads the run uses, to decode the archive and to write the copies
+    (the tables' net changes are computed in this thread, in table order, while up to
+    ``workers`` copies are written at once; deltalake writes with Python's lock let go);
+    1: this thread only; None: :data:`WORKERS`, or fewer when there are fewer cores. The
+    copies are the same for any number."""
+    _writers_for(workers)
     lake_dir(target)
     if isinstance(source, (str, os.PathLike)):
         refuse_inside(source, target)
     with target_locked(target):
-        return _mirror(source, target, tables, registry, missing, app_id, file_size, options, base, base_lsn)
+        return _mirror(source, target, tables, registry, missing, app_id, file_size, options, base, base_lsn,
+                       workers)
 
 
 def _mirror(source, target, tables, registry, missing, app_id, file_size, options, base=None,
-            base_lsn=None) -> list[MirrorRun]:
+            base_lsn=None, workers=None) -> list[MirrorRun]:
     from deltalake import DeltaTable
     record = None
     if isinstance(source, (str, os.PathLike)):
-        changes, run, record_path, copies, archive = _archive_run(source, target, tables, registry, options)
+        changes, run, record_path, copies, archive = _archive_run(source, target, tables, registry,
+                                                                  {**options, "workers": workers})
         record = (record_path, run, copies, archive)
     else:
-        changes = _changes_of(source, registry, options)
+        changes = _changes_of(source, registry, {**options, "workers": workers})
     patterns = parse_table_list(tables)
     groups = split_tables(changes, patterns)     # one sort, not one scan of every row per table
     names = sorted(groups)
     if isinstance(base, dict):  # a table with a base and no change yet: its copy is the base
         names = sorted(set(names) | {qualified_name(*parse_name(k)[0]) for k in base
                                      if any(table_selected(patterns, *p) for p in parse_name(k))})
-    for name in names:          # every copy checked before any is written
-        _own_copy(target, name, app_id)
-    none = changes.slice(0, 0)
-    runs = []
-    for name in names:
-        runs.append(mirror_table(target, name, groups.get(name, none), registry=registry,
-                                 missing=(missing or {}).get(name), app_id=app_id, file_size=file_size, base=base,
-                                 base_lsn=base_lsn))
+    copies = {name: _own_copy(target, name, app_id) for name in names}   # every copy checked before any is written
+    none = changes.schema.empty_table()
+    del changes                 # (each group is let go once its batch is made)
+    with _Writers(min(_writers_for(workers), max(1, len(names)))) as writers:
+        for name in names:
+            dt = copies.pop(name)
+            # (net changes here, in this thread: their warnings come in table order, to the caller)
+            net, lists = _batch_of(name, groups.pop(name, none), dt, registry, (missing or {}).get(name), app_id,
+                                   base, base_lsn, stacklevel=4)
+            writers.submit(_apply_batch, target, name, net, lists, app_id, file_size, dt)
+        runs = writers.results()
     if record is not None:
         record_path, run, copies, archive = record
         named = {r.table for r in runs}
@@ -320,31 +333,90 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
     return sorted(runs, key=lambda r: r.table)
 
 
+#: the copies :func:`mirror` writes at once by default (bench/tables_bench.py)
+WORKERS = 2
+
+
+def _writers_for(workers) -> int:
+    if workers is None:
+        return max(1, min(WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                          else os.cpu_count() or 1))
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be None or a positive integer, not {workers!r}")
+    return int(workers)
+
+
+class _Writers:
+    """Calls run on up to ``workers`` threads (1: in the calling thread, at once), their
+    results in the order they were given; the first error, in that order, raised once
+    every call begun has ended (none is begun after one failed)."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool = None
+        self.done: list = []
+
+    def __enter__(self):
+        if self.workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="pgoutput_codec-mirror")
+        return self
+
+    def submit(self, fn, *args) -> None:
+        if self.pool is None:
+            self.done.append(fn(*args))
+            return
+        if any(f.done() and f.exception() is not None for f in self.done):
+            raise next(f.exception() for f in self.done if f.done() and f.exception() is not None)
+        waiting = [f for f in self.done if not f.done()]
+        if len(waiting) >= 2 * self.workers:     # the batches held waiting stay few
+            waiting[0].result()
+        self.done.append(self.pool.submit(fn, *args))
+
+    def results(self) -> list:
+        return [f.result() for f in self.done] if self.pool is not None else self.done
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        return False
+
+
 def mirror_table(target, name: str, changes: pa.Table, *, registry=None, missing: dict | None = None,
                  app_id: str = APP_ID, file_size: int | None = None, base=None, base_lsn=None,
                  locked: bool = True) -> MirrorRun:
     """Bring table ``name``'s copy under ``target`` current with ``changes`` (change rows
     holding the table's: every table's, or its group of
     :func:`~pgoutput_codec.tables.rows.split_tables`, which gives the same copy): its
-    :func:`net_changes` after :func:`held_lsn`, read here, applied by :func:`apply_batch`.
-    ``missing``: the table's {column: default}; ``base``/``base_lsn``: as for
-    :func:`mirror` (read only when the copy is created). What :func:`mirror` does per
-    table, and what Spark's executors do per table. ``locked=False``: the caller's
-    process holds :func:`target_locked` for the run (a Spark driver, while its executors
-    write)."""
-    done = held_lsn(target, name, app_id)
+    :func:`net_changes` after :func:`held_lsn`, read here (the copy's log opened once),
+    applied by :func:`apply_batch`'s writer. ``missing``: the table's {column: default};
+    ``base``/``base_lsn``: as for :func:`mirror` (read only when the copy is created).
+    What :func:`mirror` does per table, and what Spark's executors do per table. It holds
+    :func:`target_locked` from the read to the write; ``locked=False``: the caller's
+    process holds it for the run (a Spark driver, while its executors write)."""
+    with target_locked(target) if locked else contextlib.nullcontext():
+        dt = _own_copy(target, name, app_id)
+        net, lists = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel=3)
+        return _apply_batch(target, name, net, lists, app_id, file_size, dt)
+
+
+def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel):
+    """(the :func:`net_changes` of table ``name`` in ``changes`` after what its copy
+    ``dt`` holds (None: no copy yet), the column lists of its Relations): what
+    :func:`apply_batch` takes. ``stacklevel``: :func:`warn_incomplete`'s, for the warning
+    that a copy made now lacks the rows held before capture (3: it names the line that
+    called this function's caller)."""
+    done = dt.transaction_version(app_id) if dt is not None else None
     later = changes if done is None else changes.filter(
         pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
     b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
     rows = rows_of(later, name)
     if done is None and b is None:     # a copy made now: warned when its start is unknown
-        warn_incomplete(rows, name, stacklevel=4)   # the caller of mirror()
+        warn_incomplete(rows, name, stacklevel=stacklevel)
     net = net_changes(later, name, registry=registry, missing=missing,
                       **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
     lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
-    if not locked:
-        return _apply_batch(target, name, net, lists, app_id, file_size)
-    return apply_batch(target, name, net, lists, app_id=app_id, file_size=file_size)
+    return net, lists
 
 
 def _own_copy(target, name: str, app_id: str = APP_ID):
@@ -385,9 +457,14 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
         return _apply_batch(target, name, net, column_lists, app_id, file_size)
 
 
-def _apply_batch(target, name, net, column_lists, app_id, file_size) -> MirrorRun:
+#: _apply_batch's copy not given: it reads it
+_READ = object()
+
+
+def _apply_batch(target, name, net, column_lists, app_id, file_size, dt=_READ) -> MirrorRun:
     path = table_path(target, name)
-    dt = _own_copy(target, name, app_id)
+    if dt is _READ:
+        dt = _own_copy(target, name, app_id)
     done = dt.transaction_version(app_id) if dt is not None else None
     names = net.column_names
     if "__UNCHANGED_FROM" not in names and tuple(names[-5:]) == _CONTROL[:2] + _CONTROL[3:]:
@@ -559,14 +636,21 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def _relation_of(dt) -> int | None:
-    """The relation the copy is of, as its newest commit that says so has it."""
-    for h in sorted(dt.history(), key=lambda h: -h["version"]):
-        if h.get(RELATION_KEY) is not None:
-            return int(h[RELATION_KEY])
-    return None
+    """The relation the copy is of, as its newest commit that says so has it: read from
+    the newest commits back, more of them each time (a batch's commit says it, so the
+    newest one or two do; a copy's whole history grows with every run)."""
+    limit = 4
+    while True:
+        seen = dt.history(limit)
+        for h in sorted(seen, key=lambda h: -h["version"]):
+            if h.get(RELATION_KEY) is not None:
+                return int(h[RELATION_KEY])
+        if len(seen) < limit:
+            return None
+        limit *= 8
 
 
-def _commit(app_id: str, net: pa.Table, ctl):
+def _commit(app_id: str, net: pa.Table, ctl, created: str | None = None):
     from deltalake import CommitProperties, Transaction
     lsn = pc.max(net.column(ctl.lsn)).as_py()
     at = pc.max(net.column(ctl.at)).as_py()
@@ -576,6 +660,8 @@ def _commit(app_id: str, net: pa.Table, ctl):
     rel = net.column(ctl.relation)[0].as_py() if len(net) else None
     if rel is not None:
         meta[RELATION_KEY] = str(rel)
+    if created is not None:
+        meta[TABLE_KEY] = created
     return lsn, CommitProperties(app_transactions=[Transaction(app_id, int(lsn))],
                                  custom_metadata={k: v for k, v in meta.items() if v is not None})
 
@@ -592,12 +678,12 @@ def _key_columns(net: pa.Table, ctl) -> list[str]:
 
 
 def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, alike: bool = False) -> MirrorRun:
-    from deltalake import CommitProperties, DeltaTable, write_deltalake
+    from deltalake import DeltaTable, write_deltalake
     ops = net.column(ctl.op).to_pylist()
     if not len(net):
         return MirrorRun(name, None, done, 0, 0, False)
     truncated = ops[0] == "truncate"
-    lsn, commit = _commit(app_id, net, ctl)
+    lsn, commit = _commit(app_id, net, ctl, created=name if dt is None else None)
     body = net.slice(1) if truncated else net
     data_cols = [c for c in net.column_names if c not in ctl]
     schema = pa.schema([pa.field(c, delta_type(net.schema.field(c).type)) for c in data_cols])
@@ -607,13 +693,18 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
     stats = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
         {"delta.dataSkippingNumIndexedCols": "0"}
     if dt is None:
+        # a copy made now: created holding the batch's upserts (a delete finds no row), its
+        # table named, and the batch's application transaction, all in one commit: it
+        # exists whole or not at all
         config = dict(stats)
         if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
             config["delta.targetFileSize"] = str(int(file_size))
-        write_deltalake(path, schema.empty_table(), mode="error", configuration=config,
-                        commit_properties=CommitProperties(custom_metadata={TABLE_KEY: name}))
-        dt = DeltaTable(path)
-    elif truncated:
+        rows = _rows(body, ctl)
+        up = pc.equal(rows.column(ctl.op), "upsert")
+        write_deltalake(path, pa.table({c: rows.column(c).cast(schema.field(c).type) for c in data_cols}).filter(up),
+                        mode="error", configuration=config, commit_properties=commit)
+        return MirrorRun(name, 0, lsn, ops.count("upsert"), ops.count("delete"), truncated)
+    if truncated:
         # emptied, in the batch's columns and types (a table created again under the name
         # may have others); the batch is whole: run again after a crash here, it empties
         # and fills again
@@ -624,15 +715,15 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
             dt = DeltaTable(path)
     if not len(body):        # a truncate alone: the record of it is a commit of no rows
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
-        return MirrorRun(name, DeltaTable(path).version(), lsn, 0, 0, truncated)
+        return MirrorRun(name, dt.version(), lsn, 0, 0, truncated)
     rows = _fill_moved(dt, _rows(body, ctl), keys, ctl).drop_columns([ctl.moved_from])
     if alike:
         _apply_alike(dt, rows, keys, data_cols, commit, ctl)
-        return MirrorRun(name, DeltaTable(path).version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
-    # a copy with no file yet (created, or emptied, by this run) is written, not merged into
+        return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+    # a copy with no file (emptied by this run, or before) is written, not merged into
     if not len(dt.file_uris()) or (keys and (_touched_share(dt, rows, keys) or 0) >= REWRITE_SHARE):
         _rewrite(dt, rows, keys, data_cols, commit, ctl)
-        return MirrorRun(name, DeltaTable(path).version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+        return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
     on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
     held = set(_held(dt).names)      # a column new to the copy has no value of its own to keep
     updates = {_q(c): f"CASE WHEN array_has(s.{_q(ctl.unchanged)}, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
@@ -644,11 +735,9 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
     (merger.when_matched_delete(predicate=f"{op} = 'delete'")
            .when_matched_update(updates=updates, predicate=f"{op} = 'upsert'")
            .when_not_matched_insert(updates=inserts, predicate=f"{op} = 'upsert'")
-           .execute())
-    dt = DeltaTable(path)
+           .execute())     # (dt follows the commits it writes)
     if dt.transaction_version(app_id) != lsn:    # the MERGE changed no row, so wrote no commit
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
-        dt = DeltaTable(path)
     return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
 
 

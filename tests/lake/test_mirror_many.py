@@ -1,0 +1,130 @@
+"""pgoutput_codec.mirror over many tables at once: each table is brought current from its
+own group of change rows (split once), on several threads or one, and gives the copies
+the per-table step gives over every table's rows; a copy made by a run is one Delta
+commit."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pyarrow as pa
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+
+import table_moves as TM  # noqa: E402
+from change_cases import archive, enc, renamed_archive, same_values  # noqa: E402
+
+from pgoutput_codec import decode_changes, mirror  # noqa: E402
+from pgoutput_codec.idents import qualified_name  # noqa: E402
+from pgoutput_codec.lake import mirror_table, read_copy, table_path  # noqa: E402
+
+#: the copies' commit metadata the mirror writes
+TABLE_KEY, LSN_KEY = "pgoutput_codec.table", "pgoutput_codec.commit_lsn"
+
+
+def sources() -> dict:
+    """Change rows of many tables: a real server's (every type, TOAST, truncates,
+    streamed and prepared transactions), tables dropped and created again, swapped and
+    renamed (the scenarios one after another, in relations of their own), and a table
+    renamed out of a name and back."""
+    moves, first = [], 16500
+    for steps in TM.SCENARIOS.values():
+        msgs, _ = TM.messages(steps, first_relation_id=first, lsn=100 + 10 * first)
+        moves += msgs
+        first += 1000
+    return {"server": decode_changes(archive("16.14", "v3_2pc_binary_streaming")),
+            "moves": decode_changes(pa.array(enc(moves), pa.binary())),
+            "renamed": decode_changes(renamed_archive()[0][4:])}     # (from its first Relation on)
+
+
+def thirds(changes: pa.Table):
+    return [changes.slice(0, end) for end in (len(changes) // 3, 2 * len(changes) // 3, len(changes))]
+
+
+def copies(target) -> dict:
+    """Each copy's rows (sorted), Delta version and application transaction."""
+    out = {}
+    for d in sorted(os.listdir(target)):
+        path = os.path.join(target, d)
+        if not os.path.isdir(os.path.join(path, "_delta_log")):
+            continue
+        dt = deltalake.DeltaTable(path)
+        rows = read_copy(dt)
+        rows = rows.sort_by([(c, "ascending") for c in rows.column_names
+                             if not pa.types.is_nested(rows.schema.field(c).type)])
+        out[d] = (rows, dt.version(), dt.transaction_version("pgoutput_codec.mirror"))
+    return out
+
+
+def same_copies(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for d in a:
+        assert a[d][1:] == b[d][1:], d
+        assert a[d][0].schema == b[d][0].schema, d
+        assert all(same_values(a[d][0].column(c), b[d][0].column(c)) for c in a[d][0].column_names), d
+
+
+def names_of(changes: pa.Table) -> list[str]:
+    return sorted({qualified_name(s, t) for s, t in zip(changes.column("schema").to_pylist(),
+                                                         changes.column("table").to_pylist(), strict=True) if t})
+
+
+def said(fn, *args, **kw) -> tuple:
+    """(what ``fn`` gives, the warnings it gives, in order)."""
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        out = fn(*args, **kw)
+    return out, [(w.category, str(w.message)) for w in got]
+
+
+@pytest.mark.parametrize("which", ["server", "moves", "renamed"])
+def test_many_tables_at_once_give_the_copies_of_table_by_table(which, tmp_path):
+    """mirror() splits the rows once and brings each table current from its group; the
+    per-table step given every table's rows, table by table, gives the same copies
+    (rows, Delta versions, transactions) and the same runs, over three growing runs."""
+    changes = sources()[which]
+    for part in thirds(changes):
+        runs, _ = said(mirror, part, tmp_path / "all")
+        one, _ = said(lambda p: [mirror_table(tmp_path / "each", n, p) for n in names_of(p)], part)
+        assert runs == sorted(one, key=lambda r: r.table)
+        same_copies(copies(tmp_path / "all"), copies(tmp_path / "each"))
+    assert len(copies(tmp_path / "all")) >= 2
+
+
+@pytest.mark.parametrize("workers", [2, 5])
+def test_tables_on_several_threads_give_the_copies_of_one(workers, tmp_path):
+    """workers=N writes copies on N threads: the same copies, runs and warnings (in the
+    same order) as on one, run after run."""
+    for which, changes in sources().items():
+        for part in thirds(changes):
+            one = said(mirror, part, tmp_path / which / "one", workers=1)
+            many = said(mirror, part, tmp_path / which / "many", workers=workers)
+            assert many == one
+            same_copies(copies(tmp_path / which / "many"), copies(tmp_path / which / "one"))
+
+
+def test_workers_must_be_a_positive_number(tmp_path):
+    changes = sources()["renamed"]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            mirror(changes, tmp_path / "lake", workers=bad)
+    assert not os.path.exists(tmp_path / "lake")
+
+
+def test_a_copy_made_by_a_run_is_one_commit_with_its_rows_name_and_transaction(tmp_path):
+    """A copy created by a run exists whole or not at all: one Delta commit holds its
+    rows, the table it is of, the commit LSN it reached and the run's application
+    transaction."""
+    changes = sources()["server"]
+    runs = mirror(changes, tmp_path / "lake")
+    assert len(runs) > 3
+    for r in runs:
+        dt = deltalake.DeltaTable(table_path(tmp_path / "lake", r.table))
+        assert dt.version() == 0 == r.version, r.table
+        (commit,) = dt.history()
+        assert commit[TABLE_KEY] == r.table and int(commit[LSN_KEY]) == r.commit_lsn
+        assert dt.transaction_version("pgoutput_codec.mirror") == r.commit_lsn
+        assert len(read_copy(dt)) == r.upserts
+    assert sum(r.upserts for r in runs) > 0
