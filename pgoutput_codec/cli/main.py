@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("archive", metavar="ARCHIVE", help="archive file or directory")
     m.add_argument("target", metavar="TARGET", help="directory of the Delta tables (created)")
     m.add_argument("--tables", metavar="LIST", help="tables to keep, e.g. 'public.t1,*.t3,s.*'")
+    m.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="threads decoding the archive and writing copies at once (default: 2, or 1 on one core)")
 
     k = sub.add_parser("pack", help="pack pgoutput_codec and its dependencies for Spark executors",
                        description="Writes an archive of a Python environment that imports pgoutput_codec "
@@ -189,6 +191,16 @@ def _jobs(text):
         n = 0
     if n < 1:
         raise argparse.ArgumentTypeError(f"--jobs takes a positive number of threads, not {text!r}")
+    return n
+
+
+def _workers(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a positive number of threads, not {text!r}")
     return n
 
 
@@ -314,7 +326,7 @@ def _run(args) -> int:
             with warnings.catch_warnings(record=True) as said:
                 for kind in ours:
                     warnings.simplefilter("always", kind)
-                runs = lake.mirror(args.archive, args.target, tables=args.tables)
+                runs = lake.mirror(args.archive, args.target, tables=args.tables, workers=args.workers)
         finally:
             for w in said:
                 if issubclass(w.category, ours):
