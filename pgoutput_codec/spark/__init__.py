@@ -46,3 +46,4 @@ from .changerows import change_type, opengauss_change_type  # noqa: E402,F401
 from .tables import history, net_changes, snapshot, table_changes  # noqa: E402,F401
 from .transcode import transcode  # noqa: E402,F401
 from .mirror import mirror  # noqa: E402,F401
+from .snapshots import write_snapshots  # noqa: E402,F401
