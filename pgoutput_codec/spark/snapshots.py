@@ -204,7 +204,7 @@ def reissue(said: list) -> None:
             warning = cls(w["text"])
         except TypeError:
             warning = UserWarning(w["text"])
-        warnings.warn(warning, stacklevel=3)
+        warnings.warn(warning, stacklevel=4)   # the caller of write_snapshots
 
 
 def _checked(path, what: str, as_of_lsn, format: str, missing) -> str:
@@ -303,7 +303,8 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
     Two Spark jobs, whatever the number of tables: the tables' names, and the pass that
     groups the change rows by table and writes each table (:mod:`.pertable`). A table's
     largest group of change rows is held by one Python worker. Each table's directory is
-    replaced whole; a directory of a table this run does not write is left as it is.
+    replaced whole; a directory of a table this run does not write is left as it is (a
+    table is written when ``changes`` hold rows of it: a base alone writes none).
     ``path``: a directory the driver and every executor can write (local, or a shared
     file system mounted on each); runs into one path take turns
     (:func:`~pgoutput_codec.lake.target_locked`). The change rows are cached for the
