@@ -34,7 +34,10 @@ from ..tables import history, net_changes, snapshot
 from ..tables.rows import split_tables
 from ..tables.replay import HISTORY_COLUMNS
 from ..tables.rules import IncompleteTableWarning
-from ..selection import parse_table_list
+from ..idents import parse_name, qualified_name
+from ..lake import target_locked
+from ..selection import parse_table_list, table_selected
+from .pertable import group_partitions, over_tables, table_groups
 from .tables import NET_COLUMNS
 
 __all__ = ["write_snapshots", "write_tables", "TableWriter", "WrittenTable", "WHATS", "FORMATS",
@@ -66,6 +69,7 @@ class WrittenTable(NamedTuple):
 RESULT_SCHEMA = pa.schema([
     pa.field("table", pa.string()), pa.field("rows", pa.int64()), pa.field("path", pa.string()),
     pa.field("warnings", pa.list_(pa.struct([pa.field("category", pa.string()), pa.field("text", pa.string())]))),
+    pa.field("error_type", pa.string()), pa.field("error", pa.string()),
 ])
 
 
@@ -176,30 +180,46 @@ class TableWriter:
     def __call__(self, name: str, rows: pa.Table):
         if "__table" in rows.column_names:
             rows = rows.drop_columns(["__table"])
+        error, table, final = None, None, None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            table = self.table(name, rows)
-        final = self.write(name, table)
+            try:
+                table = self.table(name, rows)
+                final = self.write(name, table)
+            except Exception as e:   # noqa: BLE001  (raised on the driver, once every table is done)
+                error = e
         said = [{"category": f"{w.category.__module__}:{w.category.__qualname__}",
                  "text": w.message.table if isinstance(w.message, IncompleteTableWarning) else str(w.message)}
                 for w in caught]
-        yield pa.RecordBatch.from_pylist([{"table": name, "rows": len(table), "path": final, "warnings": said}],
-                                         schema=RESULT_SCHEMA)
+        yield pa.RecordBatch.from_pylist([{
+            "table": name, "rows": len(table) if table is not None and error is None else 0, "path": final,
+            "warnings": said, "error_type": _class_path(type(error)) if error is not None else None,
+            "error": str(error) if error is not None else None}], schema=RESULT_SCHEMA)
+
+
+def _class_path(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _class_of(path: str, base: type, default: type) -> type:
+    """The class ``module:qualname`` names, where it is a ``base`` of this package or a
+    built-in one; else ``default``."""
+    module, _, qual = path.partition(":")
+    if module.split(".")[0] in ("pgoutput_codec", "builtins"):
+        with contextlib.suppress(ImportError, AttributeError):
+            found = importlib.import_module(module)
+            for part in qual.split("."):
+                found = getattr(found, part)
+            if isinstance(found, type) and issubclass(found, base):
+                return found
+    return default
 
 
 def reissue(said: list) -> None:
     """Warn here what a rebuild warned on an executor (``said``: :data:`RESULT_SCHEMA`'s
     ``warnings``), as the same category where it is a warning class of this package."""
     for w in said or ():
-        module, _, qual = w["category"].partition(":")
-        cls = UserWarning
-        if module.split(".")[0] in ("pgoutput_codec", "builtins"):
-            with contextlib.suppress(ImportError, AttributeError):
-                found = importlib.import_module(module)
-                for part in qual.split("."):
-                    found = getattr(found, part)
-                if isinstance(found, type) and issubclass(found, Warning):
-                    cls = found
+        cls = _class_of(w["category"], Warning, UserWarning)
         try:
             warning = cls(w["text"])
         except TypeError:
@@ -229,12 +249,35 @@ def _checked(path, what: str, as_of_lsn, format: str, missing) -> str:
 
 def _results(rows) -> list[WrittenTable]:
     """The pass's rows (dicts of :data:`RESULT_SCHEMA`) as :class:`WrittenTable` rows, by
-    name, their warnings raised here."""
-    out = []
+    name, their warnings raised here; the first table's error raised once all are read."""
+    out, errors = [], []
     for r in sorted(rows, key=lambda r: r["table"]):
         reissue(r["warnings"])
-        out.append(WrittenTable(r["table"], r["rows"], r["path"]))
+        if r["error"] is not None:
+            errors.append(r)
+        else:
+            out.append(WrittenTable(r["table"], r["rows"], r["path"]))
+    if errors:
+        e = errors[0]
+        more = f" (and {len(errors) - 1} more tables)" if len(errors) > 1 else ""
+        text = e["error"] if e["error"].startswith(e["table"]) else f"{e['table']}: {e['error']}"
+        cls = _class_of(e["error_type"], Exception, RuntimeError)
+        try:
+            error = cls(text + more)
+        except TypeError:
+            error = RuntimeError(text + more)
+        raise error
     return out
+
+
+def based(base, tables) -> list[str]:
+    """The tables ``tables`` selects that a mapping ``base`` gives a base: each is written,
+    from its base alone when the changes hold no row of it."""
+    if not isinstance(base, dict):
+        return []
+    patterns = parse_table_list(tables)
+    return sorted({qualified_name(*parse_name(k)[0]) for k in base
+                   if any(table_selected(patterns, *p) for p in parse_name(k))})
 
 
 def write_tables(changes: pa.Table, path, *, tables=None, what: str = "snapshot", as_of_lsn: int | None = None,
@@ -242,33 +285,33 @@ def write_tables(changes: pa.Table, path, *, tables=None, what: str = "snapshot"
                  base_lsn=None) -> list[WrittenTable]:
     """:func:`write_snapshots` in one process, over change rows as an Arrow table: the
     same directories, written one table after another by the same :class:`TableWriter`."""
-    from ..lake import target_locked
     path = _checked(path, what, as_of_lsn, format, missing)
     with target_locked(path):
         leftovers(path)
         writer = TableWriter(path, uuid.uuid4().hex[:12], what, as_of_lsn, format, registry, missing, base, base_lsn)
-        return _results(r for name, rows in split_tables(changes, parse_table_list(tables)).items()
-                        for batch in writer(name, rows) for r in batch.to_pylist())
+        groups = split_tables(changes, parse_table_list(tables))
+        for name in based(base, tables):
+            groups.setdefault(name, changes.slice(0, 0))
+        return _results(r for name, rows in groups.items() for batch in writer(name, rows) for r in batch.to_pylist())
 
 
-def _spark_bases(path: str, run: str, base):
-    """``base`` with each DataFrame in it written (by Spark) to a Parquet directory the
-    executors read, hidden under ``path``; and those directories."""
+def _spark_bases(path: str, run: str, base, tables):
+    """``base`` with each DataFrame in it of a table ``tables`` selects written (by Spark)
+    to a Parquet directory the executors read, hidden under ``path``; and those directories."""
     if isinstance(base, DataFrame):
-        d = os.path.join(path, f".base{_SCRATCH}{run}~0")
-        base.write.mode("overwrite").parquet(d)
-        return d, [d]
+        base = {None: base}
     if not isinstance(base, dict):
         return base, []
+    patterns = parse_table_list(tables)
     out, made = {}, []
     for k, v in base.items():
-        if isinstance(v, DataFrame):
+        if isinstance(v, DataFrame) and (k is None or any(table_selected(patterns, *p) for p in parse_name(k))):
             d = os.path.join(path, f".base{_SCRATCH}{run}~{len(made)}")
             v.write.mode("overwrite").parquet(d)
             made.append(d)
             v = d
         out[k] = v
-    return out, made
+    return out.get(None, out) if None in out else out, made
 
 
 #: :data:`RESULT_SCHEMA` as Spark's
@@ -276,6 +319,7 @@ SPARK_RESULT = T.StructType([
     T.StructField("table", T.StringType()), T.StructField("rows", T.LongType()), T.StructField("path", T.StringType()),
     T.StructField("warnings", T.ArrayType(T.StructType([T.StructField("category", T.StringType()),
                                                         T.StructField("text", T.StringType())]))),
+    T.StructField("error_type", T.StringType()), T.StructField("error", T.StringType()),
 ])
 
 
@@ -298,21 +342,20 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
     deltalake). ``registry``; ``missing`` ({table: {column: value}});
     ``base``/``base_lsn`` (a Parquet path, a DataFrame, or a mapping of them by table
     name): as for the one-process functions; a DataFrame base is first written by Spark
-    to a hidden Parquet directory under ``path`` (one job each), removed at the end.
+    to a hidden Parquet directory under ``path`` (one query each), removed at the end.
 
-    Two Spark jobs, whatever the number of tables: the tables' names, and the pass that
-    groups the change rows by table and writes each table (:mod:`.pertable`). A table's
+    Two Spark queries, whatever the number of tables (under adaptive execution, a job per
+    shuffle stage of each): the tables' names, and the pass that groups the change rows
+    by table and writes each table (:mod:`.pertable`). A table's
     largest group of change rows is held by one Python worker. Each table's directory is
-    replaced whole; a directory of a table this run does not write is left as it is (a
-    table is written when ``changes`` hold rows of it: a base alone writes none).
+    replaced whole; a directory of a table this run does not write is left as it is. A
+    table with a base and no change row is its base. An error of one table is raised
+    (as the first table's, in name order) once every other table is written.
     ``path``: a directory the driver and every executor can write (local, or a shared
     file system mounted on each); runs into one path take turns
     (:func:`~pgoutput_codec.lake.target_locked`). The change rows are cached for the
     run. Warnings the rebuilds raise (``IncompleteTableWarning``) are raised again here.
     Gives one :class:`WrittenTable` (table, rows, path) per table written, by name."""
-    from ..lake import target_locked
-    from .pertable import over_tables, table_groups
-
     path = _checked(path, what, as_of_lsn, format, missing)
     with target_locked(path):
         leftovers(path)
@@ -322,12 +365,13 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
             changes = changes.persist()
         made = []
         try:
-            base, made = _spark_bases(path, run, base)
-            groups, names = table_groups(changes, tables)
+            base, made = _spark_bases(path, run, base, tables)
+            groups, names = table_groups(changes, tables, extra=based(base, tables))
             if not names:
                 return []
             writer = TableWriter(path, run, what, as_of_lsn, format, registry, missing, base, base_lsn)
-            done = [r.asDict(recursive=True) for r in over_tables(groups, writer, SPARK_RESULT).collect()]
+            n = group_partitions(changes.sparkSession, names)
+            done = [r.asDict(recursive=True) for r in over_tables(groups, writer, SPARK_RESULT, n).collect()]
         finally:
             if cached:
                 changes.unpersist()
