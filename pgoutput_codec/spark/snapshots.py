@@ -311,7 +311,7 @@ def _spark_bases(path: str, run: str, base, tables):
             made.append(d)
             v = d
         out[k] = v
-    return out.get(None, out) if None in out else out, made
+    return (out[None] if None in out else out), made
 
 
 #: :data:`RESULT_SCHEMA` as Spark's
