@@ -38,6 +38,7 @@ from ..idents import parse_name, qualified_name
 from ..lake import target_locked
 from ..selection import parse_table_list, table_selected
 from .pertable import group_partitions, over_tables, table_groups
+from .shipping import check_workers
 from .tables import NET_COLUMNS
 
 __all__ = ["write_snapshots", "write_tables", "TableWriter", "WrittenTable", "WHATS", "FORMATS",
@@ -357,6 +358,7 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
     run. Warnings the rebuilds raise (``IncompleteTableWarning``) are raised again here.
     Gives one :class:`WrittenTable` (table, rows, path) per table written, by name."""
     path = _checked(path, what, as_of_lsn, format, missing)
+    check_workers(changes.sparkSession)
     with target_locked(path):
         leftovers(path)
         run = uuid.uuid4().hex[:12]

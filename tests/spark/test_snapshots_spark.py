@@ -38,8 +38,11 @@ try:
     NO_DELTA = False
 except ImportError:   # the PySpark 3.5 lane's environment
     NO_DELTA = True
+#: the same code on the executors as in another parameter: left out of the Connect and 3.5 lanes
+SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
 #: both formats; Delta where deltalake is installed
-FORMAT = ["parquet", pytest.param("delta", marks=pytest.mark.skipif(NO_DELTA, reason="deltalake is not installed"))]
+FORMAT = ["parquet", pytest.param("delta", marks=[*SHARED, pytest.mark.skipif(NO_DELTA,
+                                                                              reason="deltalake is not installed")])]
 
 
 def _moves_archive() -> pa.Table:
@@ -114,7 +117,8 @@ def moves(spark, moves_archive, tmp_path_factory):
             decode_changes_1(moves_archive["data"]))
 
 
-@pytest.mark.parametrize("what", ["snapshot", "history", "net_changes"])
+@pytest.mark.parametrize("what", ["snapshot", pytest.param("history", marks=SHARED),
+                                  pytest.param("net_changes", marks=SHARED)])
 def test_each_table_written_is_the_one_process_table(spark, moves, tmp_path, what):
     changes, changes_1 = moves
     with warnings.catch_warnings(record=True) as caught:
@@ -177,6 +181,8 @@ def test_a_table_written_twice_by_its_body_leaves_one_copy(moves_archive, tmp_pa
     assert os.listdir(tmp_path / dir_name(name)) == [PARQUET_FILE]
 
 
+@pytest.mark.same_code_on_connect
+@pytest.mark.same_code_on_spark35
 @pytest.mark.skipif(NO_DELTA, reason="deltalake is not installed")
 def test_real_server_tables_in_delta(spark, files, tmp_path):
     option_set = "v3_2pc_binary_streaming"
