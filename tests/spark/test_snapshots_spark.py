@@ -41,8 +41,8 @@ except ImportError:   # the PySpark 3.5 lane's environment
 #: the same code on the executors as in another parameter: left out of the Connect and 3.5 lanes
 SHARED = [pytest.mark.same_code_on_connect, pytest.mark.same_code_on_spark35]
 #: both formats; Delta where deltalake is installed
-FORMAT = ["parquet", pytest.param("delta", marks=[*SHARED, pytest.mark.skipif(NO_DELTA,
-                                                                              reason="deltalake is not installed")])]
+FORMAT = ["parquet", pytest.param("delta", marks=[*SHARED, pytest.mark.on_cluster,
+                                                  pytest.mark.skipif(NO_DELTA, reason="deltalake is not installed")])]
 
 
 def _moves_archive() -> pa.Table:
@@ -117,7 +117,8 @@ def moves(spark, moves_archive, tmp_path_factory):
             decode_changes_1(moves_archive["data"]))
 
 
-@pytest.mark.parametrize("what", ["snapshot", pytest.param("history", marks=SHARED),
+@pytest.mark.parametrize("what", [pytest.param("snapshot", marks=pytest.mark.on_cluster),
+                                  pytest.param("history", marks=SHARED),
                                   pytest.param("net_changes", marks=SHARED)])
 def test_each_table_written_is_the_one_process_table(spark, moves, tmp_path, what):
     changes, changes_1 = moves
