@@ -57,8 +57,9 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
     shuffle) and collects one :class:`~pgoutput_codec.lake.MirrorRun` per table.
 
     ``target``: a directory every executor and the driver reach under the same path (a
-    local directory on one machine, a shared mount on a cluster). The change rows are
-    cached for the run. The driver holds the target's lock
+    local directory on one machine, a shared mount on a cluster). The change rows are not
+    cached: over ``decode_changes``' DataFrame the tables come from its plan, and the pass
+    decodes the rows once. The driver holds the target's lock
     (:func:`~pgoutput_codec.lake.target_locked`) from start to end, so runs into one
     target, from Spark or one process, take turns. A table's change rows are held
     whole by one Python worker (docs/limits.md). ``tables``, ``missing``, ``app_id``,
@@ -88,9 +89,6 @@ def _mirror(changes, target, tables, registry, missing, app_id, file_size, base,
         with ThreadPoolExecutor(8) as pool:
             held.update(zip(names, pool.map(lambda n: held_lsn(target, n, app_id), names), strict=True))
         return held
-    cached = not changes.is_cached
-    if cached:
-        changes = changes.persist()
     scratch = os.path.join(target, _BASES, uuid.uuid4().hex)
     try:
         groups, names = table_groups(changes, tables, held=read_held, extra=extra)
@@ -101,13 +99,12 @@ def _mirror(changes, target, tables, registry, missing, app_id, file_size, base,
         n = partitions or group_partitions(changes.sparkSession, names)
         found = over_tables(groups, body, RUN_SCHEMA, n).collect()
     finally:
-        if cached:
-            changes.unpersist()
         shutil.rmtree(scratch, ignore_errors=True)
     ran = {r["table"] for r in found}
     # a table with nothing after what its copy holds has no row left to reach an executor
-    return sorted(_runs(found, stacklevel=4) + [MirrorRun(n, None, held.get(n), 0, 0, False) for n in names
-                                                if n not in ran], key=lambda r: r.table)
+    # (a name with no row at all and no copy is no table's: none is made)
+    return sorted(_runs(found, stacklevel=4) + [MirrorRun(n, None, held[n], 0, 0, False) for n in names
+                                                if n not in ran and held.get(n) is not None], key=lambda r: r.table)
 
 
 def _bases(spark, base, base_lsn, names, held, scratch) -> dict:

@@ -6,7 +6,8 @@ A table's group is the change rows of every relation ever sent under its name
 (:func:`pgoutput_codec.tables.rows.relations_named`): the one-process table functions give
 the same result over it as over every table's rows, so a body runs the one-process code
 (``mirror_table``, ``snapshot``) on it and the result is one process's, whatever the
-number of tables. A run costs two jobs, never one per table; a group is held by one
+number of tables. A run costs one pass (and one small job over change rows not straight
+from ``decode_changes``), never a job per table; a group is held by one
 Python worker, never by the driver or the JVM."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..idents import parse_name
 from ..selection import parse_table_list
 from ..tables.rows import as_change_rows, relations_named
 from . import types as ST
+from .changerows import pass2_of
 from .shipping import is_connect
 from .tablerows import SHIFTED, flip, from_python, to_python
 
@@ -38,16 +40,22 @@ def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
                  extra: list | None = None) -> tuple[DataFrame, list[str]]:
     """``changes``' rows tagged with :data:`TABLE`, the qualified name of each group a row
     is in (a row of a relation renamed across names is in each: one row per group), and
-    the sorted names: one small job, the distinct (relation, schema, table) of the rows.
+    the sorted names: from the Relations ``decode_changes``' plan walked (its DataFrame as
+    it gave it), or one small job, the distinct (relation, schema, table) of the rows (a
+    name whose Relation no change row followed has an empty group).
     ``tables``: patterns (:func:`~pgoutput_codec.selection.parse_table_list`; None: all).
     ``held``: {name: commit LSN} (or a function of the names giving it): a group's rows
     committed at or below it are left out before the shuffle. ``extra``: names to give a group though no row names them (a
     table with a base and no change): their group is one row of nulls but
     :data:`TABLE`, which :func:`over_tables` drops."""
     spark = changes.sparkSession
-    pairs = changes.where(F.col("table").isNotNull()).select("relation_id", "schema", "table").distinct().collect()
-    groups = relations_named([(r["relation_id"], r["schema"], r["table"]) for r in pairs],
-                             parse_table_list(tables))
+    pass2 = pass2_of(changes)
+    if pass2 is not None:   # straight from decode_changes: its plan walked every Relation, no job
+        triples = {(v["relation_id"], v["schema"], v["table"]) for v in pass2.plan.versions}
+    else:
+        triples = [(r["relation_id"], r["schema"], r["table"]) for r in changes.where(F.col("table").isNotNull())
+                   .select("relation_id", "schema", "table").distinct().collect()]
+    groups = relations_named(triples, parse_table_list(tables))
     held = (held(sorted(set(groups) | set(extra or ()))) if callable(held) else held) or {}
     rel_rows, name_rows = [], []
     for name, rels in groups.items():

@@ -129,7 +129,7 @@ def test_executors_warnings_and_errors_reach_the_driver(spark, tmp_path):
     named = sorted(w.message.table for w in seen if isinstance(w.message, IncompleteTableWarning))
     with pytest.warns(IncompleteTableWarning) as one:
         want = mirror_1(arc, tmp_path / "one", tables="public.t00[0-3]*")
-    assert named == sorted([w.message.table for w in one] + ["public.t004"])
+    assert [n for n in named if n != "public.t004"] == sorted(w.message.table for w in one)
     assert "public.t000" in named and "public.t001" not in named     # t001's truncate is its start
     _same_copies(target, tmp_path / "one", want)
     assert read_copy(table_path(target, "public.t004")).to_pylist() == [{"x": 1}]
