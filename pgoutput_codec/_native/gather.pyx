@@ -181,11 +181,30 @@ def take_lists(arr, indices):
                                  children=[struct])
 
 
+def take_views(col, idx):
+    """``col.take(idx)`` of a chunked list view, each chunk's values kept shared: taken
+    chunk by chunk, one output chunk per run of indices into one input chunk. (Arrow's
+    take of a list view of one chunk moves only its offsets and sizes, but of several it
+    joins the chunks first, copying every chunk's values: change rows read back from
+    Parquet hold a column list per row, so a table's rows split into many groups would
+    copy them once per group.)"""
+    chunks = col.chunks
+    if len(chunks) == 1:
+        return pa.chunked_array([chunks[0].take(pa.array(idx, pa.int64()))], col.type)
+    bounds = np.cumsum([0] + [len(c) for c in chunks])
+    which = np.searchsorted(bounds, idx, "right") - 1
+    runs = np.concatenate([[0], np.flatnonzero(np.diff(which)) + 1, [len(idx)]]).astype(np.int64)
+    pieces = [chunks[which[a]].take(pa.array(idx[a:b] - bounds[which[a]], pa.int64()))
+              for a, b in zip(runs[:-1], runs[1:]) if b > a]
+    return pa.chunked_array(pieces, col.type)
+
+
 def take_table(table, indices):
-    """``Table.take`` with the list<struct> columns gathered by :func:`take_lists`."""
+    """``Table.take`` with the list<struct> columns gathered by :func:`take_lists` and the
+    list views by :func:`take_views`."""
     idx = np.asarray(indices, dtype=np.int64)
     arrow_idx = pa.array(idx, pa.int64())
-    # (list views keep their shared values: Arrow's take moves only their offsets)
     cols = [take_lists(col, idx) if pa.types.is_list(col.type) and _supported(col.type)
+            else take_views(col, idx) if pa.types.is_list_view(col.type) and col.num_chunks > 1
             else col.take(arrow_idx) for col in table.columns]
     return pa.Table.from_arrays(cols, schema=table.schema)

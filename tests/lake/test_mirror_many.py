@@ -128,3 +128,39 @@ def test_a_copy_made_by_a_run_is_one_commit_with_its_rows_name_and_transaction(t
         assert dt.transaction_version("pgoutput_codec.mirror") == r.commit_lsn
         assert len(read_copy(dt)) == r.upserts
     assert sum(r.upserts for r in runs) > 0
+
+
+def test_change_rows_read_back_from_parquet_split_without_a_copy_per_table(tmp_path):
+    """Change rows read back from Parquet hold a column list per row, in several chunks
+    (one per file here): split by table, the groups hold about the rows' bytes, not
+    every chunk's column lists once per table (tables times rows)."""
+    import pyarrow.parquet as pq
+
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
+    from pgoutput_codec.tables.rows import split_tables
+    msgs = []
+    for k in range(100):
+        msgs += [Begin(final_lsn=10 * k + 10, commit_ts=0, xid=k + 1),
+                 Relation(relation_id=30000 + k, namespace="public", relation_name=f"t{k}", replica_identity="d",
+                          columns=(RelationColumn(1, "id", 23, -1), RelationColumn(0, "v", 25, -1))),
+                 *[Insert(relation_id=30000 + k, new_tuple=(TupleColumn("t", str(i).encode()),
+                                                            TupleColumn("t", b"x"))) for i in range(20)],
+                 Commit(commit_lsn=10 * k + 10, end_lsn=10 * k + 11, commit_ts=0)]
+    changes = decode_changes(pa.array(enc(msgs), pa.binary()))
+    half = len(changes) // 2
+    pq.write_table(changes.slice(0, half), tmp_path / "a.parquet")
+    pq.write_table(changes.slice(half), tmp_path / "b.parquet")
+    back = pa.concat_tables([pq.read_table(tmp_path / "a.parquet"), pq.read_table(tmp_path / "b.parquet")])
+    assert back.column("columns").num_chunks == 2
+    before = pa.total_allocated_bytes()
+    groups = split_tables(back)
+    assert len(groups) == 100 and sum(len(g) for g in groups.values()) == len(back)
+    assert pa.total_allocated_bytes() - before < 3 * back.nbytes, (pa.total_allocated_bytes() - before, back.nbytes)
+    same_copies(copies(_mirrored(back, tmp_path / "back")), copies(_mirrored(changes, tmp_path / "decoded")))
+
+
+def _mirrored(changes, target):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mirror(changes, target)
+    return target
