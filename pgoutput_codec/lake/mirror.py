@@ -395,9 +395,9 @@ def mirror_table(target, name: str, changes: pa.Table, *, registry=None, missing
     :func:`target_locked` from the read to the write; ``locked=False``: the caller's
     process holds it for the run (a Spark driver, while its executors write)."""
     with target_locked(target) if locked else contextlib.nullcontext():
-        dt = _own_copy(target, name, app_id)
+        dt = _open_copy(target, name)
         net, lists = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel=3)
-        return _apply_batch(target, name, net, lists, app_id, file_size, dt)
+        return _apply_batch(target, name, net, lists, app_id, file_size, _owned(dt, target, name, app_id))
 
 
 def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel):
@@ -424,15 +424,23 @@ def _own_copy(target, name: str, app_id: str = APP_ID):
     it (its log holds the ``app_id`` transaction, or a commit with the mirror's
     metadata, its creation's too); None when there is none. Any other Delta table there
     is refused, naming the table and the path: a MERGE into it would keep its rows."""
+    return _owned(_open_copy(target, name), target, name, app_id)
+
+
+def _open_copy(target, name: str):
+    """The Delta table at table ``name``'s place under ``target`` (None: none)."""
     from deltalake import DeltaTable
     path = table_path(target, name)
-    if not os.path.isdir(os.path.join(path, "_delta_log")):
-        return None
-    dt = DeltaTable(path)
-    if dt.transaction_version(app_id) is None and not any(
+    return DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
+
+
+def _owned(dt, target, name: str, app_id: str):
+    """``dt`` (:func:`_open_copy`), refused unless the mirror wrote it (:func:`_own_copy`)."""
+    if dt is not None and dt.transaction_version(app_id) is None and not any(
             h.get(LSN_KEY) is not None or h.get(TABLE_KEY) is not None for h in dt.history()):
-        raise ValueError(f"{name}: {path} is a Delta table the mirror did not write (no {app_id} transaction or "
-                         "pgoutput_codec commit in its log): move it away, or mirror into another target")
+        raise ValueError(f"{name}: {table_path(target, name)} is a Delta table the mirror did not write (no {app_id} "
+                         "transaction or pgoutput_codec commit in its log): move it away, or mirror into another "
+                         "target")
     return dt
 
 
