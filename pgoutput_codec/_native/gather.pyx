@@ -78,7 +78,9 @@ def take_lists(arr, indices):
     else:
         begin = finish = np.zeros(0, np.int64)
     if m and arr.null_count:       # a null row has no values to copy: an empty range
-        null = ~arr.is_valid().to_numpy(zero_copy_only=False)[np.asarray(ix)]
+        # (the taken rows' validity bits alone: a few rows of a long array cost a few)
+        at = np.asarray(ix) + arr.offset
+        null = ((np.frombuffer(bufs[0], np.uint8)[at >> 3] >> (at & 7)) & 1) == 0
         finish = np.where(null, begin, finish)
     cdef const int64_t[::1] st = np.ascontiguousarray(begin, dtype=np.int64)
     cdef const int64_t[::1] en = np.ascontiguousarray(finish, dtype=np.int64)
@@ -181,30 +183,31 @@ def take_lists(arr, indices):
                                  children=[struct])
 
 
-def take_views(col, idx):
-    """``col.take(idx)`` of a chunked list view, each chunk's values kept shared: taken
-    chunk by chunk, one output chunk per run of indices into one input chunk. (Arrow's
-    take of a list view of one chunk moves only its offsets and sizes, but of several it
-    joins the chunks first, copying every chunk's values: change rows read back from
-    Parquet hold a column list per row, so a table's rows split into many groups would
-    copy them once per group.)"""
+def take_chunks(col, idx, take=None):
+    """``col.take(idx)`` of a column of several chunks, taken chunk by chunk: one output
+    chunk per run of indices into one input chunk. Arrow's take of a chunked column joins
+    its chunks first, copying the whole column (and a list view's values) on every call:
+    many tables' rows split into one group each would copy every row once per table.
+    ``take``: the function taking rows of one chunk (None: Arrow's take)."""
     chunks = col.chunks
-    if len(chunks) == 1:
-        return pa.chunked_array([chunks[0].take(pa.array(idx, pa.int64()))], col.type)
     bounds = np.cumsum([0] + [len(c) for c in chunks])
     which = np.searchsorted(bounds, idx, "right") - 1
     runs = np.concatenate([[0], np.flatnonzero(np.diff(which)) + 1, [len(idx)]]).astype(np.int64)
-    pieces = [chunks[which[a]].take(pa.array(idx[a:b] - bounds[which[a]], pa.int64()))
+    pieces = [chunks[which[a]].take(pa.array(idx[a:b] - bounds[which[a]], pa.int64())) if take is None
+              else take(chunks[which[a]], idx[a:b] - bounds[which[a]])
               for a, b in zip(runs[:-1], runs[1:]) if b > a]
     return pa.chunked_array(pieces, col.type)
 
 
 def take_table(table, indices):
-    """``Table.take`` with the list<struct> columns gathered by :func:`take_lists` and the
-    list views by :func:`take_views`."""
+    """``Table.take`` with the list<struct> columns gathered by :func:`take_lists`, and
+    columns of several chunks by :func:`take_chunks` where the indices rise (as a split
+    by table's do; list views always, their values kept shared)."""
     idx = np.asarray(indices, dtype=np.int64)
     arrow_idx = pa.array(idx, pa.int64())
-    cols = [take_lists(col, idx) if pa.types.is_list(col.type) and _supported(col.type)
-            else take_views(col, idx) if pa.types.is_list_view(col.type) and col.num_chunks > 1
+    rising = len(idx) < 2 or bool(np.all(idx[1:] >= idx[:-1]))
+    cols = [(take_chunks(col, idx, take_lists) if col.num_chunks > 1 and rising else take_lists(col, idx))
+            if pa.types.is_list(col.type) and _supported(col.type)
+            else take_chunks(col, idx) if col.num_chunks > 1 and (rising or pa.types.is_list_view(col.type))
             else col.take(arrow_idx) for col in table.columns]
     return pa.Table.from_arrays(cols, schema=table.schema)

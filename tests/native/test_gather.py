@@ -68,3 +68,28 @@ def test_list_views_become_plain_lists_row_by_row():
     assert pa.types.is_list(got.type) and got.to_pylist() == want
     part = plain_lists(view.slice(2, 4))
     assert part.to_pylist() == want[2:6]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(tuples, min_size=1, max_size=4), st.data())
+def test_take_table_of_several_chunks_equals_arrow_take(chunks, data):
+    """Columns of several chunks (nulls, list<struct>, list views sharing values, text),
+    taken at rising indices (chunk by chunk) and at any (Arrow's take), are Arrow's take."""
+    parts = []
+    for rows in chunks:
+        t = pa.array(rows, TUPLE_TYPE)
+        view = pa.ListViewArray.from_arrays(pa.array([0] * len(rows), pa.int32()),
+                                            pa.array([1] * len(rows), pa.int32()),
+                                            pa.array([{"kind": "t", "data": b"x"}], TUPLE_TYPE.value_type))
+        parts.append(pa.table({"t": t, "v": view, "s": pa.array([None if r is None else str(len(r)) for r in rows], pa.string())}))
+    table = pa.concat_tables(parts)
+    n = len(table)
+    idx = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=60)) if n else [], dtype=np.int64)
+    for at in (np.sort(idx), idx):
+        got = take_table(table, at)
+        want = table.combine_chunks().take(pa.array(at, pa.int64()))
+        for c in table.column_names:
+            g = got.column(c)
+            g.validate(full=True)
+            assert g.type == table.schema.field(c).type
+            assert g.to_pylist() == want.column(c).to_pylist(), c
