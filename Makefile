@@ -4,11 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+# make test's parts, longest first (see test:)
+TEST_PARTS = test-part-spark test-part-core test-part-connect test-part-spark35 test-part-sanitize
 # PySpark 3.5's own venv (make test-spark35)
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: all build test test-lane-core test-lane-spark test-cluster pack test-fast test-spark35 test-connect lint docs fuzz sanitize sanitize-fuzz bench corpus demo clean wheel system
+.PHONY: all build test $(TEST_PARTS) test-cluster pack test-fast test-spark35 test-connect lint docs fuzz sanitize sanitize-fuzz bench corpus demo clean wheel system
 
 all: build
 
@@ -25,28 +27,36 @@ build: $(STAMP)
 system:
 	bash tools/ensure_system.sh
 
-# Two lanes at once, one per core: most of a Spark test's time is the JVM and its Python
-# workers waiting on each other, so two sessions side by side take far less than one
-# after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18 together).
-# Each lane's output is printed whole when the lane ends. The lanes are balanced by their
-# measured times on a quiet machine: tests/spark on PySpark 4 and the short sanitizer run
-# (about 19.5 min) beside the rest (the core suite 7.5, tests/spark on Connect 6.5 and on
-# PySpark 3.5 5.5: about 19.5 min). The cluster tests (2 min) run once the extensions are
-# built, while the system packages and PySpark 3.5 install: beside a lane, the cluster's
-# five JVMs slowed both lanes by a fifth.
+# The suite's parts, two at a time (two cores): most of a Spark test's time is the JVM and
+# its Python workers waiting on each other, so two sessions side by side take far less
+# than one after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18
+# together). make starts the parts in the order
+# listed, longest first, each as soon as one before it ends: the slots balance themselves
+# whatever a part's length becomes (two fixed lanes of unequal length leave a core idle
+# until the longer ends). Each part's output is printed whole when it ends; a part that
+# fails stops none of the others (--keep-going), so that one run names every failure.
+# The cluster tests (2 min) run once the extensions are built, while the system packages
+# and PySpark 3.5 install: beside a part, the cluster's five JVMs slowed both by a fifth.
 test:
 	$(MAKE) -j3 --output-sync=target --no-print-directory test-cluster system $(SPARK35)/.installed
-	$(MAKE) -j2 --output-sync=target --no-print-directory test-lane-core test-lane-spark
+	$(MAKE) -j2 --keep-going --output-sync=target --no-print-directory $(TEST_PARTS)
 
 # --durations: CI's log names where the suite's time goes (it must stay well under 30 min)
 DURATIONS ?= --durations=25
-test-lane-core:   # the lanes assume make test's prerequisites
-	$(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
-	$(PYTEST_CONNECT)
-	$(PYTEST_SPARK35)
-
-test-lane-spark:
+# The JVMs the core suite's own Spark sessions start (the README's and the notebook's
+# blocks, the demo) run the client compiler only, with one GC thread, as tests/spark's
+# (tests/spark/conftest.py JVM_OPTIONS): a short session never pays back C2's warm-up.
+SPARK_TEST_SUBMIT = PYSPARK_SUBMIT_ARGS='--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell'
+# the parts assume make test's prerequisites
+test-part-core:
+	$(SPARK_TEST_SUBMIT) $(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
+test-part-spark:
 	$(PY) -m pytest -q $(DURATIONS) tests/spark
+test-part-connect:
+	$(PYTEST_CONNECT)
+test-part-spark35:
+	$(PYTEST_SPARK35)
+test-part-sanitize:
 	bash tools/sanitize.sh quick
 
 # the tests marked on_cluster again, on a standalone cluster (a master and two one-core
