@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 # make test's parts, longest first (see test:)
-TEST_PARTS = test-part-spark test-part-core test-part-connect test-part-spark35 test-part-sanitize
+TEST_PARTS = test-part-core test-part-spark test-part-spark-replay test-part-connect test-part-spark35 \
+	test-part-sanitize
 # PySpark 3.5's own venv (make test-spark35)
 SPARK35 ?= .venv-spark35
 export SPARK_LOCAL_IP ?= 127.0.0.1
@@ -30,11 +31,12 @@ system:
 # The suite's parts, two at a time (two cores): most of a Spark test's time is the JVM and
 # its Python workers waiting on each other, so two sessions side by side take far less
 # than one after the other (measured: the 3.5 and Connect runs, 8 min in a row, 5:18
-# together). make starts the parts in the order
-# listed, longest first, each as soon as one before it ends: the slots balance themselves
+# together). make starts the parts in the order listed, longest first (as measured in
+# CI's --durations), each as soon as one before it ends: the slots balance themselves
 # whatever a part's length becomes (two fixed lanes of unequal length leave a core idle
-# until the longer ends). Each part's output is printed whole when it ends; a part that
-# fails stops none of the others (--keep-going), so that one run names every failure.
+# until the longer ends), within the longest part. Each part's output is printed whole
+# when it ends; a part that fails stops none of the others (--keep-going), so that one
+# run names every failure.
 # The cluster tests (2 min) run once the extensions are built, while the system packages
 # and PySpark 3.5 install: beside a part, the cluster's five JVMs slowed both by a fifth.
 test:
@@ -50,8 +52,14 @@ SPARK_TEST_SUBMIT = PYSPARK_SUBMIT_ARGS='--driver-java-options "-XX:TieredStopAt
 # the parts assume make test's prerequisites
 test-part-core:
 	$(SPARK_TEST_SUBMIT) $(PY) -m pytest -q $(DURATIONS) --ignore=tests/spark
+# tests/spark on PySpark 4 in two parts of about equal length, each its own session: the
+# longest files, and every other file (a new file lands there)
+SPARK_REPLAY = tests/spark/test_replay_spark.py tests/spark/test_typed_tables_spark.py \
+	tests/spark/test_big_table_spark.py
 test-part-spark:
-	$(PY) -m pytest -q $(DURATIONS) tests/spark
+	$(PY) -m pytest -q $(DURATIONS) tests/spark $(addprefix --ignore=,$(SPARK_REPLAY))
+test-part-spark-replay:
+	$(PY) -m pytest -q $(DURATIONS) $(SPARK_REPLAY)
 test-part-connect:
 	$(PYTEST_CONNECT)
 test-part-spark35:
