@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from ..arrays import one_array
 from ..idents import parse_name
-from ..selection import parse_table_list
+from ..selection import parse_table_list, table_selected
 from ..tables.rows import as_change_rows, relations_named
 from . import types as ST
 from .changerows import pass2_of
@@ -51,7 +51,10 @@ def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
     spark = changes.sparkSession
     pass2 = pass2_of(changes)
     if pass2 is not None:   # straight from decode_changes: its plan walked every Relation, no job
-        triples = {(v["relation_id"], v["schema"], v["table"]) for v in pass2.plan.versions}
+        # (a table the decoding's own ``tables`` leaves out gives no row: no group, as in one process)
+        chosen = getattr(pass2.plan, "patterns", None)
+        triples = {(v["relation_id"], v["schema"], v["table"]) for v in pass2.plan.versions
+                   if chosen is None or table_selected(chosen, v["schema"], v["table"])}
     else:
         triples = [(r["relation_id"], r["schema"], r["table"]) for r in changes.where(F.col("table").isNotNull())
                    .select("relation_id", "schema", "table").distinct().collect()]

@@ -1,0 +1,155 @@
+"""spark.mirror's many-table pass at its edges: groups spanning Arrow batches and many
+groups in one batch, openGauss rows (no relation id), names with dots and quotes, bases
+by mapping, selections and DataFrames with no rows: the copies and runs one process
+keeps over the same changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+deltalake = pytest.importorskip("deltalake")
+
+from change_cases import REL, enc, row, same_values  # noqa: E402
+
+from pgoutput_codec import Begin, Commit, Insert, Update  # noqa: E402
+from pgoutput_codec import decode_changes as decode_changes_1  # noqa: E402
+from pgoutput_codec import mirror as mirror_1  # noqa: E402
+from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
+from pgoutput_codec.spark import decode_changes, mirror  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::pgoutput_codec.tables.IncompleteTableWarning")
+
+
+def _same_copies(target_a, target_b, runs):
+    for r in runs:
+        a, b = read_copy(table_path(target_a, r.table)), read_copy(table_path(target_b, r.table))
+        assert a.schema.equals(b.schema), r.table
+        a, b = (t.sort_by([(c, "ascending") for c in t.column_names]) for t in (a, b))
+        assert all(same_values(a.column(j), b.column(j)) for j in range(a.num_columns)), r.table
+
+
+def _archive(rels, txns):
+    """Relations ``rels`` (schema, table, relation id), then ``txns`` transactions of
+    (relation index, message) lists."""
+    msgs, lsn = [], 100
+    relations = [dataclasses.replace(REL, namespace=s, relation_name=t, relation_id=i) for s, t, i in rels]
+    for body in txns:
+        lsn += 10
+        msgs += [Begin(final_lsn=lsn, commit_ts=lsn, xid=lsn), *relations, *body,
+                 Commit(commit_lsn=lsn, end_lsn=lsn + 1, commit_ts=lsn)]
+    payload = pa.array(enc(msgs), pa.binary())
+    return pa.table({"seq": pa.array(range(len(payload)), pa.int64()), "data": payload})
+
+
+def _df(spark, arc, where, files=1):
+    d = where / uuid.uuid4().hex
+    os.makedirs(d)
+    step = -(-len(arc) // files)
+    for k in range(files):
+        pq.write_table(arc.slice(k * step, step), d / f"{k}.parquet")
+    return spark.read.parquet(str(d))
+
+
+def test_groups_span_batches_and_share_them(spark, tmp_path):
+    """One table of many more change rows than an Arrow batch holds (700 in the suite),
+    beside tables of a row or two, keys updated many times over (their order inside the
+    group decides the copy)."""
+    rels = [("public", "big", 30000)] + [("public", f"s{k:02d}", 30001 + k) for k in range(30)]
+    rng = random.Random(5)
+    txns = [[Insert(relation_id=30000, new_tuple=row(i, f"b{i}")) for i in range(1500)]]
+    for step in range(40):
+        body = [Update(relation_id=30000, new_tuple=row(rng.randrange(50), f"u{step}.{j}")) for j in range(60)]
+        body += [Insert(relation_id=30001 + rng.randrange(30), new_tuple=row(1000 + step, f"x{step}"))]
+        body += [Update(relation_id=30001 + k, new_tuple=row(1000 + step, f"y{step}")) for k in range(30)]
+        txns.append(body)
+    arc = _archive(rels, txns)
+    got = mirror(decode_changes(_df(spark, arc, tmp_path, 3), order_by="seq"), tmp_path / "spark", partitions=3)
+    want = mirror_1(arc, tmp_path / "one")
+    assert got == want
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+
+
+def test_names_with_dots_and_quotes(spark, tmp_path):
+    rels = [("sales.eu", "orders", 30100), ("sales", "eu.orders", 30101), ("public", 'a"b', 30102),
+            ("public", "a.b", 30103), ("Mixed", "Case", 30104)]
+    txns = [[Insert(relation_id=r[2], new_tuple=row(k, f"{r[1]}{k}")) for r in rels for k in range(3)],
+            [Update(relation_id=r[2], new_tuple=row(1, "u")) for r in rels]]
+    arc = _archive(rels, txns)
+    changes = decode_changes(_df(spark, arc, tmp_path), order_by="seq")
+    for k in range(2):
+        got = mirror(changes, tmp_path / "spark")
+        want = mirror_1(arc, tmp_path / "one")
+        assert got == want, k
+    assert len(want) == 5
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+    got = mirror(changes, tmp_path / "spark2", tables='"sales.eu".orders,public."a""b"')
+    want = mirror_1(arc, tmp_path / "one2", tables='"sales.eu".orders,public."a""b"')
+    assert got == want and len(want) == 2
+
+
+def test_selections_and_dataframes_with_no_row(spark, tmp_path):
+    rels = [("public", "t", 30200)]
+    arc = _archive(rels, [[Insert(relation_id=30200, new_tuple=row(1, "a"))]])
+    changes = decode_changes(_df(spark, arc, tmp_path), order_by="seq")
+    assert mirror(changes, tmp_path / "spark", tables="public.nothing*") == \
+        mirror_1(arc, tmp_path / "one", tables="public.nothing*") == []
+    assert mirror(changes.limit(0), tmp_path / "spark") == []
+    assert mirror(changes.where("op = 'X'"), tmp_path / "spark") == []
+    assert not os.path.isdir(table_path(tmp_path / "spark", "public.t"))
+
+
+def test_bases_by_mapping_for_a_table_with_no_change(spark, tmp_path):
+    from pyspark.sql import functions as F
+    rels = [("public", "t", 30300)]
+    arc = _archive(rels, [[Insert(relation_id=30300, new_tuple=row(1, "a"))],
+                          [Update(relation_id=30300, new_tuple=row(2, "b"))]])
+    changes = decode_changes(_df(spark, arc, tmp_path), order_by="seq")
+    bt = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "v": ["o1", "o2", "o3"]})
+    bw = pa.table({"id": pa.array([7], pa.int32()), "v": ["z"]})
+    base = {"t": spark.createDataFrame(bt.to_pandas()), "w": spark.createDataFrame(bw.to_pandas())}
+    lsns = {"public.t": 110, "public.w": "0/64"}
+    got = mirror(changes.where(F.lit(True)), tmp_path / "spark", base=base, base_lsn=lsns)
+    want = mirror_1(arc, tmp_path / "one", base={"t": bt, "w": bw}, base_lsn=lsns)
+    assert got == want and [r.table for r in want] == ["public.t", "public.w"]
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+    assert os.listdir(tmp_path / "spark" / ".pgoutput_codec.bases") == []
+
+
+def test_opengauss_rows_have_no_relation_id(spark, tmp_path):
+    """openGauss change rows carry no relation id: a table is its name."""
+    from test_opengauss_spark import _df as og_df
+    from test_opengauss_spark import _frames, _records
+    frames = _frames(_records(seed=7, n_txns=60, alter=True), seed=7)
+    df = og_df(spark, frames, 2)
+    changes = decode_changes(df, source="opengauss", order_by="seq")
+    arc = pa.table({"seq": pa.array([i * 3 + 7 for i in range(len(frames))], pa.int64()),
+                    "data": pa.array(frames, pa.binary())})
+    got = mirror(changes, tmp_path / "spark")
+    want = mirror_1(decode_changes_1(arc, source="opengauss"), tmp_path / "one")
+    assert got == want and len(want) == 3
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+
+
+def test_tables_the_decoding_left_out_are_no_run(spark, tmp_path):
+    """A table whose Relation the decoding walked but whose rows its ``tables`` left out
+    is no table of the run, as in one process, though its copy exists."""
+    from pyspark.sql import functions as F
+    rels = [("public", "t", 30400), ("public", "u", 30401)]
+    arc = _archive(rels, [[Insert(relation_id=r[2], new_tuple=row(1, "a")) for r in rels],
+                          [Update(relation_id=r[2], new_tuple=row(1, "b")) for r in rels]])
+    df = _df(spark, arc, tmp_path)
+    mirror(decode_changes(df, order_by="seq"), tmp_path / "spark")
+    mirror_1(arc, tmp_path / "one")
+    want = mirror_1(decode_changes_1(arc, tables="public.u"), tmp_path / "one")
+    assert [r.table for r in want] == ["public.u"]
+    changes = decode_changes(df, order_by="seq", tables="public.u")
+    assert mirror(changes.where(F.lit(True)), tmp_path / "spark") == want
+    assert mirror(changes, tmp_path / "spark") == want
