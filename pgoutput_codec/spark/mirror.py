@@ -25,7 +25,7 @@ from ..lake.names import dir_name
 from ..selection import parse_table_list, table_selected
 from ..tables.rules import IncompleteTableWarning, pick_base
 from . import types as ST
-from .pertable import group_partitions, over_tables, table_groups
+from .pertable import group_partitions, over_tables, table_groups, write_for_workers
 
 __all__ = ["mirror"]
 
@@ -119,7 +119,7 @@ def _bases(spark, base, base_lsn, names, held, scratch) -> dict:
             continue
         if isinstance(b, DataFrame):
             path = os.path.join(scratch, dir_name(name))
-            b.write.parquet(path)
+            write_for_workers(b, path)
             b = path
         out[name] = os.fspath(b) if isinstance(b, (str, os.PathLike)) else b
     return out

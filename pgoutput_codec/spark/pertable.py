@@ -29,7 +29,7 @@ from .changerows import pass2_of
 from .shipping import is_connect
 from .tablerows import SHIFTED, flip, from_python, to_python
 
-__all__ = ["TABLE", "table_groups", "over_tables", "group_partitions"]
+__all__ = ["TABLE", "table_groups", "over_tables", "group_partitions", "write_for_workers"]
 
 #: the column naming the group (a table's qualified name) a row is in
 TABLE = "__table"
@@ -97,6 +97,27 @@ def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
     if out is None:
         out = changes.where(F.lit(False)).withColumn(TABLE, F.lit(None).cast("string"))
     return out, names
+
+
+#: how Spark writes a timestamp to Parquet (session setting; default INT96)
+_TIMESTAMPS = "spark.sql.parquet.outputTimestampType"
+
+
+def write_for_workers(df: DataFrame, path: str) -> None:
+    """``df`` written as Parquet under ``path`` for the workers' pyarrow to read as Arrow
+    gives ``df`` (``toArrow``): a timestamp as microseconds marked UTC, an instant. Spark
+    writes INT96 by default, which pyarrow reads as a timestamp with no time zone (a
+    Delta ``timestamp_ntz``, no more the DataFrame's type)."""
+    conf = df.sparkSession.conf
+    before = conf.get(_TIMESTAMPS, None)
+    conf.set(_TIMESTAMPS, "TIMESTAMP_MICROS")
+    try:
+        df.write.mode("overwrite").parquet(path)
+    finally:
+        if before is None:
+            conf.unset(_TIMESTAMPS)
+        else:
+            conf.set(_TIMESTAMPS, before)
 
 
 def group_partitions(spark, names: list | None = None) -> int:

@@ -37,7 +37,7 @@ from ..tables.rules import IncompleteTableWarning
 from ..idents import parse_name, qualified_name
 from ..lake import target_locked
 from ..selection import parse_table_list, table_selected
-from .pertable import group_partitions, over_tables, table_groups
+from .pertable import group_partitions, over_tables, table_groups, write_for_workers
 from .shipping import check_workers
 from .tables import NET_COLUMNS
 
@@ -308,7 +308,7 @@ def _spark_bases(path: str, run: str, base, tables):
     for k, v in base.items():
         if isinstance(v, DataFrame) and (k is None or any(table_selected(patterns, *p) for p in parse_name(k))):
             d = os.path.join(path, f".base{_SCRATCH}{run}~{len(made)}")
-            v.write.mode("overwrite").parquet(d)
+            write_for_workers(v, d)
             made.append(d)
             v = d
         out[k] = v

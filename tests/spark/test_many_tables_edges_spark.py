@@ -153,3 +153,59 @@ def test_tables_the_decoding_left_out_are_no_run(spark, tmp_path):
     changes = decode_changes(df, order_by="seq", tables="public.u")
     assert mirror(changes.where(F.lit(True)), tmp_path / "spark") == want
     assert mirror(changes, tmp_path / "spark") == want
+
+
+def test_change_rows_read_back_from_a_lake_of_runs(spark, tmp_path):
+    """Change rows of two runs written by one process (no ``commit_rank``), read back in
+    the other order of the runs: each group in commit order, as one process puts them."""
+    rels = [("public", "t", 30500), ("public", "u", 30501)]
+    rng = random.Random(3)
+    txns = [[Insert(relation_id=r[2], new_tuple=row(i, "a")) for r in rels for i in range(20)]]
+    txns += [[Update(relation_id=rels[rng.randrange(2)][2], new_tuple=row(rng.randrange(20), f"v{k}.{j}"))
+              for j in range(5)] for k in range(30)]
+    arc = _archive(rels, txns)
+    whole = decode_changes_1(arc)
+    mid = whole.column("commit_lsn")[len(whole) // 2].as_py()
+    lake = tmp_path / "lake"
+    os.makedirs(lake)
+    pq.write_table(decode_changes_1(arc, after_lsn=mid), lake / "a.parquet")
+    pq.write_table(decode_changes_1(arc, until_lsn=mid), lake / "b.parquet")
+    read = pq.read_table(lake)
+    assert read.column("commit_lsn")[0].as_py() > mid
+    got = mirror(spark.read.parquet(str(lake)), tmp_path / "spark", partitions=1)
+    want = mirror_1(read, tmp_path / "one")
+    assert got == want and len(want) == 2
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+
+
+def test_a_dataframe_base_keeps_its_types(spark, tmp_path):
+    """A table known only by its DataFrame base: its copy holds the DataFrame's rows as
+    Arrow gives them (a Spark timestamp is an instant, in UTC), as one process's copy of
+    the same rows does."""
+    import datetime as dt
+    from decimal import Decimal
+    rels = [("public", "t", 30600)]
+    arc = _archive(rels, [[Insert(relation_id=30600, new_tuple=row(1, "a"))]])
+    changes = decode_changes(_df(spark, arc, tmp_path), order_by="seq")
+    w = spark.createDataFrame([(7, dt.datetime(2024, 5, 1, 12, 30, 0, 123456), dt.date(2024, 5, 1), Decimal("1.50"))],
+                              "id int, at timestamp, d date, n decimal(10,2)")
+    got = mirror(changes, tmp_path / "spark", base={"public.w": w}, base_lsn=100)
+    want = mirror_1(arc, tmp_path / "one", base={"public.w": w.toArrow()}, base_lsn=100)
+    assert got == want
+    _same_copies(tmp_path / "spark", tmp_path / "one", want)
+
+
+def test_a_dataframe_base_keeps_its_types_in_written_snapshots(spark, tmp_path):
+    import datetime as dt
+
+    from pgoutput_codec import snapshot
+    from pgoutput_codec.spark import write_snapshots
+    rels = [("public", "t", 30700)]
+    arc = _archive(rels, [[Insert(relation_id=30700, new_tuple=row(1, "a"))]])
+    changes = decode_changes(_df(spark, arc, tmp_path), order_by="seq")
+    w = spark.createDataFrame([(7, dt.datetime(2024, 5, 1, 12, 30, 0, 123456))], "id int, at timestamp")
+    written = write_snapshots(changes, tmp_path / "out", base={"public.w": w}, base_lsn=100)
+    got = pq.read_table([x.path for x in written if x.table == "public.w"][0])
+    want = snapshot(decode_changes_1(arc), "public.w", base=w.toArrow(), base_lsn=100)
+    assert got.schema.field("at").type == want.schema.field("at").type == pa.timestamp("us", "UTC")
+    assert got.column("at").to_pylist() == want.column("at").to_pylist()
