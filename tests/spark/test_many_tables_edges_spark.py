@@ -63,13 +63,13 @@ def test_groups_span_batches_and_share_them(spark, tmp_path):
     """One table of many more change rows than an Arrow batch holds (700 in the suite),
     beside tables of a row or two, keys updated many times over (their order inside the
     group decides the copy)."""
-    rels = [("public", "big", 30000)] + [("public", f"s{k:02d}", 30001 + k) for k in range(30)]
+    rels = [("public", "big", 30000)] + [("public", f"s{k:02d}", 30001 + k) for k in range(12)]
     rng = random.Random(5)
     txns = [[Insert(relation_id=30000, new_tuple=row(i, f"b{i}")) for i in range(1500)]]
-    for step in range(40):
+    for step in range(20):
         body = [Update(relation_id=30000, new_tuple=row(rng.randrange(50), f"u{step}.{j}")) for j in range(60)]
-        body += [Insert(relation_id=30001 + rng.randrange(30), new_tuple=row(1000 + step, f"x{step}"))]
-        body += [Update(relation_id=30001 + k, new_tuple=row(1000 + step, f"y{step}")) for k in range(30)]
+        body += [Insert(relation_id=30001 + rng.randrange(12), new_tuple=row(1000 + step, f"x{step}"))]
+        body += [Update(relation_id=30001 + k, new_tuple=row(1000 + step, f"y{step}")) for k in range(12)]
         txns.append(body)
     arc = _archive(rels, txns)
     got = mirror(decode_changes(_df(spark, arc, tmp_path, 3), order_by="seq"), tmp_path / "spark", partitions=3)
