@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -160,18 +161,18 @@ class PerTable:
         name, parts = None, []
         for b in batches:
             names = one_array(b.column(b.schema.get_field_index(TABLE)))
-            at = 0
-            while at < len(names):
+            if not len(names):
+                continue
+            # where the group changes, in one pass over the batch (sorted by group)
+            moves = pc.not_equal(names.slice(1), names.slice(0, len(names) - 1)).to_numpy(zero_copy_only=False)
+            starts = [0, *(np.flatnonzero(moves) + 1).tolist()]
+            for at, end in zip(starts, [*starts[1:], len(names)], strict=True):
                 here = names[at].as_py()
-                same = pc.not_equal(names.slice(at), pa.scalar(here, pa.string()))
-                cut = pc.index(same, True).as_py()
-                end = len(names) if cut < 0 else at + cut
                 if here != name and parts:
                     yield from self._group(name, parts, target)
                     parts = []
                 name = here
                 parts.append(b.slice(at, end - at))
-                at = end
         if parts:
             yield from self._group(name, parts, target)
 
