@@ -236,9 +236,10 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
     if not len(changes):
         return {}
     rel = one_array(changes.column("relation_id"))
-    sch, tbl = changes.column("schema").to_pylist(), changes.column("table").to_pylist()
-    rels = rel.to_pylist()
-    groups = relations_named(set(zip(rels, sch, tbl, strict=True)), patterns)
+    three = pa.table({"r": rel, "s": changes.column("schema"), "t": changes.column("table")})
+    distinct = three.group_by(["r", "s", "t"], use_threads=False).aggregate([])   # not a Python tuple a row
+    groups = relations_named(zip(distinct.column("r").to_pylist(), distinct.column("s").to_pylist(),
+                                 distinct.column("t").to_pylist(), strict=True), patterns)
     if not groups:
         return {}
     known = rel.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -247,8 +248,9 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
     ids = known[order]
     nameless: dict = {}        # (schema, table) -> rows with no relation id under it
     if not has.all():
-        for i in np.flatnonzero(~has):
-            nameless.setdefault((sch[i], tbl[i]), []).append(int(i))
+        sch, tbl = changes.column("schema"), changes.column("table")
+        for i in np.flatnonzero(~has).tolist():
+            nameless.setdefault((sch[i].as_py(), tbl[i].as_py()), []).append(i)
     out = {}
     for name, members in groups.items():
         parts = []
