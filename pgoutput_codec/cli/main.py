@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("archive", metavar="ARCHIVE", help="archive file or directory")
     m.add_argument("target", metavar="TARGET", help="directory of the Delta tables (created)")
     m.add_argument("--tables", metavar="LIST", help="tables to keep, e.g. 'public.t1,*.t3,s.*'")
-    m.add_argument("--workers", type=_workers, default=None, metavar="N",
+    m.add_argument("--workers", type=_threads("--workers"), default=None, metavar="N",
                    help="threads decoding the archive and writing copies at once (default: 2, or 1 on one core)")
 
     k = sub.add_parser("pack", help="pack pgoutput_codec and its dependencies for Spark executors",
@@ -184,28 +184,21 @@ def _source_arguments(p):
                    help="--source opengauss: the decoding-style of the frames (binary, text, json; default b)")
 
 
-def _jobs(text):
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs takes a positive number of threads, not {text!r}")
-    return n
-
-
-def _workers(text):
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--workers takes a positive number of threads, not {text!r}")
-    return n
+def _threads(flag: str):
+    """The argparse type of ``flag``: a positive number of threads."""
+    def parse(text):
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"{flag} takes a positive number of threads, not {text!r}")
+        return n
+    return parse
 
 
 def _jobs_argument(p):
-    p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+    p.add_argument("--jobs", "-j", type=_threads("--jobs"), default=None, metavar="N",
                    help="threads decoding at once (default: as many as a batch's size pays for; pgoutput payloads)")
 
 
