@@ -12,7 +12,7 @@ from .typeinfo import MAXDIM, Converter, TypeInfo, binary_as_bytes, text_as_str
 
 __all__ = [
     "FAMILIES", "TypeInfo", "TYPES", "CONVERTERS", "BY_OID", "BY_NAME", "ARRAY_ELEM", "ARRAY_NAME", "ARRAY_BY_NAME",
-    "TEXT_PARSERS", "BINARY_PARSERS", "MAXDIM",
+    "TEXT_PARSERS", "BINARY_PARSERS", "MAXDIM", "BY_EXTENSION",
 ]
 
 #: the family modules, each with its ``TYPES`` and ``CONVERTERS`` (arrays: :mod:`.arrays`)
@@ -34,6 +34,10 @@ CONVERTERS = _one_each([c for f in FAMILIES for c in f.CONVERTERS]
                        + [Converter("unknown", text_as_str, binary_as_bytes)], lambda c: c.name, "converter")
 BY_OID = _one_each(TYPES, lambda t: t.oid, "type OID")
 BY_NAME = _one_each(TYPES, lambda t: t.name, "type name")
+#: (extension, type name) -> :class:`~.typeinfo.ExtensionType`: the types an extension
+#: owns, whose OIDs differ per database (a family lists them in ``EXTENSION_TYPES``)
+BY_EXTENSION = _one_each([t for f in FAMILIES for t in getattr(f, "EXTENSION_TYPES", ())],
+                         lambda t: (t.extension, t.name), "extension type")
 #: array type OID -> element type OID
 ARRAY_ELEM = {t.array_oid: t.oid for t in TYPES if t.array_oid}
 ARRAY_NAME = {t.array_oid: "_" + t.name for t in TYPES if t.array_oid}
@@ -41,6 +45,6 @@ ARRAY_BY_NAME = {"_" + t.name: t.oid for t in TYPES if t.array_oid}
 #: converter name -> parser of the text form; of the send form (absent: kept as text, as bytes)
 TEXT_PARSERS = {c.name: c.text for c in CONVERTERS.values() if c.text is not None}
 BINARY_PARSERS = {c.name: c.binary for c in CONVERTERS.values() if c.binary is not None}
-_missing = {t.conv for t in TYPES} - CONVERTERS.keys()
+_missing = ({t.conv for t in TYPES} | {t.conv for t in BY_EXTENSION.values()}) - CONVERTERS.keys()
 if _missing:
     raise ValueError(f"types name converters no family declares: {sorted(_missing)}")

@@ -16,23 +16,40 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ConversionError
-from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_NAME, BY_OID, CONVERTERS, MAXDIM
-
-__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names", "arrow_type", "arrow_of"]
+from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_EXTENSION, BY_NAME, BY_OID, CONVERTERS, MAXDIM
 
 #: an enum converts as text does
 _TEXT = BY_OID[25]
 
+__all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names", "arrow_type", "arrow_of"]
 
 @dataclass
 class UserType:
+    """What decoding needs of one type the built-in table does not hold.
+
+    ``kind``: 'enum' | 'domain' | 'array' | 'composite' | 'range' | 'multirange' | 'base'
+    (a base type, typically an extension's) | 'unknown' (text / send bytes).
+    ``base_oid``: a domain's base type, an array's element type, a range's subtype, a
+    multirange's range type. ``labels``: an enum's labels in sort order. ``attributes``:
+    a composite's live attributes in order, ``(name, type_oid, typmod)`` each.
+    ``extension`` / ``extension_version``: the extension that owns the type (base types are
+    read by their extension's name and the type's name, their OIDs differ per database).
+    ``lsn``: where an archive's catalog recorded this definition (None: not from an
+    archive); ``earlier``: the definitions the same OID had before it in the archive,
+    oldest first (values sent under them are read with them)."""
+
     oid: int
     namespace: str | None = None
     name: str | None = None
-    kind: str = "unknown"            # 'enum' | 'domain' | 'array' | 'unknown' (text/bytes)
-    base_oid: int | None = None      # domain: the base type; array: the element type
+    kind: str = "unknown"
+    base_oid: int | None = None
     base_typmod: int = -1
     labels: tuple = ()
+    attributes: tuple = ()
+    extension: str | None = None
+    extension_version: str | None = None
+    lsn: int | None = None
+    earlier: tuple = ()
 
 
 @dataclass
@@ -104,6 +121,45 @@ class TypeRegistry:
         t.kind, t.base_oid = "array", elem_oid
         return t
 
+    def register_composite(self, oid, attributes, name=None, array_oid=None):
+        """``attributes``: ``(name, type_oid, typmod)`` per live attribute, in order."""
+        t = self._get(oid)
+        t.kind, t.attributes = "composite", tuple((str(n), int(o), int(m)) for n, o, m in attributes)
+        t.name = name or t.name
+        if array_oid:
+            self.register_array(array_oid, oid)
+        return t
+
+    def register_range(self, oid, subtype_oid, name=None, array_oid=None, multirange_oid=None,
+                       multirange_array_oid=None):
+        t = self._get(oid)
+        t.kind, t.base_oid = "range", subtype_oid
+        t.name = name or t.name
+        if array_oid:
+            self.register_array(array_oid, oid)
+        if multirange_oid:
+            self.register_multirange(multirange_oid, oid, array_oid=multirange_array_oid)
+        return t
+
+    def register_multirange(self, oid, range_oid, name=None, array_oid=None):
+        t = self._get(oid)
+        t.kind, t.base_oid = "multirange", range_oid
+        t.name = name or t.name
+        if array_oid:
+            self.register_array(array_oid, oid)
+        return t
+
+    def register_base(self, oid, name, namespace=None, extension=None, extension_version=None, array_oid=None):
+        """A base type not built in, read by ``(extension, name)`` where an extension family
+        declares it (:data:`.facts.BY_EXTENSION`), else as unknown."""
+        t = self._get(oid)
+        t.kind, t.name = "base", name
+        t.namespace = namespace or t.namespace
+        t.extension, t.extension_version = extension, extension_version
+        if array_oid:
+            self.register_array(array_oid, oid)
+        return t
+
     _CATALOG_SQL = (
         "SELECT t.oid::int8, n.nspname, t.typname, t.typtype::text, t.typbasetype::int8, t.typtypmod,"
         " t.typelem::int8, t.typcategory::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
@@ -173,14 +229,19 @@ def _arrow_places(zone: str) -> bool:
 
 
 class Resolved(NamedTuple):
-    """A type as its converters see it: a domain is its base type, an enum text."""
+    """A type as its converters see it: a domain is its base type. ``elem``: the Resolved
+    of an array's element, a range's subtype, a multirange's range; ``fields``: a
+    composite's ``(name, Resolved)`` per attribute; ``user``: the :class:`UserType` read
+    (an enum's labels, earlier definitions), None for built-in types."""
 
     oid: int
     name: str
-    conv: str          # converter name; 'array' for arrays
+    conv: str          # converter name; 'array', 'enum', 'composite', 'range', 'multirange' for those
     typmod: int
     fast: int
-    elem: Any = None   # Resolved of the element for arrays
+    elem: Any = None
+    fields: tuple = ()
+    user: Any = None
 
 
 def resolve(oid, typmod=-1, registry=None, depth=0):
@@ -195,14 +256,23 @@ def resolve(oid, typmod=-1, registry=None, depth=0):
     u = registry.types.get(oid) if registry is not None else None
     if u is None:
         return Resolved(oid, f"oid {oid}", "unknown", typmod, 0)
-    if u.kind == "enum":
-        return Resolved(oid, u.name or f"oid {oid}", _TEXT.conv, typmod, _TEXT.fast)
+    name = u.name or f"oid {oid}"
+    if u.kind == "enum":   # read as text
+        return Resolved(oid, name, _TEXT.conv, typmod, _TEXT.fast, user=u)
     if u.kind == "domain":
         return resolve(u.base_oid, u.base_typmod if typmod == -1 else typmod, registry, depth + 1)
     if u.kind == "array":
         elem = resolve(u.base_oid, typmod, registry, depth + 1)
         return Resolved(oid, "_" + elem.name, "array", typmod, 0, elem)
-    return Resolved(oid, u.name or f"oid {oid}", "unknown", typmod, 0)
+    if u.kind == "composite":
+        fields = tuple((n, resolve(o, m, registry, depth + 1)) for n, o, m in u.attributes)
+        return Resolved(oid, name, "composite", typmod, 0, fields=fields, user=u)
+    if u.kind in ("range", "multirange"):
+        return Resolved(oid, name, u.kind, typmod, 0, resolve(u.base_oid, -1, registry, depth + 1), user=u)
+    ext = BY_EXTENSION.get((u.extension, u.name)) if u.kind == "base" else None
+    if ext is not None:
+        return Resolved(oid, name, ext.conv, typmod, ext.fast, user=u)
+    return Resolved(oid, name, "unknown", typmod, 0, user=u)
 
 
 def arrow_of(r, binary, ndim=1):
@@ -214,7 +284,7 @@ def arrow_of(r, binary, ndim=1):
         for _ in range(max(ndim, 1)):
             t = pa.list_(t)
         return t
-    if r.conv == "unknown":
+    if r.conv == "unknown" or r.conv not in CONVERTERS:   # types no family reads yet: as unknown
         return pa.binary() if binary else pa.string()
     return CONVERTERS[r.conv].arrow(r.typmod)
 

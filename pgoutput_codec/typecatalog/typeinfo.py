@@ -16,7 +16,7 @@ from .._native import USING_EXTENSIONS
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: no compiled converters, every code 0
     from ._convert import CODES as _CODES
 
-__all__ = ["TypeInfo", "Converter", "MAXDIM", "fast_code", "need", "unpacker", "text_as_str",
+__all__ = ["TypeInfo", "ExtensionType", "Converter", "MAXDIM", "fast_code", "need", "unpacker", "text_as_str",
            "binary_as_bytes"]
 
 #: the most dimensions a PostgreSQL array has (its MAXDIM): a value nested deeper is
@@ -37,6 +37,17 @@ class TypeInfo:
     conv: str
     fast: int = 0
     mods: Callable[[list], int] | None = None
+
+
+@dataclass(frozen=True)
+class ExtensionType:
+    """A type an extension owns, known by the extension's name and the type's (its OID
+    is the database's own): the name of its :class:`Converter` and its compiled code."""
+
+    extension: str
+    name: str
+    conv: str
+    fast: int = 0
 
 
 def _string(tm):
