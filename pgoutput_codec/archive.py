@@ -23,7 +23,9 @@ twice. A path that is missing, unreadable or not an archive raises :class:`Archi
 The files ``pgoutput-codec capture`` writes (their layout: :mod:`pgoutput_codec.cli.capture`)
 carry JSON metadata under :data:`META_KEY`: ``seq_start`` orders a directory's files, and
 ``start_lsn``/``end_lsn`` (the slot's position before the file's rows and after them) locate
-the rows of a file that the file before it already holds.
+the rows of a file that the file before it already holds. Under :data:`CATALOG_KEY` they
+carry the type catalog in force over their rows (:mod:`pgoutput_codec.typecatalog.catalog`):
+:func:`archive_catalog` merges every file's.
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ from .arrays import one_array
 from .pgoutput.batch import PAYLOAD_ERROR
 from .errors import PgoutputCodecError, first_line
 from .pgoutput.messages import LSN_PATTERN, parse_lsn
+from .typecatalog.catalog import CATALOG_KEY, Catalog
 
 __all__ = ["hex_to_binary", "HEX_ERROR", "FORMATS", "META_KEY", "ArchiveError", "ArchivePart",
            "read_archive_parts", "iter_archive", "archive_row", "parquet_part", "capture_meta", "last_seq", "seq_stats",
-           "check_seq", "same_file", "inside_dir"]
+           "check_seq", "same_file", "inside_dir", "CATALOG_KEY", "archive_catalog", "file_catalog"]
 
 FORMATS = ("parquet", "csv")
 HEX_ERROR = "payload is not bytea hex text ('\\x' followed by an even number of hex digits)"
@@ -134,6 +137,8 @@ class ArchivePart:
 
     def __init__(self, path: str, kind: str, meta=None, num_rows=None):
         self.path, self.kind, self.meta, self.num_rows = path, kind, meta, num_rows
+        #: the file's type catalog JSON (:data:`CATALOG_KEY`): None not read yet, b"" none
+        self.catalog_json = None
 
     def read(self, payload="data"):
         """pa.Table with ``data`` (binary), and ``seq``/``lsn``/``xid`` when the file has
@@ -267,6 +272,43 @@ def capture_meta(schema):
         return None
 
 
+def file_catalog(schema, path="") -> Catalog | None:
+    """The type catalog a Parquet file's ``schema`` carries (:data:`CATALOG_KEY`), or None;
+    ArchiveError when it is there and not one."""
+    raw = schema.metadata.get(CATALOG_KEY) if schema is not None and schema.metadata else None
+    return None if raw is None else _parsed_catalog(raw, path)
+
+
+def archive_catalog(path_or_parts) -> Catalog | None:
+    """The type catalog of an archive (a path, or its :class:`ArchivePart` list): every
+    file's footer catalog merged (footers only, no row data read); None when no file has
+    one (an archive not captured by ``pgoutput-codec capture``, a CSV export)."""
+    parts = read_archive_parts(os.fspath(path_or_parts)) if isinstance(path_or_parts, (str, os.PathLike)) \
+        else path_or_parts
+    raws = {}          # (files of one capture mostly carry the same JSON: parsed once)
+    for p in parts:
+        if p.kind != "parquet":
+            continue
+        if p.catalog_json is None:
+            try:
+                schema = pq.read_schema(p.path)
+            except (pa.ArrowException, OSError) as e:
+                raise ArchiveError(f"{p.path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
+            p.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
+        if p.catalog_json:
+            raws.setdefault(p.catalog_json, p.path)
+    if not raws:
+        return None
+    return Catalog([v for raw, path in raws.items() for v in _parsed_catalog(raw, path).versions])
+
+
+def _parsed_catalog(raw, path):
+    try:
+        return Catalog.from_json(raw)
+    except ValueError as e:
+        raise ArchiveError(f"{path}: its type catalog ({CATALOG_KEY.decode()}) is unreadable: {first_line(e)}") from None
+
+
 def parquet_part(path) -> ArchivePart:
     """The :class:`ArchivePart` of one Parquet file, its metadata read (not its rows)."""
     try:
@@ -279,7 +321,9 @@ def parquet_part(path) -> ArchivePart:
         check_seq(path, schema.field("seq").type)
     if "data" not in schema.names:
         raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")
-    return ArchivePart(path, "parquet", meta, n)
+    part = ArchivePart(path, "parquet", meta, n)
+    part.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
+    return part
 
 
 def _is_parquet(path) -> bool:

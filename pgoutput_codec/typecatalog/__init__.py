@@ -10,7 +10,11 @@ Public API (every representation choice is argued in ``docs/types.md``):
   value that does not convert); :func:`convert_columns`, several columns at once;
 - :func:`convert_value` — one value to a Python object (tests, slow paths);
 - :class:`TypeRegistry` — enums, domains, user arrays and names learned from Type ('Y')
-  messages or from the server catalog.
+  messages or from the server catalog;
+- :class:`Catalog` — the type catalog an archive carries (versions by LSN), read from a live
+  server by :func:`catalog_from_connection`, from a file by :func:`read_catalog`; its
+  :meth:`~Catalog.registry` is what decoding takes, :func:`registry_of` the registry that
+  change rows carrying one are typed with.
 
 The modules, lowest layer first:
 
@@ -28,6 +32,7 @@ The modules, lowest layer first:
   families, and its lookups;
 - :mod:`.names` — SQL type names (``numeric(10,2)``) to OID and typmod;
 - :mod:`.registry` — :class:`TypeRegistry`, how an OID resolves through it, its Arrow type;
+- :mod:`.catalog` — :class:`Catalog`, its JSON, its reading from a live server;
 - :mod:`.arrays` — arrays in both forms;
 - :mod:`.columns` — whole columns, over the compiled ``_convert`` where it applies.
 
@@ -38,6 +43,8 @@ everything.
 
 from __future__ import annotations
 
+from .catalog import (CATALOG_KEY, Catalog, catalog_from_connection, catalog_of, read_catalog, registry_of,
+                      with_catalog, write_catalog)
 from .columns import ConvertedColumn, convert_column, convert_columns, convert_value
 from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Physical, Special
 from .facts import ARRAY_ELEM, BY_OID, TYPES, TypeInfo
@@ -48,5 +55,6 @@ from .registry import TypeRegistry, arrow_type, with_type_names
 __all__ = [
     "TypeInfo", "TYPES", "BY_OID", "ARRAY_ELEM", "TypeRegistry", "ConversionError", "ConvertedColumn",
     "Special", "Physical", "SPECIAL_NAMES", "REFUSED", "arrow_type", "convert_column", "convert_columns",
-    "convert_value", "numeric_typmod", "type_of_name", "with_type_names",
+    "convert_value", "numeric_typmod", "type_of_name", "with_type_names", "Catalog", "CATALOG_KEY",
+    "catalog_from_connection", "catalog_of", "read_catalog", "write_catalog", "registry_of", "with_catalog",
 ]

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ConversionError
+from .serverdefs import USER_TYPES, read_types
 from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_EXTENSION, BY_NAME, BY_OID, CONVERTERS, MAXDIM
 
 #: an enum converts as text does
@@ -50,6 +51,13 @@ class UserType:
     extension_version: str | None = None
     lsn: int | None = None
     earlier: tuple = ()
+
+    @classmethod
+    def of_entry(cls, t: dict, lsn: int | None = None) -> "UserType":
+        """The type of a catalog entry (:func:`.serverdefs.type_entry`'s form)."""
+        return cls(t["oid"], t["namespace"], t["name"], t["kind"], t["base_oid"], t["base_typmod"],
+                   tuple(t["labels"]), tuple(tuple(a) for a in t["attributes"]), t["extension"],
+                   t["extension_version"], lsn)
 
 
 @dataclass
@@ -182,12 +190,13 @@ class TypeRegistry:
         return self
 
     def load_from_connection(self, conn):
-        """Read enums, domains and arrays of user types from a DB-API connection, and
-        its session's ``TimeZone`` (kept where one was given)."""
-        cur = conn.cursor()
-        cur.execute(self._CATALOG_SQL)
-        self.load_rows(cur.fetchall())
+        """Read every type not built in from a DB-API connection, as an archive's catalog
+        records them (:func:`~.catalog.catalog_from_connection`: enum labels, composite
+        attributes, domain bases, range subtypes, arrays, owning extensions), and its
+        session's ``TimeZone`` (kept where one was given)."""
+        self.types.update((e["oid"], UserType.of_entry(e)) for e in read_types(conn, USER_TYPES))
         if self.timezone is None:
+            cur = conn.cursor()
             cur.execute("SHOW TimeZone")
             zone = cur.fetchone()[0]
             zone = zone.decode() if isinstance(zone, bytes) else zone
