@@ -37,6 +37,12 @@ import numpy as np
 import pyarrow as pa
 
 
+#: code -> function(Arrow type, n, validity buffer or None, null count, offsets buffer, data
+#: buffer) -> (Arrow array, special markers as a string array or None): the families whose
+#: value converters write an intermediate form (nested types) that one pass over the
+#: whole column then lays out as Arrow's
+FINISH = {}
+
 # the shared definitions, the column side, then one file per family of types (each
 # registers its converters)
 include "_codecs/base.pxi"
@@ -48,6 +54,8 @@ include "_codecs/datetime.pxi"
 include "_codecs/interval.pxi"
 include "_codecs/text.pxi"
 include "_codecs/bytea.pxi"
+include "_codecs/extensiontext.pxi"
+include "_codecs/hstore.pxi"
 
 
 # Rows per block of the multi-column loop: a block's values of every column stay in the
@@ -200,6 +208,9 @@ cdef object _finish(Col* col, Py_ssize_t n, typ, validity, specials, out, vout):
         return None
     null_count = n - col.nvalid
     vbuf = validity if null_count else None
+    post = FINISH.get(col.c.code)
+    if post is not None:
+        return post(typ, n, vbuf, null_count, out, vout[:col.c.vpos])
     if width == BITS:
         arr = pa.Array.from_buffers(typ, n, [vbuf, out], null_count)
     elif col.variable:

@@ -185,7 +185,9 @@ def _fast_result(res, r, kinds, data, index):
         return None
     arr, codes = res
     sp = None
-    if codes is not None:
+    if isinstance(codes, pa.Array):   # a nested family's own markers (_convert.FINISH)
+        sp = codes
+    elif codes is not None:
         names = pa.array([None, *SPECIAL_NAMES[1:]], pa.string())
         sp = names.take(pa.array(codes, pa.int8()))
     return ConvertedColumn(arr, sp)

