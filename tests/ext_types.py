@@ -12,13 +12,6 @@ import pyarrow as pa
 from pgoutput_codec import decode_changes, snapshot
 from pgoutput_codec.typecatalog import TypeRegistry
 
-_EXT_TYPES_SQL = (
-    "SELECT t.oid::int8, t.typname, n.nspname, e.extname, e.extversion, t.typarray::int8 FROM pg_type t"
-    " JOIN pg_namespace n ON n.oid = t.typnamespace"
-    " JOIN pg_depend d ON d.classid = 'pg_type'::regclass AND d.objid = t.oid AND d.deptype = 'e'"
-    " JOIN pg_extension e ON e.oid = d.refobjid WHERE t.typtype = 'b'")
-
-
 def start(majors, extensions):
     """A started server of the first of ``majors`` that can be had, with ``extensions``
     created; None (the caller skips) when none can be had or an extension is missing."""
@@ -43,11 +36,9 @@ def start(majors, extensions):
 
 
 def registry(conn) -> TypeRegistry:
-    """The extension base types of the database, registered by extension and name."""
-    reg = TypeRegistry()
-    for oid, name, nsp, ext, version, array_oid in conn.execute(_EXT_TYPES_SQL).fetchall():
-        reg.register_base(oid, name, nsp, ext, version, array_oid or None)
-    return reg
+    """The database's types as the registry loads them (extension base types by
+    extension and name)."""
+    return TypeRegistry().load_from_connection(conn)
 
 
 def forms(conn, exprs):
