@@ -56,6 +56,7 @@ include "_codecs/text.pxi"
 include "_codecs/bytea.pxi"
 include "_codecs/extensiontext.pxi"
 include "_codecs/hstore.pxi"
+include "_codecs/vectors.pxi"
 
 
 # Rows per block of the multi-column loop: a block's values of every column stay in the
