@@ -57,6 +57,7 @@ include "_codecs/bytea.pxi"
 include "_codecs/extensiontext.pxi"
 include "_codecs/hstore.pxi"
 include "_codecs/vectors.pxi"
+include "_codecs/geometry.pxi"
 
 
 # Rows per block of the multi-column loop: a block's values of every column stay in the

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
-from .errors import Special
+from .errors import Noted, Special
 from .facts import BINARY_PARSERS, MAXDIM, TEXT_PARSERS
 from .typeinfo import binary_as_bytes, text_as_str
 
@@ -50,6 +50,9 @@ def _elem(conv_fn, raw, r, elem_specials, idx):
     if isinstance(v, Special):
         elem_specials.append((idx, str(v)))
         return None
+    if isinstance(v, Noted):
+        elem_specials.append((idx, v.note))
+        return v.value
     return v
 
 

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from .._native import USING_EXTENSIONS
 from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
-from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Physical, Special
+from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Noted, Physical, Special
 from .facts import BINARY_PARSERS, CONVERTERS, TEXT_PARSERS
 from .registry import TypeRegistry, arrow_of, resolve
 from .typeinfo import binary_as_bytes, text_as_str
@@ -51,6 +51,8 @@ def _py_value(kind, raw, r):
     v = fn(raw, r.typmod)
     if isinstance(v, Special):
         return None, str(v), 1
+    if isinstance(v, Noted):
+        return v.value, v.note, 1
     return v, None, 1
 
 

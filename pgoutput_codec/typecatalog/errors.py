@@ -2,13 +2,15 @@
 not convert), :class:`Special` (``infinity``, ``-infinity``, ``NaN``: Arrow holds a null
 plus the marker) with the names of the compiled converters' special codes and the
 :data:`REFUSED` marker, and :class:`Physical` (a date or timestamp Python's datetime
-cannot hold)."""
+cannot hold), :class:`Noted` (a value kept with a marker beside it: a geometry's SRID)."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from ..errors import PgoutputCodecError
 
-__all__ = ["ConversionError", "Special", "Physical", "SPECIAL_NAMES", "REFUSED"]
+__all__ = ["ConversionError", "Special", "Physical", "Noted", "SPECIAL_NAMES", "REFUSED"]
 
 
 class ConversionError(PgoutputCodecError, ValueError):
@@ -42,6 +44,14 @@ class Physical(int):
 
     def __repr__(self):
         return f"Physical({int(self)})"
+
+
+class Noted(NamedTuple):
+    """What a parser gives for a value Arrow holds with a marker the column's specials
+    carry beside it (``srid=3857``: a geometry whose SRID is not its column's)."""
+
+    value: Any
+    note: str
 
 
 #: names of the special codes of ``_convert`` (code 0 = not special)

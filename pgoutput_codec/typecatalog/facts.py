@@ -7,7 +7,8 @@ parsers by converter name."""
 
 from __future__ import annotations
 
-from . import bytea, datetime, extensiontext, floats, hstore, integers, interval, network, numeric, ranges, text, vectors
+from . import (bytea, datetime, extensiontext, floats, geometry, hstore, integers, interval, network, numeric,
+               ranges, text, vectors)
 from .typeinfo import MAXDIM, Converter, TypeInfo, binary_as_bytes, text_as_str
 
 __all__ = [
@@ -16,7 +17,8 @@ __all__ = [
 ]
 
 #: the family modules, each with its ``TYPES`` and ``CONVERTERS`` (arrays: :mod:`.arrays`)
-FAMILIES = (integers, floats, numeric, text, bytea, datetime, interval, network, ranges, extensiontext, hstore, vectors)
+FAMILIES = (integers, floats, numeric, text, bytea, datetime, interval, network, ranges, extensiontext, hstore, vectors,
+            geometry)
 
 
 def _one_each(items, key, what):
