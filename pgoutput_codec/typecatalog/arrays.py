@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
 from .errors import Noted, Special
-from .facts import BINARY_PARSERS, MAXDIM, TEXT_PARSERS
+from .facts import BINARY_PARSERS, DELIMITERS, MAXDIM, TEXT_PARSERS
 from .typeinfo import binary_as_bytes, text_as_str
 
 __all__ = ["parse_text_array", "parse_binary_array", "value_ndims", "mixed_dims_note"]
@@ -59,6 +59,7 @@ def _elem(conv_fn, raw, r, elem_specials, idx):
 def parse_text_array(s, r):
     elem = r.elem
     conv_fn = TEXT_PARSERS.get(elem.conv, text_as_str)
+    delim = DELIMITERS.get(elem.conv, b",")
     bounds = None
     m = _ARRAY_DIMS.match(s)
     pos = 0
@@ -93,13 +94,13 @@ def parse_text_array(s, r):
                 fail("sub-arrays of different lengths")
             depth -= 1
             pos += 1
-            if depth and s[pos:pos + 1] == b",":
+            if depth and s[pos:pos + 1] == delim:
                 pos += 1
             if depth == 0:
                 break
             counts[-1] += 1
             continue
-        if c == b",":
+        if c == delim:
             fail("empty element")
         if c == b'"':
             pos += 1
@@ -122,7 +123,7 @@ def parse_text_array(s, r):
             flat.append(_elem(conv_fn, bytes(buf), elem, especials, len(flat)))
         else:
             j = pos
-            while j < n and s[j:j + 1] not in (b",", b"}"):
+            while j < n and s[j:j + 1] not in (delim, b"}"):
                 j += 1
             tok = s[pos:j].strip()
             pos = j
@@ -131,7 +132,7 @@ def parse_text_array(s, r):
             else:
                 flat.append(_elem(conv_fn, tok, elem, especials, len(flat)))
         counts[-1] += 1
-        if s[pos:pos + 1] == b",":
+        if s[pos:pos + 1] == delim:
             pos += 1
     if depth != 0 or pos != n:
         fail("trailing bytes or unbalanced braces")

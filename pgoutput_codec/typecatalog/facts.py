@@ -13,7 +13,7 @@ from .typeinfo import MAXDIM, Converter, TypeInfo, binary_as_bytes, text_as_str
 
 __all__ = [
     "FAMILIES", "TypeInfo", "TYPES", "CONVERTERS", "BY_OID", "BY_NAME", "ARRAY_ELEM", "ARRAY_NAME", "ARRAY_BY_NAME",
-    "TEXT_PARSERS", "BINARY_PARSERS", "MAXDIM", "BY_EXTENSION",
+    "TEXT_PARSERS", "BINARY_PARSERS", "DELIMITERS", "MAXDIM", "BY_EXTENSION",
 ]
 
 #: the family modules, each with its ``TYPES`` and ``CONVERTERS`` (arrays: :mod:`.arrays`)
@@ -47,6 +47,8 @@ ARRAY_BY_NAME = {"_" + t.name: t.oid for t in TYPES if t.array_oid}
 #: converter name -> parser of the text form; of the send form (absent: kept as text, as bytes)
 TEXT_PARSERS = {c.name: c.text for c in CONVERTERS.values() if c.text is not None}
 BINARY_PARSERS = {c.name: c.binary for c in CONVERTERS.values() if c.binary is not None}
+#: converter name -> the delimiter of its elements in an array's text form, where not ','
+DELIMITERS = {c.name: c.delimiter for c in CONVERTERS.values() if c.delimiter != b","}
 _missing = ({t.conv for t in TYPES} | {t.conv for t in BY_EXTENSION.values()}) - CONVERTERS.keys()
 if _missing:
     raise ValueError(f"types name converters no family declares: {sorted(_missing)}")

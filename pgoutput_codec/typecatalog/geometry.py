@@ -14,7 +14,8 @@ default is 4326) the Arrow type is the GeoArrow extension type ``geoarrow.wkb`` 
 binary with metadata ``{"crs": "EPSG:<srid>"}`` (:class:`GeoWKB`; the ``geoarrow``
 package is not needed, and may be installed). A value whose SRID is not the column's
 (any SRID in a ``geometry`` column without one) keeps its WKB and says its SRID in the
-column's special markers: ``srid=3857``.
+column's special markers: ``srid=3857``. In an array's text form the elements are
+separated by ``:`` (the types' ``typdelim``).
 
 Known by ``("postgis", "geometry" | "geography")``. The compiled twin is
 ``_codecs/geometry.pxi``."""
@@ -166,8 +167,8 @@ def _send(geography):
 
 
 CONVERTERS = [
-    Converter("geometry", _text(False), _send(False), lambda tm: wkb_type(column_srid(False, tm))),
-    Converter("geography", _text(True), _send(True), lambda tm: wkb_type(column_srid(True, tm))),
+    Converter("geometry", _text(False), _send(False), lambda tm: wkb_type(column_srid(False, tm)), delimiter=b":"),
+    Converter("geography", _text(True), _send(True), lambda tm: wkb_type(column_srid(True, tm)), delimiter=b":"),
 ]
 
 TYPES: list = []

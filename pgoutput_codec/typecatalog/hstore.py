@@ -8,7 +8,8 @@ order the server keeps the pairs (by key length, then bytes: what ``hstore_out``
 - send form (``hstore_send``): int32 count, then per pair int32 key length and key,
   int32 value length (-1: null) and value.
 
-Known by ``("hstore", "hstore")``. The compiled twin is ``_codecs/hstore.pxi``."""
+The parsers give a tuple of ``(key, value)`` pairs (an array of hstores is the list of
+them). Known by ``("hstore", "hstore")``. The compiled twin is ``_codecs/hstore.pxi``."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _t_hstore(s, tm):
         else:
             v, i = _quoted(s, i)
         pairs.append((k, v))
-    return pairs
+    return tuple(pairs)
 
 
 def _b_hstore(b, tm):
@@ -93,7 +94,7 @@ def _b_hstore(b, tm):
         pairs.append((k, v))
     if p != len(b):
         raise ValueError("hstore send form longer than its pairs")
-    return pairs
+    return tuple(pairs)
 
 
 CONVERTERS = [Converter("hstore", _t_hstore, _b_hstore, lambda tm: ARROW)]

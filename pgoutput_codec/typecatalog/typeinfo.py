@@ -61,13 +61,16 @@ class Converter:
     the bytes and the typmod and giving the value in Arrow-ready form, a
     :class:`~.errors.Special`, or raising ValueError (None: kept as text, or as bytes);
     ``arrow`` gives the Arrow type of a typmod; ``fast_args`` the (precision, scale) the
-    compiled converter takes for a typmod, None where it cannot hold that typmod."""
+    compiled converter takes for a typmod, None where it cannot hold that typmod;
+    ``delimiter``: what separates its elements in an array's text form (the type's
+    ``typdelim``: PostGIS's geometry has ``:``)."""
 
     name: str
     text: Callable | None
     binary: Callable | None
     arrow: Callable = _string
     fast_args: Callable = lambda tm: (0, 0)
+    delimiter: bytes = b","
 
 
 def fast_code(name: str) -> int:

@@ -68,3 +68,14 @@ def test_malformed_values_are_refused_naming_the_value(conn, fast):
         with pytest.raises(ConversionError, match=why) as e:
             convert_column(["t", kind], [b"ok", bad], oid, -1, reg, fast=fast)
         assert e.value.index == 1
+
+
+def test_arrays_of_extension_strings(conn):
+    reg = ext_types.registry(conn)
+    rows = ext_types.forms(conn, ["ARRAY['A'::citext, NULL]", "ARRAY['a.b'::ltree, '']", "ARRAY['0-393-04002-X'::isbn]"])
+    want = [["A", None], ["a.b", ""], ["0-393-04002-X"]]
+    for (oid, mod, text, sent), w in zip(rows, want, strict=True):
+        assert arrow_type(oid, mod, reg) == pa.list_(pa.string())
+        for kind, raw in (("t", text), ("b", sent)):
+            if raw is not None:
+                assert convert_column([kind], [raw], oid, mod, reg).values.to_pylist() == [w], kind

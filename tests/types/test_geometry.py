@@ -170,3 +170,15 @@ def test_compiled_and_python_twins_agree_on_mutations(case):
         except ConversionError as e:
             results.append(("error", e.index))
     assert results[0] == results[1], (kind, raw)
+
+
+def test_arrays_of_geometries(conn):
+    reg = ext_types.registry(conn)
+    (oid, mod, text, sent), = ext_types.forms(conn, ["ARRAY['POINT(1 2)'::geometry, NULL, 'SRID=3857;POINT(3 4)']"])
+    want = [bytes(x) for x in conn.execute("SELECT ST_AsBinary('POINT(1 2)'::geometry),"
+                                           " ST_AsBinary('POINT(3 4)'::geometry)").fetchone()]
+    assert arrow_type(oid, mod, reg) == pa.list_(pa.binary())
+    for kind, raw in (("t", text), ("b", sent)):
+        col = convert_column([kind], [raw], oid, mod, reg)
+        assert col.values.to_pylist() == [[want[0], None, want[1]]], kind
+        assert col.special.to_pylist() == ["2=srid=3857"]

@@ -112,3 +112,12 @@ def test_compiled_split_and_python_twin_agree_on_mutations(case):
         except ConversionError as e:
             results.append(("error", e.index))
     assert results[0] == results[1], (kind, raw)
+
+
+def test_arrays_of_hstore(conn):
+    reg = ext_types.registry(conn)
+    (oid, mod, text, sent), = ext_types.forms(conn, ["ARRAY[$$a=>1, \"b\\\\\"=>NULL$$::hstore, NULL, '']"])
+    assert arrow_type(oid, mod, reg) == pa.list_(pa.map_(pa.string(), pa.string()))
+    for kind, raw in (("t", text), ("b", sent)):
+        assert convert_column([kind], [raw], oid, mod, reg).values.to_pylist() == [
+            [[("a", "1"), ("b\\", None)], None, []]], kind

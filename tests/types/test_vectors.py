@@ -158,3 +158,14 @@ def test_compiled_and_python_twins_agree_on_mutations(case):
         except ConversionError as e:
             results.append(("error", e.index))
     assert results[0] == results[1], (oid, kind, raw)
+
+
+def test_arrays_of_vectors(conn):
+    reg = ext_types.registry(conn)
+    rows = ext_types.forms(conn, ["ARRAY['[1,2.5]'::vector, NULL, '[3]']", "ARRAY['[0.5]'::halfvec]",
+                                  "ARRAY['{2:1.5}/3'::sparsevec]"])
+    want = [[[1.0, 2.5], None, [3.0]], [[0.5]], [{"dim": 3, "indices": [1], "values": [1.5]}]]
+    for (oid, mod, text, sent), w in zip(rows, want, strict=True):
+        for kind, raw in (("t", text), ("b", sent)):
+            col = convert_column([kind], [raw], oid, mod, reg).values
+            assert col.type == arrow_type(oid, mod, reg) and col.to_pylist() == [w], kind
