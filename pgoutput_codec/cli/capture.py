@@ -19,6 +19,16 @@ File metadata (key ``pgoutput_codec.capture``, ``archive.META_KEY``; JSON): slot
 publication, the plugin options used, server version, ``seq_start``/``seq_end``,
 ``start_lsn`` (the slot's confirmed flush position the rows were peeked from) and
 ``end_lsn`` (the position the slot was advanced to after the file was durably written).
+
+Type catalog (key ``pgoutput_codec.catalog``, ``archive.CATALOG_KEY``; JSON, see
+:mod:`pgoutput_codec.typecatalog.catalog`): the versions of the catalog of the types the
+published tables use (transitively) in force over the file's rows: the one in force at its
+first row and any taken while its rows were read. Capture takes a version when it starts
+(at the slot's position), when a Type message or a Relation naming a type OID the catalog
+lacks arrives (at that message's LSN), and when the digest of the recorded types' catalog
+rows, checked once per poll that found rows, changed (at the LSN of the poll's last row:
+a composite gaining an attribute sends no message). A version is what the server's
+catalog says when capture reads it, which may be later than its LSN when the slot lags.
 """
 
 from __future__ import annotations
@@ -41,10 +51,13 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from ..archive import META_KEY, parquet_part
+from ..archive import CATALOG_KEY, META_KEY, parquet_part
 from ..changes.boundaries import Boundaries
 from ..pgoutput.encode import encode_message
-from ..pgoutput.messages import Truncate, datetime_to_pg_timestamp, format_lsn, parse_lsn
+from ..pgoutput.messages import Relation, Truncate, Type, datetime_to_pg_timestamp, format_lsn, parse_lsn
+from ..typecatalog.catalog import Catalog, catalog_from_connection
+from ..typecatalog.facts import ARRAY_ELEM, BY_OID
+from ..typecatalog.serverdefs import types_digest
 from . import watermarks as wm
 from .console import PROG, CliError, first_line, progress
 from ..runs import fsync_path
@@ -181,11 +194,14 @@ class _Staging:
         self.file = self.writer = None
         self.pending, self.pending_bytes = [], 0
         self.prev_lsn, self.ordinal = None, 0
+        #: (row number from 1, lsn, payload, in a stream block) of the Type and Relation rows
+        self.schema_rows = []
 
     def read(self, batches, scanner=None):
         """Take a peek's rows, lists of (lsn, xid, data) in the order peeked; a
         :class:`~.watermarks.Scanner` is fed them too (row numbers from 0)."""
         bounds = Boundaries()
+        in_stream = False       # (a peek starts where no transaction is open)
         for rows in batches:
             if self.first_lsn is None:
                 self.first_lsn = rows[0][0]
@@ -194,6 +210,13 @@ class _Staging:
                     self.kept, self.end_lsn = i, lsn
                 if scanner is not None:
                     scanner.feed(i - 1, data)
+                tag = data[:1]
+                if tag in (b"Y", b"R"):
+                    self.schema_rows.append((i, lsn, bytes(data), in_stream))
+                elif tag == b"S":
+                    in_stream = True
+                elif tag == b"E":
+                    in_stream = False
             self._add(rows)
 
     def _add(self, rows):
@@ -421,6 +444,12 @@ def _landed_in_progress(conn, out):
     return dict.fromkeys({x for x, d in pairs if d[:1] in (b"C", b"c", b"K")})
 
 
+def _decode_message(data, in_stream):
+    """One payload decoded by the package's decoder (compiled, or its plain-Python twin)."""
+    import pgoutput_codec
+    return pgoutput_codec.decode_message(data, in_stream=in_stream)
+
+
 def _slot_ident(slot):
     return '"' + slot.replace('"', '""') + '"'
 
@@ -565,6 +594,7 @@ def capture(dsn, slot, publication, out, *, proto=1, binary=False, streaming=Fal
                       f"rewrite the archive with '{PROG} transcode --encoding ENC'", file=sys.stderr)
             row = conn.execute("SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots "
                                "WHERE slot_name = %s", (slot,)).fetchone()
+            run.take_catalog(row[1] if row is not None else None)
             copied_initially = False
             if row is None:
                 if not create_slot:
@@ -626,6 +656,72 @@ class _Run:
         # snapshot may still count them in progress: a chunk must see each one that touches
         # its table, or be taken again (kept only while in the last chunk snapshot's xip)
         self.unseen = {}
+        self.catalog = Catalog()    # the versions this run took
+        self.in_force = None        # the version in force now
+        self.file_versions = []     # the versions in force over the next file's rows
+        self.digest = None          # types_digest of the version in force
+        self.asked = set()          # type OIDs a version was taken for (not asked twice)
+
+    # ------------------------------------------------------------------ the type catalog
+    def take_catalog(self, lsn, oids=()) -> bool:
+        """Read a version of the type catalog at ``lsn`` (text or int; None: the server's
+        WAL position) with the types ``oids`` too; recorded (for the next file) when it
+        differs from the one in force. The digest is read in the same snapshot."""
+        conn = self.conn
+        oids = set(oids) | self.asked
+        self.asked |= oids
+        lsn = parse_lsn(lsn) if isinstance(lsn, str) else lsn
+        try:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cat = catalog_from_connection(conn, self.publication, oids=oids, lsn=lsn)
+                version = cat.latest
+                digest = types_digest(conn, [t["oid"] for t in version.types])
+        except self.psycopg.Error as e:
+            raise CliError(f"cannot read the type catalog ({first_line(e)})") from None
+        self.digest = digest
+        if self.in_force is not None and version.types == self.in_force.types \
+                and version.timezone == self.in_force.timezone:
+            return False
+        self.in_force = version
+        self.file_versions.append(version)
+        self.catalog = self.catalog.merge(cat)
+        return True
+
+    def catalog_after_peek(self, staging, kept):
+        """Take a version when the ``kept`` rows of a peek hold a Type or Relation message
+        naming a type the catalog in force lacks, or else when the recorded types' digest
+        changed."""
+        known = {t["oid"] for t in self.in_force.types}
+        wanted, at = set(), None
+        for i, lsn, data, in_stream in staging.schema_rows:
+            if i > kept:
+                break
+            try:
+                m = _decode_message(data, in_stream)
+            except ValueError:
+                continue        # (the decoders report it)
+            oids = [m.type_oid] if isinstance(m, Type) else \
+                [c.type_oid for c in m.columns] if isinstance(m, Relation) else []
+            new = {o for o in oids if o not in known and o not in BY_OID and o not in ARRAY_ELEM
+                   and o not in self.asked}
+            if new:
+                wanted |= new
+                at = lsn if at is None else at
+        if wanted:
+            self.take_catalog(at, wanted)
+            return
+        try:
+            digest = types_digest(self.conn, known)
+        except self.psycopg.Error as e:
+            raise CliError(f"cannot read the type catalog ({first_line(e)})") from None
+        if digest != self.digest:
+            self.take_catalog(staging.end_lsn)
+
+    def footer_catalog(self) -> Catalog:
+        """The versions in force over the next file's rows: the one in force at its first
+        row and those taken since."""
+        return Catalog(self.file_versions)
 
     def copied(self, table, rows):
         """Count ``rows`` copied rows of ``table`` on its progress bar (stderr, a terminal only)."""
@@ -656,9 +752,13 @@ class _Run:
     def land(self, pieces, rows, start_lsn, end_lsn, copy=None):
         """Write the next file (``rows`` rows in ``pieces``, numbered here); returns its name."""
         meta = self.meta(rows, start_lsn, end_lsn, copy)
-        schema = _SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+        footer = {META_KEY: json.dumps(meta).encode()}
+        if self.file_versions:
+            footer[CATALOG_KEY] = self.footer_catalog().to_json().encode()
+        schema = _SCHEMA.with_metadata(footer)
         name = f"part-{self.next_index:06d}.parquet"
         _write_new(os.path.join(self.out, name), schema, _numbered(pieces, self.next_seq))
+        self.file_versions = [self.in_force]
         return name, meta
 
     def landed(self, rows):
@@ -959,6 +1059,7 @@ class _Run:
                             if into is not None and into.commit >= n:
                                 into = None
                     if n:
+                        self.catalog_after_peek(staging, n)
                         pieces = staging.head(n)
                         rows_out = n
                         copy = None

@@ -10,7 +10,7 @@ from ..pgoutput.messages import parse_lsn
 from .facts import ARRAY_ELEM, BY_OID
 
 __all__ = ["KINDS", "type_entry", "CATALOG_SQL", "USER_TYPES", "seed_sql", "entry_of_row", "read_types",
-           "server_position"]
+           "server_position", "DIGEST_SQL", "types_digest"]
 
 #: what a type recorded is
 KINDS = ("enum", "domain", "array", "composite", "range", "multirange", "base")
@@ -186,3 +186,33 @@ def server_position(conn):
     lsn = lsn.decode() if isinstance(lsn, bytes) else lsn
     zone = zone.decode() if isinstance(zone, bytes) else zone
     return parse_lsn(lsn) if lsn is not None else 0, zone
+
+
+#: one digest of what the catalog says of the types ``{oids}`` (an oid[] expression):
+#: their pg_type rows, their attributes, enum labels and owning extension's version; it
+#: changes when any of them does (a composite gaining an attribute sends no message)
+DIGEST_SQL = """SELECT md5(coalesce(string_agg(x, ',' ORDER BY x), '')) FROM (
+  SELECT concat_ws(':', 't', t.oid, t.typname, t.typnamespace, t.typtype, t.typbasetype, t.typtypmod, t.typelem,
+                   t.typrelid) FROM pg_type t WHERE t.oid = ANY({oids})
+  UNION ALL SELECT concat_ws(':', 'a', t.oid, a.attnum, a.attname, a.atttypid, a.atttypmod, a.attisdropped)
+    FROM pg_type t JOIN pg_attribute a ON a.attrelid = t.typrelid
+    WHERE t.oid = ANY({oids}) AND t.typtype = 'c' AND a.attnum > 0
+  UNION ALL SELECT concat_ws(':', 'e', e.enumtypid, e.enumsortorder, e.enumlabel) FROM pg_enum e
+    WHERE e.enumtypid = ANY({oids})
+  UNION ALL SELECT concat_ws(':', 'x', d.objid, x.extname, x.extversion) FROM pg_depend d
+    JOIN pg_extension x ON x.oid = d.refobjid
+    WHERE d.classid = 'pg_type'::regclass AND d.objid = ANY({oids}) AND d.refclassid = 'pg_extension'::regclass
+    AND d.deptype = 'e'
+) s(x)"""
+
+
+def types_digest(conn, oids) -> str:
+    """:data:`DIGEST_SQL` of type OIDs ``oids`` over DB-API ``conn``."""
+    arr = "ARRAY[" + ", ".join(str(int(o)) for o in sorted(oids)) + "]::oid[]"
+    cur = conn.cursor()
+    try:
+        cur.execute(DIGEST_SQL.format(oids=arr))
+        (digest,) = cur.fetchone()
+    finally:
+        cur.close()
+    return digest.decode() if isinstance(digest, bytes) else digest
