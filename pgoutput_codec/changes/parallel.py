@@ -23,6 +23,7 @@ from ..opengauss.changes import decode_changes as opengauss_decode_changes
 from .plan import ControlPlan, changes_of_pieces
 from .tags import control_candidates
 from .. import threads
+from ..typecatalog.catalog import catalog_of, with_catalog
 from ..threads import payload_bytes, piece_bounds, worker_count
 
 __all__ = ["decode_changes", "changes_by_pieces"]
@@ -40,8 +41,15 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
     see :func:`~pgoutput_codec.threads.worker_count`; 1: this thread only); the rows are
     the same for any number. ``source="opengauss"`` reads openGauss/GaussDB frames instead
     (``style=`` 'b'/'t'/'j', ``exclude_users=``; see ``opengauss.changes``): its frames
-    decoded on the threads, its transactions followed in this one.
+    decoded on the threads, its transactions followed in this one. A table read from an
+    archive file carrying a type catalog (its footer, ``pgoutput_codec.catalog``) gives
+    rows carrying it in their schema metadata, which the table functions type with.
     """
+    return with_catalog(_decoded(input, source, workers, options), catalog_of(input) if isinstance(input, pa.Table)
+                        else None)
+
+
+def _decoded(input, source, workers, options):
     if source == "opengauss":
         if isinstance(input, pa.Table):
             input = input.column("data")

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..archive import archive_row, iter_archive, read_archive_parts
+from ..archive import archive_catalog, archive_row, iter_archive, read_archive_parts
+from ..typecatalog.catalog import read_catalog, with_catalog
 from ..arrays import plain_list_columns, plain_list_schema
 from ..pgoutput.batch import PAYLOAD_ERROR, decode_batch_pieces, with_payload_errors
 from ..changes.decoder import ChangeDecoder
@@ -62,7 +63,7 @@ def _load_checkpoint(path):
 
 def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST", envelope="auto",
                    payload="data", after_lsn=None, until_lsn=None, checkpoint=None, replays="drop",
-                   encoding=None, jobs=None) -> dict:
+                   encoding=None, jobs=None, catalog=None) -> dict:
     """``decode``: returns the counts printed at the end. ``checkpoint``: a file to resume
     from when it exists (only the rows from its ``from_key`` on are read) and to write the
     next checkpoint to after the output (incremental ``--changes`` runs). ``encoding``: the
@@ -70,7 +71,9 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
     ``jobs``: threads decoding (None: as many as a batch's size pays for,
     ``threads.worker_count``). The archive is read, decoded and written in batches of
     ``BATCH_ROWS`` rows, the three at once: the next batch is read and the last one
-    written while this one is decoded."""
+    written while this one is decoded. The output's schema metadata carries the
+    archive's type catalog (its files' footers) and the versions of the catalog file
+    ``catalog`` (``--catalog``): the table functions type its change rows with it."""
     if jobs is not None:
         worker_count(jobs)          # (a bad count fails before anything is read)
     resume = _load_checkpoint(checkpoint) if checkpoint else None
@@ -80,6 +83,13 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                        f"once ('{PROG} transcode') and decode the copy with --checkpoint")
     run = IncrementalRun(archive, resume, payload) if checkpoint else None
     parts = run.parts if run is not None else read_archive_parts(archive)
+    types = archive_catalog(parts)
+    if catalog is not None:
+        try:
+            given = read_catalog(catalog)
+        except ValueError as e:
+            raise CliError(f"--catalog {first_line(e)}") from None
+        types = given if types is None else types.merge(given)
     dest = ParquetOut(out, "changes.parquet" if changes else "messages.parquet")
     counts = {"rows_in": 0, "rows_decoded": 0, "rows_in_error": 0, "rows_out": 0}
     total = sum(p.num_rows or 0 for p in parts) or None
@@ -100,7 +110,7 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                     # (column lists as plain lists: pyarrow's Parquet writer expands a list
                     # view row by row, three times the time of writing everything else)
                     for rows in dec.feed_parts(t):     # a spilled transaction a piece at a time
-                        dest.write(plain_list_columns(rows), plain_list_schema(dec.output_schema))
+                        dest.write(plain_list_columns(rows), with_catalog(plain_list_schema(dec.output_schema), types))
                         counts["rows_out"] += len(rows)
                 except ArchiveOrderError as e:      # (no parse mode gets past the archive's order)
                     raise CliError(first_line(e)) from None
@@ -120,10 +130,10 @@ def decode_archive(archive, out, *, changes=False, tables=None, mode="FAILFAST",
                     if mode == "FAILFAST" and errors.null_count != len(msgs):
                         _fail_first_error(rows, errors)
                     out_rows = _message_table(rows, msgs, mode)
-                    dest.write(out_rows, out_rows.schema)
+                    dest.write(out_rows, with_catalog(out_rows.schema, types))
                     counts["rows_out"] += len(out_rows)
             bar.update(len(t))
-        out = dest.finish(plain_list_schema(dec.output_schema) if changes else pa.schema([]))
+        out = dest.finish(with_catalog(plain_list_schema(dec.output_schema) if changes else pa.schema([]), types))
     if checkpoint:
         # the next run's start: a plan over the control rows this run fed its decoder
         nxt = run.next_checkpoint(tables=tables, after_lsn=after_lsn, until_lsn=until_lsn, replays=replays,

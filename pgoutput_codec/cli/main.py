@@ -13,8 +13,10 @@ from ..data import sample_archive_path
 from ..pgoutput.messages import format_lsn
 from ..packenv import ENV_NAME, pack_environment
 from ..selection import commit_window
+from ..typecatalog.catalog import read_catalog
 from .bench import run_bench
 from .capture import capture
+from .catalog import write_server_catalog
 from .decode import decode_archive
 from .console import PROG, CliError, first_line
 from .inspect import format_inspect, inspect_archive
@@ -37,7 +39,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command's arguments: one subcommand each for capture, decode, transcode, inspect, bench."""
+    """The command's arguments: one subcommand each for capture, catalog, decode, transcode, inspect, mirror,
+    pack, bench."""
     p = _Parser(prog=PROG, description="Capture, decode and inspect archived PostgreSQL pgoutput replication "
                                        "streams (no Spark needed).")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -80,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--stop-after", type=int, default=0, metavar="N",
                    help="stop after N consecutive polls found nothing new (0: run until interrupted)")
 
+    g = sub.add_parser("catalog", help="write a live server's type catalog to a file",
+                       description="Read what decoding needs of every type the tables of a publication (or "
+                                   "every user table) use, transitively (enums, composites, domains, ranges, "
+                                   "multiranges, arrays, extension types), and write it as a catalog file: "
+                                   "--catalog FILE of decode and mirror types an archive captured without "
+                                   "one with it. Archives written by capture carry their own.")
+    g.add_argument("--dsn", default="", help="libpq connection string or URL (default: libpq's environment)")
+    g.add_argument("--publication", metavar="NAMES",
+                   help="publication name(s), comma-separated (default: every user table)")
+    g.add_argument("--out", required=True, metavar="FILE", help="the catalog file to write (JSON)")
+
     d = sub.add_parser("decode", help="decode an archive to Parquet (local, no Spark)",
                        description="Decode a Parquet archive (file or directory, in seq order) or a CSV/COPY "
                                    "export of pg_logical_slot_get_binary_changes to Parquet: one row per "
@@ -111,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the client encoding the archive was captured under, when not UTF-8 (LATIN1, "
                         "WIN1252, ...): names and text are read from it (see 'transcode')")
     _jobs_argument(d)
+    _catalog_argument(d)
     _source_arguments(d)
     d.add_argument("--keys", metavar="LIST",
                    help="--source opengauss with --changes: keys of tables whose records never name them, "
@@ -154,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--tables", metavar="LIST", help="tables to keep, e.g. 'public.t1,*.t3,s.*'")
     m.add_argument("--workers", type=_threads("--workers"), default=None, metavar="N",
                    help="threads decoding the archive and writing copies at once (default: 2, or 1 on one core)")
+    _catalog_argument(m)
 
     k = sub.add_parser("pack", help="pack pgoutput_codec and its dependencies for Spark executors",
                        description="Writes an archive of a Python environment that imports pgoutput_codec "
@@ -182,6 +198,13 @@ def _source_arguments(p):
                         "parallel-decoding frames")
     p.add_argument("--style", default="b", choices=("b", "t", "j"),
                    help="--source opengauss: the decoding-style of the frames (binary, text, json; default b)")
+
+
+def _catalog_argument(p):
+    p.add_argument("--catalog", metavar="FILE",
+                   help="a type catalog file ('catalog' command) typing the archive's user-defined and "
+                        "extension types, for an archive captured without one; its types win over the "
+                        "archive's own")
 
 
 def _threads(flag: str):
@@ -234,6 +257,10 @@ def _run(args) -> int:
         print(f"captured {st['messages']} messages in {st['files']} files ({st['polls']} polls{copied}) "
               f"into {args.out}")
         return 0
+    if args.command == "catalog":
+        r = write_server_catalog(args.dsn, args.out, args.publication)
+        print(f"{r['types']} types at LSN {format_lsn(r['lsn'])} -> {r['out']}")
+        return 0
     if args.command == "decode":
         archive = _resolve_archive(args)
         for flag in ("tables", "after_lsn", "until_lsn", "checkpoint"):
@@ -250,6 +277,8 @@ def _run(args) -> int:
                 raise CliError("--keys needs --changes")
         elif args.keys or args.style != "b":
             raise CliError(f"--{'keys' if args.keys else 'style'} needs --source opengauss")
+        if args.catalog and args.source != "pgoutput":
+            raise CliError("--catalog is for pgoutput archives")
         try:
             commit_window(args.after_lsn, args.until_lsn)
         except ValueError as e:
@@ -268,7 +297,7 @@ def _run(args) -> int:
             c = decode_archive(archive, args.out, changes=args.changes, tables=args.tables, mode=args.mode,
                                envelope=args.envelope, payload=args.payload, after_lsn=args.after_lsn,
                                until_lsn=args.until_lsn, checkpoint=args.checkpoint, replays=args.replays,
-                               encoding=args.encoding, jobs=args.jobs)
+                               encoding=args.encoding, jobs=args.jobs, catalog=args.catalog)
         what = "change rows" if args.changes else "message rows" if args.source == "pgoutput" else "record rows"
         print(f"rows in: {c['rows_in']}  rows decoded: {c['rows_decoded']}  rows in error: {c['rows_in_error']}  "
               f"{what} written: {c['rows_out']} -> {c['out']}")
@@ -313,13 +342,20 @@ def _run(args) -> int:
         from .. import lake
         from ..tables import IncompleteTableWarning
         refuse_overwrite({"ARCHIVE": args.archive}, {"TARGET": args.target})
+        registry = None
+        if args.catalog:
+            try:
+                registry = read_catalog(args.catalog).registry()
+            except ValueError as e:
+                raise CliError(f"--catalog {first_line(e)}") from None
         said: list = []
         ours = (lake.MirrorWarning, IncompleteTableWarning)
         try:
             with warnings.catch_warnings(record=True) as said:
                 for kind in ours:
                     warnings.simplefilter("always", kind)
-                runs = lake.mirror(args.archive, args.target, tables=args.tables, workers=args.workers)
+                runs = lake.mirror(args.archive, args.target, tables=args.tables, workers=args.workers,
+                                   registry=registry)
         finally:
             for w in said:
                 if issubclass(w.category, ours):
@@ -339,7 +375,8 @@ def _run(args) -> int:
         return 0
     if args.command == "bench":
         return run_bench(args.names, args.quick)
-    raise CliError("a command is required: capture, decode, transcode, inspect, mirror, pack or bench (see --help)")
+    raise CliError("a command is required: capture, catalog, decode, transcode, inspect, mirror, pack or bench "
+                   "(see --help)")
 
 
 def main(argv=None) -> int:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ..changes.decoder import ChangeDecoder
 from ..changes.parallel import decode_changes
-from ..archive import inside_dir, read_archive_parts, same_file, seq_stats
+from ..archive import archive_catalog, inside_dir, read_archive_parts, same_file, seq_stats
 from ..changes.checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
@@ -39,6 +39,7 @@ from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.rules import KNOWN, alike_rows, base_for, warn_incomplete
 from ..tables.net import truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, rows_of, split_tables
+from ..typecatalog.catalog import with_catalog
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
 from .names import column_names, copy_dir, lake_dir
@@ -243,7 +244,7 @@ def _archive_run(source, target, tables, registry, options):
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
         pieces = [dec.feed(t) for _, t in run.tables()]
         changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
-    return changes, run, record_path, (record or {}).get("copies", []), now
+    return with_catalog(changes, archive_catalog(parts)), run, record_path, (record or {}).get("copies", []), now
 
 
 def _leave_record(record_path, run, tables, copies, archive, options) -> None:

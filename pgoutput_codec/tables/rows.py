@@ -12,7 +12,7 @@ from ..arrays import one_array, plain_lists
 from ..idents import parse_name, qualified_name
 from ..selection import table_selected
 from ..changes.relations import bearer, merge_columns, one_bearer, split_name
-from ..typecatalog import with_type_names
+from ..typecatalog import registry_of, with_type_names
 from ..schema import CHANGE_COLUMN, CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 
 __all__ = ["resolve", "table_of", "rows_of", "in_commit_order", "as_change_rows", "column_lists", "holder", "column_set_ids",
@@ -195,8 +195,10 @@ def column_set_ids(rows: pa.Table):
 
 
 def table_registry(rows: pa.Table, registry=None):
-    """``registry`` taught the Type messages the column lists of ``rows`` carry
-    (:func:`pgoutput_codec.typecatalog.with_type_names`)."""
+    """The registry ``rows`` are typed with: the archive catalog they carry under
+    ``registry`` (:func:`~pgoutput_codec.typecatalog.registry_of`), taught the Type
+    messages their column lists carry (:func:`pgoutput_codec.typecatalog.with_type_names`)."""
+    registry = registry_of(rows, registry)
     return with_type_names(registry, column_set_ids(rows)[1]) if len(rows) else registry
 
 

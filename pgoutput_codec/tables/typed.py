@@ -19,6 +19,7 @@ from ..typecatalog.errors import ConversionError
 from ..typecatalog.arrays import mixed_dims_note, value_ndims
 from ..typecatalog.registry import resolve as resolve_type
 from ..typecatalog.registry import with_type_names
+from ..typecatalog.catalog import registry_of
 from .rows import column_set_ids, holder, rows_of, table_columns
 
 __all__ = ["table_changes", "typed_changes", "decode_table_changes", "Located", "locate", "columns_out", "type_of",
@@ -309,7 +310,7 @@ def typed_changes(rows: pa.Table, *, registry=None, columns: list[dict] | None =
     n = len(rows)
     head = {c: rows.column(c) for c in COMMIT_COLS if c in rows.column_names}
     ids, reps = column_set_ids(rows) if n else (np.zeros(0, np.int64), [])
-    registry = with_type_names(registry, [cols, *reps])
+    registry = with_type_names(registry_of(rows, registry), [cols, *reps])
     sides = {}
     for side in ("after", "before"):
         col = one_array(rows.column(side))
@@ -327,6 +328,7 @@ def decode_table_changes(input, name: str, *, registry=None, **options) -> pa.Ta
     :func:`table_changes` for chunked decoding). ``workers`` (an option): threads
     decoding the messages and converting the columns (None, the default: one per core);
     the transactions are followed in this thread."""
+    registry = registry_of(input, registry)      # (an archive table's catalog)
     dec = LightChangeDecoder(registry=registry, **options)   # learns domains from Type messages
     light = dec.feed(input)
     schema, table = split_name(name, {(d["schema"], d["table"]) for d in dec.walk.versions})

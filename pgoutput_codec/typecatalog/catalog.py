@@ -220,7 +220,11 @@ def catalog_of(table_or_schema) -> Catalog | None:
         return None
     found = _PARSED.get(raw)
     if found is None:
-        found = Catalog.from_json(raw)
+        try:
+            found = Catalog.from_json(raw)
+        except ValueError as e:
+            raise ValueError(f"the type catalog of these rows' schema metadata ({CATALOG_KEY.decode()}): {e}") \
+                from None
         if len(_PARSED) > 64:
             _PARSED.clear()
         _PARSED[raw] = found
