@@ -45,11 +45,9 @@ _LAZY = {
     "Transcoder": (".transcode", "Transcoder"),
     "sample_archive_path": (".data", "sample_archive_path"),
     "archive_catalog": (".archive", "archive_catalog"),
-    "Catalog": (".typecatalog.catalog", "Catalog"),
     "read_catalog": (".typecatalog.catalog", "read_catalog"),
     "write_catalog": (".typecatalog.catalog", "write_catalog"),
     "catalog_from_connection": (".typecatalog.catalog", "catalog_from_connection"),
-    "TypeRegistry": (".typecatalog.registry", "TypeRegistry"),
 }
 
 # The first names resolve lazily through __getattr__ below.
@@ -57,7 +55,7 @@ __all__ = [  # noqa: F405
     "decode_message", "decode_batch", "encode_message", "MESSAGE_STRUCT", "CHANGE_SCHEMA",
     "ChangeDecoder", "decode_changes", "table_changes", "decode_table_changes", "snapshot", "history",
     "net_changes", "mirror", "mirror_version_at", "Checkpoint", "transcode_payloads", "transcode_archive", "Transcoder", "sample_archive_path",
-    "archive_catalog", "Catalog", "read_catalog", "write_catalog", "catalog_from_connection", "TypeRegistry",
+    "archive_catalog", "read_catalog", "write_catalog", "catalog_from_connection",
     "PgoutputCodecError", "PgoutputDecodeError", "AmbiguousMessageError",
     "ArchiveOrderError", "PgoutputEncodeError",
     "USING_EXTENSIONS", *_messages_all,
