@@ -56,9 +56,15 @@ def _elem(conv_fn, raw, r, elem_specials, idx):
     return v
 
 
-def parse_text_array(s, r):
+def _as_sent(b, tm):
+    return bytes(b)
+
+
+def parse_text_array(s, r, as_sent=False):
+    """(nested lists of the elements, marker), ndim. ``as_sent``: the elements are left
+    as their bytes (unquoted), for a converter of the whole column of elements."""
     elem = r.elem
-    conv_fn = TEXT_PARSERS.get(elem.conv, text_as_str)
+    conv_fn = _as_sent if as_sent else TEXT_PARSERS.get(elem.conv, text_as_str)
     delim = DELIMITERS.get(elem.conv, b",")
     bounds = None
     m = _ARRAY_DIMS.match(s)
@@ -146,9 +152,10 @@ def parse_text_array(s, r):
     return _ArrayOut(_shape(flat, dims), _array_special(list(zip(lbs, dims, strict=True)), especials)), ndim
 
 
-def parse_binary_array(b, r):
+def parse_binary_array(b, r, as_sent=False):
+    """As :func:`parse_text_array`, of the send form."""
     elem = r.elem
-    conv_fn = BINARY_PARSERS.get(elem.conv, binary_as_bytes)
+    conv_fn = _as_sent if as_sent else BINARY_PARSERS.get(elem.conv, binary_as_bytes)
     if len(b) < 12:
         raise ValueError("array send form shorter than its header")
     ndim, hasnull, elemoid = struct.unpack_from(">iiI", b)

@@ -18,7 +18,11 @@ import pyarrow.compute as pc
 from .._native import USING_EXTENSIONS
 from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
+from .composites import split_records, starts_of, struct_of, version_of_values, versions_of
+from .enums import KindError, convert_enum, labels_of, py_enum
 from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Noted, Physical, Special
+from .nested import SplitError, join_notes, prefixed, split_from_lists
+from .ranges import EMPTY, LOWER_INC, LOWER_INF, UPPER_INC, UPPER_INF, split_multiranges, split_ranges
 from .facts import BINARY_PARSERS, CONVERTERS, TEXT_PARSERS
 from .registry import TypeRegistry, arrow_of, resolve
 from .typeinfo import binary_as_bytes, text_as_str
@@ -26,7 +30,8 @@ from .typeinfo import binary_as_bytes, text_as_str
 if USING_EXTENSIONS:   # PGOUTPUT_CODEC_NO_EXTENSIONS: the Python parsers only, this imports without the compiled module
     from . import _convert
 
-__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_value", "materialize", "take_at"]
+__all__ = ["ConvertedColumn", "convert_column", "convert_columns", "convert_resolved", "convert_value", "materialize",
+           "take_at"]
 
 
 class ConvertedColumn(NamedTuple):
@@ -87,8 +92,10 @@ def _reason(exc) -> str:
 def _fail(exc, index, r, kind, raw):
     msg = _reason(exc)
     shown = bytes(raw[:40]) if raw is not None else None
-    return ConversionError(f"value {index} ({r.name}, type OID {r.oid}, kind '{kind}') {shown!r}: {msg}",
-                           index, r.oid, r.name, kind, shown)
+    err = ConversionError(f"value {index} ({r.name}, type OID {r.oid}, kind '{kind}') {shown!r}: {msg}",
+                          index, r.oid, r.name, kind, shown)
+    err.reason = msg   # what a nested value's converter says of the part it names
+    return err
 
 
 def _convert_py(kinds, data, r, binary, ndim, refuse=False):
@@ -195,6 +202,222 @@ def _fast_result(res, r, kinds, data, index):
     return ConvertedColumn(arr, sp)
 
 
+def _raise_at(e, r, kinds, data, prefix=""):
+    """A :class:`ConversionError` at the value a :class:`KindError`/:class:`SplitError` names."""
+    i = e.index
+    return _fail(ValueError(prefix + (e.reason if hasattr(e, "reason") else str(e))), i, r,
+                 kinds[i].as_py(), data[i].as_py())
+
+
+def _enum_column(kinds, data, r, registry, fast, refuse, binary):
+    """An enum column: its label bytes looked up in its labels (:mod:`.enums`)."""
+    try:
+        values, special = (convert_enum if fast else py_enum)(kinds, data, labels_of(r.user))
+    except KindError as e:
+        raise _raise_at(e, r, kinds, data) from None
+    return ConvertedColumn(values, special)
+
+
+def _split(name, kinds, data, fast, refuse):
+    """A column of nested values split (:mod:`.nested`): by the compiled splitter where
+    there is one (not when refusing value by value: it stops at the first bad value)."""
+    compiled = getattr(_convert, "split_" + name, None) if fast and not refuse and USING_EXTENSIONS else None
+    if compiled is not None:
+        return compiled(kinds, data)
+    return _PY_SPLITTERS[name](kinds, data, refuse)
+
+
+_PY_SPLITTERS = {"records": split_records, "ranges": split_ranges, "multiranges": split_multiranges}
+
+
+def _part(split, r, part, registry, fast, refuse, binary, index, parent, kinds, data, what):
+    """Part ``what`` of each value (``index`` into the split's child column, -1: null) as a
+    ConvertedColumn aligned with the parent values; a failure names the parent value."""
+    try:
+        return convert_resolved(split.kinds, split.data, part, registry, binary=binary, fast=fast,
+                                index=index, refuse=refuse)
+    except ConversionError as e:
+        if e.index is None:
+            raise
+        i = e.index
+        raise _fail(ValueError(f"{what}: {getattr(e, 'reason', e)}"), i, parent, kinds[i].as_py(),
+                    data[i].as_py()) from None
+
+
+def _refused_notes(split):
+    if split.notes is None or not any(x is not None for x in split.notes):
+        return None
+    return pa.array([None if x is None else REFUSED + x for x in split.notes], pa.string())
+
+
+def _composite_column(kinds, data, r, registry, fast, refuse, binary):
+    """A composite column: a struct of its attributes, each value read with the definition
+    whose shape it has (:mod:`.composites`)."""
+    try:
+        split = _split("records", kinds, data, fast, refuse)
+        versions = versions_of(r.user)
+        is_b = pc.fill_null(pc.equal(kinds, "b"), False).to_numpy(zero_copy_only=False)
+        version = version_of_values(split, is_b, versions)
+    except SplitError as e:
+        raise _raise_at(e, r, kinds, data) from None
+    starts = starts_of(split.counts)
+    children, notes = [], [_refused_notes(split)]
+    for name, part in r.fields:
+        index = np.full(len(version), -1, np.int64)
+        for v, attrs in enumerate(versions):
+            at = next((j for j, a in enumerate(attrs) if a[0] == name), None)
+            if at is not None:
+                chosen = version == v
+                index[chosen] = starts[chosen] + at
+        col = _part(split, r, part, registry, fast, refuse, binary, index, r, kinds, data, f"attribute {name}")
+        children.append(col.values)
+        notes.append(prefixed(col.special, name + "="))
+    values = struct_of(children, [n for n, _ in r.fields], split.counts >= 0)
+    return ConvertedColumn(values, join_notes(len(values), notes))
+
+
+def _range_column(kinds, data, r, registry, fast, refuse, binary):
+    """A range column: struct<lower, upper, lower_inc, upper_inc, empty> (:mod:`.ranges`)."""
+    try:
+        split = _split("ranges", kinds, data, fast, refuse)
+    except SplitError as e:
+        raise _raise_at(e, r, kinds, data) from None
+    valid = split.counts >= 0
+    starts = starts_of(split.counts)
+    flags = split.flags
+    children, notes = [], [_refused_notes(split)]
+    for side, (at, inf) in (("lower", (0, LOWER_INF)), ("upper", (1, UPPER_INF))):
+        present = valid & (flags & (EMPTY | inf) == 0)
+        col = _part(split, r, r.elem, registry, fast, refuse, binary, np.where(present, starts + at, -1), r,
+                    kinds, data, f"{side} bound")
+        children.append(col.values)
+        notes.append(prefixed(col.special, side + "="))
+    for bit in (LOWER_INC, UPPER_INC, EMPTY):
+        children.append(pa.array((flags & bit) != 0, pa.bool_()))
+    values = struct_of(children, ["lower", "upper", "lower_inc", "upper_inc", "empty"], valid)
+    return ConvertedColumn(values, join_notes(len(values), notes))
+
+
+def _multirange_column(kinds, data, r, registry, fast, refuse, binary):
+    """A multirange column: a list of its ranges (:mod:`.ranges`)."""
+    try:
+        split = _split("multiranges", kinds, data, fast, refuse)
+    except SplitError as e:
+        raise _raise_at(e, r, kinds, data) from None
+    valid = split.counts >= 0
+    inner = _part(split, r, r.elem, registry, fast, refuse, binary, None, r, kinds, data, "range")
+    return _listed(inner, split.counts, valid, r, kinds, data)
+
+
+def _listed(inner, counts, valid, r, kinds, data):
+    """Values of ``counts[i]`` consecutive items of ``inner`` each (a ConvertedColumn of
+    the flat items), the notes of the items by position (``1=lower=infinity``)."""
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    offsets[1:] = np.cumsum(np.maximum(counts, 0))
+    if offsets[-1] > 0x7FFFFFFF:
+        raise ConversionError(f"{r.name} (type OID {r.oid}): more than 2**31 items in one column", None,
+                              r.oid, r.name)
+    values = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), inner.values, mask=pa.array(~valid))
+    special = None
+    if inner.special is not None:
+        owner = np.repeat(np.arange(len(counts)), np.maximum(counts, 0))
+        found = {}
+        for k, sp in enumerate(inner.special.to_pylist()):
+            if sp is not None:
+                i = int(owner[k])
+                found.setdefault(i, []).append(f"{k - offsets[i]}={sp}")
+        special = pa.array([";".join(found[i]) if i in found else None for i in range(len(counts))], pa.string())
+    return ConvertedColumn(values, special)
+
+
+def _nested_inside(r):
+    return r.conv in _NESTED or (r.conv == "array" and r.elem.conv in _NESTED)
+
+
+def _nested_array_column(kinds, data, r, registry, fast, refuse, binary, ndim):
+    """An array whose elements are converted column-wise (enums, composites, ranges,
+    multiranges): each array's structure read per value, its elements as sent, then all
+    elements of the column converted at once and put back in their lists."""
+    klist, dlist = kinds.to_pylist(), data.to_pylist()
+    n = len(klist)
+    trees, notes, depths = [None] * n, [None] * n, [0] * n
+    for i, (k, raw) in enumerate(zip(klist, dlist, strict=True)):
+        if k in (None, "n", "u"):
+            continue
+        if k not in ("t", "b"):
+            raise _fail(ValueError("tuple column kind is not n/u/t/b"), i, r, k, raw)
+        if raw is None:
+            raise _fail(ValueError("kind 't'/'b' with null data"), i, r, k, raw)
+        try:
+            out, nd = (parse_binary_array if k == "b" else parse_text_array)(raw, r, as_sent=True)
+        except (ValueError, struct.error) as e:
+            if not refuse:
+                raise _fail(e, i, r, k, raw) from None
+            notes[i] = REFUSED + _reason(e)
+            continue
+        trees[i], notes[i], depths[i] = out.value, out.special, nd
+    if ndim is None:
+        ndim = max([d for d in depths if d] or [1])
+    bad = [i for i, d in enumerate(depths) if d not in (0, ndim)]
+    if bad:
+        i = bad[0]
+        raise _fail(ValueError(f"array has {depths[i]} dimensions, the column is converted with"
+                               f" ndim={ndim} (pass ndim=)"), i, r, klist[i], dlist[i])
+    parts, owner, firsts = [], [], []
+
+    def leaves(v, i):
+        if isinstance(v, list):
+            return [leaves(x, i) for x in v]
+        if v is None:
+            return None
+        owner.append(i)
+        parts.append((klist[i], v))
+        return len(parts) - 1
+
+    shaped = []
+    for i, t in enumerate(trees):
+        firsts.append(len(parts))
+        shaped.append(None if t is None else leaves(t, i))
+    split = split_from_lists([], [], parts, np.zeros(len(parts), np.uint32))
+    try:
+        inner = convert_resolved(split.kinds, split.data, r.elem, registry, binary=binary, fast=fast, refuse=refuse)
+    except ConversionError as e:
+        if e.index is None:
+            raise
+        i = owner[e.index]
+        raise _fail(ValueError(f"element {e.index - firsts[i]}: {getattr(e, 'reason', e)}"), i, r, klist[i],
+                    dlist[i]) from None
+    index_type = pa.int64()
+    for _ in range(ndim):
+        index_type = pa.list_(index_type)
+    positions = pa.array(shaped, index_type)
+    leaf = positions
+    for _ in range(ndim):
+        leaf = leaf.flatten()
+    values = _with_leaves(positions, inner.values.take(leaf), ndim)
+    if inner.special is not None:
+        sp = inner.special.to_pylist()
+        for k, note in enumerate(sp):
+            if note is not None:
+                i = owner[k]
+                notes[i] = ";".join(x for x in (notes[i], f"{k - firsts[i]}={note}") if x)
+    special = pa.array(notes, pa.string()) if any(x is not None for x in notes) else None
+    return ConvertedColumn(values, special)
+
+
+def _with_leaves(lists, leaves, depth):
+    """``lists`` (nested ``depth`` deep) with its innermost values replaced by ``leaves``."""
+    if depth == 0:
+        return leaves
+    inner = _with_leaves(lists.values, leaves, depth - 1)
+    return pa.ListArray.from_arrays(lists.offsets, inner, mask=lists.is_null() if lists.null_count else None)
+
+
+#: converter name -> converter of a whole column of the types converted column-wise
+_NESTED = {"enum": _enum_column, "composite": _composite_column, "range": _range_column,
+           "multirange": _multirange_column}
+
+
 def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = None, *, indexes: list,
                     fast: bool | None = None, workers: int = 1) -> list:
     """Several columns of one flat TupleData child at once (the columns of change rows):
@@ -223,7 +446,12 @@ def convert_columns(kinds, data, types: list, registry: TypeRegistry | None = No
             for j, rj in zip(cols, res, strict=True):
                 out[j] = _fast_result(rj, resolved[j], kinds, data, indexes[j])
     for j in range(len(resolved)):
-        if out[j] is None:
+        if out[j] is None and _nested_inside(resolved[j]):   # vectorized in convert_column
+            try:
+                out[j] = convert_column(kinds, data, *types[j], registry, fast=fast, index=materialize(indexes[j]))
+            except ConversionError as e:
+                out[j] = e
+        elif out[j] is None:
             k, d = take_at(kinds, data, materialize(indexes[j]))
             try:
                 out[j] = convert_column(k, d, *types[j], registry, fast=False)
@@ -257,6 +485,21 @@ def convert_column(kinds, data, type_oid: int, type_modifier: int = -1, registry
     r = resolve(type_oid, type_modifier, registry)
     if fast is None:
         fast = USING_EXTENSIONS
+    return convert_resolved(kinds, data, r, registry, binary=binary, ndim=ndim, fast=fast, index=index,
+                            refuse=refuse)
+
+
+def convert_resolved(kinds, data, r, registry, *, binary=None, ndim=None, fast=True, index=None, refuse=False):
+    """:func:`convert_column` of a :class:`~.registry.Resolved` type (``kinds``/``data``
+    Arrow arrays already): the converter of a nested value's parts."""
+    if r.conv in _NESTED or (r.conv == "array" and _nested_inside(r)):
+        if index is not None:
+            kinds, data = take_at(kinds, data, np.ascontiguousarray(index, dtype=np.int64))
+        if binary is None:
+            binary = bool(pc.any(pc.equal(kinds, "b")).as_py())
+        if r.conv == "array":
+            return _nested_array_column(kinds, data, r, registry, fast, refuse, binary, ndim)
+        return _NESTED[r.conv](kinds, data, r, registry, fast, refuse, binary)
     spec = _fast_spec(r) if fast and not refuse else None
     if index is not None:
         index = np.ascontiguousarray(index, dtype=np.int64)

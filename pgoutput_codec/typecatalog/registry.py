@@ -15,12 +15,12 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .composites import union_attributes
+from .enums import ENUM_ARROW
 from .errors import ConversionError
 from .serverdefs import USER_TYPES, read_types
 from .facts import ARRAY_BY_NAME, ARRAY_ELEM, ARRAY_NAME, BY_EXTENSION, BY_NAME, BY_OID, CONVERTERS, MAXDIM
-
-#: an enum converts as text does
-_TEXT = BY_OID[25]
+from .ranges import MULTIRANGE_OF, SUBTYPE, range_arrow
 
 __all__ = ["UserType", "TypeRegistry", "Resolved", "resolve", "with_type_names", "arrow_type", "arrow_of"]
 
@@ -259,22 +259,25 @@ def resolve(oid, typmod=-1, registry=None, depth=0):
         raise ConversionError(f"type OID {oid}: domain/array chain too deep")
     info = BY_OID.get(oid)
     if info is not None:
-        return Resolved(oid, info.name, info.conv, typmod, info.fast)
+        elem = None
+        if info.conv in ("range", "multirange"):
+            elem = resolve(SUBTYPE[oid] if info.conv == "range" else MULTIRANGE_OF[oid], -1, registry, depth + 1)
+        return Resolved(oid, info.name, info.conv, typmod, info.fast, elem)
     if oid in ARRAY_ELEM:
         return Resolved(oid, ARRAY_NAME[oid], "array", typmod, 0, resolve(ARRAY_ELEM[oid], typmod, registry, depth + 1))
     u = registry.types.get(oid) if registry is not None else None
     if u is None:
         return Resolved(oid, f"oid {oid}", "unknown", typmod, 0)
     name = u.name or f"oid {oid}"
-    if u.kind == "enum":   # read as text
-        return Resolved(oid, name, _TEXT.conv, typmod, _TEXT.fast, user=u)
+    if u.kind == "enum":
+        return Resolved(oid, name, "enum", typmod, 0, user=u)
     if u.kind == "domain":
         return resolve(u.base_oid, u.base_typmod if typmod == -1 else typmod, registry, depth + 1)
     if u.kind == "array":
         elem = resolve(u.base_oid, typmod, registry, depth + 1)
         return Resolved(oid, "_" + elem.name, "array", typmod, 0, elem)
-    if u.kind == "composite":
-        fields = tuple((n, resolve(o, m, registry, depth + 1)) for n, o, m in u.attributes)
+    if u.kind == "composite":   # the union of its definitions (composites.py)
+        fields = tuple((n, resolve(o, m, registry, depth + 1)) for n, o, m in union_attributes(u))
         return Resolved(oid, name, "composite", typmod, 0, fields=fields, user=u)
     if u.kind in ("range", "multirange"):
         return Resolved(oid, name, u.kind, typmod, 0, resolve(u.base_oid, -1, registry, depth + 1), user=u)
@@ -293,6 +296,14 @@ def arrow_of(r, binary, ndim=1):
         for _ in range(max(ndim, 1)):
             t = pa.list_(t)
         return t
+    if r.conv == "enum":
+        return ENUM_ARROW
+    if r.conv == "composite":
+        return pa.struct([pa.field(n, arrow_of(f, binary)) for n, f in r.fields])
+    if r.conv == "range":
+        return range_arrow(arrow_of(r.elem, binary))
+    if r.conv == "multirange":
+        return pa.list_(arrow_of(r.elem, binary))
     if r.conv == "unknown" or r.conv not in CONVERTERS:   # types no family reads yet: as unknown
         return pa.binary() if binary else pa.string()
     return CONVERTERS[r.conv].arrow(r.typmod)

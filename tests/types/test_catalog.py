@@ -215,9 +215,10 @@ def test_registry_enum_domain_array():
     reg.register_enum(70000, ["sad", "ok"], array_oid=70001)
     reg.register_domain(70002, 1700, ((10 << 16) | 2) + 4, name="price")
     reg.register_domain(70003, 70002, name="price2")
-    assert arrow_type(70000, -1, reg) == pa.string()
+    enum = pa.dictionary(pa.int32(), pa.string())
+    assert arrow_type(70000, -1, reg) == enum
     assert convert_value("b", b"sad", 70000, -1, reg) == "sad"
-    assert arrow_type(70001, -1, reg) == pa.list_(pa.string())
+    assert arrow_type(70001, -1, reg) == pa.list_(enum)
     assert arrow_type(70003, -1, reg) == pa.decimal128(10, 2)
     assert str(convert_value("t", b"1.50", 70003, -1, reg)) == "1.50"
 
