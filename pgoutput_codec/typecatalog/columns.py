@@ -257,10 +257,17 @@ def _composite_column(kinds, data, r, registry, fast, refuse, binary):
         split = _split("records", kinds, data, fast, refuse)
         versions = versions_of(r.user)
         is_b = pc.fill_null(pc.equal(kinds, "b"), False).to_numpy(zero_copy_only=False)
-        version = version_of_values(split, is_b, versions)
+        version, unfit = version_of_values(split, is_b, versions)
+        if unfit and not refuse:
+            first = min(unfit)
+            raise SplitError(first, unfit[first])
     except SplitError as e:
         raise _raise_at(e, r, kinds, data) from None
     starts = starts_of(split.counts)
+    valid = split.counts >= 0
+    if unfit:
+        valid[list(unfit)] = False
+        split = split._replace(notes=[unfit.get(i, x) for i, x in enumerate(split.notes or [None] * len(valid))])
     children, notes = [], [_refused_notes(split)]
     for name, part in r.fields:
         index = np.full(len(version), -1, np.int64)
@@ -272,7 +279,7 @@ def _composite_column(kinds, data, r, registry, fast, refuse, binary):
         col = _part(split, r, part, registry, fast, refuse, binary, index, r, kinds, data, f"attribute {name}")
         children.append(col.values)
         notes.append(prefixed(col.special, name + "="))
-    values = struct_of(children, [n for n, _ in r.fields], split.counts >= 0)
+    values = struct_of(children, [n for n, _ in r.fields], valid)
     return ConvertedColumn(values, join_notes(len(values), notes))
 
 

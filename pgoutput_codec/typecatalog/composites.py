@@ -152,9 +152,9 @@ def union_attributes(user) -> list:
     return [(name, *newest[name]) for name in order]
 
 
-def version_of_values(split: Split, binary: np.ndarray, versions: list) -> np.ndarray:
-    """Per value the index of the definition it is read with (-1: a null value); raises
-    :class:`SplitError` naming the first value no definition fits."""
+def version_of_values(split: Split, binary: np.ndarray, versions: list):
+    """Per value the index of the definition it is read with (-1: a null value, or one no
+    definition fits), and the reason of each value no definition fits ({index: reason})."""
     counts = split.counts
     n = len(counts)
     starts = np.zeros(n, np.int64)
@@ -174,12 +174,10 @@ def version_of_values(split: Split, binary: np.ndarray, versions: list) -> np.nd
         out[same] = v
     # a send form whose attribute OIDs no definition names: read with one of its count
     out[(out < 0) & (by_count >= 0)] = by_count[(out < 0) & (by_count >= 0)]
-    bad = np.flatnonzero((out < 0) & (counts >= 0))
-    if len(bad):
-        i = int(bad[0])
-        shapes = sorted({len(a) for a in versions})
-        raise SplitError(i, f"composite value of {counts[i]} attributes; the type's definitions have {shapes}")
-    return out
+    shapes = sorted({len(a) for a in versions})
+    bad = {int(i): f"composite value of {counts[i]} attributes; the type's definitions have {shapes}"
+           for i in np.flatnonzero((out < 0) & (counts >= 0))}
+    return out, bad
 
 
 def starts_of(counts: np.ndarray) -> np.ndarray:
