@@ -16,16 +16,33 @@ _PHYS = {pa.date32(): pa.int32(), pa.time64("us"): pa.int64(), pa.timestamp("us"
 def phys_type(t):
     if pa.types.is_list(t):
         return pa.list_(phys_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(phys_type(f.type)) for f in t])
     return _PHYS.get(t, t)
+
+
+def _undict(t):
+    """``t`` with dictionaries as their value type (a dictionary has no view)."""
+    if pa.types.is_dictionary(t):
+        return t.value_type
+    if pa.types.is_list(t):
+        return pa.list_(_undict(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_undict(f.type)) for f in t])
+    return t
 
 
 def plain(arr):
     """Python values with temporal types as their storage ints (BC-safe) and floats as bits."""
+    if _undict(arr.type) != arr.type:
+        arr = arr.cast(_undict(arr.type))
     vals = arr.view(phys_type(arr.type)).to_pylist()
 
     def fix(v):
         if isinstance(v, list):
             return [fix(x) for x in v]
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
         if isinstance(v, float):
             return ("f", struct.pack("<d", v))
         return v

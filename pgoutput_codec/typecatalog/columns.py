@@ -270,17 +270,58 @@ def _composite_column(kinds, data, r, registry, fast, refuse, binary):
         split = split._replace(notes=[unfit.get(i, x) for i, x in enumerate(split.notes or [None] * len(valid))])
     children, notes = [], [_refused_notes(split)]
     for name, part in r.fields:
-        index = np.full(len(version), -1, np.int64)
+        # per type the attribute had in the definitions: where each value has it
+        by_type = {}
         for v, attrs in enumerate(versions):
             at = next((j for j, a in enumerate(attrs) if a[0] == name), None)
             if at is not None:
+                index = by_type.setdefault(attrs[at][1:], np.full(len(version), -1, np.int64))
                 chosen = version == v
                 index[chosen] = starts[chosen] + at
-        col = _part(split, r, part, registry, fast, refuse, binary, index, r, kinds, data, f"attribute {name}")
+        if not by_type:
+            by_type[(part.oid, part.typmod)] = np.full(len(version), -1, np.int64)
+        col = None
+        for (oid, typmod), index in by_type.items():
+            own = part if (oid, typmod) == (part.oid, part.typmod) else resolve(oid, typmod, registry)
+            got = _part(split, r, own, registry, fast, refuse, binary, index, r, kinds, data, f"attribute {name}")
+            if own is not part:   # a value of an older definition: as the newest types the attribute
+                got = _cast_part(got, arrow_of(part, binary), index >= 0, name)
+            col = got if col is None else _merge(col, got, index >= 0)
         children.append(col.values)
         notes.append(prefixed(col.special, name + "="))
     values = struct_of(children, [n for n, _ in r.fields], valid)
     return ConvertedColumn(values, join_notes(len(values), notes))
+
+
+def _cast_part(col, typ, where, name):
+    """An attribute's values read by an older definition's type, cast to the newest's; a
+    value the cast cannot hold is null with the note of what it was."""
+    if col.values.type == typ:
+        return col
+    try:
+        return ConvertedColumn(col.values.cast(typ), col.special)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        values, notes = [], col.special.to_pylist() if col.special is not None else [None] * len(col.values)
+        for i, v in enumerate(col.values):
+            try:
+                values.append(v.cast(typ))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                values.append(pa.scalar(None, typ))
+                notes[i] = f"{REFUSED}an earlier definition's {v.type} value {v.as_py()!r} is no {typ}"
+        return ConvertedColumn(pa.array([v.as_py() for v in values], typ),
+                               pa.array(notes, pa.string()) if any(x is not None for x in notes) else None)
+
+
+def _merge(a, b, where):
+    """Values of ``b`` where ``where``, else of ``a`` (ConvertedColumns of one type)."""
+    mask = pa.array(where)
+    values = pc.if_else(mask, b.values, a.values)
+    if a.special is None and b.special is None:
+        return ConvertedColumn(values, None)
+    n = len(where)
+    sa = a.special if a.special is not None else pa.nulls(n, pa.string())
+    sb = b.special if b.special is not None else pa.nulls(n, pa.string())
+    return ConvertedColumn(values, pc.if_else(mask, sb, sa))
 
 
 def _range_column(kinds, data, r, registry, fast, refuse, binary):

