@@ -58,6 +58,8 @@ include "_codecs/extensiontext.pxi"
 include "_codecs/hstore.pxi"
 include "_codecs/vectors.pxi"
 include "_codecs/geometry.pxi"
+include "_codecs/composites.pxi"
+include "_codecs/ranges.pxi"
 
 
 # Rows per block of the multi-column loop: a block's values of every column stay in the

@@ -21,7 +21,7 @@ from .arrays import parse_binary_array, parse_text_array
 from .composites import split_records, starts_of, struct_of, version_of_values, versions_of
 from .enums import KindError, convert_enum, labels_of, py_enum
 from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Noted, Physical, Special
-from .nested import SplitError, join_notes, prefixed, split_from_lists
+from .nested import Split, SplitError, child_column, join_notes, prefixed, split_from_lists
 from .ranges import EMPTY, LOWER_INC, LOWER_INF, UPPER_INC, UPPER_INF, split_multiranges, split_ranges
 from .facts import BINARY_PARSERS, CONVERTERS, TEXT_PARSERS
 from .registry import TypeRegistry, arrow_of, resolve
@@ -223,7 +223,8 @@ def _split(name, kinds, data, fast, refuse):
     there is one (not when refusing value by value: it stops at the first bad value)."""
     compiled = getattr(_convert, "split_" + name, None) if fast and not refuse and USING_EXTENSIONS else None
     if compiled is not None:
-        return compiled(kinds, data)
+        counts, flags, kind_bytes, offsets, values, oids = compiled(kinds, data)
+        return Split(counts, flags, *child_column(kind_bytes, offsets, values), oids)
     return _PY_SPLITTERS[name](kinds, data, refuse)
 
 

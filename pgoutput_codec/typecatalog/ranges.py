@@ -100,7 +100,7 @@ def parse_text_range(s: bytes):
     if pos >= n or s[pos] != 0x2C:
         raise ValueError("range text has no ',' between its bounds")
     upper, pos = _text_bound(s, pos + 1, n)
-    if pos != n - 1:
+    if pos != n - 1 or s[pos] == 0x2C:
         raise ValueError("bytes after the range's closing bracket")
     if s[pos] == 0x5D:
         flags |= UPPER_INC
