@@ -47,6 +47,7 @@ from ..pgoutput.facts import CHANGE_TAGS, END_TAGS
 from ..schema import CHANGE_FIELDS, CHANGE_OPTIONAL, CHANGE_SCHEMA
 from ..selection import commit_window, in_commit_window, intersect_windows, parse_table_list, table_selected
 from ..threads import payload_bytes, worker_count
+from ..typecatalog.catalog import CATALOG_KEY, catalog_of
 from .chunks import plain_walk
 from .walk import TransactionWalk, Txn
 
@@ -168,6 +169,9 @@ class ChangeDecoder:
         self._light = self.LIGHT
         self._pending_schema = _LIGHT_PENDING_SCHEMA if self._light else _PENDING_SCHEMA
         self.last_batch = None     # light mode: the decoded messages _src points into
+        #: the type catalog of the archive tables fed (:meth:`feed`), or None
+        self.catalog = None
+        self._catalog_raw, self._catalogs_seen = None, set()
         self._from_key = None
         if resume is not None:   # (kept in options: from_state resumes a resumed decoder alike)
             self._resume(self.options["resume"])
@@ -258,10 +262,13 @@ class ChangeDecoder:
     def feed(self, values, lsn=None, seq=None) -> pa.Table:
         """Decode the next payloads (arrival order) and return the changes of the
         transactions that committed in them. ``values``: binary array/list of payloads,
-        or a table with a ``data`` column (and optional ``lsn``, ``seq`` columns)."""
+        or a table with a ``data`` column (and optional ``lsn``, ``seq`` columns). A
+        table read from an archive file carrying a type catalog (``pgoutput_codec.catalog``
+        in its schema metadata) makes the rows given from then on carry it too, merged
+        with the ones fed before (:func:`~pgoutput_codec.typecatalog.registry_of`)."""
         parts = [t for t in self.feed_parts(values, lsn, seq) if len(t)]
         if not parts:
-            return self.output_schema.empty_table()
+            return self._carried(self.output_schema.empty_table())
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def feed_parts(self, values, lsn=None, seq=None):
@@ -269,6 +276,27 @@ class ChangeDecoder:
         spilled comes back from disk one held piece at a time (its rows of one fed
         chunk), so what is in memory at once stays bounded however large it is. Take
         every table before feeding again: the decoder's state moves on as they come."""
+        if isinstance(values, pa.Table):
+            self._take_catalog(values)
+        for t in self._feed_parts(values, lsn, seq):
+            yield self._carried(t)
+
+    def _take_catalog(self, table):
+        raw = table.schema.metadata.get(CATALOG_KEY) if table.schema.metadata else None
+        if raw is None or raw == self._catalog_raw or raw in self._catalogs_seen:
+            return
+        self._catalogs_seen.add(raw)
+        cat = catalog_of(table)
+        self.catalog = cat if self.catalog is None else self.catalog.merge(cat)
+        self._catalog_raw = raw if len(self._catalogs_seen) == 1 else self.catalog.to_json().encode()
+
+    def _carried(self, table):
+        """``table`` carrying the catalog of the tables fed (their raw JSON: no work a row)."""
+        if self._catalog_raw is None:
+            return table
+        return table.replace_schema_metadata({**(table.schema.metadata or {}), CATALOG_KEY: self._catalog_raw})
+
+    def _feed_parts(self, values, lsn=None, seq=None):
         unread = None
         if isinstance(values, pa.Table):
             if lsn is None and "lsn" in values.column_names:

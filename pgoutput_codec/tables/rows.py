@@ -57,7 +57,7 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
         return changes
     try:
-        return changes.cast(pa.schema(fields))
+        return changes.cast(pa.schema(fields, metadata=changes.schema.metadata))   # (an archive's type catalog)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise ValueError(f"these are not change rows (schema.CHANGE_SCHEMA, or Spark's decode_changes rows): {e}") \
             from None

@@ -119,3 +119,32 @@ def test_archive_catalog_merges_every_files_footer(tmp_path):
     pq.write_table(t.replace_schema_metadata({CATALOG_KEY: b"{oops"}), tmp_path / "part-9.parquet")
     with pytest.raises(ArchiveError, match="part-9.parquet: its type catalog .* is unreadable"):
         archive_catalog(str(tmp_path))
+
+
+def test_change_rows_cast_back_from_spark_types_keep_the_catalog():
+    from pgoutput_codec.tables.rows import as_change_rows
+    rows = pa.table({"commit_lsn": pa.array([5], pa.decimal128(20, 0)), "op": ["I"]})
+    carried = as_change_rows(with_catalog(rows, _two_versions()))
+    assert carried.schema.field("commit_lsn").type == pa.uint64()
+    assert registry_of(carried).types[16400].labels == ("sad", "ok", "happy")
+
+
+def test_a_change_decoder_fed_archive_tables_gives_rows_carrying_their_catalog():
+    from pgoutput_codec import ChangeDecoder
+    from pgoutput_codec.pgoutput.encode import encode_message
+    from pgoutput_codec.pgoutput.messages import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn
+    rel = Relation(relation_id=1, namespace="public", relation_name="t", replica_identity="d",
+                   columns=(RelationColumn(flags=1, name="m", type_oid=16400, type_modifier=-1),))
+    msgs = [Begin(final_lsn=10, commit_ts=0, xid=5), rel,
+            Insert(relation_id=1, new_tuple=(TupleColumn("t", b"ok"),)),
+            Commit(flags=0, commit_lsn=10, end_lsn=11, commit_ts=0)]
+    archive = pa.table({"data": pa.array([encode_message(m) for m in msgs], pa.binary())})
+    v1, v2 = (Catalog([v]) for v in _two_versions().versions)
+    with ChangeDecoder() as dec:
+        assert registry_of(dec.feed(archive)) is None
+    with ChangeDecoder() as dec:
+        first = dec.feed(with_catalog(archive.slice(0, 0), v1))
+        assert registry_of(first).types[16400].labels == ("sad", "ok")
+        rows = dec.feed(with_catalog(archive, v2))
+    assert len(rows) == 1 and registry_of(rows).types[16400].labels == ("sad", "ok", "happy")
+    assert len(registry_of(rows).types[16400].earlier) == 1
