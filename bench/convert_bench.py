@@ -4,7 +4,8 @@
 
 Columns are synthetic but in the exact text/binary forms PostgreSQL sends (int4,
 text, numeric(12,2), timestamptz, date, uuid, bool, int8, float8, time, interval, bytea,
-jsonb: a column of each family of compiled converters); ``--python`` also times the
+jsonb, and the extension types ltree, hstore, vector(16), halfvec(16), sparsevec,
+geometry(Point,4326) ("geometry(4326)"): a column of each family of compiled converters); ``--python`` also times the
 plain-Python converters (on 1/20 of the values, it is slow).
 """
 
@@ -22,9 +23,46 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pgoutput_codec.typecatalog import convert_column  # noqa: E402
+from pgoutput_codec.typecatalog import TypeRegistry, convert_column  # noqa: E402
 
 US_2000 = 946684800000000
+
+#: the extension types, at OIDs of their own (a database gives them its own)
+REGISTRY = TypeRegistry()
+for _oid, _ext, _name in ((90001, "ltree", "ltree"), (90002, "hstore", "hstore"), (90003, "vector", "vector"),
+                          (90004, "vector", "halfvec"), (90005, "vector", "sparsevec"),
+                          (90006, "postgis", "geometry")):
+    REGISTRY.register_base(_oid, _name, "public", _ext)
+
+
+def _hstore(x: int):
+    pairs = [(b"k%d" % j, b"%d" % (x * j)) for j in range(4)]
+    text = b", ".join(b'"%s"=>"%s"' % kv for kv in pairs)
+    send = struct.pack(">i", 4) + b"".join(struct.pack(">i", len(k)) + k + struct.pack(">i", len(v)) + v
+                                          for k, v in pairs)
+    return text, send
+
+
+def _vectors(rng, n, dim):
+    vals = rng.standard_normal((n, dim)).astype(np.float32)
+    text = [b"[" + b",".join(str(v).encode() for v in row) + b"]" for row in vals]   # float32 shortest digits
+    send = [struct.pack(">hh", dim, 0) + row.astype(">f4").tobytes() for row in vals]
+    halves = vals.astype(np.float16)
+    htext = [b"[" + b",".join(str(np.float32(v)).encode() for v in row) + b"]" for row in halves]
+    hsend = [struct.pack(">hh", dim, 0) + row.astype(">f2").tobytes() for row in halves]
+    return text, send, htext, hsend
+
+
+def _sparse(x: int):
+    idx = [x % 7, 10 + x % 5, 100]
+    vals = [1.5, -2.0, float(x % 1000)]
+    text = b"{" + b",".join(b"%d:%s" % (i + 1, repr(v).encode()) for i, v in zip(idx, vals, strict=True)) + b"}/1000"
+    send = struct.pack(">iii", 1000, 3, 0) + struct.pack(">3i", *idx) + struct.pack(">3f", *vals)
+    return text, send
+
+
+def _point(x: float, y: float) -> bytes:
+    return struct.pack("<BIi", 1, 0x20000001, 4326) + struct.pack("<dd", x, y)
 
 
 def _numeric_send(cents: int) -> bytes:
@@ -81,6 +119,19 @@ def columns(n):
         "bytea": (17, -1, [b"\\x" + bytes(u).hex().encode() for u in uuids], [bytes(u) for u in uuids]),
         "jsonb": (3802, -1, [b'{"a": %d}' % int(x) for x in ints], [b'\x01{"a": %d}' % int(x) for x in ints]),
     }
+    hs = [_hstore(int(x)) for x in ints]
+    vt, vb, ht, hb = _vectors(rng, n, 16)
+    sp = [_sparse(int(x)) for x in ints]
+    pts = [_point(float(a), float(b)) for a, b in zip(floats, floats[::-1], strict=True)]
+    cols.update({
+        "ltree": (90001, -1, [b"Top.Science.%d" % (int(x) & 255) for x in ints],
+                  [b"\x01Top.Science.%d" % (int(x) & 255) for x in ints]),
+        "hstore": (90002, -1, [h[0] for h in hs], [h[1] for h in hs]),
+        "vector(16)": (90003, 16, vt, vb),
+        "halfvec(16)": (90004, 16, ht, hb),
+        "sparsevec": (90005, -1, [v[0] for v in sp], [v[1] for v in sp]),
+        "geometry(4326)": (90006, 1107460, [p.hex().upper().encode() for p in pts], pts),
+    })
     tsa = pa.array(ts.astype("datetime64[us]"))
     cols["timestamptz"][2].extend(
         s.encode() + b"+00" for s in pc.strftime(tsa, "%Y-%m-%d %H:%M:%S").to_pylist())
@@ -111,11 +162,12 @@ def main():
         for form, vals in (("text", text), ("binary", binary)):
             data = pa.array(vals, pa.binary())
             kinds = pa.array([form[0]] * n, pa.string())
-            t = timeit(lambda k=kinds, d=data, o=oid, md=mod: convert_column(k, d, o, md), a.repeat)
+            t = timeit(lambda k=kinds, d=data, o=oid, md=mod: convert_column(k, d, o, md, REGISTRY), a.repeat)
             py = ""
             if a.python:
                 m = n // 20
-                tp = timeit(lambda k=kinds[:m], d=data[:m], o=oid, md=mod: convert_column(k, d, o, md, fast=False), 1)
+                tp = timeit(lambda k=kinds[:m], d=data[:m], o=oid, md=mod: convert_column(k, d, o, md, REGISTRY,
+                                                                                          fast=False), 1)
                 py = f"{m / tp:16,.0f}"
             print(f"{name:16} {form:6} {n / t:18,.0f} {py}")
 

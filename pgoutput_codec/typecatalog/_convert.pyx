@@ -35,6 +35,7 @@ from pgoutput_codec._native.reader cimport (
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 #: code -> function(Arrow type, n, validity buffer or None, null count, offsets buffer, data

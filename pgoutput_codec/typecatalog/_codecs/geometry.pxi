@@ -193,8 +193,8 @@ def geometry_split(typ, Py_ssize_t n, validity, Py_ssize_t null_count, offsets, 
     arr = pa.ExtensionArray.from_storage(typ, storage) if isinstance(typ, pa.ExtensionType) else storage
     special = None
     if nnoted:
-        special = pa.array(np.char.add("srid=", srids_a.astype(str)).astype(object), pa.string(),
-                           mask=~noted_a)
+        noted_srids = pa.array(srids_a, pa.int32(), mask=~noted_a).cast(pa.string())
+        special = pc.binary_join_element_wise("srid=", noted_srids, "")
     return arr, special
 
 
