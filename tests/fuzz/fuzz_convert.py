@@ -10,7 +10,8 @@ bits), an Arrow result that fails ``validate(full=True)``, a segfault.
     python tests/fuzz/fuzz_convert.py -max_total_time=60 [corpus_dir ...] [libFuzzer flags]
 
 Input layout: byte 0 picks the type (the types with a compiled converter, then their
-array types), byte 1 the form (bit 0: binary, bit 1: mixed kinds by value, bit 2: a
+array types, then the extension types with one and their arrays, at OIDs a registry
+gives them), byte 1 the form (bit 0: binary, bit 1: mixed kinds by value, bit 2: a
 typmod — numeric(10,2), varchar(5), timestamp(3) — bits 3-4: values read through an
 index); the rest is the values, separated by ``SEP``.
 """
@@ -29,15 +30,22 @@ with atheris.instrument_imports(include=["pgoutput_codec"]):
     import numpy as np
     import pyarrow as pa
 
-    from pgoutput_codec.typecatalog import ConversionError, convert_column
-    from pgoutput_codec.typecatalog.facts import TYPES
+    from pgoutput_codec.typecatalog import ConversionError, TypeRegistry, convert_column
+    from pgoutput_codec.typecatalog.facts import BY_EXTENSION, TYPES
 
 from arrow_values import plain  # noqa: E402  (after sys.path set-up)
 
 SEP = b"\xfe\xfd"
 FAST = [t for t in TYPES if t.fast]
-OIDS = [t.oid for t in FAST] + [t.array_oid for t in FAST]
-TYPMOD = {1700: ((10 << 16) | 2) + 4, 1043: 5 + 4, 1042: 5 + 4, 1114: 3, 1184: 3, 1083: 3, 1186: 3}
+#: the extension types with a compiled converter, at OIDs 90000 + k (their arrays 91000 + k)
+REGISTRY = TypeRegistry()
+EXT = {}
+for _k, _t in enumerate(t for t in BY_EXTENSION.values() if t.fast):
+    REGISTRY.register_base(90000 + _k, _t.name, "public", _t.extension, None, 91000 + _k)
+    EXT[_t.name] = 90000 + _k
+OIDS = [t.oid for t in FAST] + [t.array_oid for t in FAST] + sorted(EXT.values()) + [o + 1000 for o in sorted(EXT.values())]
+TYPMOD = {1700: ((10 << 16) | 2) + 4, 1043: 5 + 4, 1042: 5 + 4, 1114: 3, 1184: 3, 1083: 3, 1186: 3,
+          EXT["geometry"]: 1107460, EXT["vector"]: 3}
 
 
 def _has_time(t) -> bool:
@@ -46,7 +54,7 @@ def _has_time(t) -> bool:
 
 def _outcome(kinds, data, oid, mod, index, fast):
     try:
-        col = convert_column(kinds, data, oid, mod, fast=fast, index=index)
+        col = convert_column(kinds, data, oid, mod, REGISTRY, fast=fast, index=index)
     except ConversionError as e:
         return ("error", e.index)
     # (a time of 24:00:00 is PostgreSQL's last time, one past Arrow's range: docs/limits.md)
@@ -67,6 +75,7 @@ def test_one_input(data: bytes):
     kinds = [("t" if i % 2 else "b") if form & 2 else kind for i in range(len(values))] + ["n", "u"]
     raw = values + [None, None]
     elem = oid if oid in TYPMOD else next((t.oid for t in FAST if t.array_oid == oid), oid)
+    elem = oid - 1000 if oid - 1000 in EXT.values() else elem
     mod = TYPMOD.get(elem, -1) if form & 4 else -1
     index = None
     if form & 24:   # values read in place through an index: reversed, with nulls (-1)
@@ -91,12 +100,22 @@ def seeds() -> list:
         2950: [b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", bytes(range(16))],
         3802: [b'\x01{"a": 1}', b'{"a": 1}'],
     }
+    ext = {
+        "ltree": [b"Top.Science", b"\x01a.b"], "isbn13": [b"978-0-393-04002-9"],
+        "hstore": [b'"a"=>"1", "b"=>NULL', b"\x00\x00\x00\x01\x00\x00\x00\x01a\xff\xff\xff\xff"],
+        "vector": [b"[1,2.5,-3e-10]", b"\x00\x01\x00\x00?\x80\x00\x00"],
+        "halfvec": [b"[1,65504]", b"\x00\x01\x00\x00<\x00"],
+        "sparsevec": [b"{1:1.5,3:2}/5", b"\x00\x00\x00\x05" + bytes(8)],
+        "geometry": [b"0101000020E6100000000000000000F03F0000000000000040",
+                     bytes.fromhex("0104000060110F0000010000000101000040000000000000F03F00000000000000400000000000000840")],
+    }
+    samples.update({EXT[name]: vals for name, vals in ext.items()})
     out = []
     for oid, vals in samples.items():
         pick = OIDS.index(oid)
         for form in (0, 1, 4, 8):
             out.append(bytes([pick, form]) + SEP.join(vals))
-        arr = OIDS.index(next(t.array_oid for t in FAST if t.oid == oid))
+        arr = OIDS.index(oid + 1000 if oid in EXT.values() else next(t.array_oid for t in FAST if t.oid == oid))
         out.append(bytes([arr, 0]) + b"{" + b",".join(vals[:1]) + b",NULL}" + SEP + b"{{" + vals[0] + b"}}")
     return out
 
