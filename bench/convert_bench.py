@@ -1,6 +1,6 @@
 """Micro-benchmark of typecatalog.convert_column: values/s for 1M-value columns.
 
-    .venv/bin/python bench/convert_bench.py [--n 1000000] [--repeat 3] [--python]
+    .venv/bin/python bench/convert_bench.py [--n 1000000] [--repeat 3] [--python] [--only hstore,ltree]
 
 Columns are synthetic but in the exact text/binary forms PostgreSQL sends (int4,
 text, numeric(12,2), timestamptz, date, uuid, bool, int8, float8, time, interval, bytea,
@@ -155,10 +155,14 @@ def main():
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--python", action="store_true")
+    ap.add_argument("--only", help="the columns to time, comma-separated (default: every one)")
     a = ap.parse_args()
     n = a.n
     print(f"{'column':16} {'form':6} {'compiled values/s':>18} {'python values/s':>16}")
+    only = set(a.only.split(",")) if a.only else None
     for name, (oid, mod, text, binary) in columns(n).items():
+        if only is not None and name not in only:
+            continue
         for form, vals in (("text", text), ("binary", binary)):
             data = pa.array(vals, pa.binary())
             kinds = pa.array([form[0]] * n, pa.string())
