@@ -216,6 +216,13 @@ def test_capture_records_a_version_at_start_on_a_new_type_and_on_a_changed_one(d
     back = pq.read_table(tmp_path / "ch.parquet")
     assert Catalog.from_json(back.schema.metadata[CATALOG_KEY]) == cat
     assert pgc.snapshot(back, "t").schema.field("v").type == want
+    # the composite read with the definition each value was sent under, the new enum by its labels
+    whole = pgc.snapshot(back, "t")
+    assert whole.schema.field("p").type == pa.struct([("x", pa.int32()), ("y", pa.int32()), ("z", pa.int32())])
+    assert whole.schema.field("m").type == pa.dictionary(pa.int32(), pa.string())
+    assert whole.select(["id", "p", "m"]).to_pylist() == [
+        {"id": 1, "p": {"x": 1, "y": 2, "z": None}, "m": None}, {"id": 2, "p": {"x": 3, "y": 4, "z": 5}, "m": None},
+        {"id": 3, "p": {"x": 6, "y": 7, "z": 8}, "m": "great"}]
     pgc.mirror(back, str(tmp_path / "lake_of_rows"))     # (change rows as Parquet gives them back: cast)
     from deltalake import DeltaTable
     assert DeltaTable(str(tmp_path / "lake_of_rows" / "public.t")).to_pyarrow_table().schema.field("v").type == want
