@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..pgoutput import facts
-from ..archive import iter_archive, read_archive_parts
+from ..archive import ArchiveError, archive_catalog, iter_archive, read_archive_parts
 from ..arrays import lsn_array
 from ..changes.boundaries import boundaries
 from ..pgoutput.batch import decode_batch_with_state
@@ -142,7 +142,23 @@ def inspect_archive(archive, *, payload="data", envelope="auto", encoding=None, 
         "features": features, "errors": errors, "first_errors": first_errors,
         "captured_with": metas[-1] if metas else None,
         "commits": commit_order(commit_lsns, commit_keys),
+        "types": recorded_types(parts),
     }
+
+
+def recorded_types(parts) -> dict:
+    """What the archive's type catalog records: its versions, and its types by kind
+    (``error``: why it cannot be read)."""
+    try:
+        cat = archive_catalog(parts)
+    except ArchiveError as e:
+        return {"versions": 0, "kinds": {}, "error": str(e)}
+    if cat is None:
+        return {"versions": 0, "kinds": {}}
+    kinds = collections.Counter()
+    for u in cat.registry().types.values():
+        kinds[u.kind] += 1
+    return {"versions": len(cat), "kinds": dict(sorted(kinds.items()))}
 
 
 def copied_inserts(msgs, copying: list):
@@ -261,6 +277,15 @@ def format_inspect(r) -> str:
             o = c["out_of_order"]
             order += (f"; OUT OF ORDER from seq {o['seq']} (commit LSN {o['lsn']} after {o['after']}): "
                       "the change decoders refuse it (order_by=, or replays='keep')")
+    t = r.get("types")
+    if t is not None and t.get("error"):
+        lines += ["", f"types     unreadable: {t['error']}"]
+    elif t is not None and t["versions"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in t["kinds"].items())
+        lines += ["", f"types     {sum(t['kinds'].values())} recorded in {t['versions']} version"
+                      f"{'s' * (t['versions'] != 1)} ({kinds})"]
+    elif t is not None:
+        lines += ["", "types     no catalog recorded (user-defined types: decode with --catalog FILE)"]
     lines += ["", "features  " + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in r["features"].items()),
               f"order     {order}", f"errors    {r['errors']}"]
     lines += [f"          {e}" for e in r["first_errors"]]

@@ -211,7 +211,13 @@ def test_capture_records_a_version_at_start_on_a_new_type_and_on_a_changed_one(d
     mine.register_domain(_oid_of_column(changes, "v"), 20)
     assert pgc.snapshot(changes, "t", registry=mine).schema.field("v").type == pa.int64()
 
-    # the command line: decode --changes keeps it in its output; mirror types with it
+    # the command line: inspect tells what the archive records; decode --changes keeps it
+    # in its output; mirror types with it
+    from pgoutput_codec.cli.inspect import format_inspect, inspect_archive
+    seen = inspect_archive(out)["types"]
+    assert seen["versions"] == 3 and seen["kinds"] == {"array": 4, "composite": 1, "domain": 1, "enum": 2}
+    assert "types     8 recorded in 3 versions (array 4, composite 1, domain 1, enum 2)" in \
+        format_inspect(inspect_archive(out))
     main(["decode", "--changes", out, str(tmp_path / "ch.parquet")])
     back = pq.read_table(tmp_path / "ch.parquet")
     assert Catalog.from_json(back.schema.metadata[CATALOG_KEY]) == cat
