@@ -5,7 +5,9 @@
 Columns are synthetic but in the exact text/binary forms PostgreSQL sends (int4,
 text, numeric(12,2), timestamptz, date, uuid, bool, int8, float8, time, interval, bytea,
 jsonb, and the extension types ltree, hstore, vector(16), halfvec(16), sparsevec,
-geometry(Point,4326) ("geometry(4326)"): a column of each family of compiled converters); ``--python`` also times the
+geometry(Point,4326) ("geometry(4326)"): a column of each family of compiled converters; an
+enum, a composite, ranges and a multirange: the nested families, split by compiled code);
+``--python`` also times the
 plain-Python converters (on 1/20 of the values, it is slow).
 """
 
@@ -33,6 +35,9 @@ for _oid, _ext, _name in ((90001, "ltree", "ltree"), (90002, "hstore", "hstore")
                           (90004, "vector", "halfvec"), (90005, "vector", "sparsevec"),
                           (90006, "postgis", "geometry")):
     REGISTRY.register_base(_oid, _name, "public", _ext)
+#: the user types of the nested rows: an enum, a composite (int4, text, date)
+REGISTRY.register_enum(70000, ["sad", "ok", "happy", "Très bien"])
+REGISTRY.register_composite(70010, [("a", 23, -1), ("b", 25, -1), ("d", 1082, -1)])
 
 
 def _hstore(x: int):
@@ -91,6 +96,16 @@ def _time_text(us: int) -> bytes:
     return out + (b".%06d" % f).rstrip(b"0") if f else out
 
 
+def _date_text(days: int) -> bytes:
+    return str(np.datetime64(days, "D")).encode()
+
+
+def _record_send(a: int, b: bytes, days: int) -> bytes:
+    # record_send of (int4, text, date): count, then per attribute OID, length, send form
+    return (struct.pack(">iIii", 3, 23, 4, a) + struct.pack(">Ii", 25, len(b)) + b
+            + struct.pack(">Iii", 1082, 4, days - 10957))
+
+
 def columns(n):
     rng = np.random.default_rng(1)
     ints = rng.integers(-2**31, 2**31 - 1, n)
@@ -132,12 +147,30 @@ def columns(n):
         "sparsevec": (90005, -1, [v[0] for v in sp], [v[1] for v in sp]),
         "geometry(4326)": (90006, 1107460, [p.hex().upper().encode() for p in pts], pts),
     })
+    labels = [b"sad", b"ok", b"happy", "Très bien".encode()]
+    cols["enum"] = (70000, -1, [labels[i % 4] for i in range(n)], [labels[i % 4] for i in range(n)])
+    cols["composite"] = (70010, -1, [b'(%d,"%s",%s)' % (int(x), words[i % 4], _date_text(int(d)))
+                                     for i, (x, d) in enumerate(zip(ints, days, strict=True))],
+                         [_record_send(int(x), words[i % 4], int(d)) for i, (x, d) in enumerate(zip(ints, days,
+                                                                                               strict=True))])
+    cols["int4range"] = (3904, -1, [b"[%d,%d)" % (int(x), int(x) + 10) for x in ints],
+                         [b"\x02" + struct.pack(">iiii", 4, int(x), 4, int(x) + 10) for x in ints])
+    cols["tstzrange"] = (3910, -1, [], [b"\x02" + struct.pack(">iqiq", 8, int(t) - US_2000, 8, int(t) - US_2000 + 10**9)
+                                        for t in ts])
+    cols["int4multirange"] = (4451, -1, [b"{[%d,%d),[%d,%d)}" % (int(x), int(x) + 2, int(x) + 5, int(x) + 9)
+                                         for x in ints],
+                              [struct.pack(">i", 2) + b"".join(struct.pack(">i", 17) + b"\x02" + struct.pack(
+                                  ">iiii", 4, int(x) + a, 4, int(x) + b) for a, b in ((0, 2), (5, 9))) for x in ints])
     tsa = pa.array(ts.astype("datetime64[us]"))
     cols["timestamptz"][2].extend(
         s.encode() + b"+00" for s in pc.strftime(tsa, "%Y-%m-%d %H:%M:%S").to_pylist())
     cols["date"][2].extend(s.encode() for s in
                            pc.strftime(pa.array(days.astype("datetime64[D]")), "%Y-%m-%d").to_pylist())
     cols["uuid"][2].extend(str(uuid.UUID(bytes=bytes(u))).encode() for u in uuids)
+    stamps = pc.strftime(tsa, "%Y-%m-%d %H:%M:%S").to_pylist()
+    later = pc.strftime(pa.array((ts + 10**9).astype("datetime64[us]")), "%Y-%m-%d %H:%M:%S").to_pylist()
+    cols["tstzrange"][2].extend(b'["%s+00","%s+00")' % (a.encode(), b.encode()) for a, b in zip(stamps, later,
+                                                                                                 strict=True))
     return cols
 
 

@@ -11,7 +11,9 @@ bits), an Arrow result that fails ``validate(full=True)``, a segfault.
 
 Input layout: byte 0 picks the type (the types with a compiled converter, then their
 array types, then the extension types with one and their arrays, at OIDs a registry
-gives them), byte 1 the form (bit 0: binary, bit 1: mixed kinds by value, bit 2: a
+gives them, then the nested types: an enum, a composite, the built-in ranges and
+multiranges, arrays of them, split by ``_codecs/composites.pxi`` / ``ranges.pxi``
+against their plain-Python twins), byte 1 the form (bit 0: binary, bit 1: mixed kinds by value, bit 2: a
 typmod — numeric(10,2), varchar(5), timestamp(3) — bits 3-4: values read through an
 index); the rest is the values, separated by ``SEP``.
 """
@@ -19,6 +21,7 @@ index); the rest is the values, separated by ``SEP``.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 
 import atheris
@@ -43,7 +46,14 @@ EXT = {}
 for _k, _t in enumerate(t for t in BY_EXTENSION.values() if t.fast):
     REGISTRY.register_base(90000 + _k, _t.name, "public", _t.extension, None, 91000 + _k)
     EXT[_t.name] = 90000 + _k
-OIDS = [t.oid for t in FAST] + [t.array_oid for t in FAST] + sorted(EXT.values()) + [o + 1000 for o in sorted(EXT.values())]
+#: the nested types: an enum, a composite (with an enum, a range and an array in it); the
+#: built-in ranges and multiranges; arrays of them
+REGISTRY.register_enum(70000, ["sad", "ok", ""], array_oid=70001)
+REGISTRY.register_composite(70010, [("a", 23, -1), ("b", 25, -1), ("d", 1082, -1), ("m", 70000, -1),
+                                    ("r", 3904, -1), ("x", 1007, -1)], array_oid=70011)
+NESTED = [70000, 70001, 70010, 70011, 3904, 3905, 3912, 3910, 4451, 6150, 4535]
+OIDS = ([t.oid for t in FAST] + [t.array_oid for t in FAST] + sorted(EXT.values())
+        + [o + 1000 for o in sorted(EXT.values())] + NESTED)
 TYPMOD = {1700: ((10 << 16) | 2) + 4, 1043: 5 + 4, 1042: 5 + 4, 1114: 3, 1184: 3, 1083: 3, 1186: 3,
           EXT["geometry"]: 1107460, EXT["vector"]: 3}
 
@@ -74,7 +84,7 @@ def test_one_input(data: bytes):
     kind = "b" if form & 1 else "t"
     kinds = [("t" if i % 2 else "b") if form & 2 else kind for i in range(len(values))] + ["n", "u"]
     raw = values + [None, None]
-    elem = oid if oid in TYPMOD else next((t.oid for t in FAST if t.array_oid == oid), oid)
+    elem = oid if oid in TYPMOD or oid in NESTED else next((t.oid for t in FAST if t.array_oid == oid), oid)
     elem = oid - 1000 if oid - 1000 in EXT.values() else elem
     mod = TYPMOD.get(elem, -1) if form & 4 else -1
     index = None
@@ -117,6 +127,19 @@ def seeds() -> list:
             out.append(bytes([pick, form]) + SEP.join(vals))
         arr = OIDS.index(oid + 1000 if oid in EXT.values() else next(t.array_oid for t in FAST if t.oid == oid))
         out.append(bytes([arr, 0]) + b"{" + b",".join(vals[:1]) + b",NULL}" + SEP + b"{{" + vals[0] + b"}}")
+    nested = {
+        70000: [b"ok", b"", b"zz"], 70001: [b'{sad,"",NULL}', b"{{ok},{sad}}"],
+        70010: [b'(1,"a ""b"" \\\\ c",infinity,ok,"[1,3)","{1,NULL}")', b"(,,,,,)",
+                struct.pack(">iIii", 2, 23, 4, 7) + struct.pack(">Ii", 3904, 1) + b"\x01"],
+        70011: [b'{"(1,x,,,empty,{})",NULL}'],
+        3904: [b"[1,5)", b"empty", b"(,5]", b"\x02" + struct.pack(">iiii", 4, 1, 4, 5)],
+        3905: [b'{"[1,2)",NULL,empty}'], 3912: [b"[-infinity,2020-01-01)", b"\x18"],
+        3910: [b'["2020-01-01 00:00:00+00",)'], 4451: [b"{[1,3),[5,7)}", b"{}", struct.pack(">i", 0)],
+        6150: [b'{"{[1,2)}"}'], 4535: [b"{[2020-01-01,infinity)}"],
+    }
+    for oid, vals in nested.items():
+        for form in (0, 1, 8):
+            out.append(bytes([OIDS.index(oid), form]) + SEP.join(vals))
     return out
 
 
