@@ -71,6 +71,9 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
             special = pc.if_else(mask, pa.array(raw, pa.string()), special)
             continue
         notes = r.special if r.special is not None else pa.nulls(n, pa.string())
+        if pa.types.is_dictionary(values.type):   # an enum: through the labels
+            values, special = _to_labels(values, special, r.values, notes, at, sent, col)
+            continue
         texts = _texts_at(kinds, data, idx) if pa.types.is_string(values.type) else None
         try:
             cast, marks = cast_value(r.values, src, (col["type_oid"], col["type_modifier"]), values.type, texts, zone)
@@ -80,6 +83,23 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
         values = pc.if_else(mask, cast, values)
         special = pc.if_else(mask, notes, special)
     return values, special
+
+
+def _to_labels(values, special, got, notes, at, sent, col):
+    """Values of an earlier type (another enum, a text type) put into an enum column by
+    their labels; a value that is no label of the column's enum is null with what was sent."""
+    labels = values.dictionary
+    text = got.cast(pa.string()) if not pa.types.is_string(got.type) else got
+    idx = pc.index_in(text, value_set=labels)
+    lost = np.asarray(at) & text.is_valid().to_numpy(zero_copy_only=False) & idx.is_null().to_numpy(
+        zero_copy_only=False)
+    mask = pa.array(at)
+    indices = pc.if_else(mask, idx.cast(values.indices.type), values.indices)
+    if lost.any():
+        said = [f"{sent} by an earlier definition of {col['name']!r}: {v!r} is not a label of its enum"
+                if x else None for x, v in zip(lost, text.to_pylist(), strict=True)]
+        notes = pc.coalesce(pa.array(said, pa.string()), notes)
+    return pa.DictionaryArray.from_arrays(indices, labels), pc.if_else(mask, notes, special)
 
 
 def cast_each(arr: pa.Array, special: pa.Array, to: pa.DataType, rows: np.ndarray, col: dict, sent: str,
