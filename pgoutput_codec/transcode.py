@@ -351,7 +351,7 @@ def _reason(e, codec):
 
 
 def _text_kind(r):
-    if r.conv == "text":
+    if r.conv in ("text", "enum"):   # an enum's send form is its label's text
         return "text"
     if r.conv == "jsonb":
         return "jsonb"

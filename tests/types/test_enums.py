@@ -94,3 +94,20 @@ def test_vectorized_and_per_value_agree(values, with_labels):
     kinds = [k for k, _ in values]
     data = [d for _, d in values]
     assert outcome(kinds, data, 70000, reg, True) == outcome(kinds, data, 70000, reg, False)
+
+
+def test_a_label_sent_in_binary_is_transcoded():
+    """An enum's send form is its label's text: transcoding an archive of another client
+    encoding rewrites it as a UTF-8 session receives it."""
+    from pgoutput_codec import Begin, Commit, Insert, Relation, RelationColumn, TupleColumn, encode_message
+    from pgoutput_codec.transcode import transcode_payloads
+
+    reg = tc.TypeRegistry()
+    reg.register_enum(70000, ["café"])
+    msgs = [Begin(final_lsn=10, commit_ts=0, xid=5),
+            Relation(relation_id=7, namespace="public", relation_name="t", replica_identity="d",
+                     columns=(RelationColumn(0, "m", 70000, -1),)),
+            Insert(relation_id=7, new_tuple=(TupleColumn("b", "café".encode("latin-1")),)),
+            Commit(flags=0, commit_lsn=10, end_lsn=11, commit_ts=0)]
+    got, _ = transcode_payloads(pa.array([encode_message(m) for m in msgs], pa.binary()), "latin1", registry=reg)
+    assert got[2].as_py() == encode_message(Insert(relation_id=7, new_tuple=(TupleColumn("b", "café".encode()),)))
