@@ -31,7 +31,7 @@ import os
 from typing import NamedTuple
 
 from ..pgoutput.messages import format_lsn, parse_lsn
-from .registry import TypeRegistry, UserType
+from .registry import TypeRegistry, UserType, arrow_places
 from .serverdefs import KINDS, USER_TYPES, read_types, seed_sql, server_position, type_entry
 
 __all__ = ["CATALOG_KEY", "FORMAT", "KINDS", "Catalog", "CatalogVersion", "read_catalog", "write_catalog",
@@ -152,7 +152,9 @@ class Catalog:
         ``types[oid]`` (``lsn``: where that definition was first recorded), the different
         ones before it in ``earlier`` (oldest first). ``over``: a caller's registry, which
         wins OID by OID for every type it defines (an entry of kind 'unknown' defines
-        nothing), and with its ``timezone`` when it has one. A new registry each call."""
+        nothing), and with its ``timezone`` when it has one. ``timezone``: the newest
+        version's, when Arrow's database places it as the server did (not ``localtime``
+        or a POSIX rule). A new registry each call."""
         defs: dict = {}        # oid -> [(lsn, entry)], a new one only where it differs
         for v in self.versions:
             for t in v.types:
@@ -164,8 +166,9 @@ class Catalog:
             newest = _user_type(*seen[-1])
             newest.earlier = tuple(_user_type(lsn, t) for lsn, t in seen[:-1])
             reg.types[oid] = newest
+        # (a zone Arrow cannot place as the server did, such as 'localtime', is not guessed)
         zones = [v.timezone for v in self.versions if v.timezone is not None]
-        reg.timezone = zones[-1] if zones else None
+        reg.timezone = zones[-1] if zones and arrow_places(zones[-1]) else None
         if over is not None:
             for oid, u in over.types.items():
                 if u.kind != "unknown" or oid not in reg.types:

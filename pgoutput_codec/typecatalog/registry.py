@@ -200,7 +200,7 @@ class TypeRegistry:
             cur.execute("SHOW TimeZone")
             zone = cur.fetchone()[0]
             zone = zone.decode() if isinstance(zone, bytes) else zone
-            if _arrow_places(zone):
+            if arrow_places(zone):
                 self.timezone = zone
             else:   # a POSIX rule ('UTC+3'), or the server machine's own 'localtime'
                 warnings.warn(f"the session's TimeZone {zone!r} is not a zone Arrow's database places: values "
@@ -225,7 +225,7 @@ def with_type_names(registry, column_lists):
     return reg
 
 
-def _arrow_places(zone: str) -> bool:
+def arrow_places(zone: str) -> bool:
     """Whether Arrow's time zone database knows ``zone`` as the server did: not
     ``localtime``, which is the machine's own (this one's, for Arrow)."""
     if zone.lower() == "localtime":

@@ -56,6 +56,7 @@ def test_registry_newest_definition_and_earlier_ones():
     assert price.earlier == () and price.lsn == 0x16B3748     # recorded twice alike: one definition
     assert arrow_type(16410, -1, reg) == pa.decimal128(10, 2)
     assert reg.timezone == "Europe/Berlin"
+    assert Catalog([(1, [], "localtime")]).registry().timezone is None      # (the server machine's own)
 
 
 def test_a_callers_registry_wins_oid_by_oid():
