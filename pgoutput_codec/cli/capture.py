@@ -656,7 +656,6 @@ class _Run:
         # snapshot may still count them in progress: a chunk must see each one that touches
         # its table, or be taken again (kept only while in the last chunk snapshot's xip)
         self.unseen = {}
-        self.catalog = Catalog()    # the versions this run took
         self.in_force = None        # the version in force now
         self.file_versions = []     # the versions in force over the next file's rows
         self.digest = None          # types_digest of the version in force
@@ -685,7 +684,6 @@ class _Run:
             return False
         self.in_force = version
         self.file_versions.append(version)
-        self.catalog = self.catalog.merge(cat)
         return True
 
     def catalog_after_peek(self, staging, kept):

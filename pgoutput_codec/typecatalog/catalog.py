@@ -84,6 +84,7 @@ class Catalog:
                 out.append(v)
         out.sort(key=lambda v: v.lsn)          # (stable: equal LSNs keep their order)
         self.versions: list[CatalogVersion] = out
+        self._built = None       # the registry of no caller's, built once (:meth:`shared_registry`)
 
     def __len__(self) -> int:
         return len(self.versions)
@@ -155,6 +156,9 @@ class Catalog:
         nothing), and with its ``timezone`` when it has one. ``timezone``: the newest
         version's, when Arrow's database places it as the server did (not ``localtime``
         or a POSIX rule). A new registry each call."""
+        return _over(self._build(), over)
+
+    def _build(self) -> TypeRegistry:
         defs: dict = {}        # oid -> [(lsn, entry)], a new one only where it differs
         for v in self.versions:
             for t in v.types:
@@ -169,13 +173,26 @@ class Catalog:
         # (a zone Arrow cannot place as the server did, such as 'localtime', is not guessed)
         zones = [v.timezone for v in self.versions if v.timezone is not None]
         reg.timezone = zones[-1] if zones and arrow_places(zones[-1]) else None
-        if over is not None:
-            for oid, u in over.types.items():
-                if u.kind != "unknown" or oid not in reg.types:
-                    reg.types[oid] = copy.deepcopy(u)
-            if over.timezone is not None:
-                reg.timezone = over.timezone
         return reg
+
+    def shared_registry(self, over: TypeRegistry | None = None) -> TypeRegistry:
+        """:meth:`registry`, its :class:`UserType` objects built once and shared by every
+        registry it gives (a new ``types`` dict each time): what the table functions
+        take, table after table. Do not change the types it holds."""
+        if self._built is None:
+            self._built = self._build()
+        return _over(TypeRegistry(dict(self._built.types), self._built.timezone), over)
+
+
+def _over(reg: TypeRegistry, over: TypeRegistry | None) -> TypeRegistry:
+    """``reg`` with the types ``over`` defines (copies) and its time zone."""
+    if over is not None:
+        for oid, u in over.types.items():
+            if u.kind != "unknown" or oid not in reg.types:
+                reg.types[oid] = copy.deepcopy(u)
+        if over.timezone is not None:
+            reg.timezone = over.timezone
+    return reg
 
 
 def _user_type(lsn, t) -> UserType:
@@ -257,7 +274,7 @@ def registry_of(changes, registry: TypeRegistry | None = None) -> TypeRegistry |
     cat = catalog_of(changes) if changes is not None else None
     if cat is None:
         return registry
-    return cat.registry(over=registry)
+    return cat.shared_registry(over=registry)
 
 
 def catalog_from_connection(conn, publication: str | None = None, *, oids=(), lsn=None) -> Catalog:

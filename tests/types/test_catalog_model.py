@@ -104,6 +104,15 @@ def test_change_rows_carry_the_catalog():
     mine = TypeRegistry()
     mine.register_domain(16410, 20)
     assert arrow_type(16410, -1, registry_of(carried, mine)) == pa.int64()
+    assert arrow_type(16410, -1, registry_of(carried)) == pa.decimal128(10, 2)
+    # (the types are built once for every table typed: each registry its own dict)
+    one = registry_of(carried)
+    one.register_domain(99999, 20)
+    assert 99999 not in registry_of(carried).types
+    cat = _two_versions()
+    cat.registry().register_domain(16410, 20)       # (in place: the catalog's own are apart)
+    assert arrow_type(16410, -1, cat.registry()) == arrow_type(16410, -1, cat.shared_registry()) == \
+        pa.decimal128(10, 2)
 
 
 def test_archive_catalog_merges_every_files_footer(tmp_path):
