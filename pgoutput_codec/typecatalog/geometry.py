@@ -49,6 +49,22 @@ class GeoWKB(pa.ExtensionType):
         self.crs = crs
         super().__init__(pa.binary(), "geoarrow.wkb")
 
+    def __eq__(self, other):
+        # pyarrow's own equality of an extension type looks at its name alone
+        if isinstance(other, pa.ExtensionType):
+            return other.extension_name == "geoarrow.wkb" and getattr(other, "crs", None) == self.crs
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(("geoarrow.wkb", self.crs))
+
+    def __repr__(self):
+        return f"GeoWKB(crs={self.crs!r})"
+
     def __arrow_ext_serialize__(self):
         return json.dumps({"crs": self.crs} if self.crs else {}).encode()
 

@@ -97,6 +97,14 @@ def test_postgis_typmod_srid():
     assert typmod_srid(1107460) == 4326 and typmod_srid(-1) == 0
 
 
+def test_geoarrow_types_differ_by_crs_and_are_hashable():
+    a, b = GeoWKB("EPSG:4326"), GeoWKB("EPSG:3857")
+    assert a == GeoWKB("EPSG:4326") and a.equals(GeoWKB("EPSG:4326")) and hash(a) == hash(GeoWKB("EPSG:4326"))
+    assert a != b and not a.equals(b) and a != pa.binary()
+    assert not pa.schema([("g", a)]).equals(pa.schema([("g", b)]))
+    assert {a: 1}.get(b) is None
+
+
 def test_pgoutput_text_and_binary(conn):
     got, _ = ext_types.replicated(
         conn, "ext_geo", "CREATE TABLE ext_geo (id int PRIMARY KEY, g geometry, p geometry(Point,4326), y geography)",
