@@ -26,7 +26,9 @@ The modules, lowest layer first:
   :mod:`.integers` (bool, int2/4/8, oid, pg_lsn), :mod:`.floats` (float4/8, point),
   :mod:`.numeric` (numeric, money), :mod:`.text` (text-like, json, jsonb, uuid),
   :mod:`.bytea` (bytea, bit, varbit), :mod:`.datetime` (date, time, timetz, timestamp,
-  timestamptz), :mod:`.interval`, :mod:`.network` (inet, cidr, macaddr), :mod:`.ranges`;
+  timestamptz), :mod:`.interval`, :mod:`.network` (inet, cidr, macaddr), :mod:`.ranges`
+  (ranges and multiranges), :mod:`.enums`, :mod:`.composites` (the nested ones split by
+  what :mod:`.nested` shares);
   the compiled twin of a family is ``_codecs/<family>.pxi``, included by ``_convert.pyx``;
 - :mod:`.facts` — the table of built-in types (:data:`TYPES`) assembled from the
   families, and its lookups;

@@ -108,3 +108,14 @@ def test_compiled_and_python_agree_on_mutations(case):
 def test_bad_values_name_the_value(fast, oid, kind, raw, why):
     with pytest.raises(ConversionError, match=f"value 1 .*{why}"):
         convert_column(["n", kind], [None, raw], oid, fast=fast)
+
+
+def test_sliced_columns_split_as_whole_ones():
+    kinds = pa.array(["t", "n", "b", "t", "t"], pa.string())
+    data = pa.array([b"[1,2)", None, b"\x01", b"(,3]", b"empty"], pa.binary())
+    whole = convert_column(kinds, data, 3904)
+    for a, b in ((1, 4), (2, 3), (0, 5)):
+        part = convert_column(kinds.slice(a, b), data.slice(a, b), 3904)
+        assert part.values.to_pylist() == whole.values.to_pylist()[a:a + b]
+    col = convert_column(kinds.slice(3, 2), pa.array([b"{[1,2)}", b"{}"]).slice(0, 2), 4451)
+    assert col.values.to_pylist() == [[_r(1, 2)], []]
