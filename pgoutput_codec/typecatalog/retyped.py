@@ -86,10 +86,18 @@ def with_earlier_types(values, special, kinds, data, col: dict, earlier: list, r
 
 
 def _to_labels(values, special, got, notes, at, sent, col):
-    """Values of an earlier type (another enum, a text type) put into an enum column by
-    their labels; a value that is no label of the column's enum is null with what was sent."""
+    """Values of an earlier type put into an enum column by their labels. Another enum's
+    (an enum dropped and created again, the column with it): its labels the column's enum
+    lacks are added to the dictionary after the column's own, so each value keeps the
+    label it was sent with. A text type's (``ALTER COLUMN … TYPE`` to the enum): a value
+    that is no label of the column's enum is null with what was sent."""
     labels = values.dictionary
     text = got.cast(pa.string()) if not pa.types.is_string(got.type) else got
+    if pa.types.is_dictionary(got.type):
+        sent_labels = pc.unique(text.filter(pa.array(at)).drop_null())
+        extra = pc.filter(sent_labels, pc.invert(pc.is_in(sent_labels, value_set=labels)))
+        if len(extra):
+            labels = pa.concat_arrays([labels, extra])
     idx = pc.index_in(text, value_set=labels)
     lost = np.asarray(at) & text.is_valid().to_numpy(zero_copy_only=False) & idx.is_null().to_numpy(
         zero_copy_only=False)

@@ -1,6 +1,7 @@
 """Enum, composite, range and multirange columns on the table paths: ``snapshot``,
-``history``, ``net_changes`` and ``mirror`` carry the dictionary, struct and list columns,
-and a column whose type changes from one enum to another is cast through the labels."""
+``history``, ``net_changes`` and ``mirror`` carry the dictionary, struct and list columns;
+a column whose type changes (text to an enum, one enum to another: dropped and created
+again) keeps each value's label."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pgoutput_codec.lake import mirror
 def _archive():
     reg = tc.TypeRegistry()
     reg.register_enum(70000, ["sad", "ok", "gone"], name="mood")
-    reg.register_enum(70010, ["ok", "happy", "sad"], name="mood2")   # the column re-typed to it
+    reg.register_enum(70010, ["ok", "happy", "sad"], name="mood2")   # the column re-typed to it (after text)
     reg.register_composite(70020, [("a", 23, -1), ("m", 70000, -1)], name="comp")
 
     def cols(mood):
@@ -32,6 +33,10 @@ def _archive():
             ("t", b"%d" % i), m, c, r, mr)))
 
     msgs = [Begin(final_lsn=10, commit_ts=10, xid=10),
+            Relation(relation_id=16500, namespace="public", relation_name="t", replica_identity="d",
+                     columns=cols(25)),
+            row(4, ("t", b"sad"), ("n", None), ("n", None), ("n", None)),
+            row(5, ("t", b"nope"), ("n", None), ("n", None), ("n", None)),
             Relation(relation_id=16500, namespace="public", relation_name="t", replica_identity="d",
                      columns=cols(70000)),
             row(1, ("t", b"ok"), ("t", b"(1,sad)"), ("t", b"[2020-01-01,infinity)"), ("t", b"{[1,2),[5,9)}")),
@@ -52,9 +57,11 @@ _ROWS = [
            "upper_inc": False, "empty": False}, "r__special": "upper=infinity",
      "mr": [{"lower": 1, "upper": 2, "lower_inc": True, "upper_inc": False, "empty": False},
             {"lower": 5, "upper": 9, "lower_inc": True, "upper_inc": False, "empty": False}]},
-    {"id": 2, "m": None, "c": {"a": 5, "m": "ok"}, "r__special": None, "mr": [],
+    {"id": 2, "m": "gone", "m__special": None, "c": {"a": 5, "m": "ok"}, "r__special": None, "mr": [],
      "r": {"lower": None, "upper": None, "lower_inc": False, "upper_inc": False, "empty": True}},
     {"id": 3, "m": "happy", "m__special": None, "c": None, "r__special": None, "mr": None},
+    {"id": 4, "m": "sad", "m__special": None},
+    {"id": 5, "m": None},
 ]
 
 
@@ -65,14 +72,15 @@ def test_nested_columns_on_the_table_paths(how):
         warnings.simplefilter("ignore")
         t = how(changes, "public.t", registry=reg).sort_by("id")
     assert t.schema.field("m").type == pa.dictionary(pa.int32(), pa.string())
-    assert t.column("m").chunks[0].dictionary.to_pylist() == ["ok", "happy", "sad"]   # the newest enum's
+    # the newest enum's labels, then the label only the older enum had
+    assert pa.chunked_array(t.column("m")).combine_chunks().dictionary.to_pylist() == ["ok", "happy", "sad", "gone"]
     assert str(t.schema.field("mr").type).startswith("list<item: struct<lower: int32")
     got = t.to_pylist()
     for want, row in zip(_ROWS, got, strict=True):
         for k, v in want.items():
             assert row.get(k) == v, (k, row)
-    # 'gone' is no label of the column's newest enum: null, and what was sent is kept
-    assert got[1]["m__special"] == "sent as type OID 70000 by an earlier definition of 'm': 'gone' is not a label" \
+    # text that is no label of the column's enum: null, and what was sent is kept
+    assert got[4]["m__special"] == "sent as type OID 25 by an earlier definition of 'm': 'nope' is not a label" \
                                    " of its enum"
 
 
@@ -82,6 +90,6 @@ def test_nested_columns_mirrored(tmp_path):
         warnings.simplefilter("ignore")
         mirror(changes, str(tmp_path), registry=reg)
     got = deltalake.DeltaTable(str(tmp_path / "public.t")).to_pyarrow_table().sort_by("id")
-    assert got.column("m").to_pylist() == ["ok", None, "happy"]
-    assert got.column("c").to_pylist() == [{"a": 1, "m": "sad"}, {"a": 5, "m": "ok"}, None]
+    assert got.column("m").to_pylist() == ["ok", "gone", "happy", "sad", None]
+    assert got.column("c").to_pylist() == [{"a": 1, "m": "sad"}, {"a": 5, "m": "ok"}, None, None, None]
     assert got.column("mr").to_pylist()[1] == []
