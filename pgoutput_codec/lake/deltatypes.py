@@ -9,7 +9,12 @@ Delta has no unsigned integers, no time of day and no interval (deltalake refuse
 - month_day_nano interval → struct<months int32, days int32, microseconds int64>
   (as PostgreSQL holds it, and as Spark's table functions give it);
 - decimal256 (numeric beyond 38 digits) → string, the exact text;
-- lists and structs of these, element by element.
+- dictionary (an enum) → its values (the labels, string): Delta has no dictionary type,
+  and the labels' sort order is the archive catalog's;
+- float16 (``halfvec``) → float32: Delta has no half float, a float32 holds each exactly;
+- an extension type (``geoarrow.wkb``, PostGIS) → its storage (binary WKB): Delta keeps
+  no Arrow extension type, so the CRS is not in the copy's schema;
+- lists, structs (composites, ranges) and maps (hstore) of these, element by element.
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ _WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64
 
 def delta_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type a value of type ``t`` is written to Delta as."""
+    if isinstance(t, pa.BaseExtensionType):
+        return delta_type(t.storage_type)
+    if pa.types.is_dictionary(t):
+        return delta_type(t.value_type)
+    if pa.types.is_float16(t):
+        return pa.float32()
     if t in _WIDER:
         return _WIDER[t]
     if pa.types.is_time64(t) or pa.types.is_time32(t):
@@ -39,25 +50,47 @@ def delta_type(t: pa.DataType) -> pa.DataType:
         return pa.list_(delta_type(t.value_type))
     if pa.types.is_struct(t):
         return pa.struct([pa.field(f.name, delta_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(delta_type(t.key_type), delta_type(t.item_type))
     return t
 
 
 def to_delta(arr) -> pa.Array:
-    """``arr`` (any typed column) as :func:`delta_type` says."""
+    """``arr`` (any typed column) as :func:`delta_type` says (Arrow's kernels, level by
+    level: no Python per value)."""
     arr = one_array(arr)
     t = arr.type
     want = delta_type(t)
     if want.equals(t):
         return arr
+    if isinstance(t, pa.BaseExtensionType):
+        return to_delta(arr.storage)
+    if pa.types.is_dictionary(t):
+        return to_delta(arr.cast(t.value_type))
     if pa.types.is_time64(t):
         return arr.cast(pa.time64("us")).cast(pa.int64())
     if pa.types.is_interval(t):
         return interval_struct(arr)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         arr = plain_lists(arr)
-        return pa.ListArray.from_arrays(arr.offsets, to_delta(arr.values), type=want,
+        offsets, (values,) = _from_zero(arr, arr.values)
+        return pa.ListArray.from_arrays(offsets, to_delta(values), type=want,
                                         mask=pc.invert(arr.is_valid()) if arr.null_count else None)
+    if pa.types.is_map(t):
+        offsets, (keys, items) = _from_zero(arr, arr.keys, arr.items)
+        return pa.MapArray.from_arrays(offsets, to_delta(keys), to_delta(items), type=want,
+                                       mask=pc.invert(arr.is_valid()) if arr.null_count else None)
     if pa.types.is_struct(t):
         return pa.StructArray.from_arrays([to_delta(arr.field(i)) for i in range(t.num_fields)],
                                           fields=list(want), mask=pc.invert(arr.is_valid()) if arr.null_count else None)
     return arr.cast(want)
+
+
+def _from_zero(arr: pa.Array, *children: pa.Array):
+    """A list or map array's offsets from 0 and its ``children`` cut to them (Arrow takes
+    no null mask with offsets that start past 0: a slice's)."""
+    offsets = arr.offsets
+    if len(offsets) and offsets[0].as_py():
+        lo = offsets[0].as_py()
+        return pc.subtract(offsets, lo), [c.slice(lo, offsets[-1].as_py() - lo) for c in children]
+    return offsets, list(children)

@@ -409,9 +409,17 @@ END_OF_DAY = 86_400_000_000
 
 
 def _value_spark_type(t: pa.DataType, time_type) -> T.DataType:
-    """Spark type of a typed column value (Arrow type from the type catalog)."""
+    """Spark type of a typed column value (Arrow type from the type catalog), at any depth
+    of lists, structs (composites, ranges) and maps."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _value_spark_type(t.storage_type, time_type)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return T.ArrayType(_value_spark_type(t.value_type, time_type))
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, _value_spark_type(f.type, time_type),
+                                           metadata=ST.field_metadata(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return T.MapType(_value_spark_type(t.key_type, time_type), _value_spark_type(t.item_type, time_type))
     if pa.types.is_date32(t):
         return T.DateType()
     if pa.types.is_time64(t):
@@ -428,14 +436,20 @@ def _value_spark_type(t: pa.DataType, time_type) -> T.DataType:
 
 
 def _can_be_special(t: pa.DataType) -> bool:
-    """Columns that get a ``<name>__special`` companion (infinity/NaN, unconvertible values)."""
+    """Columns that get a ``<name>__special`` companion (infinity/NaN, unconvertible values;
+    a value nested in a composite or range names its part there: ``attr=infinity``)."""
     return not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_boolean(t)
                 or pa.types.is_integer(t))
 
 
 def conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
-    """A typed value array (catalog type ``t``) as the Arrow type Spark wants (``target``)."""
-    arr = one_array(arr)
+    """A typed value array (catalog type ``t``) as the Arrow type Spark wants (``target``),
+    level by level through lists, structs and maps (Arrow's own kernels, no Python per
+    value): times and intervals as :func:`_value_spark_type` says, an enum's dictionary
+    as its labels, float16 as float32, an extension array as its storage."""
+    arr = plain_lists(one_array(arr))
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
     if pa.types.is_time64(arr.type) and pa.types.is_time64(target):
         # 24:00:00 is past Spark's last time of day: null (its __special says so: end_of_day)
         arr = pc.if_else(pc.equal(arr.cast(pa.int64()), END_OF_DAY), pa.scalar(None, arr.type), arr)
@@ -444,12 +458,29 @@ def conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
     elif pa.types.is_interval(arr.type):
         arr = interval_struct(arr, target)
     elif pa.types.is_list(arr.type) and pa.types.is_list(target):
-        inner = conform(arr.values, t.value_type if pa.types.is_list(t) else arr.type.value_type,
-                         target.value_type)
-        arr = pa.ListArray.from_arrays(arr.offsets, inner, mask=arr.is_null())
+        offsets, (values,) = _from_zero(arr, arr.values)
+        arr = pa.ListArray.from_arrays(offsets, conform(values, arr.type.value_type, target.value_type), type=target,
+                                       mask=arr.is_null() if arr.null_count else None)
+    elif pa.types.is_struct(arr.type) and pa.types.is_struct(target) and not arr.type.equals(target):
+        fields = [conform(arr.field(i), arr.type.field(i).type, target.field(i).type)
+                  for i in range(arr.type.num_fields)]
+        arr = pa.StructArray.from_arrays(fields, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    elif pa.types.is_map(arr.type) and pa.types.is_map(target) and not arr.type.equals(target):
+        offsets, (keys, items) = _from_zero(arr, arr.keys, arr.items)
+        arr = pa.MapArray.from_arrays(offsets, conform(keys, arr.type.key_type, target.key_type),
+                                      conform(items, arr.type.item_type, target.item_type), type=target,
+                                      mask=arr.is_null() if arr.null_count else None)
     if not arr.type.equals(target):
         arr = arr.cast(target)
     return arr
+
+
+def _from_zero(arr: pa.Array, *children: pa.Array):
+    """A list or map array's offsets from 0 and its ``children`` cut to them (Arrow takes
+    no null mask with offsets that start past 0: a slice's)."""
+    offsets = ST.offsets(arr)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    return pa.array(offsets - lo, pa.int32()), [c.slice(lo, hi - lo) for c in children]
 
 
 def _holds_time(t: pa.DataType) -> bool:
@@ -505,7 +536,7 @@ def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None, tim
         mixed = isinstance(d, frozenset)
         at = pa.binary() if mixed else arrow_type(c["type_oid"], c["type_modifier"], registry, ndim=d)
         sp = _can_be_special(at) or c["name"] in retyped or mixed
-        fields.append(T.StructField(c["name"], _value_spark_type(at, time_type)))
+        fields.append(T.StructField(c["name"], _value_spark_type(at, time_type), metadata=ST.field_metadata(at)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
         plan.append((c["name"], at, sp, c["type_oid"], c["type_modifier"]))

@@ -13,12 +13,19 @@ for that Spark type (``to_spark_arrow``). Spark has no unsigned integers, so:
   does arithmetic correctly in SQL, and ``CAST(lsn AS BIGINT)`` is there for users who
   know their LSNs are small. The cost is a wider column (16 bytes, not 8).
 - timestamp[us, UTC] → TimestampType; string/binary/bool/int → the obvious types;
-  list → ArrayType, struct → StructType (nullability kept).
+  list → ArrayType, struct → StructType, map → MapType (nullability kept).
+- dictionary (an enum: its labels) → its values' type: the values are the labels, the
+  dictionary's order (an enum's sort order) is the archive catalog's, not Spark's;
+- float16 (``halfvec``) → FloatType: Spark has no half float, a float32 holds each exactly;
+- an extension type (``geoarrow.wkb``: PostGIS with one SRID) → its storage's type, the
+  extension's name and metadata (the CRS) in the StructField's metadata
+  (:func:`field_metadata`).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 
 import numpy as np
@@ -30,7 +37,7 @@ from ..arrays import plain_lists
 from ..schema import MESSAGE_STRUCT
 
 __all__ = [
-    "spark_type", "spark_field", "to_spark_arrow", "arrow_type_for", "arrow_schema_for",
+    "spark_type", "spark_field", "field_metadata", "to_spark_arrow", "EXTENSION_NAME", "EXTENSION_METADATA", "arrow_type_for", "arrow_schema_for",
     "CORRUPT_RECORD", "MESSAGE_TYPE", "MESSAGE_FIELDS", "message_type", "LSN_TYPE",
 ]
 
@@ -42,8 +49,14 @@ LSN_TYPE = T.DecimalType(20, 0)
 
 def spark_type(t: pa.DataType) -> T.DataType:
     """The Spark SQL type that holds every value of Arrow type ``t`` exactly."""
+    if isinstance(t, pa.BaseExtensionType):
+        return spark_type(t.storage_type)
+    if pa.types.is_dictionary(t):
+        return spark_type(t.value_type)
     if pa.types.is_struct(t):
         return T.StructType([spark_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return T.MapType(spark_type(t.key_type), spark_type(t.item_type), valueContainsNull=t.item_field.nullable)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return T.ArrayType(spark_type(t.value_type), containsNull=t.value_field.nullable)
     if pa.types.is_boolean(t):
@@ -66,7 +79,7 @@ def spark_type(t: pa.DataType) -> T.DataType:
         return T.TimestampType() if t.tz else T.TimestampNTZType()
     if pa.types.is_float64(t):
         return T.DoubleType()
-    if pa.types.is_float32(t):
+    if pa.types.is_float32(t) or pa.types.is_float16(t):
         return T.FloatType()
     if pa.types.is_decimal(t):
         return T.DecimalType(t.precision, t.scale)
@@ -74,7 +87,34 @@ def spark_type(t: pa.DataType) -> T.DataType:
 
 
 def spark_field(f: pa.Field) -> T.StructField:
-    return T.StructField(f.name, spark_type(f.type), nullable=f.nullable)
+    return T.StructField(f.name, spark_type(f.type), nullable=f.nullable, metadata=field_metadata(f.type))
+
+
+#: StructField metadata keys of a column whose Arrow type is an extension type (or a list
+#: of one): its name (``geoarrow.wkb``) and its serialized metadata (GeoArrow's JSON, the CRS)
+EXTENSION_NAME = "ARROW:extension:name"
+EXTENSION_METADATA = "ARROW:extension:metadata"
+
+
+def field_metadata(t: pa.DataType) -> dict | None:
+    """What Spark's field of Arrow type ``t`` keeps of an extension type (``t`` or its
+    lists' items): its name, its metadata as text and, where that is JSON with a ``crs``,
+    the CRS (``crs``: a string, or PROJJSON as JSON text). None for any other type."""
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        t = t.value_type
+    if not isinstance(t, pa.BaseExtensionType):
+        return None
+    serialize = getattr(t, "__arrow_ext_serialize__", None)   # a type of pyarrow's own may have none
+    raw = serialize() if serialize is not None else b""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    out = {EXTENSION_NAME: t.extension_name, EXTENSION_METADATA: text}
+    try:
+        crs = json.loads(text).get("crs") if text else None
+    except (ValueError, AttributeError):
+        crs = None
+    if crs is not None:
+        out["crs"] = crs if isinstance(crs, str) else json.dumps(crs, sort_keys=True)
+    return out
 
 
 def _tz_kwargs(fn):
@@ -103,8 +143,10 @@ def offsets(arr: pa.Array) -> np.ndarray:
 def to_spark_arrow(arr, target: pa.DataType):
     """Cast a decoder array to ``target`` (from :func:`arrow_type_for`).
 
-    Every cast here widens (uint→wider int, uint64→decimal128(20,0)) or renames list
-    items, so it cannot lose a value; ``safe=True`` makes any surprise an error."""
+    Every cast here widens (uint→wider int, uint64→decimal128(20,0), float16→float32),
+    decodes (a dictionary's indices to its values, an extension array to its storage) or
+    renames list and map items, at any depth, by Arrow's own kernels (no Python per
+    value), so it cannot lose a value; ``safe=True`` makes any surprise an error."""
     if arr.type.equals(target):
         return arr
     arr = plain_lists(arr)      # Spark has no list views: each row its own copy
