@@ -489,6 +489,53 @@ def _holds_time(t: pa.DataType) -> bool:
     return pa.types.is_time64(t)
 
 
+def _nests_time(t: pa.DataType) -> bool:
+    """Whether a struct (a composite, a range) somewhere in ``t`` holds a time of day."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _nests_time(t.value_type)
+    if pa.types.is_struct(t):
+        return any(pa.types.is_time64(f.type) or _nests_time(f.type) for f in t)
+    return False
+
+
+def _end_of_day_at(arr: pa.Array) -> dict:
+    """{index: note} of the values of ``arr`` holding PostgreSQL's end of day somewhere:
+    ``24:00:00`` itself, ``attr=…`` in a struct's field, ``k=…`` in a list's element k
+    (as nested notes name their parts). Python runs over the hits alone."""
+    t = arr.type
+    if pa.types.is_time64(t):
+        hits = pc.fill_null(pc.equal(arr.cast(pa.int64()), END_OF_DAY), False).to_numpy(zero_copy_only=False)
+        return {int(i): "24:00:00" for i in np.flatnonzero(hits)}
+    out: dict = {}
+    if pa.types.is_struct(t):
+        for i, f in enumerate(t):
+            for j, note in _end_of_day_at(arr.field(i)).items():
+                if arr[j].is_valid:
+                    out[j] = f"{out[j]};{f.name}={note}" if j in out else f"{f.name}={note}"
+    elif pa.types.is_list(t):
+        offsets, (values,) = _from_zero(arr, arr.values)
+        bounds = offsets.to_numpy()
+        for e, note in sorted(_end_of_day_at(values).items()):
+            r = int(np.searchsorted(bounds, e, side="right")) - 1
+            if arr[r].is_valid:
+                mark = f"{e - bounds[r]}={note}"
+                out[r] = f"{out[r]};{mark}" if r in out else mark
+    return out
+
+
+def nested_end_of_day(v: pa.Array, special: pa.Array | None) -> pa.Array | None:
+    """``special`` with each value's times of ``24:00:00`` inside composites and ranges
+    named by their place (``at=24:00:00``, ``lower=24:00:00``, ``1=at=24:00:00`` in an
+    array's element 1), which :func:`conform` makes null for Spark."""
+    hits = _end_of_day_at(one_array(v))
+    if not hits:
+        return special
+    notes = special.to_pylist() if special is not None else [None] * len(v)
+    for i, note in hits.items():
+        notes[i] = note if notes[i] is None else f"{notes[i]};{note}"
+    return pa.array(notes, pa.string())
+
+
 def end_of_day(v: pa.Array, special: pa.Array | None) -> pa.Array | None:
     """``special`` with ``24:00:00`` named where a time (or an array's element, by its
     flat index as array markers are: ``1=24:00:00``) is PostgreSQL's end of day, which
@@ -672,6 +719,8 @@ class TableMapper:
                     special = struct.field(name + "__special")
                 if _holds_time(at) and _holds_time(tgt):
                     special = end_of_day(v, special)
+                elif _nests_time(at) and _nests_time(tgt):
+                    special = nested_end_of_day(v, special)
                 v = conform(v, at, tgt)
             else:
                 v = pa.nulls(n, tgt)
