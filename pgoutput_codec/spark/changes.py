@@ -134,6 +134,7 @@ from ..changes import CONTROL_TAGS, HEAD_BYTES, ControlPlan
 from . import archiverows as RF
 from . import types as ST
 from .archiverows import KEY, PAYLOAD, order_key
+from .catalogs import files_catalog, with_catalog
 from .changerows import (HEAD_FACTS_ROW, LSN, SUB, ChangeField, ChangeMapper, ChangeRows, DecodedChanges, HeadFacts,
                          TypedMapper, TypedRows, as_binary, drop_malformed, facts_of, mapper_schema, record,
                          sub_order, typed_rows)
@@ -230,9 +231,11 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     plan_bc = to_workers(spark, plan)
 
     # pass 2: every partition
+    # the archive's type catalog (the footers of the files behind df) goes with the rows
+    catalog = files_catalog(df.inputFiles())
     if impl == "fields":
         pass2 = FieldChanges(src, plan, plan_bc, rows, has_lsn, options, envelope, sort)
-        return record(pass2.changes(), DecodedChanges(plan, pass2=pass2))
+        return record(with_catalog(pass2.changes(), catalog), DecodedChanges(plan, pass2=pass2))
     count_rows = observation is not None
     inner = mapper_schema(options, mode, count_rows)
     if mode == FAILFAST and not count_rows:
@@ -250,7 +253,7 @@ def decode_changes(df: DataFrame, *, payload: str = "data", lsn: str | None = "l
     out = out.drop(SUB)
     # no error rows, no counts: the table functions may decode again
     pass2 = MapChanges(src, plan, plan_bc, rows, has_lsn, envelope, sort) if keeps_pass2 else None
-    return record(out, DecodedChanges(plan, pass2=pass2))
+    return record(with_catalog(out, catalog), DecodedChanges(plan, pass2=pass2))
 
 
 def opengauss_decode_changes(df: DataFrame, payload: str = "data", order_by=None, style: str = "b", *,

@@ -25,6 +25,7 @@ from ..lake.names import dir_name
 from ..selection import parse_table_list, table_selected
 from ..tables.rules import IncompleteTableWarning, pick_base
 from . import types as ST
+from .catalogs import spark_registry
 from .pertable import group_partitions, over_tables, table_groups, write_for_workers
 
 __all__ = ["mirror"]
@@ -71,6 +72,7 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
     written is named in the error raised after every other table's copy is current.
     ``partitions``: the tasks of the pass (default: twice the cores, at most one a
     table)."""
+    registry = spark_registry(changes, registry)   # the archive's type catalog under the caller's
     with target_locked(target):
         return _mirror(changes, os.path.abspath(os.fspath(target)), tables, registry, missing, app_id, file_size,
                        base, base_lsn, partitions)

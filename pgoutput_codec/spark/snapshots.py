@@ -37,6 +37,7 @@ from ..tables.rules import IncompleteTableWarning
 from ..idents import parse_name, qualified_name
 from ..lake import target_locked
 from ..selection import parse_table_list, table_selected
+from .catalogs import spark_registry
 from .pertable import group_partitions, over_tables, table_groups, write_for_workers
 from .shipping import check_workers
 from .tables import NET_COLUMNS
@@ -359,6 +360,7 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
     Gives one :class:`WrittenTable` (table, rows, path) per table written, by name."""
     path = _checked(path, what, as_of_lsn, format, missing)
     check_workers(changes.sparkSession)
+    registry = spark_registry(changes, registry)   # the archive's type catalog under the caller's
     with target_locked(path):
         leftovers(path)
         run = uuid.uuid4().hex[:12]

@@ -145,7 +145,9 @@ from ..errors import ArchiveOrderError
 from ..changes import ControlPlan, control_candidates
 from ..transcode import Timeline, Transcoder, is_utf8
 from . import types as ST
+from ..typecatalog.catalog import read_catalog
 from .archiverows import FILE_BITS
+from .catalogs import CATALOG_FIELD, catalog_metadata, files_catalog
 from .changerows import ChangeMapper, change_type, mapper_schema
 from .changes import decode_changes
 from .messages import MessagesMapper, decode_messages, message_fields, opengauss_udf, pgoutput_udf
@@ -254,6 +256,9 @@ class Config:
             if options.get(k):
                 self.change_options[k] = options[k]
         self.encoding = options.get("encoding") or None
+        self.catalog_file = options.get("catalog") or None
+        if self.catalog_file is not None and self.output != "changes":
+            raise ValueError("pgoutput data source: catalog applies to output='changes'")
         if self.encoding is not None:
             try:
                 if is_utf8(self.encoding):
@@ -278,9 +283,10 @@ class Config:
             first = f.read(1 << 16).decode("utf-8", "replace").splitlines()[:1]
         return next(csv.reader(io.StringIO(first[0] if first else ""), delimiter=self.sep), [])
 
-    def layout(self):
+    def layout(self, catalog: bool = False):
         """(kept source columns, Spark output schema); for changes, the kept columns are
-        the lsn column (or none)."""
+        the lsn column (or none). ``catalog``: the changes' ``columns`` field carries the
+        archive's type catalog (:meth:`catalog`)."""
         schema = self.archive_schema()
         if self.payload not in schema.names:
             raise ValueError(f"pgoutput data source: payload column {self.payload!r} not in the archive "
@@ -292,8 +298,12 @@ class Config:
                 raise ValueError(f"pgoutput data source: lsn column {lsn!r} not in the archive "
                                  f"(columns: {schema.names})")
             opts = {k: v for k, v in self.change_options.items() if k.startswith("include_")}
-            return ([lsn] if lsn else []), change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST,
-                                                       **opts)
+            out = change_type(mode=self.mode if self.mode == PERMISSIVE else FAILFAST, **opts)
+            cat = self.catalog() if catalog else None
+            if cat is not None:
+                out = T.StructType([T.StructField(f.name, f.dataType, f.nullable, catalog_metadata(cat, f.metadata))
+                                    if f.name == CATALOG_FIELD else f for f in out.fields])
+            return ([lsn] if lsn else []), out
         keep = self.keep if self.keep is not None else [n for n in schema.names if n != self.payload]
         missing = [k for k in keep if k not in schema.names]
         if missing:
@@ -302,6 +312,18 @@ class Config:
         kept = [T.StructField(f"source_{k}" if k in reserved else k,
                               ST.spark_type(schema.field(k).type), True) for k in keep]
         return keep, T.StructType(kept + [ST.MESSAGE_TYPE[f] for f in self.fields])
+
+    def catalog(self):
+        """The archive's type catalog: its Parquet files' footers merged, and option
+        ``catalog``'s file (footers only, read on the driver); None when neither has one."""
+        found = None
+        if self.format == "parquet":
+            filesystem, files = list_files(self.path)
+            found = files_catalog(files, filesystem)
+        if self.catalog_file is not None:
+            given = read_catalog(self.catalog_file)
+            found = given if found is None else found.merge(given)
+        return found
 
     def check_order_by(self, schema):
         if self.order_by is None:
@@ -658,7 +680,7 @@ class PgoutputDataSource(DataSource):
         return "pgoutput"
 
     def schema(self):
-        return Config(self.options).layout()[1]
+        return Config(self.options).layout(catalog=True)[1]
 
     def reader(self, schema):
         return _PgoutputReader(Config(self.options), schema)

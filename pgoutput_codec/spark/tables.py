@@ -31,6 +31,7 @@ from ..tables.rules import KNOWN, alike_rows
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
 from . import types as ST
+from .catalogs import spark_registry
 from .tablerows import Inner, own_name, renamed_strings, to_inner, user_struct
 from .tablerows import SHIFTED, to_python, unshifted
 from .changerows import pass2_of
@@ -76,8 +77,10 @@ def table_changes(changes: DataFrame, name: str, *, registry=None) -> DataFrame:
     when it has an array column: arrays are typed as deep as the column's values
     (PostgreSQL does not record a column's dimensionality), a column whose values have
     several numbers of dimensions is binary, as sent (as in one process). The table is the relation that bears the
-    name (see :func:`pgoutput_codec.tables.table_changes`), its changes under any name."""
-    return _table_changes(changes, name, registry)
+    name (see :func:`pgoutput_codec.tables.table_changes`), its changes under any name.
+    ``registry``: over the archive's type catalog, which ``changes`` carry or the files
+    behind them hold (:func:`.catalogs.spark_registry`; it wins OID by OID)."""
+    return _table_changes(changes, name, spark_registry(changes, registry))
 
 
 def _table_changes(changes: DataFrame, name: str, registry=None, info: TableInfo | None = None,
@@ -225,6 +228,7 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     table name; :func:`pgoutput_codec.tables.snapshot`), as copied rows then. A table
     with no copied row, no Truncate and no base warns (``IncompleteTableWarning``)."""
     b = base_for(changes, name, base, base_lsn)
+    registry = spark_registry(changes, registry)
     ev, truncs, names, cols, sends_old, _, info, inner = _events(changes, name, as_of_lsn, registry, b)
     if base is not KNOWN:
         warn_incomplete(info, truncs, name, b)
@@ -267,6 +271,7 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
     with no key gives counts, as one process does: a row per row added or removed.
     ``base``/``base_lsn``: as for :func:`snapshot`; its rows are upserts at its LSN."""
     b = base_for(changes, name, base, base_lsn)
+    registry = spark_registry(changes, registry)
     ev, truncs, names, cols, sends_old, keycols, info, inner = _events(changes, name, None, registry, b)
     if base is not KNOWN:
         warn_incomplete(info, truncs, name, b)
@@ -350,6 +355,7 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
     (:func:`pgoutput_codec.tables.history_names`). ``base``/``base_lsn``: as for
     :func:`snapshot`; a version of each base row from its LSN (``__START_AT`` null)."""
     b = base_for(changes, name, base, base_lsn)
+    registry = spark_registry(changes, registry)
     ev, ts, names, cols, sends_old, _, info, inner = _events(changes, name, None, registry, b)
     if base is not KNOWN:
         warn_incomplete(info, ts, name, b)
