@@ -65,7 +65,7 @@ from .shipping import check_workers, physical_plan
 __all__ = ["SHIFTED", "unshifted", "flip", "to_python", "from_python",
            "Inner", "inner_names", "to_inner", "own_name", "renamed_strings", "user_struct", "SPECIAL",
            "TableInfo", "table_info", "table_of", "pos", "rescanned_cheaply",
-           "table_schema", "convert_values", "conform", "interval_struct", "TableMapper", "TIME_TYPE", "END_OF_DAY",
+           "table_schema", "convert_values", "conform", "NOTED_BINARY", "interval_struct", "TableMapper", "TIME_TYPE", "END_OF_DAY",
            "array_dims", "ArrayDims"]
 
 
@@ -435,6 +435,11 @@ def _value_spark_type(t: pa.DataType, time_type) -> T.DataType:
         return T.StringType()
 
 
+#: converters whose binary values may carry a note (a geometry whose SRID is not its
+#: column's: ``srid=3857``): their columns have a ``__special``
+NOTED_BINARY = frozenset({"geometry", "geography"})
+
+
 def _can_be_special(t: pa.DataType) -> bool:
     """Columns that get a ``<name>__special`` companion (infinity/NaN, unconvertible values;
     a value nested in a composite or range names its part there: ``attr=infinity``)."""
@@ -582,7 +587,8 @@ def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None, tim
         d = ndims.get(c["name"], 1)
         mixed = isinstance(d, frozenset)
         at = pa.binary() if mixed else arrow_type(c["type_oid"], c["type_modifier"], registry, ndim=d)
-        sp = _can_be_special(at) or c["name"] in retyped or mixed
+        sp = (_can_be_special(at) or c["name"] in retyped or mixed
+              or resolve(c["type_oid"], c["type_modifier"], registry).conv in NOTED_BINARY)
         fields.append(T.StructField(c["name"], _value_spark_type(at, time_type), metadata=ST.field_metadata(at)))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))

@@ -43,7 +43,7 @@ from .tablerows import array_dims
 from .shipping import is_connect
 from .tablerows import TIME_TYPE, TableMapper, table_schema
 
-__all__ = ["table_changes", "snapshot", "history", "net_changes", "NET_COLUMNS"]
+__all__ = ["table_changes", "snapshot", "history", "net_changes", "NET_COLUMNS", "with_field_metadata"]
 
 #: net changes' own columns, last, in their order (a table's column may bear one of their names)
 NET_COLUMNS = ("__OP", "__UNCHANGED", "__UNCHANGED_FROM", "__COMMIT_LSN", "__COMMIT_AT", "__RELATION_ID")
@@ -247,7 +247,7 @@ def snapshot(changes: DataFrame, name: str, as_of_lsn: int | None = None, *, reg
     spans = inner.spans(column_spans(changes, name, as_of_lsn, info))
     fill = {inner.inner[k]: v for k, v in missing_values(missing, inner.user, info, registry).items()}
     out = columns_in_force(as_added(last, cols, spans, fill).select("after.*"), cols, spans)
-    return out.toDF(*[inner.outer(c) for c in out.columns]) if inner.renamed else out
+    return with_field_metadata(out.toDF(*[inner.outer(c) for c in out.columns]) if inner.renamed else out, inner.user)
 
 
 
@@ -342,7 +342,8 @@ def net_changes(changes: DataFrame, name: str, *, registry=None, missing: dict |
                          renamed_strings(F.col(unchanged), {v: k for k, v in inner.inner.items()}).alias(unchanged),
                          user_struct(F.col(moved_from), key_t, [inner.outer(f.name) for f in key_t.fields])
                          .alias(moved_from), lsn_, at_, own["__RELATION_ID"])
-    return out.toDF(*[inner.outer(c) for c in cols.names], *NET_COLUMNS)
+    return with_field_metadata(out.toDF(*[inner.outer(c) for c in cols.names], *NET_COLUMNS), inner.user,
+                               len(NET_COLUMNS))
 
 
 def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn=None) -> DataFrame:
@@ -373,4 +374,20 @@ def history(changes: DataFrame, name: str, *, registry=None, base=None, base_lsn
                                                 own, strict=True)])
     data = [inner.outer(c) for c in cols.names]
     # the table's columns under the user's names, ours as the single-process history names them
-    return out.toDF(*data, *history_names(data))
+    return with_field_metadata(out.toDF(*data, *history_names(data)), inner.user, len(HISTORY_COLUMNS))
+
+
+def with_field_metadata(out: DataFrame, row: T.StructType, own: int = 0) -> DataFrame:
+    """``out`` with the metadata of the fields of ``row`` (the typed row, user names) on
+    its columns of the same names (a geometry's CRS), which the rebuilding steps
+    (windows, structs made again) do not keep; ``own``: how many of its last columns are
+    ours, not the table's. ``out`` itself when no field has any."""
+    meta = {f.name: f.metadata for f in row.fields if f.metadata}
+    names = out.columns
+    data = len(names) - own
+    if not any(c in meta for c in names[:data]):
+        return out
+    # by position: a table's column may bear the name of one of ours (net changes' __OP)
+    at = out.toDF(*[f"_{i}" for i in range(len(names))])
+    return at.select(*[F.col(f"_{i}").alias(c, metadata=meta.get(c, {}) if i < data else {})
+                       for i, c in enumerate(names)])

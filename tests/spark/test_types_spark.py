@@ -171,21 +171,26 @@ _BASE = [
 #: the composite gains an attribute between the two files
 _ITEM_1 = {"oid": ITEM, "namespace": "public", "name": "item", "kind": "composite",
            "attributes": [["n", 23, -1], ["at", POSDATE, -1]]}
-_ITEM_2 = {**_ITEM_1, "attributes": [["n", 23, -1], ["at", POSDATE, -1], ["mood", MOOD, -1]]}
+_ITEM_2 = {**_ITEM_1, "attributes": [["n", 23, -1], ["at", POSDATE, -1], ["mood", MOOD, -1], ["t", 1083, -1]]}
+#: geometry(Point, 4326): its SRID fixed by its typmod
+POINT_4326 = (4326 << 8) | (1 << 2)
 
-COLUMNS = [("id", 23), ("mood", MOOD), ("moods", MOODS), ("day", POSDATE), ("item", ITEM), ("items", ITEMS),
-           ("span", 3912), ("fspan", FLOATRANGE), ("fspans", FLOATMULTI), ("tags", HSTORE), ("vec", VECTOR),
-           ("half", HALFVEC), ("sparse", SPARSEVEC), ("geom", GEOMETRY), ("name", CITEXT)]
+COLUMNS = [("id", 23, -1), ("mood", MOOD, -1), ("moods", MOODS, -1), ("day", POSDATE, -1), ("item", ITEM, -1),
+           ("items", ITEMS, -1), ("span", 3912, -1), ("fspan", FLOATRANGE, -1), ("fspans", FLOATMULTI, -1),
+           ("tags", HSTORE, -1), ("vec", VECTOR, -1), ("half", HALFVEC, -1), ("sparse", SPARSEVEC, -1),
+           ("geom", GEOMETRY, POINT_4326), ("shape", GEOMETRY, -1), ("name", CITEXT, -1)]
 _POINT = "0101000020E6100000000000000000F03F0000000000000040"    # POINT(1 2), SRID 4326, as text output
+_MERCATOR = "0101000020110F000000000000000008400000000000001040"  # POINT(3 4), SRID 3857
+_PLAIN = "010100000000000000000014400000000000001840"               # POINT(5 6), no SRID
 ROWS_1 = [
     ["1", "happy", "{sad,happy}", "2024-02-29", '(7,2024-01-01)', '{"(1,2020-01-01)",NULL}', "[2020-01-01,2021-06-30)",
-     "[1.5,2.5)", "{[1,2),(3,4]}", '"a"=>"1", "b"=>NULL', "[1,2,3]", "[1.5,-2]", "{1:1.5,3:2}/5", _POINT, "Alice"],
-    ["2", None, "{}", None, '(,)', "{}", "empty", "(,5]", "{}", "", "[0.25]", "[65504]", "{}/3", None, None],
-    ["3", "sad", None, "1999-12-31", None, None, None, None, None, None, None, None, None, None, "bob"],
+     "[1.5,2.5)", "{[1,2),(3,4]}", '"a"=>"1", "b"=>NULL', "[1,2,3]", "[1.5,-2]", "{1:1.5,3:2}/5", _POINT, _MERCATOR, "Alice"],
+    ["2", None, "{}", None, '(,)', "{}", "empty", "(,5]", "{}", "", "[0.25]", "[65504]", "{}/3", None, None, None],
+    ["3", "sad", None, "1999-12-31", None, None, None, None, None, None, None, None, None, None, None, "bob"],
 ]
 ROWS_2 = [
-    ["4", "ok", "{ok,NULL}", "2001-01-01", '(8,2001-01-02,sad)', '{"(2,,happy)"}', "(,2020-01-01)", "[0,)",
-     "{[0,1]}", '"k"=>"v"', "[-1,0.5]", "[0.5]", "{2:-1}/4", _POINT, "Carol"],
+    ["4", "ok", "{ok,NULL}", "2001-01-01", '(8,2001-01-02,sad,24:00:00)', '{"(2,,happy,12:00:00)"}', "(,2020-01-01)",
+     "[0,)", "{[0,1]}", '"k"=>"v"', "[-1,0.5]", "[0.5]", "{2:-1}/4", _POINT, _PLAIN, "Carol"],
 ]
 
 
@@ -197,7 +202,7 @@ def _messages(rows_of_txns, relation_first, lsn):
     out = []
     if relation_first:
         out.append(Relation(relation_id=_REL, namespace="public", relation_name="typed", replica_identity="d",
-                            columns=tuple(RelationColumn(1 if n == "id" else 0, n, oid, -1) for n, oid in COLUMNS)))
+                            columns=tuple(RelationColumn(1 if n == "id" else 0, n, oid, m) for n, oid, m in COLUMNS)))
     for changes in rows_of_txns:
         lsn += 0x1000
         out.append(Begin(final_lsn=lsn + 0x800, commit_ts=800_000_000_000_000 + lsn, xid=lsn >> 8))
@@ -254,11 +259,27 @@ def test_an_archive_s_catalog_types_its_table_on_spark_with_no_registry(spark, t
     reg = spark_registry(ch)
     assert reg.types[ITEM].attributes == tuple(tuple(a) for a in _ITEM_2["attributes"])
     assert [tuple(a) for a in reg.types[ITEM].earlier[0].attributes] == [tuple(a) for a in _ITEM_1["attributes"]]
-    got = collect(snapshot(ch, "public.typed"))
+    snap = snapshot(ch, "public.typed")
+    got = collect(snap)
     single = _one_process(directory)
     want = snapshot_1(single, "public.typed", registry=reg)
     assert want.column("day").type == pa.date32()   # the domain typed by the catalog, no Type message sent
     _same_values(got, _conformed(want, table_columns(single, "public.typed"), reg), [1, 2, 4])
+    # each family in its Spark shape, and what Spark cannot hold said in __special
+    kinds = {f.name: type(f.dataType).__name__ for f in snap.schema.fields if not f.name.endswith("__special")}
+    assert kinds == {"id": "IntegerType", "mood": "StringType", "moods": "ArrayType", "day": "DateType",
+                     "item": "StructType", "items": "ArrayType", "span": "StructType", "fspan": "StructType",
+                     "fspans": "ArrayType", "tags": "MapType", "vec": "ArrayType", "half": "ArrayType",
+                     "sparse": "StructType", "geom": "BinaryType", "shape": "BinaryType", "name": "StringType"}
+    assert snap.schema["item"].dataType.names == ["n", "at", "mood", "t"]   # every attribute any version had
+    assert snap.schema["geom"].metadata["crs"] == "EPSG:4326" and not snap.schema["shape"].metadata
+    rows = {r["id"]: r for r in got.select(["id", "item", "item__special", "shape__special"]).to_pylist()}
+    assert rows[1]["item"]["mood"] is None and rows[4]["item"]["mood"] == "sad"   # by the version of each
+    assert rows[1]["shape__special"] == "srid=3857"
+    if snap.schema["item"].dataType["t"].dataType != T.LongType():   # Spark's time ends before 24:00:00
+        assert rows[4]["item"]["t"] is None and rows[4]["item__special"] == "t=24:00:00"
+    else:
+        assert rows[4]["item"]["t"] == 86_400_000_000 and rows[4]["item__special"] is None
     # a registry given wins OID by OID; the archive's other types stay
     mine = TypeRegistry()
     mine.register_enum(MOOD, ["happy", "ok", "sad", "glad"], name="mood")
