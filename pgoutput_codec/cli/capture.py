@@ -660,6 +660,7 @@ class _Run:
         self.file_versions = []     # the versions in force over the next file's rows
         self.digest = None          # types_digest of the version in force
         self.asked = set()          # type OIDs a version was taken for (not asked twice)
+        self.catalog_warned = False
 
     # ------------------------------------------------------------------ the type catalog
     def take_catalog(self, lsn, oids=()) -> bool:
@@ -676,8 +677,9 @@ class _Run:
                 cat = catalog_from_connection(conn, self.publication, oids=oids, lsn=lsn)
                 version = cat.latest
                 digest = types_digest(conn, [t["oid"] for t in version.types])
-        except self.psycopg.Error as e:
-            raise CliError(f"cannot read the type catalog ({first_line(e)})") from None
+        except (self.psycopg.Error, ValueError) as e:
+            self.catalog_lost(e)
+            return False
         self.digest = digest
         if self.in_force is not None and version.types == self.in_force.types \
                 and version.timezone == self.in_force.timezone:
@@ -690,6 +692,9 @@ class _Run:
         """Take a version when the ``kept`` rows of a peek hold a Type or Relation message
         naming a type the catalog in force lacks, or else when the recorded types' digest
         changed."""
+        if self.in_force is None:       # (no catalog: see catalog_lost; tried again)
+            self.take_catalog(staging.end_lsn)
+            return
         known = {t["oid"] for t in self.in_force.types}
         wanted, at = set(), None
         for i, lsn, data, in_stream in staging.schema_rows:
@@ -712,9 +717,20 @@ class _Run:
         try:
             digest = types_digest(self.conn, known)
         except self.psycopg.Error as e:
-            raise CliError(f"cannot read the type catalog ({first_line(e)})") from None
+            self.catalog_lost(e)
+            return
         if digest != self.digest:
             self.take_catalog(staging.end_lsn)
+
+    def catalog_lost(self, e):
+        """The type catalog could not be read (a SQL_ASCII database's names that are not
+        UTF-8, a privilege refused): the capture goes on, its files from here on carry
+        none, and the user is told once."""
+        if self.in_force is not None or not self.catalog_warned:
+            print(f"{PROG}: warning: cannot read the type catalog ({first_line(e)}): the files written from "
+                  f"now on carry none; decode them with --catalog FILE ('{PROG} catalog')", file=sys.stderr)
+        self.catalog_warned = True
+        self.in_force, self.file_versions = None, []
 
     def footer_catalog(self) -> Catalog:
         """The versions in force over the next file's rows: the one in force at its first
@@ -751,12 +767,12 @@ class _Run:
         """Write the next file (``rows`` rows in ``pieces``, numbered here); returns its name."""
         meta = self.meta(rows, start_lsn, end_lsn, copy)
         footer = {META_KEY: json.dumps(meta).encode()}
-        if self.file_versions:
+        if self.file_versions and self.in_force is not None:
             footer[CATALOG_KEY] = self.footer_catalog().to_json().encode()
         schema = _SCHEMA.with_metadata(footer)
         name = f"part-{self.next_index:06d}.parquet"
         _write_new(os.path.join(self.out, name), schema, _numbered(pieces, self.next_seq))
-        self.file_versions = [self.in_force]
+        self.file_versions = [self.in_force] if self.in_force is not None else []
         return name, meta
 
     def landed(self, rows):

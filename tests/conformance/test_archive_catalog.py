@@ -295,3 +295,30 @@ def test_catalog_command_and_an_archive_captured_elsewhere(db, tmp_path, capsys)
     assert main(["catalog", "--dsn", _dsn(db), "--publication", "nope", "--out", str(cfile)]) == 1
     assert "publication 'nope' does not exist" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "c2.parquet")
+
+
+def test_capture_goes_on_when_the_catalog_cannot_be_read(db, tmp_path, monkeypatch, capsys):
+    """A catalog the server refuses (a privilege, a SQL_ASCII database's names that are not
+    UTF-8) costs the files their catalog, never the capture; it is read again later."""
+    out = str(tmp_path / "arch")
+    with db.connect(DB) as c:
+        c.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        c.execute("CREATE PUBLICATION p FOR TABLE t")
+        c.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+        c.execute("INSERT INTO t VALUES (1)")
+    refused = [1]
+    read = capture_module.catalog_from_connection
+
+    def once_refused(*a, **k):
+        if refused:
+            refused.pop()
+            raise ValueError("refused for the test")
+        return read(*a, **k)
+
+    monkeypatch.setattr(capture_module, "catalog_from_connection", once_refused)
+    st = capture_module.capture(_dsn(db), "s", "p", out, poll_interval=0.02, stop_after=2, log=lambda m: None)
+    assert st["files"] == 1
+    assert "cannot read the type catalog (refused for the test)" in capsys.readouterr().err
+    first = read_archive_parts(out)[0]
+    assert CATALOG_KEY in pq.read_schema(first.path).metadata     # (read again at the poll that found rows)
+    assert len(archive_catalog(out)) == 1
