@@ -290,6 +290,10 @@ def test_an_archive_s_catalog_types_its_table_on_spark_with_no_registry(spark, t
     back = spark.read.parquet(str(tmp_path / "lake"))
     assert CATALOG_FIELD_KEY in back.schema["columns"].metadata
     assert dataframe_catalog(back) == catalog
+    # typed from there (one mapInArrow over the change rows) as from the archive
+    again = collect(snapshot(back, "public.typed"))
+    for c in got.column_names:
+        assert again.sort_by("id").column(c).to_pylist() == got.sort_by("id").column(c).to_pylist(), c
     # a DataFrame with no file behind it and no such metadata has none: registry= is the way
     bare = spark.createDataFrame([(1, [])], "id int, columns array<struct<name: string, type_oid: bigint>>")
     assert dataframe_catalog(bare) is None and spark_registry(bare, mine) is mine
