@@ -49,8 +49,8 @@ def take_lists(arr, indices):
     """Rows ``indices`` (int64 numpy array, no nulls) of a list<struct> array, or of a
     list_view<struct> array as a plain list (the rows' values copied apart, where the
     view's rows share them)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):   # one chunk as it is: joining copies even one
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     typ = arr.type
     view = pa.types.is_list_view(typ)
     if not _supported(typ) or arr.values.null_count:   # null structs: Arrow's take

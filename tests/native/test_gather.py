@@ -93,3 +93,21 @@ def test_take_table_of_several_chunks_equals_arrow_take(chunks, data):
             g.validate(full=True)
             assert g.type == table.schema.field(c).type
             assert g.to_pylist() == want.column(c).to_pylist(), c
+
+
+def test_rows_of_a_column_of_one_chunk_are_taken_in_place():
+    """A few rows of a long column held as one chunk (a table's column) cost the rows, not
+    a copy of the column: many tables' groups each take a few rows of the same column."""
+    rows = [[{"kind": "t", "data": b"%d" % i}] * 5 for i in range(200_000)]
+    col = pa.chunked_array([pa.array(rows, TUPLE_TYPE)])
+    idx = np.array([5, 70_000, 199_999], np.int64)
+    pool = pa.proxy_memory_pool(pa.default_memory_pool())
+    was = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        got = take_lists(col, idx)
+        by_table = take_table(pa.table({"t": col}), idx)
+    finally:
+        pa.set_memory_pool(was)
+    assert got.to_pylist() == by_table.column("t").to_pylist() == col.take(pa.array(idx)).to_pylist()
+    assert pool.max_memory() < 64 * 1024, f"{pool.max_memory():,} bytes from Arrow's pool for 3 rows"
