@@ -202,14 +202,14 @@ def table_registry(rows: pa.Table, registry=None):
     return with_type_names(registry, column_set_ids(rows)[1]) if len(rows) else registry
 
 
-def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None) -> list[dict]:
+def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None, _sets=None) -> list[dict]:
     """The table's columns (name, type_oid, type_modifier, flags) over all its Relation
     versions in the changes, newest definition of each column winning, in the order of
     the newest version (columns dropped later keep their place at the end)."""
     rows = _rows if _rows is not None else rows_of(changes, name)
     if not len(rows):
         return []
-    reps = column_set_ids(rows)[1]
+    reps = (_sets if _sets is not None else column_set_ids(rows))[1]
     return merge_columns(reps, rows.column("columns")[len(rows) - 1].as_py() or [])
 
 
@@ -231,6 +231,10 @@ def relations_named(triples, patterns=None) -> dict:
     return {k: frozenset(v) for k, v in sorted(out.items())}
 
 
+#: rows per group below which :func:`split_tables` joins the chunks of the rows first
+_SMALL_GROUP = 4096
+
+
 def split_tables(changes: pa.Table, patterns=None) -> dict:
     """{qualified table name: its group of change rows} (:func:`relations_named`), in
     the rows' order, by one sort of the relation ids (not one scan of every row per
@@ -244,6 +248,11 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
                                  distinct.column("t").to_pylist(), strict=True), patterns)
     if not groups:
         return {}
+    if len(changes) < _SMALL_GROUP * len(groups) and any(c.num_chunks > 1 for c in changes.columns):
+        # many small groups: a take from columns of several chunks costs a piece per chunk
+        # and column, more than one copy of the rows into one chunk costs per group
+        changes = changes.combine_chunks()
+        rel = one_array(changes.column("relation_id"))
     known = rel.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     has = ~np.asarray(rel.is_null().to_numpy(zero_copy_only=False))
     order = np.flatnonzero(has)[np.argsort(known[has], kind="stable")]
