@@ -34,11 +34,10 @@ from ..changes.checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
-from ..tables import net_changes
 from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.rules import KNOWN, alike_rows, base_for, warn_incomplete
-from ..tables.net import truncate_row
-from ..tables.rows import as_change_rows, column_set_ids, rows_of, split_tables
+from ..tables.net import net_of_rows, truncate_row
+from ..tables.rows import as_change_rows, column_set_ids, resolve, split_tables
 from ..typecatalog.catalog import with_catalog
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
@@ -411,12 +410,13 @@ def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stac
     later = changes if done is None else changes.filter(
         pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
     b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
-    rows = rows_of(later, name)
+    rows, replaced = resolve(later, name)      # (once: the net changes take them resolved)
     if done is None and b is None:     # a copy made now: warned when its start is unknown
         warn_incomplete(rows, name, stacklevel=stacklevel)
-    net = net_changes(later, name, registry=registry, missing=missing,
+    sets = column_set_ids(rows)
+    net = net_of_rows(rows, replaced, name, registry=registry, missing=missing, sets=sets,
                       **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
-    lists = [c for c in column_set_ids(rows)[1] if c is not None] if len(rows) else []
+    lists = [c for c in sets[1] if c is not None] if len(rows) else []
     return net, lists
 
 

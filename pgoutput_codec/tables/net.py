@@ -19,7 +19,7 @@ from .rules import (KNOWN, NULL, after_truncate, alike_rows, base_for, count_ali
 from .rows import column_set_ids, resolve, rows_of, table_columns, table_registry
 from .typed import columns_out, kind_bytes, type_of
 
-__all__ = ["net_changes", "net_by_columns", "net_by_replay", "truncate_row", "snapshot"]
+__all__ = ["net_changes", "net_of_rows", "net_by_columns", "net_by_replay", "truncate_row", "snapshot"]
 
 
 def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | None = None, base=None,
@@ -72,6 +72,15 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
     table with no copied row ('R') and no base warns (:class:`.rules.IncompleteTableWarning`):
     the rows it held before capture began are not in the batch."""
     rows_of, replaced = resolve(changes, name)
+    return net_of_rows(rows_of, replaced, name, registry=registry, missing=missing, base=base, base_lsn=base_lsn,
+                       stacklevel=3)
+
+
+def net_of_rows(rows_of: pa.Table, replaced: bool, name: str, *, registry=None, missing: dict | None = None,
+                base=None, base_lsn=None, sets=None, stacklevel: int = 2) -> pa.Table:
+    """:func:`net_changes` of table ``name``'s rows as :func:`~.rows.resolve` gives them
+    (and whether another relation bore the name before): for a caller that has resolved
+    them already. ``sets``: their :func:`~.rows.column_set_ids`, when known."""
     b, b_lsn = base_for(base, base_lsn, name)
     if b is not None:
         relation = pc.max(rows_of.column("relation_id")).as_py() if len(rows_of) else None
@@ -80,10 +89,11 @@ def net_changes(changes: pa.Table, name: str, *, registry=None, missing: dict | 
         return net_over_base(b, b_lsn, net_changes(later, name, registry=registry, missing=missing, base=KNOWN),
                              name, relation, alike=alike)
     if base is not KNOWN:
-        warn_incomplete(rows_of, name)
-    cols = table_columns(changes, name, _rows=rows_of)
+        warn_incomplete(rows_of, name, stacklevel=stacklevel + 1)
+    sets = sets if sets is not None else column_set_ids(rows_of)
+    cols = table_columns(rows_of, name, _rows=rows_of, _sets=sets)
     registry = table_registry(rows_of, registry)
-    by_columns = None if replaced else net_by_columns(rows_of, cols, registry)
+    by_columns = None if replaced else net_by_columns(rows_of, cols, registry, sets=sets)
     return by_columns if by_columns is not None else net_by_replay(rows_of, name, replaced, cols, registry, missing)
 
 
@@ -167,16 +177,21 @@ def keyed_entries(net: dict, store: dict, keycols: list, ikey) -> list:
     return list(entries.values())
 
 
-def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table | None:
+#: the ops of row changes (not a Truncate, not a 'C' marker)
+_ROW_OPS = pa.array(["I", "U", "D", "R"])
+
+
+def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None) -> pa.Table | None:
     """:func:`net_changes` of the batches most runs see, computed a column at a time: one
     Relation definition throughout (no column added, dropped or retyped), a key flagged,
     no Update that sent an old key (no key changed: not FULL identity), every key value
     said, and unchanged TOAST only in a key's one change. Each key's last change is its
     row. A table with no key (the whole row names a row) in a batch of Inserts and
-    Deletes: its rows counted, as :func:`.rules.count_alike`. None: the batch needs the replay."""
+    Deletes: its rows counted, as :func:`.rules.count_alike`. None: the batch needs the replay.
+    ``sets``: the rows' :func:`~.rows.column_set_ids`, when known."""
     if not len(rows) or not cols:
         return None
-    ids, reps = column_set_ids(rows)
+    ids, reps = sets if sets is not None else column_set_ids(rows)
     if len(reps) != 1 or (ids < 0).any():
         return None
     rep = reps[0]
@@ -192,7 +207,7 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     relation = pc.max(rows.column("relation_id")).as_py()
     op = one_array(rows.column("op"))
     rows, op, truncated = after_truncate(rows, op)
-    keep = pc.is_in(op, pa.array(["I", "U", "D", "R"])).to_numpy(zero_copy_only=False)
+    keep = pc.is_in(op, _ROW_OPS).to_numpy(zero_copy_only=False)
     if not keep.all():
         rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
     n, m = len(rows), len(rep)
@@ -200,8 +215,7 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     if alike and pc.any(pc.equal(op, "U")).as_py():
         return None          # an Update removes one row alike and adds one (or names none): the replay's
     before, after = one_array(rows.column("before")), one_array(rows.column("after"))
-    if before.null_count != n - int(is_d.sum()) or before.filter(pa.array(is_d)).null_count \
-            or after.null_count != int(is_d.sum()):
+    if (before.is_valid().to_numpy(zero_copy_only=False) != is_d).any() or after.null_count != int(is_d.sum()):
         return None          # an old key on an Update (the key changed, or FULL), or an odd row
     # each row's image (a Delete's old key, else the new row) in one child: after's, then before's
     a_off, b_off = after.offsets.to_numpy().astype(np.int64), before.offsets.to_numpy().astype(np.int64)
@@ -213,26 +227,23 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     kb = kind_bytes(kinds)
     at = [starts + j for j in range(m)]
     key_kinds = {j: kb[at[j]] for j in keys}
-    said = (ord("t"), ord("b"), ord("n")) if alike else (ord("t"), ord("b"))
-    if any(not np.isin(k, said).all() for k in key_kinds.values()):
+    if any(not ((k == ord("t")) | (k == ord("b")) | (alike and k == ord("n"))).all() for k in key_kinds.values()):
         return None          # a key value unsaid or null: the replay's rules
     # rows are keyed by (kind, data), as the replay keys them; the kinds only where they vary
-    key_table = pa.table({**{f"k{j}": data.take(pa.array(at[j])) for j in keys},
-                          **{f"c{j}": pa.array(k) for j, k in key_kinds.items() if len(k) and (k != k[0]).any()},
-                          "i": pa.array(np.arange(n)), "sign": pa.array(np.where(is_d, -1, 1))})
-    groups = key_table.group_by([c for c in key_table.column_names if c not in ("i", "sign")], use_threads=False) \
-        .aggregate([("i", "max"), ("i", "count"), ("sign", "sum")])
-    last = np.sort(groups.column("i_max").to_numpy())
+    i_max, i_count, sign_sum = _key_groups([data.take(pa.array(at[j])) for j in keys] +
+                                           [k for k in key_kinds.values() if len(k) and (k != k[0]).any()],
+                                           np.where(is_d, -1, 1))
+    last = np.sort(i_max)
     times = None
     if alike:    # as many rows as each was added more than removed, or removed more than added
-        total = groups.column("sign_sum").to_numpy()
-        last = groups.column("i_max").to_numpy()[total != 0]
+        total = sign_sum
+        last = i_max[total != 0]
         by_last = np.argsort(last)
         last, times, removed = last[by_last], np.abs(total[total != 0][by_last]), total[total != 0][by_last] < 0
     unchanged = np.stack([kb[at[j]] == ord("u") for j in range(m)], axis=1) if n else np.zeros((0, m), bool)
     with_u = np.flatnonzero(unchanged.any(axis=1))
     if len(with_u):       # an unchanged value whose key changed before in the batch: the replay carries it
-        once = groups.column("i_max").to_numpy()[groups.column("i_count").to_numpy() == 1]
+        once = i_max[i_count == 1]
         if not np.isin(with_u, once).all():
             return None
     lsn = one_array(rows.column("commit_lsn")).to_numpy(zero_copy_only=False)[last]
@@ -252,20 +263,43 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None) -> pa.Table 
     rr, jj = np.nonzero(u)
     listed = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(u.sum(axis=1))]).astype(np.int32)),
                                       pa.array([rep[j]["name"] for j in by_name], pa.string()).take(pa.array(jj)))
-    kcols = [c for c in cols if c["name"] in {rep[j]["name"] for j in keys}]
+    kcols = [c["name"] for c in cols if c["name"] in {rep[j]["name"] for j in keys}]
     k = len(order)
-    from_arrays, from_names = columns_out([(pa.repeat("n", k), pa.nulls(k, pa.binary()), None) for _ in kcols],
-                                          kcols, registry)
-    from_key = pa.StructArray.from_arrays(from_arrays, names=from_names, mask=pa.array(np.ones(k, bool)))
-    stamp_lsn = one_array(rows.column("commit_lsn")).take(pa.array(order))
-    stamp_at = one_array(rows.column("commit_ts")).take(pa.array(order))
-    extra = {"__OP": pc.if_else(pa.array(dele, pa.bool_()), "delete", "upsert"), "__UNCHANGED": listed, "__UNCHANGED_FROM": from_key,
-             "__COMMIT_LSN": stamp_lsn.cast(pa.uint64()), "__COMMIT_AT": stamp_at.cast(TS),
+    # no key moved: a null struct of the key columns, their typed values under the mask
+    from_key = pa.StructArray.from_arrays([arrays[names.index(c)] for c in kcols], names=kcols,
+                                          mask=pa.array(np.ones(k, bool)))
+    taken = pa.array(order)
+    stamp_lsn = one_array(rows.column("commit_lsn")).take(taken)
+    stamp_at = one_array(rows.column("commit_ts")).take(taken)
+    extra = {"__OP": pc.if_else(pa.array(dele, pa.bool_()), "delete", "upsert"), "__UNCHANGED": listed,
+             "__UNCHANGED_FROM": from_key,
+             "__COMMIT_LSN": stamp_lsn if stamp_lsn.type == pa.uint64() else stamp_lsn.cast(pa.uint64()),
+             "__COMMIT_AT": stamp_at if stamp_at.type == TS else stamp_at.cast(TS),
              "__RELATION_ID": pa.array([relation] * k, pa.uint32())}
     out = pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
     if truncated is not None:
         out = pa.concat_tables([truncate_row(out.schema, truncated, relation), out])
     return out
+
+
+def _key_groups(parts: list, sign: np.ndarray) -> tuple:
+    """Rows grouped by their values in ``parts`` (arrays, one value a row): per group its
+    last row, its count of rows and the sum of ``sign`` over them."""
+    n = len(sign)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    codes = [np.asarray(p, np.int64) if isinstance(p, np.ndarray) else   # (a null is a value of its own)
+             pc.dictionary_encode(p, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
+             for p in parts]
+    if len(codes) == 1:
+        code = codes[0]
+    else:     # a code a combination of the parts' codes
+        code = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    order = np.argsort(code, kind="stable")
+    c = code[order]
+    starts = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
+    ends = np.append(starts[1:], n)
+    return order[ends - 1], ends - starts, np.add.reduceat(sign[order], starts)
 
 
 def truncate_row(schema: pa.Schema, stamp: tuple, relation: int | None) -> pa.Table:
