@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
@@ -20,13 +19,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..idents import parse_name, qualified_name
-from ..lake import APP_ID, MirrorRun, MirrorWarning, held_lsn, mirror_table, target_locked
-from ..lake.names import dir_name
-from ..selection import parse_table_list, table_selected
-from ..tables.rules import IncompleteTableWarning, pick_base
+from ..lake import APP_ID, MirrorRun, held_lsn, mirror_table, target_locked
+from ..tables.rules import pick_base
 from . import types as ST
 from .catalogs import spark_registry
-from .pertable import group_partitions, over_tables, table_groups, write_for_workers
+from .pertable import SPARK_CARRIED, based, bases_for_workers, carried, group_partitions, over_tables, settled, table_groups
 
 __all__ = ["mirror"]
 
@@ -34,13 +31,7 @@ __all__ = ["mirror"]
 RUN_SCHEMA = T.StructType([
     T.StructField("table", T.StringType()), T.StructField("version", T.LongType()),
     T.StructField("commit_lsn", ST.LSN_TYPE), T.StructField("upserts", T.LongType()),
-    T.StructField("deletes", T.LongType()), T.StructField("truncated", T.BooleanType()),
-    T.StructField("warnings", T.ArrayType(T.StructType([T.StructField("category", T.StringType()),
-                                                        T.StructField("message", T.StringType())]))),
-    T.StructField("error_type", T.StringType()), T.StructField("error", T.StringType())])
-#: the warnings and errors an executor's table may give, raised again on the driver as such
-_WARNINGS = {c.__name__: c for c in (IncompleteTableWarning, MirrorWarning)}
-_ERRORS = {c.__name__: c for c in (ValueError, TypeError, OverflowError)}
+    T.StructField("deletes", T.LongType()), T.StructField("truncated", T.BooleanType()), *SPARK_CARRIED])
 #: where the driver writes a DataFrame base for the executors to read, under the target
 _BASES = ".pgoutput_codec.bases"
 
@@ -80,11 +71,7 @@ def mirror(changes: DataFrame, target, *, tables=None, registry=None, missing: d
 
 def _mirror(changes, target, tables, registry, missing, app_id, file_size, base, base_lsn,
             partitions) -> list[MirrorRun]:
-    patterns = parse_table_list(tables)
-    extra = []
-    if isinstance(base, dict):  # a table with a base and no change yet: its copy is the base
-        extra = sorted({qualified_name(*parse_name(k)[0]) for k in base
-                        if any(table_selected(patterns, *p) for p in parse_name(k))})
+    extra = based(base, tables)     # a table with a base and no change yet: its copy is the base
     held: dict = {}
 
     def read_held(names):
@@ -96,8 +83,16 @@ def _mirror(changes, target, tables, registry, missing, app_id, file_size, base,
         groups, names = table_groups(changes, tables, held=read_held, extra=extra)
         if not names:
             return []
-        bases = _bases(changes.sparkSession, base, base_lsn, names, held, scratch)
-        body = MirrorTables(target, registry, missing, app_id, file_size, bases, base_lsn if bases else None)
+        # the bases of the copies this run creates: checked here, a DataFrame written for the executors
+        made = {n for n in names if held.get(n) is None and pick_base(base, base_lsn, n)[0] is not None}
+
+        def wanted(k):
+            return bool(made) if k is None else any(qualified_name(*p) in made for p in parse_name(k))
+        bases, _ = bases_for_workers(base, lambda i: os.path.join(scratch, str(i)), wanted)
+        if isinstance(bases, dict):     # (the executors are shipped the bases they read alone)
+            bases = {k: v for k, v in bases.items() if wanted(k)}
+        body = MirrorTables(target, registry, missing, app_id, file_size, bases if made else None,
+                            base_lsn if made else None)
         n = partitions or group_partitions(changes.sparkSession, names)
         found = over_tables(groups, body, RUN_SCHEMA, n).collect()
     finally:
@@ -105,48 +100,10 @@ def _mirror(changes, target, tables, registry, missing, app_id, file_size, base,
     ran = {r["table"] for r in found}
     # a table with nothing after what its copy holds has no row left to reach an executor
     # (a name with no row at all and no copy is no table's: none is made)
-    return sorted(_runs(found, stacklevel=4) + [MirrorRun(n, None, held[n], 0, 0, False) for n in names
-                                                if n not in ran and held.get(n) is not None], key=lambda r: r.table)
-
-
-def _bases(spark, base, base_lsn, names, held, scratch) -> dict:
-    """{name: Parquet path} of the bases of the copies this run creates: a DataFrame base
-    written under ``scratch`` by Spark (its rows never reach the driver)."""
-    out = {}
-    for name in names:
-        if held.get(name) is not None:
-            continue
-        b, _ = pick_base(base, base_lsn, name)
-        if b is None:
-            continue
-        if isinstance(b, DataFrame):
-            path = os.path.join(scratch, dir_name(name))
-            write_for_workers(b, path)
-            b = path
-        out[name] = os.fspath(b) if isinstance(b, (str, os.PathLike)) else b
-    return out
-
-
-def _runs(found, stacklevel: int) -> list[MirrorRun]:
-    """The executors' rows as MirrorRuns, their warnings raised again; the first table's
-    error raised once every table is done."""
-    runs, errors = [], []
-    for r in sorted(found, key=lambda r: r["table"]):
-        for w in r["warnings"] or ():
-            cls = _WARNINGS.get(w["category"], UserWarning)
-            warnings.warn(cls(r["table"]) if cls is IncompleteTableWarning else cls(w["message"]),
-                          stacklevel=stacklevel)
-        if r["error"] is not None:
-            errors.append(r)
-            continue
-        runs.append(MirrorRun(r["table"], r["version"], int(r["commit_lsn"]) if r["commit_lsn"] is not None else None,
-                              r["upserts"], r["deletes"], r["truncated"]))
-    if errors:
-        e = errors[0]
-        more = f" (and {len(errors) - 1} more tables)" if len(errors) > 1 else ""
-        text = e["error"] if e["error"].startswith(e["table"]) else f"{e['table']}: {e['error']}"
-        raise _ERRORS.get(e["error_type"], RuntimeError)(text + more)
-    return runs
+    runs = [MirrorRun(r["table"], r["version"], int(r["commit_lsn"]) if r["commit_lsn"] is not None else None,
+                      r["upserts"], r["deletes"], r["truncated"]) for r in settled(found, stacklevel=3)]
+    return sorted(runs + [MirrorRun(n, None, held[n], 0, 0, False) for n in names
+                          if n not in ran and held.get(n) is not None], key=lambda r: r.table)
 
 
 class MirrorTables:
@@ -159,19 +116,12 @@ class MirrorTables:
         self.app_id, self.file_size, self.bases, self.base_lsn = app_id, file_size, bases, base_lsn
 
     def __call__(self, name: str, rows: pa.Table):
-        error = None
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            try:
-                run = mirror_table(self.target, name, rows, registry=self.registry, missing=self.missing.get(name),
-                                   app_id=self.app_id, file_size=self.file_size, base=self.bases or None,
-                                   base_lsn=self.base_lsn, locked=False)
-            except Exception as e:   # noqa: BLE001  (named on the driver, after the other tables)
-                run, error = MirrorRun(name, None, None, 0, 0, False), e
-        said = [{"category": type(w.message).__name__, "message": str(w.message)} for w in seen]
+        run, said = carried(mirror_table, self.target, name, rows, registry=self.registry,
+                            missing=self.missing.get(name), app_id=self.app_id, file_size=self.file_size,
+                            base=self.bases or None, base_lsn=self.base_lsn, locked=False)
+        run = run or MirrorRun(name, None, None, 0, 0, False)
         yield pa.RecordBatch.from_pylist([{
             "table": name, "version": run.version,
             "commit_lsn": Decimal(run.commit_lsn) if run.commit_lsn is not None else None,
-            "upserts": run.upserts, "deletes": run.deletes, "truncated": run.truncated, "warnings": said,
-            "error_type": type(error).__name__ if error is not None else None,
-            "error": str(error) if error is not None else None}], schema=ST.arrow_schema_for(RUN_SCHEMA))
+            "upserts": run.upserts, "deletes": run.deletes, "truncated": run.truncated, **said}],
+            schema=ST.arrow_schema_for(RUN_SCHEMA))

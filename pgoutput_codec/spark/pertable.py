@@ -12,6 +12,9 @@ Python worker, never by the driver or the JVM."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import warnings
 from decimal import Decimal
 
 import numpy as np
@@ -22,15 +25,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..arrays import one_array
-from ..idents import parse_name
+from ..idents import parse_name, qualified_name
 from ..selection import parse_table_list, table_selected
 from ..tables.rows import as_change_rows, relations_named
+from ..tables.rules import IncompleteTableWarning
 from . import types as ST
 from .changerows import pass2_of
 from .shipping import is_connect
 from .tablerows import SHIFTED, flip, from_python, to_python
 
-__all__ = ["TABLE", "table_groups", "over_tables", "group_partitions", "write_for_workers"]
+__all__ = ["TABLE", "table_groups", "over_tables", "group_partitions", "write_for_workers", "based",
+           "bases_for_workers", "CARRIED", "SPARK_CARRIED", "carried", "settled", "reissue"]
 
 #: the column naming the group (a table's qualified name) a row is in
 TABLE = "__table"
@@ -119,6 +124,125 @@ def write_for_workers(df: DataFrame, path: str) -> None:
             conf.unset(_TIMESTAMPS)
         else:
             conf.set(_TIMESTAMPS, before)
+
+
+def based(base, tables) -> list[str]:
+    """The tables ``tables`` selects that a mapping ``base`` gives a base: each is written,
+    from its base alone when the changes hold no row of it (:func:`table_groups`' ``extra``)."""
+    if not isinstance(base, dict):
+        return []
+    patterns = parse_table_list(tables)
+    return sorted({qualified_name(*parse_name(k)[0]) for k in base
+                   if any(table_selected(patterns, *p) for p in parse_name(k))})
+
+
+def bases_for_workers(base, scratch, wanted) -> tuple:
+    """``base`` (a DataFrame, or a mapping of bases by table name) with each DataFrame in
+    it that ``wanted(key)`` asks for (``key`` its table name; None: the one DataFrame
+    given) written by Spark as Parquet under ``scratch(i)`` (:func:`write_for_workers`:
+    its rows never reach the driver), its path in its place, and a DataFrame not asked
+    for left out (no executor reads it: a body ships no DataFrame); and the directories
+    written, for the caller to remove."""
+    if isinstance(base, DataFrame):
+        base = {None: base}
+    if not isinstance(base, dict):
+        return base, []
+    out, made = {}, []
+    for k, v in base.items():
+        if isinstance(v, DataFrame):
+            if not wanted(k):
+                continue
+            d = scratch(len(made))
+            write_for_workers(v, d)
+            made.append(d)
+            v = d
+        out[k] = v
+    return (out.get(None) if None in base else out), made
+
+
+#: what a body gives back of a table's warnings and its error, beside its own fields
+CARRIED = [
+    pa.field("warnings", pa.list_(pa.struct([pa.field("category", pa.string()), pa.field("text", pa.string())]))),
+    pa.field("error_type", pa.string()), pa.field("error", pa.string()),
+]
+#: :data:`CARRIED` as Spark's fields
+SPARK_CARRIED = [
+    T.StructField("warnings", T.ArrayType(T.StructType([T.StructField("category", T.StringType()),
+                                                        T.StructField("text", T.StringType())]))),
+    T.StructField("error_type", T.StringType()), T.StructField("error", T.StringType()),
+]
+
+
+def carried(fn, *args, **kwargs) -> tuple:
+    """(what ``fn(*args, **kwargs)`` gives, None when it raised; :data:`CARRIED`'s fields as
+    a dict: the warnings it raised and its error), for a body on an executor to give back
+    to the driver, which raises them again (:func:`settled`)."""
+    out, error = None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as e:   # noqa: BLE001  (raised on the driver, once every table is done)
+            error = e
+    said = [{"category": _class_path(w.category),
+             "text": w.message.table if isinstance(w.message, IncompleteTableWarning) else str(w.message)}
+            for w in caught]
+    return out, {"warnings": said, "error_type": _class_path(type(error)) if error is not None else None,
+                 "error": str(error) if error is not None else None}
+
+
+def _class_path(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _class_of(path: str, base: type, default: type) -> type:
+    """The class ``module:qualname`` names, where it is a ``base`` of this package or a
+    built-in one; else ``default``."""
+    module, _, qual = path.partition(":")
+    if module.split(".")[0] in ("pgoutput_codec", "builtins"):
+        with contextlib.suppress(ImportError, AttributeError):
+            found = importlib.import_module(module)
+            for part in qual.split("."):
+                found = getattr(found, part)
+            if isinstance(found, type) and issubclass(found, base):
+                return found
+    return default
+
+
+def reissue(said: list, stacklevel: int = 2) -> None:
+    """Warn here what a body warned on an executor (``said``: :data:`CARRIED`'s
+    ``warnings``), as the same category where it is a warning class of this package.
+    ``stacklevel``: as :func:`warnings.warn` takes it from the caller's place."""
+    for w in said or ():
+        cls = _class_of(w["category"], Warning, UserWarning)
+        try:
+            warning = cls(w["text"])
+        except TypeError:
+            warning = UserWarning(w["text"])
+        warnings.warn(warning, stacklevel=stacklevel + 1)
+
+
+def settled(rows, stacklevel: int = 2) -> list:
+    """The rows bodies gave back (each with ``table`` and :data:`CARRIED`'s fields), by
+    table, those with no error; the warnings of each raised here (:func:`reissue`), then
+    the first table's error, naming how many more failed, once every row is read: a table
+    that fails is named after every other table is done. ``stacklevel``: as
+    :func:`warnings.warn` takes it from the caller's place."""
+    out, errors = [], []
+    for r in sorted(rows, key=lambda r: r["table"]):
+        reissue(r["warnings"], stacklevel + 1)
+        (out if r["error"] is None else errors).append(r)
+    if errors:
+        e = errors[0]
+        more = f" (and {len(errors) - 1} more tables)" if len(errors) > 1 else ""
+        text = e["error"] if e["error"].startswith(e["table"]) else f"{e['table']}: {e['error']}"
+        cls = _class_of(e["error_type"], Exception, RuntimeError)
+        try:
+            error = cls(text + more)
+        except TypeError:
+            error = RuntimeError(text + more)
+        raise error
+    return out
 
 
 def group_partitions(spark, names: list | None = None) -> int:

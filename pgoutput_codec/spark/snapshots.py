@@ -16,11 +16,9 @@ behind are removed by the next run (readers skip them: their names begin with ``
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import shutil
 import uuid
-import warnings
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -33,17 +31,17 @@ from ..lake.names import column_names, dir_name, lake_dir
 from ..tables import history, net_changes, snapshot
 from ..tables.rows import split_tables
 from ..tables.replay import HISTORY_COLUMNS
-from ..tables.rules import IncompleteTableWarning
-from ..idents import parse_name, qualified_name
+from ..idents import parse_name
 from ..lake import target_locked
 from ..selection import parse_table_list, table_selected
 from .catalogs import spark_registry
-from .pertable import group_partitions, over_tables, table_groups, write_for_workers
+from .pertable import (CARRIED, SPARK_CARRIED, based, bases_for_workers, carried, group_partitions, over_tables,
+                       settled, table_groups)
 from .shipping import check_workers
 from .tables import NET_COLUMNS
 
 __all__ = ["write_snapshots", "write_tables", "TableWriter", "WrittenTable", "WHATS", "FORMATS",
-           "OWN_COLUMNS", "as_written", "replace_dir", "leftovers", "reissue", "RESULT_SCHEMA", "SPARK_RESULT"]
+           "OWN_COLUMNS", "as_written", "replace_dir", "leftovers", "RESULT_SCHEMA", "SPARK_RESULT"]
 
 #: what a table is written as, by name: the one-process function that rebuilds it
 WHATS = {"snapshot": snapshot, "history": history, "net_changes": net_changes}
@@ -68,11 +66,8 @@ class WrittenTable(NamedTuple):
 
 
 #: what the pass gives back per table (Arrow, and the Spark schema built from it)
-RESULT_SCHEMA = pa.schema([
-    pa.field("table", pa.string()), pa.field("rows", pa.int64()), pa.field("path", pa.string()),
-    pa.field("warnings", pa.list_(pa.struct([pa.field("category", pa.string()), pa.field("text", pa.string())]))),
-    pa.field("error_type", pa.string()), pa.field("error", pa.string()),
-])
+RESULT_SCHEMA = pa.schema([pa.field("table", pa.string()), pa.field("rows", pa.int64()),
+                           pa.field("path", pa.string()), *CARRIED])
 
 
 def as_written(table: pa.Table) -> pa.Table:
@@ -182,51 +177,13 @@ class TableWriter:
     def __call__(self, name: str, rows: pa.Table):
         if "__table" in rows.column_names:
             rows = rows.drop_columns(["__table"])
-        error, table, final = None, None, None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                table = self.table(name, rows)
-                final = self.write(name, table)
-            except Exception as e:   # noqa: BLE001  (raised on the driver, once every table is done)
-                error = e
-        said = [{"category": f"{w.category.__module__}:{w.category.__qualname__}",
-                 "text": w.message.table if isinstance(w.message, IncompleteTableWarning) else str(w.message)}
-                for w in caught]
-        yield pa.RecordBatch.from_pylist([{
-            "table": name, "rows": len(table) if table is not None and error is None else 0, "path": final,
-            "warnings": said, "error_type": _class_path(type(error)) if error is not None else None,
-            "error": str(error) if error is not None else None}], schema=RESULT_SCHEMA)
 
-
-def _class_path(cls) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _class_of(path: str, base: type, default: type) -> type:
-    """The class ``module:qualname`` names, where it is a ``base`` of this package or a
-    built-in one; else ``default``."""
-    module, _, qual = path.partition(":")
-    if module.split(".")[0] in ("pgoutput_codec", "builtins"):
-        with contextlib.suppress(ImportError, AttributeError):
-            found = importlib.import_module(module)
-            for part in qual.split("."):
-                found = getattr(found, part)
-            if isinstance(found, type) and issubclass(found, base):
-                return found
-    return default
-
-
-def reissue(said: list) -> None:
-    """Warn here what a rebuild warned on an executor (``said``: :data:`RESULT_SCHEMA`'s
-    ``warnings``), as the same category where it is a warning class of this package."""
-    for w in said or ():
-        cls = _class_of(w["category"], Warning, UserWarning)
-        try:
-            warning = cls(w["text"])
-        except TypeError:
-            warning = UserWarning(w["text"])
-        warnings.warn(warning, stacklevel=4)   # the caller of write_snapshots
+        def rebuilt():
+            table = self.table(name, rows)
+            return len(table), self.write(name, table)
+        done, said = carried(rebuilt)
+        n, final = done or (0, None)
+        yield pa.RecordBatch.from_pylist([{"table": name, "rows": n, "path": final, **said}], schema=RESULT_SCHEMA)
 
 
 def _checked(path, what: str, as_of_lsn, format: str, missing) -> str:
@@ -249,39 +206,6 @@ def _checked(path, what: str, as_of_lsn, format: str, missing) -> str:
     return os.path.abspath(lake_dir(p) if format == "delta" else p)
 
 
-def _results(rows) -> list[WrittenTable]:
-    """The pass's rows (dicts of :data:`RESULT_SCHEMA`) as :class:`WrittenTable` rows, by
-    name, their warnings raised here; the first table's error raised once all are read."""
-    out, errors = [], []
-    for r in sorted(rows, key=lambda r: r["table"]):
-        reissue(r["warnings"])
-        if r["error"] is not None:
-            errors.append(r)
-        else:
-            out.append(WrittenTable(r["table"], r["rows"], r["path"]))
-    if errors:
-        e = errors[0]
-        more = f" (and {len(errors) - 1} more tables)" if len(errors) > 1 else ""
-        text = e["error"] if e["error"].startswith(e["table"]) else f"{e['table']}: {e['error']}"
-        cls = _class_of(e["error_type"], Exception, RuntimeError)
-        try:
-            error = cls(text + more)
-        except TypeError:
-            error = RuntimeError(text + more)
-        raise error
-    return out
-
-
-def based(base, tables) -> list[str]:
-    """The tables ``tables`` selects that a mapping ``base`` gives a base: each is written,
-    from its base alone when the changes hold no row of it."""
-    if not isinstance(base, dict):
-        return []
-    patterns = parse_table_list(tables)
-    return sorted({qualified_name(*parse_name(k)[0]) for k in base
-                   if any(table_selected(patterns, *p) for p in parse_name(k))})
-
-
 def write_tables(changes: pa.Table, path, *, tables=None, what: str = "snapshot", as_of_lsn: int | None = None,
                  format: str = "parquet", registry=None, missing: dict | None = None, base=None,
                  base_lsn=None) -> list[WrittenTable]:
@@ -294,35 +218,20 @@ def write_tables(changes: pa.Table, path, *, tables=None, what: str = "snapshot"
         groups = split_tables(changes, parse_table_list(tables))
         for name in based(base, tables):
             groups.setdefault(name, changes.slice(0, 0))
-        return _results(r for name, rows in groups.items() for batch in writer(name, rows) for r in batch.to_pylist())
+        return _results([r for name, rows in groups.items() for batch in writer(name, rows)
+                         for r in batch.to_pylist()])
 
 
-def _spark_bases(path: str, run: str, base, tables):
-    """``base`` with each DataFrame in it of a table ``tables`` selects written (by Spark)
-    to a Parquet directory the executors read, hidden under ``path``; and those directories."""
-    if isinstance(base, DataFrame):
-        base = {None: base}
-    if not isinstance(base, dict):
-        return base, []
-    patterns = parse_table_list(tables)
-    out, made = {}, []
-    for k, v in base.items():
-        if isinstance(v, DataFrame) and (k is None or any(table_selected(patterns, *p) for p in parse_name(k))):
-            d = os.path.join(path, f".base{_SCRATCH}{run}~{len(made)}")
-            write_for_workers(v, d)
-            made.append(d)
-            v = d
-        out[k] = v
-    return (out[None] if None in out else out), made
+def _results(rows) -> list[WrittenTable]:
+    """The rows of :data:`RESULT_SCHEMA` as :class:`WrittenTable` rows, by name, their
+    warnings raised again, the first table's error raised once all are read
+    (:func:`~.pertable.settled`)."""
+    return [WrittenTable(r["table"], r["rows"], r["path"]) for r in settled(rows, stacklevel=3)]
 
 
 #: :data:`RESULT_SCHEMA` as Spark's
-SPARK_RESULT = T.StructType([
-    T.StructField("table", T.StringType()), T.StructField("rows", T.LongType()), T.StructField("path", T.StringType()),
-    T.StructField("warnings", T.ArrayType(T.StructType([T.StructField("category", T.StringType()),
-                                                        T.StructField("text", T.StringType())]))),
-    T.StructField("error_type", T.StringType()), T.StructField("error", T.StringType()),
-])
+SPARK_RESULT = T.StructType([T.StructField("table", T.StringType()), T.StructField("rows", T.LongType()),
+                             T.StructField("path", T.StringType()), *SPARK_CARRIED])
 
 
 def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snapshot", as_of_lsn: int | None = None,
@@ -369,7 +278,10 @@ def write_snapshots(changes: DataFrame, path, *, tables=None, what: str = "snaps
             changes = changes.persist()
         made = []
         try:
-            base, made = _spark_bases(path, run, base, tables)
+            patterns = parse_table_list(tables)
+            base, made = bases_for_workers(
+                base, lambda i: os.path.join(path, f".base{_SCRATCH}{run}~{i}"),
+                lambda k: k is None or any(table_selected(patterns, *p) for p in parse_name(k)))
             groups, names = table_groups(changes, tables, extra=based(base, tables))
             if not names:
                 return []
