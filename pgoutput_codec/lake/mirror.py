@@ -35,7 +35,7 @@ from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
 from ..selection import parse_table_list, table_selected
 from ..idents import free_name, parse_name, qualified_name, resolve_name
-from ..tables.rules import KNOWN, alike_rows, base_for, warn_incomplete
+from ..tables.rules import KNOWN, IncompleteTableWarning, alike_rows, base_for, start_unknown
 from ..tables.net import net_of_rows, truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, resolve, split_tables
 from ..typecatalog.catalog import with_catalog
@@ -279,11 +279,11 @@ def mirror(source, target, *, tables=None, registry=None, missing: dict | None =
     (:class:`~pgoutput_codec.tables.IncompleteTableWarning`): the rows the table held
     before capture began are not in it.
 
-    ``workers``: the threads the run uses, to decode the archive and to write the copies
-    (the tables' net changes are computed in this thread, in table order, while up to
-    ``workers`` copies are written at once; deltalake writes with Python's lock let go);
-    1: this thread only; None: :data:`WORKERS`, or fewer when there are fewer cores. The
-    copies are the same for any number."""
+    ``workers``: the threads the run uses, to decode the archive and to bring the copies
+    current (up to ``workers`` tables at once, each its net changes then its write;
+    deltalake writes with Python's lock let go); 1: this thread only; None:
+    :data:`WORKERS`, or fewer when there are fewer cores. The copies, the runs and the
+    warnings (raised in this thread, in table order) are the same for any number."""
     _writers_for(workers)
     lake_dir(target)
     if isinstance(source, (str, os.PathLike)):
@@ -314,12 +314,15 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
     del changes                 # (each group is let go once its batch is made)
     with _Writers(min(_writers_for(workers), max(1, len(names)))) as writers:
         for name in names:
-            dt = copies.pop(name)
-            # (net changes here, in this thread: their warnings come in table order, to the caller)
-            net, lists = _batch_of(name, groups.pop(name, none), dt, registry, (missing or {}).get(name), app_id,
-                                   base, base_lsn, stacklevel=4)
-            writers.submit(_apply_batch, target, name, net, lists, app_id, file_size, dt)
-        runs = writers.results()
+            # each table's net changes and write on the threads; its warning, that the
+            # copy made lacks the rows held before capture, raised here in table order
+            writers.submit(_table_step, target, name, groups.pop(name, none), copies.pop(name), registry,
+                           (missing or {}).get(name), app_id, file_size, base, base_lsn)
+        runs = []
+        for run, incomplete in writers.results():
+            if incomplete:
+                warnings.warn(IncompleteTableWarning(run.table), stacklevel=3)
+            runs.append(run)
     if record is not None:
         record_path, run, copies, archive = record
         named = {r.table for r in runs}
@@ -373,8 +376,11 @@ class _Writers:
             waiting[0].result()
         self.done.append(self.pool.submit(fn, *args))
 
-    def results(self) -> list:
-        return [f.result() for f in self.done] if self.pool is not None else self.done
+    def results(self):
+        """The calls' results in the order they were given, each as it comes (an error
+        raised in its place)."""
+        for f in self.done:
+            yield f.result() if self.pool is not None else f
 
     def __exit__(self, *exc):
         if self.pool is not None:
@@ -396,28 +402,37 @@ def mirror_table(target, name: str, changes: pa.Table, *, registry=None, missing
     process holds it for the run (a Spark driver, while its executors write)."""
     with target_locked(target) if locked else contextlib.nullcontext():
         dt = _open_copy(target, name)
-        net, lists = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel=3)
+        net, lists, incomplete = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn)
+        if incomplete:
+            warnings.warn(IncompleteTableWarning(name), stacklevel=2)
         return _apply_batch(target, name, net, lists, app_id, file_size, _owned(dt, target, name, app_id))
 
 
-def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn, stacklevel):
+def _table_step(target, name, changes, dt, registry, missing, app_id, file_size, base, base_lsn) -> tuple:
+    """(the :class:`MirrorRun` of table ``name``'s copy ``dt`` (:func:`_own_copy`'s) brought
+    current with ``changes``, whether the copy it made lacks the rows the table held
+    before capture: its start unknown, no base): :func:`mirror`'s step of a table, on
+    its threads."""
+    net, lists, incomplete = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn)
+    return _apply_batch(target, name, net, lists, app_id, file_size, dt), incomplete
+
+
+def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn):
     """(the :func:`net_changes` of table ``name`` in ``changes`` after what its copy
-    ``dt`` holds (None: no copy yet), the column lists of its Relations): what
-    :func:`apply_batch` takes. ``stacklevel``: :func:`warn_incomplete`'s, for the warning
-    that a copy made now lacks the rows held before capture (3: it names the line that
-    called this function's caller)."""
+    ``dt`` holds (None: no copy yet), the column lists of its Relations, whether a copy
+    made now lacks the rows held before capture): what :func:`apply_batch` takes, and
+    what the caller warns."""
     done = dt.transaction_version(app_id) if dt is not None else None
     later = changes if done is None else changes.filter(
         pc.fill_null(pc.greater(changes.column("commit_lsn"), pa.scalar(done, pa.uint64())), False))
     b, b_lsn = base_for(base, base_lsn, name) if done is None else (None, None)
     rows, replaced = resolve(later, name)      # (once: the net changes take them resolved)
-    if done is None and b is None:     # a copy made now: warned when its start is unknown
-        warn_incomplete(rows, name, stacklevel=stacklevel)
+    incomplete = done is None and b is None and start_unknown(rows)
     sets = column_set_ids(rows)
     net = net_of_rows(rows, replaced, name, registry=registry, missing=missing, sets=sets,
                       **(dict(base=b, base_lsn=b_lsn) if b is not None else dict(base=KNOWN)))
     lists = [c for c in sets[1] if c is not None] if len(rows) else []
-    return net, lists
+    return net, lists, incomplete
 
 
 def _own_copy(target, name: str, app_id: str = APP_ID):

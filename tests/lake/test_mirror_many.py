@@ -19,6 +19,7 @@ from change_cases import archive, enc, renamed_archive, same_values  # noqa: E40
 from pgoutput_codec import decode_changes, mirror  # noqa: E402
 from pgoutput_codec.idents import qualified_name  # noqa: E402
 from pgoutput_codec.lake import mirror_table, read_copy, table_path  # noqa: E402
+from pgoutput_codec.tables import IncompleteTableWarning  # noqa: E402
 
 #: the copies' commit metadata the mirror writes
 TABLE_KEY, LSN_KEY = "pgoutput_codec.table", "pgoutput_codec.commit_lsn"
@@ -102,6 +103,8 @@ def test_tables_on_several_threads_give_the_copies_of_one(workers, tmp_path):
             one = said(mirror, part, tmp_path / which / "one", workers=1)
             many = said(mirror, part, tmp_path / which / "many", workers=workers)
             assert many == one
+            incomplete = [m for c, m in many[1] if c is IncompleteTableWarning]     # in table order
+            assert incomplete == sorted(incomplete, key=lambda m: m.split(":")[0])
             same_copies(copies(tmp_path / which / "many"), copies(tmp_path / which / "one"))
 
 
