@@ -92,7 +92,7 @@ def net_of_rows(rows_of: pa.Table, replaced: bool, name: str, *, registry=None, 
         warn_incomplete(rows_of, name, stacklevel=stacklevel + 1)
     sets = sets if sets is not None else column_set_ids(rows_of)
     cols = table_columns(rows_of, name, _rows=rows_of, _sets=sets)
-    registry = table_registry(rows_of, registry)
+    registry = table_registry(rows_of, registry, sets=sets)
     by_columns = None if replaced else net_by_columns(rows_of, cols, registry, sets=sets)
     return by_columns if by_columns is not None else net_by_replay(rows_of, name, replaced, cols, registry, missing)
 

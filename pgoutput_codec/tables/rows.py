@@ -194,12 +194,14 @@ def column_set_ids(rows: pa.Table):
     return ids, reps
 
 
-def table_registry(rows: pa.Table, registry=None):
+def table_registry(rows: pa.Table, registry=None, *, sets=None):
     """The registry ``rows`` are typed with: the archive catalog they carry under
     ``registry`` (:func:`~pgoutput_codec.typecatalog.registry_of`), taught the Type
-    messages their column lists carry (:func:`pgoutput_codec.typecatalog.with_type_names`)."""
+    messages their column lists carry (:func:`pgoutput_codec.typecatalog.with_type_names`;
+    ``sets``: their :func:`column_set_ids`, when known)."""
     registry = registry_of(rows, registry)
-    return with_type_names(registry, column_set_ids(rows)[1]) if len(rows) else registry
+    return with_type_names(registry, (sets if sets is not None else column_set_ids(rows))[1]) if len(rows) \
+        else registry
 
 
 def table_columns(changes: pa.Table, name: str, *, _rows: pa.Table | None = None, _sets=None) -> list[dict]:
