@@ -141,9 +141,9 @@ def one_process(case: dict, work: Path, repeat: int) -> dict:
 
     # in turns (mirror, from rows, floor, again): a change of the machine's load between
     # them weighs on each alike, and each figure is its best turn
-    m, r, f = zip(*[(best(run, 1, warmup=False), best(from_rows, 1, warmup=False), best(floor, 1, warmup=False))
-                    for _ in range(repeat)])
-    m, r, f = min(m), min(r), min(f)
+    turns = [(best(run, 1, warmup=False), best(from_rows, 1, warmup=False), best(floor, 1, warmup=False))
+             for _ in range(repeat)]
+    m, r, f = (min(t[k] for t in turns) for k in range(3))
     return {"mirror_s": m, "rows_s": r, "floor_s": f, "ratio": m / f, "rows_ratio": r / f}
 
 
