@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pathlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -316,18 +317,21 @@ def test_the_data_source_carries_the_archive_s_catalog(spark, typed_archive):
     _same_values(got, _conformed(after, table_columns(single, "public.typed"), reg), [1, 2, 3, 4])
 
 
-def test_the_mirror_on_spark_types_an_archive_by_its_catalog(spark, typed_archive, tmp_path):
+def test_the_mirror_and_write_snapshots_on_spark_type_an_archive_by_its_catalog(spark, typed_archive, tmp_path):
     deltalake = pytest.importorskip("deltalake")
     import pyarrow.dataset as ds
 
     from pgoutput_codec.lake import to_delta
-    from pgoutput_codec.spark import mirror
+    from pgoutput_codec.spark import mirror, write_snapshots
 
     directory, catalog = typed_archive
+    want = snapshot_1(_one_process(directory), "public.typed", registry=catalog.registry())
+    want = pa.table({c: to_delta(want.column(c)) for c in want.column_names})
     runs = mirror(decode_changes(spark.read.parquet(str(directory)), order_by="seq"), tmp_path / "lake")
     assert [r.table for r in runs] == ["public.typed"]
     path = tmp_path / "lake" / "public.typed"
     got = ds.dataset(deltalake.DeltaTable(str(path)).file_uris(), format="parquet").to_table()
-    want = snapshot_1(_one_process(directory), "public.typed", registry=catalog.registry())
-    want = pa.table({c: to_delta(want.column(c)) for c in want.column_names})
+    _same_values(got.select(want.column_names), want, [1, 2, 4])
+    written = write_snapshots(decode_changes(spark.read.parquet(str(directory)), order_by="seq"), tmp_path / "snaps")
+    got = pq.read_table(pathlib.Path(written[0].path) / "part-00000.parquet")
     _same_values(got.select(want.column_names), want, [1, 2, 4])
