@@ -19,13 +19,14 @@ Delta has no unsigned integers, no time of day and no interval (deltalake refuse
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, plain_lists
 from ..typecatalog.interval import INTERVAL_STRUCT, interval_struct
 
-__all__ = ["delta_type", "to_delta"]
+__all__ = ["delta_type", "to_delta", "widened_halves"]
 
 _WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
 
@@ -67,6 +68,8 @@ def to_delta(arr) -> pa.Array:
         return to_delta(arr.storage)
     if pa.types.is_dictionary(t):
         return to_delta(arr.cast(t.value_type))
+    if pa.types.is_float16(t):
+        return widened_halves(arr)
     if pa.types.is_time64(t):
         return arr.cast(pa.time64("us")).cast(pa.int64())
     if pa.types.is_interval(t):
@@ -94,3 +97,12 @@ def _from_zero(arr: pa.Array, *children: pa.Array):
         lo = offsets[0].as_py()
         return pc.subtract(offsets, lo), [c.slice(lo, offsets[-1].as_py() - lo) for c in children]
     return offsets, list(children)
+
+
+def widened_halves(arr: pa.Array) -> pa.Array:
+    """A float16 array as float32, each value exact (NumPy's conversion: Arrow casts
+    from float16 only from pyarrow 15 on)."""
+    halves = np.frombuffer(arr.buffers()[1], np.float16, count=arr.offset + len(arr))[arr.offset:] \
+        if len(arr) else np.zeros(0, np.float16)
+    return pa.array(halves.astype(np.float32), pa.float32(),
+                    mask=np.asarray(arr.is_null()) if arr.null_count else None)

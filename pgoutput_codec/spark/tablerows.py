@@ -47,6 +47,7 @@ from pyspark.sql import types as T
 
 from ..arrays import one_array, plain_lists
 from ..idents import parse_name
+from ..lake.deltatypes import widened_halves
 from ..changes.relations import bearer, split_name
 from ..schema import CHANGE_COLUMN_LISTS, CHANGE_SCHEMA
 from ..tables import typed_changes
@@ -462,6 +463,8 @@ def conform(arr: pa.Array, t: pa.DataType, target: pa.DataType) -> pa.Array:
         arr = arr.cast(pa.int64())
     elif pa.types.is_interval(arr.type):
         arr = interval_struct(arr, target)
+    elif pa.types.is_float16(arr.type):
+        arr = widened_halves(arr)
     elif pa.types.is_list(arr.type) and pa.types.is_list(target):
         offsets, (values,) = _from_zero(arr, arr.values)
         arr = pa.ListArray.from_arrays(offsets, conform(values, arr.type.value_type, target.value_type), type=target,
