@@ -39,6 +39,7 @@ from ..tables.rules import KNOWN, IncompleteTableWarning, alike_rows, base_for, 
 from ..tables.net import net_of_rows, truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, resolve, split_tables
 from ..typecatalog.catalog import with_catalog
+from ..typecatalog.companions import COMPANIONS, column_of
 from .deltatypes import delta_type, to_delta
 from .reading import read_copy
 from .names import column_names, copy_dir, lake_dir
@@ -573,7 +574,7 @@ def _named_apart(net: pa.Table, column_lists: list, held) -> tuple:
 
 
 def _column_of(name: str) -> str:
-    return name[:-len("__special")] if name.endswith("__special") else name
+    return column_of(name)
 
 
 def _drop_columns(dt, lists: list) -> None:
@@ -860,7 +861,7 @@ def _apply_alike(dt, rows: pa.Table, keys: list[str], data_cols: list[str], comm
     if copy is None:
         write_deltalake(dt, new, mode="append", schema_mode="merge", commit_properties=commit)
         return
-    match = [c for c in keys + [f"{k}__special" for k in keys] if c in rows.column_names]
+    match = [c for c in keys + [k + s for k in keys for s in COMPANIONS] if c in rows.column_names]
     gone = np.flatnonzero(~is_up)
     wanted = pa.table({c: typed(c, gone) for c in match})
 

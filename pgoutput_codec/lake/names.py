@@ -17,6 +17,7 @@ import string
 import urllib.parse
 
 from ..idents import qualified_name
+from ..typecatalog.companions import owner
 
 __all__ = ["dir_name", "lake_dir", "copy_dir", "column_names", "MAX_BYTES"]
 
@@ -68,7 +69,7 @@ def column_names(names: list[str], held) -> dict[str, str]:
     one held keeps its name (the copy keeps a column the batch no longer sends, as
     ``id`` after ``RENAME COLUMN id TO "ID"``), else the first in the table's order; the
     others are named ``name~`` + 8 hex digits of their name's SHA-256 (the same name
-    each run). A ``c__special`` note follows column ``c``."""
+    each run). A companion (``c__special``, ``c__srid``) follows column ``c``."""
     held = set(held)
     # a Delta table's columns are case-insensitively distinct: one held name per lower form
     first: dict[str, str] = {h.lower(): h for h in held}
@@ -76,13 +77,13 @@ def column_names(names: list[str], held) -> dict[str, str]:
         first.setdefault(n.lower(), n)
     out = {}
     for n in names:
-        if n.endswith("__special") and n[:-len("__special")] in names:
+        if owner(n, names) is not None:
             continue
         mine = first[n.lower()] == n
         out[n] = n if mine else f"{n}~{hashlib.sha256(n.encode()).hexdigest()[:8]}"
     for n in names:
         if n not in out:
-            out[n] = out[n[:-len("__special")]] + "__special"
+            out[n] = out[owner(n, names)] + n[len(owner(n, names)):]
     taken = [v.lower() for v in out.values()] + [h.lower() for h in held - set(out.values())]
     if len(set(taken)) < len(taken):
         raise ValueError(f"columns {sorted(names)}: no case-insensitively distinct names for them in a Delta table")

@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 from ..changes.relations import merge_columns
 from ..tables import rules as one
 from ..typecatalog import arrow_type, with_type_names
+from ..typecatalog.companions import owner
 from . import types as ST
 from .changerows import pass2_of
 from .tablerows import END_OF_DAY, TableInfo, pos, table_of
@@ -279,13 +280,20 @@ def carry_toast(ev: DataFrame, names: list, cols: T.StructType, sends_old: bool,
     def sent(nm):
         return ~F.coalesce(F.array_contains(F.col("unchanged"), nm), F.lit(False))
 
-    def last(nm):
-        return F.last(F.when((F.col("__ev") == "set") & sent(nm), F.struct(F.col(f"after.`{nm}`").alias("v"))),
+    def last(nm, field):
+        return F.last(F.when((F.col("__ev") == "set") & sent(nm), F.struct(F.col(f"after.`{field}`").alias("v"))),
                       ignorenulls=True).over(w)
 
-    lasts = {nm: last(nm) for nm in names}
-    rebuilt = F.struct(*[(F.when(sent(f.name), F.col(f"after.`{f.name}`")).otherwise(lasts[f.name]["v"])
-                          if f.name in names else F.col(f"after.`{f.name}`")).alias(f.name) for f in cols.fields])
+    lasts = {nm: last(nm, nm) for nm in names}
+
+    def carried(f):
+        # a companion (a geometry's __srid) comes with its column's value
+        nm = f.name if f.name in names else owner(f.name, names)
+        if nm is None:
+            return F.col(f"after.`{f.name}`")
+        was = lasts[nm] if nm == f.name else last(nm, f.name)
+        return F.when(sent(nm), F.col(f"after.`{f.name}`")).otherwise(was["v"])
+    rebuilt = F.struct(*[carried(f).alias(f.name) for f in cols.fields])
     if pending:
         still = F.filter(F.array(*[F.when(~sent(nm) & lasts[nm].isNull(), F.lit(nm)) for nm in names]),
                          lambda x: x.isNotNull()) if names else F.array().cast("array<string>")
@@ -573,7 +581,7 @@ def as_added(ev: DataFrame, cols: T.StructType, spans: list | None, fill: dict |
         return F.col("__pos") <= F.struct(F.lit(r).cast(rank).alias("r"), F.lit(s).cast(T.LongType()).alias("s"))
 
     def field(f):
-        nm = f.name[:-9] if f.name.endswith("__special") and f.name[:-9] in cut else f.name
+        nm = owner(f.name, cut) or f.name
         v = F.col(f"{side}.`{f.name}`")
         # a null of the field's own type, not a cast: Spark 4 casts nothing to TIME
         was = fill[nm] if nm == f.name and nm in fill else F.when(F.lit(False), v)
@@ -590,7 +598,7 @@ def columns_in_force(out: DataFrame, cols: T.StructType, spans: list | None) -> 
         return out
     keep = set(spans[-1][0])
     return out.select(*[f"`{c}`" for c in out.columns
-                        if (c[:-9] if c.endswith("__special") and c[:-9] in cols.names else c) in keep])
+                        if (owner(c, cols.names) or c) in keep])
 
 
 # --------------------------------------------------------------------------- completeness

@@ -56,6 +56,8 @@ from ..tables.typed import locate
 from ..typecatalog import ConversionError, arrow_type, convert_column
 from ..typecatalog.arrays import value_ndims
 from ..typecatalog.columns import materialize, take_at
+from ..typecatalog.companions import COMPANIONS, SRID, owner
+from ..typecatalog.geometry import srid_column
 from ..typecatalog.interval import interval_struct as catalog_interval_struct
 from ..typecatalog.registry import resolve
 from . import types as ST
@@ -200,8 +202,8 @@ def inner_names(names: list[str]) -> dict[str, str]:
     by: its own when no other field bears it but for case and it holds no backtick; else
     (every field after the first of one name but for case, a name with a backtick) the
     name with backticks as ``_`` and ``~`` + 8 hex digits of its SHA-256, ``~`` more
-    until no field bears it. A ``c__special`` note follows column ``c``."""
-    base = [n for n in names if not (n.endswith(SPECIAL) and n[:-len(SPECIAL)] in names)]
+    until no field bears it. A companion (``c__special``, ``c__srid``) follows column ``c``."""
+    base = [n for n in names if owner(n, names) is None]
     taken = {n.lower() for n in names}
     seen: set = set()
     out = {}
@@ -210,14 +212,15 @@ def inner_names(names: list[str]) -> dict[str, str]:
             out[n] = n
         else:
             m = n.replace("`", "_") + "~" + hashlib.sha256(n.encode()).hexdigest()[:8]
-            while m.lower() in taken or (m + SPECIAL).lower() in taken:
+            while m.lower() in taken or any((m + s).lower() in taken for s in COMPANIONS):
                 m += "~"
-            taken.update((m.lower(), (m + SPECIAL).lower()))
+            taken.update((m.lower(), *((m + s).lower() for s in COMPANIONS)))
             out[n] = m
         seen.add(n.lower())
     for n in names:
         if n not in out:
-            out[n] = out[n[:-len(SPECIAL)]] + SPECIAL
+            col = owner(n, names)
+            out[n] = out[col] + n[len(col):]
     if len({v.lower() for v in out.values()}) < len(out):
         raise ValueError(f"columns {sorted(names)}: no names unique but for case for them in a Spark plan")
     return out
@@ -436,8 +439,8 @@ def _value_spark_type(t: pa.DataType, time_type) -> T.DataType:
         return T.StringType()
 
 
-#: converters whose binary values may carry a note (a geometry whose SRID is not its
-#: column's: ``srid=3857``): their columns have a ``__special``
+#: converters whose binary values may carry a note (a geometry whose SRID contradicts its
+#: column's typmod, an array element's SRID: ``srid=3857``): their columns have a ``__special``
 NOTED_BINARY = frozenset({"geometry", "geography"})
 
 
@@ -590,9 +593,11 @@ def table_schema(cols: list, registry=None, retyped=frozenset(), ndims=None, tim
         d = ndims.get(c["name"], 1)
         mixed = isinstance(d, frozenset)
         at = pa.binary() if mixed else arrow_type(c["type_oid"], c["type_modifier"], registry, ndim=d)
-        sp = (_can_be_special(at) or c["name"] in retyped or mixed
-              or resolve(c["type_oid"], c["type_modifier"], registry).conv in NOTED_BINARY)
+        rt = resolve(c["type_oid"], c["type_modifier"], registry)
+        sp = _can_be_special(at) or c["name"] in retyped or mixed or rt.conv in NOTED_BINARY
         fields.append(T.StructField(c["name"], _value_spark_type(at, time_type), metadata=ST.field_metadata(at)))
+        if not mixed and srid_column(rt.conv, rt.typmod):   # a geometry's SRIDs, where its typmod fixes none
+            fields.append(T.StructField(c["name"] + SRID, T.IntegerType()))
         if sp:
             fields.append(T.StructField(c["name"] + "__special", T.StringType()))
         plan.append((c["name"], at, sp, c["type_oid"], c["type_modifier"]))
@@ -709,7 +714,7 @@ class TableMapper:
         arrays = []
         for name, at, sp, oid, typmod in self.colplan:
             tgt = target.field(name).type
-            special = None
+            special, srid = None, None
             if present.get_field_index(name) >= 0 and name in self.mixed:
                 # arrays of several numbers of dimensions: every value as sent, as one process keeps them
                 kinds, data = raw_of(name)
@@ -717,6 +722,8 @@ class TableMapper:
                 special = pa.array([self.mixed[name]] * n, pa.string())
             elif present.get_field_index(name) >= 0:
                 v = struct.field(name)
+                if present.get_field_index(name + SRID) >= 0 and v.type.equals(at):
+                    srid = struct.field(name + SRID)
                 if not v.type.equals(at):
                     # the catalog could not type this column as a whole in this batch (e.g.
                     # arrays of different dimensionality), or the batch's newest column list
@@ -734,6 +741,8 @@ class TableMapper:
             else:
                 v = pa.nulls(n, tgt)
             arrays.append(v)
+            if target.get_field_index(name + SRID) >= 0:
+                arrays.append(srid if srid is not None else pa.nulls(n, pa.int32()))
             if sp:
                 arrays.append(special if special is not None else pa.nulls(n, pa.string()))
             elif special is not None and special.null_count != len(special):

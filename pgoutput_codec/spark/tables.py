@@ -30,6 +30,7 @@ from ..tables.replay import HISTORY_COLUMNS
 from ..tables.rules import KNOWN, alike_rows
 from ..typecatalog import with_type_names
 from ..typecatalog.arrays import mixed_dims_note
+from ..typecatalog.companions import owner
 from . import types as ST
 from .catalogs import spark_registry
 from .tablerows import Inner, own_name, renamed_strings, to_inner, user_struct
@@ -156,7 +157,7 @@ def _events(changes: DataFrame, name: str, as_of_lsn, registry, base=None):
     tc, inner = to_inner(tc)
     versions = [[{**c, "name": inner.inner.get(c["name"], c["name"])} for c in v] for v in info.versions]
     cols = tc.schema["after"].dataType
-    names = [f.name for f in cols.fields if not f.name.endswith("__special") or f.name[:-9] not in cols.names]
+    names = [f.name for f in cols.fields if owner(f.name, cols.names) is None]
     alike = alike_rows(versions)
     netkey = net_key(versions, alike)
     keycols, earlier, flagged = identity_key(versions, info)

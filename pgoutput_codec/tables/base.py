@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array
+from ..typecatalog.companions import owner
 from .rules import alike_rows, columns_in_force
 
 __all__ = ["after_base", "net_over_base", "base_rows_in", "BASE_OP", "snapshot_over_base",
@@ -72,7 +73,7 @@ def net_over_base(base: pa.Table, lsn: int, net_after: pa.Table, name: str, rela
     if not len(data_schema):           # no change after the base: its columns as they are
         data_schema = base.schema
     keycols = [f.name for f in net_after.schema.field(ctl_names[2]).type] or \
-        [f.name for f in data_schema if not f.name.endswith("__special")]
+        [f.name for f in data_schema if owner(f.name, data_schema.names) is None]
     ops = one_array(net_after.column(ctl_names[0])).to_pylist() if len(net_after) else []
     if "truncate" in ops:              # the base's rows were emptied after it: the batch as it is
         return net_after
@@ -151,7 +152,7 @@ def snapshot_over_base(rows: pa.Table, name: str, as_of_lsn, net_of, base: pa.Ta
     if current is None:
         return kept
     return kept.select([c for c in kept.column_names if c in current or
-                        (c.endswith("__special") and c[:-len("__special")] in current)])
+                        owner(c, current) is not None])
 
 
 def _counted(upserts: pa.Table, deletes: pa.Table) -> pa.Table:
@@ -218,7 +219,8 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
     schema = pa.schema(data + list(hist.schema)[-n_ctl:])
     from .rows import table_columns
     cols = table_columns(later, "", _rows=later) if len(later) else []
-    keycols = [c["name"] for c in cols if c["flags"] & 1] or [f.name for f in data if not f.name.endswith("__special")]
+    keycols = [c["name"] for c in cols if c["flags"] & 1] or \
+        [f.name for f in data if owner(f.name, [g.name for g in data]) is None]
     missing_keys = [k for k in keycols if k not in base.column_names]
     if missing_keys:
         raise ValueError(f"base of {name} lacks key column(s) {missing_keys}")
@@ -265,7 +267,7 @@ def history_over_base(rows: pa.Table, name: str, hist_of, changes_of, base: pa.T
     if len(later) and alike_rows(column_set_ids(later)[1]):
         # rows alike: a removal ends the oldest held, the base's before the changes'
         both = _alike_ends(base_rows, versions, changes_of(later),
-                           [f.name for f in data if not f.name.endswith("__special")])
+                           [f.name for f in data if owner(f.name, [g.name for g in data]) is None])
         for v, (e_lsn, e_at) in zip(first + versions, both, strict=True):
             v[hnames[3]], v[hnames[4]] = e_lsn, e_at
     if any(g for f in fills.values() for g in f):

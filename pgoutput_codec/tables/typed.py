@@ -16,6 +16,7 @@ from ..typecatalog.retyped import with_earlier_types
 from ..schema import relation_fingerprint
 from ..typecatalog.columns import convert_column, convert_columns, materialize, take_at
 from ..typecatalog.errors import ConversionError
+from ..typecatalog.geometry import srid_column
 from ..typecatalog.arrays import mixed_dims_note, value_ndims
 from ..typecatalog.registry import resolve as resolve_type
 from ..typecatalog.registry import with_type_names
@@ -179,16 +180,21 @@ def columns_out(triples: list, cols: list[dict], registry=None, variants=None, w
                 results[j] = e
     arrays, names = [], []
     for j, (c, (kinds, data, index), r) in enumerate(zip(cols, triples, results, strict=True)):
+        srid = None
         if isinstance(r, ConversionError):
             if index is not None and j in earlier:   # every value raw, whatever its type
                 index = merged_index(index, [idx for _, idx, _ in earlier[j]])
             values, special = raw_fallback(kinds, data, index, dims_note(kinds, data, index, c, registry) or r)
         else:
-            values, special = r.values, r.special
+            values, special, srid = r.values, r.special, r.srid
             if index is not None and j in earlier:
                 values, special = with_earlier_types(values, special, kinds, data, c, earlier[j], registry)
         arrays.append(values)
         names.append(c["name"])
+        rt = resolve_type(c["type_oid"], c["type_modifier"], registry)
+        if srid_column(rt.conv, rt.typmod):    # by the type, as the schema is known before the data
+            arrays.append(srid if srid is not None and len(srid) == len(values) else pa.nulls(len(values), pa.int32()))
+            names.append(c["name"] + "__srid")
         if special is not None and special.null_count != len(special):
             arrays.append(special)
             names.append(c["name"] + "__special")
@@ -280,6 +286,9 @@ def fill_from_before(out: dict, typed: dict, before_loc, is_u: dict, n: int) -> 
         b_sp = before.field(sp) if before.type.get_field_index(sp) >= 0 else pa.nulls(n, pa.string())
         if sp in pos:
             cols[pos[sp]] = (sp, pc.if_else(mask, b_sp, cols[pos[sp]][1]))
+        sr = nm + "__srid"    # by the column's type: on both sides alike
+        if sr in pos and before.type.get_field_index(sr) >= 0:
+            cols[pos[sr]] = (sr, pc.if_else(mask, before.field(sr), cols[pos[sr]][1]))
         elif b_sp.filter(mask).null_count != int(take.sum()):
             new_special[nm] = pc.if_else(mask, b_sp, pa.nulls(n, pa.string()))
         left[nm] = u & ~take

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import one_array, validity
-from .errors import Noted, Special
+from .errors import Noted, Sited, Special
 from .facts import BINARY_PARSERS, DELIMITERS, MAXDIM, TEXT_PARSERS
 from .typeinfo import binary_as_bytes, text_as_str
 
@@ -52,6 +52,10 @@ def _elem(conv_fn, raw, r, elem_specials, idx):
         return None
     if isinstance(v, Noted):
         elem_specials.append((idx, v.note))
+        return v.value
+    if isinstance(v, Sited):     # no companion column holds an element's SRID
+        if v.srid:
+            elem_specials.append((idx, f"srid={v.srid}"))
         return v.value
     return v
 

@@ -20,7 +20,8 @@ from ..threads import run_pieces
 from .arrays import parse_binary_array, parse_text_array
 from .composites import split_records, starts_of, struct_of, version_of_values, versions_of
 from .enums import KindError, convert_enum, labels_of, py_enum
-from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Noted, Physical, Special
+from .errors import REFUSED, SPECIAL_NAMES, ConversionError, Noted, Physical, Sited, Special
+from .geometry import srid_column
 from .nested import Split, SplitError, child_column, join_notes, prefixed, split_from_lists
 from .ranges import EMPTY, LOWER_INC, LOWER_INF, UPPER_INC, UPPER_INF, split_multiranges, split_ranges
 from .facts import BINARY_PARSERS, CONVERTERS, TEXT_PARSERS
@@ -39,10 +40,13 @@ class ConvertedColumn(NamedTuple):
     ``pa.string()`` array, null for ordinary values, and for the others what the null
     (or list) in ``values`` stands for: ``infinity`` / ``-infinity`` / ``NaN``, or for
     arrays the bounds prefix when a lower bound is not 1 (``[0:2]``) and special
-    elements by flat index (``2=infinity``), ';'-separated."""
+    elements by flat index (``2=infinity``), ';'-separated. ``srid``: for a geometry or
+    geography column whose typmod fixes no SRID (:func:`.geometry.srid_column`), each
+    value's SRID (int32, null where the value is, 0 where it has none); else None."""
 
     values: pa.Array
     special: pa.Array | None
+    srid: pa.Array | None = None
 
 
 def _py_value(kind, raw, r):
@@ -102,6 +106,7 @@ def _convert_py(kinds, data, r, binary, ndim, refuse=False):
     """``refuse``: a value that does not convert is null, its special :data:`REFUSED` and
     the reason, instead of failing the column."""
     values, specials, ndims = [], [], []
+    srids = [None] * len(kinds) if srid_column(r.conv, r.typmod) else None
     klist = kinds.to_pylist()
     dlist = data.to_pylist()
     for i, (k, raw) in enumerate(zip(klist, dlist, strict=True)):
@@ -121,6 +126,10 @@ def _convert_py(kinds, data, r, binary, ndim, refuse=False):
             v, sp, nd = None, REFUSED + _reason(e), None
         if r.conv == "unknown" and binary and k == "t":
             v = bytes(raw)
+        if isinstance(v, Sited):
+            if srids is not None:
+                srids[i] = v.srid
+            v = v.value
         values.append(v)
         specials.append(sp)
         ndims.append(nd)
@@ -144,7 +153,22 @@ def _convert_py(kinds, data, r, binary, ndim, refuse=False):
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise ConversionError(f"{r.name} (type OID {r.oid}): {e}", None, r.oid, r.name) from None
     sp = pa.array(specials, pa.string()) if any(s is not None for s in specials) else None
-    return ConvertedColumn(arr, sp)
+    return ConvertedColumn(arr, sp, None if srids is None else pa.array(srids, pa.int32()))
+
+
+def srid_notes(col: ConvertedColumn) -> ConvertedColumn:
+    """``col`` with its values' non-zero SRIDs as markers (``srid=3857``) and no
+    ``srid``: a geometry inside a composite, where no companion column sits."""
+    if col.srid is None:
+        return col
+    noted = pc.if_else(pc.fill_null(pc.not_equal(col.srid, 0), False),
+                       pc.binary_join_element_wise("srid=", col.srid.cast(pa.string()), ""),
+                       pa.scalar(None, pa.string()))
+    if noted.null_count == len(noted):
+        return ConvertedColumn(col.values, col.special)
+    if col.special is not None:
+        noted = pc.coalesce(pc.binary_join_element_wise(col.special, noted, ";"), col.special, noted)
+    return ConvertedColumn(col.values, noted)
 
 
 def _depth(v):
@@ -192,14 +216,14 @@ def _fast_result(res, r, kinds, data, index):
         return _fail(res, res.index, r, kind, raw)
     if res is None:
         return None
-    arr, codes = res
+    arr, codes, *sited = res
     sp = None
     if isinstance(codes, pa.Array):   # a nested family's own markers (_convert.FINISH)
         sp = codes
     elif codes is not None:
         names = pa.array([None, *SPECIAL_NAMES[1:]], pa.string())
         sp = names.take(pa.array(codes, pa.int8()))
-    return ConvertedColumn(arr, sp)
+    return ConvertedColumn(arr, sp, sited[0] if sited else None)
 
 
 def _raise_at(e, r, kinds, data, prefix=""):
@@ -235,8 +259,8 @@ def _part(split, r, part, registry, fast, refuse, binary, index, parent, kinds, 
     """Part ``what`` of each value (``index`` into the split's child column, -1: null) as a
     ConvertedColumn aligned with the parent values; a failure names the parent value."""
     try:
-        return convert_resolved(split.kinds, split.data, part, registry, binary=binary, fast=fast,
-                                index=index, refuse=refuse)
+        return srid_notes(convert_resolved(split.kinds, split.data, part, registry, binary=binary, fast=fast,
+                                           index=index, refuse=refuse))
     except ConversionError as e:
         if e.index is None:
             raise
@@ -429,7 +453,8 @@ def _nested_array_column(kinds, data, r, registry, fast, refuse, binary, ndim):
         shaped.append(None if t is None else leaves(t, i))
     split = split_from_lists([], [], parts, np.zeros(len(parts), np.uint32))
     try:
-        inner = convert_resolved(split.kinds, split.data, r.elem, registry, binary=binary, fast=fast, refuse=refuse)
+        inner = srid_notes(convert_resolved(split.kinds, split.data, r.elem, registry, binary=binary, fast=fast,
+                                            refuse=refuse))
     except ConversionError as e:
         if e.index is None:
             raise
@@ -573,7 +598,7 @@ def convert_value(kind: str, data: bytes | None, type_oid: int, type_modifier: i
     holds as null plus a marker, else the Arrow value's ``as_py()``; a :class:`Physical`
     int (days or µs since 1970) when Python cannot hold it (dates/timestamps BC or after 9999). For arrays with a special
     marker, a tuple ``(list, Special(marker))``."""
-    col = convert_column([kind], [data], type_oid, type_modifier, registry, fast=fast)
+    col = srid_notes(convert_column([kind], [data], type_oid, type_modifier, registry, fast=fast))
     sp = col.special[0].as_py() if col.special is not None else None
     scalar = col.values[0]
     if sp is not None and not scalar.is_valid:

@@ -2,7 +2,9 @@
 not convert), :class:`Special` (``infinity``, ``-infinity``, ``NaN``: Arrow holds a null
 plus the marker) with the names of the compiled converters' special codes and the
 :data:`REFUSED` marker, and :class:`Physical` (a date or timestamp Python's datetime
-cannot hold), :class:`Noted` (a value kept with a marker beside it: a geometry's SRID)."""
+cannot hold), :class:`Noted` (a value kept with a marker beside it: a geometry's SRID
+its column's type contradicts), :class:`Sited` (a geometry with the SRID its column's
+``__srid`` companion carries)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, NamedTuple
 
 from ..errors import PgoutputCodecError
 
-__all__ = ["ConversionError", "Special", "Physical", "Noted", "SPECIAL_NAMES", "REFUSED"]
+__all__ = ["ConversionError", "Special", "Physical", "Noted", "Sited", "SPECIAL_NAMES", "REFUSED"]
 
 
 class ConversionError(PgoutputCodecError, ValueError):
@@ -48,10 +50,19 @@ class Physical(int):
 
 class Noted(NamedTuple):
     """What a parser gives for a value Arrow holds with a marker the column's specials
-    carry beside it (``srid=3857``: a geometry whose SRID is not its column's)."""
+    carry beside it (``srid=3857``: a geometry whose SRID is not the one its column's
+    typmod fixes)."""
 
     value: Any
     note: str
+
+
+class Sited(NamedTuple):
+    """What a geometry parser gives in a column whose typmod fixes no SRID: the value and
+    its SRID (0: none), which the column's ``<column>__srid`` companion carries."""
+
+    value: Any
+    srid: int
 
 
 #: names of the special codes of ``_convert`` (code 0 = not special)

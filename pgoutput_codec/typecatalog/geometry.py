@@ -9,12 +9,17 @@ compound curves, curve polygons, multi curves and surfaces, polyhedral surfaces,
 triangles, empty geometries (an empty point's coordinates are NaN), nested to any depth
 up to 32, big- and little-endian.
 
-The SRID: where the column's typmod fixes it (``geometry(Point,4326)``; a geography's
-default is 4326) the Arrow type is the GeoArrow extension type ``geoarrow.wkb`` over
-binary with metadata ``{"crs": "EPSG:<srid>"}`` (:class:`GeoWKB`; the ``geoarrow``
-package is not needed, and may be installed). A value whose SRID is not the column's
-(any SRID in a ``geometry`` column without one) keeps its WKB and says its SRID in the
-column's special markers: ``srid=3857``. In an array's text form the elements are
+The SRID: where the column's typmod fixes it (``geometry(Point,4326)``, and
+``geography(Point)``, whose typmod PostGIS sets to 4326) the Arrow type is the GeoArrow
+extension type ``geoarrow.wkb`` over binary with metadata ``{"crs": "EPSG:<srid>"}``
+(:class:`GeoWKB`; the ``geoarrow`` package is not needed, and may be installed); a value
+whose SRID is not that one says it in the column's special markers (``srid=3857``).
+Where the typmod fixes none (``geometry``, ``geometry(Point)``, ``geography`` without
+typmod, which holds any geodetic SRID) the column is ``binary`` and each value's SRID
+goes in the converted column's ``srid`` (:func:`srid_column`: int32, 0 where the value
+has none), which the table layer names ``<column>__srid``; inside an array or a
+composite, where no companion column sits, a value's non-zero SRID is a marker
+(``1=srid=3857``, ``attr=srid=3857``). In an array's text form the elements are
 separated by ``:`` (the types' ``typdelim``).
 
 Known by ``("postgis", "geometry" | "geography")``. The compiled twin is
@@ -29,10 +34,11 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from .errors import Noted
+from .errors import Noted, Sited
 from .typeinfo import Converter, ExtensionType, fast_code
 
-__all__ = ["CONVERTERS", "TYPES", "EXTENSION_TYPES", "GeoWKB", "typmod_srid", "column_srid", "wkb_type"]
+__all__ = ["CONVERTERS", "TYPES", "EXTENSION_TYPES", "GeoWKB", "typmod_srid", "column_srid", "wkb_type", "srid_column",
+           "SRID_CONVS"]
 
 _Z, _M, _SRID = 0x80000000, 0x40000000, 0x20000000
 _POINTS = {2, 8}                        # line string, circular string: a count of points
@@ -93,10 +99,20 @@ def typmod_srid(tm: int) -> int:
 
 
 def column_srid(geography: bool, tm: int) -> int:
-    """The SRID every value of a column has, from its typmod (a geography's default:
-    4326); 0 where the column does not fix one."""
-    srid = typmod_srid(tm)
-    return 4326 if geography and srid == 0 else srid
+    """The SRID every value of a column has, from its typmod; 0 where the typmod fixes
+    none (a ``geography`` without typmod holds any geodetic SRID: 4326, 4269, …)."""
+    return typmod_srid(tm)
+
+
+#: the converters whose columns may carry their values' SRIDs in a ``__srid`` companion
+SRID_CONVS = frozenset({"geometry", "geography"})
+
+
+def srid_column(conv: str, tm: int) -> bool:
+    """Whether a column of converter ``conv`` and typmod ``tm`` has a ``<column>__srid``
+    companion (int32): a geometry or geography whose typmod fixes no SRID. Decided by
+    the type alone, so a table's schema is known before its data."""
+    return conv in SRID_CONVS and typmod_srid(tm) == 0
 
 
 def wkb_type(srid: int) -> pa.DataType:
@@ -165,6 +181,8 @@ def _iso(b, srid0):
     if end != len(b):
         raise ValueError("EWKB longer than its geometry")
     srid = srid or 0
+    if not srid0:
+        return Sited(bytes(out), srid)
     return bytes(out) if srid == srid0 else Noted(bytes(out), f"srid={srid}")
 
 

@@ -71,8 +71,11 @@ def _outcome(kinds, data, oid, mod, index, fast):
     col.values.validate(full=not _has_time(col.values.type))
     if col.special is not None:
         col.special.validate(full=True)
+    if col.srid is not None:      # a geometry's SRIDs, where its column's typmod fixes none
+        col.srid.validate(full=True)
     return ("ok", str(col.values.type), plain(col.values),
-            col.special.to_pylist() if col.special is not None else None)
+            col.special.to_pylist() if col.special is not None else None,
+            col.srid.to_pylist() if col.srid is not None else None)
 
 
 def test_one_input(data: bytes):

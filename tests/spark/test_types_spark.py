@@ -271,12 +271,16 @@ def test_an_archive_s_catalog_types_its_table_on_spark_with_no_registry(spark, t
     assert kinds == {"id": "IntegerType", "mood": "StringType", "moods": "ArrayType", "day": "DateType",
                      "item": "StructType", "items": "ArrayType", "span": "StructType", "fspan": "StructType",
                      "fspans": "ArrayType", "tags": "MapType", "vec": "ArrayType", "half": "ArrayType",
-                     "sparse": "StructType", "geom": "BinaryType", "shape": "BinaryType", "name": "StringType"}
+                     "sparse": "StructType", "geom": "BinaryType", "shape": "BinaryType", "shape__srid": "IntegerType",
+                     "name": "StringType"}
     assert snap.schema["item"].dataType.names == ["n", "at", "mood", "t"]   # every attribute any version had
     assert snap.schema["geom"].metadata["crs"] == "EPSG:4326" and not snap.schema["shape"].metadata
-    rows = {r["id"]: r for r in got.select(["id", "item", "item__special", "shape__special"]).to_pylist()}
+    # a geometry column whose typmod fixes no SRID: each value's SRID in its typed __srid
+    assert snap.columns.index("shape__srid") == snap.columns.index("shape") + 1 and "geom__srid" not in snap.columns
+    rows = {r["id"]: r for r in got.select(["id", "item", "item__special", "shape__srid",
+                                            "shape__special"]).to_pylist()}
     assert rows[1]["item"]["mood"] is None and rows[4]["item"]["mood"] == "sad"   # by the version of each
-    assert rows[1]["shape__special"] == "srid=3857"
+    assert rows[1]["shape__srid"] == 3857 and rows[1]["shape__special"] is None
     if snap.schema["item"].dataType["t"].dataType != T.LongType():   # Spark's time ends before 24:00:00
         assert rows[4]["item"]["t"] is None and rows[4]["item__special"] == "t=24:00:00"
     else:

@@ -1,8 +1,9 @@
 """PostGIS geometry and geography as ISO WKB (typecatalog/geometry.py,
 _codecs/geometry.pxi) on a real PostgreSQL 15 with PostGIS 3: every type PostGIS writes,
 from both forms (and big-endian EWKB), equal to the server's ``ST_AsBinary``; the SRID
-kept (geoarrow.wkb where the column fixes it, a marker where a value's differs); the
-compiled rewrite equals its Python twin, on mutated input too."""
+kept (geoarrow.wkb where the column fixes it, else each value's SRID in the column's
+``srid``, the tables' ``<column>__srid``); the compiled rewrite equals its Python twin,
+on mutated input too."""
 
 from __future__ import annotations
 
@@ -61,14 +62,15 @@ def test_every_geometry_type_equals_st_asbinary(conn, server_values, fast):
     oid = server_values[0][0]
     assert arrow_type(oid, -1, reg) == pa.binary()
     want = [v[4] for v in server_values]
-    notes = [f"srid={v[5]}" if v[5] else None for v in server_values]
-    assert any(notes) and not all(notes)
+    srids = [v[5] for v in server_values]
+    assert 0 in srids and {4326, 3857} <= set(srids)
     for kind, i in (("t", 1), ("b", 2), ("b", 3)):      # text, send form, big-endian EWKB
         col = convert_column([kind] * len(want) + ["n"], [v[i] for v in server_values] + [None], oid, -1, reg,
                              fast=fast)
         col.values.validate(full=True)
         assert col.values.to_pylist() == want + [None], kind
-        assert col.special.to_pylist() == notes + [None]
+        assert col.special is None
+        assert col.srid.type == pa.int32() and col.srid.to_pylist() == srids + [None]
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
@@ -81,16 +83,31 @@ def test_a_typmod_srid_makes_the_column_geoarrow_wkb(conn, fast):
     iso = [bytes(r[0]) for r in conn.execute(
         "SELECT ST_AsBinary(g) FROM (VALUES ('SRID=4326;POINT(1 2)'::geometry), ('POINT Z (1 2 3)'),"
         " ('LINESTRING(1 2, 3 4)'), ('POINT(1 2)'), ('POINT(1 2)')) v(g)").fetchall()]
-    crs = ["EPSG:4326", "EPSG:2154", "EPSG:4326", "EPSG:4326", "EPSG:4326"]
-    notes = [None, None, None, "srid=4269", None]
-    for (oid, mod, text, sent), w, c, note in zip(rows, iso, crs, notes, strict=True):
+    # a geography without typmod holds any geodetic SRID: binary, each value's SRID beside it
+    crs = ["EPSG:4326", "EPSG:2154", None, None, "EPSG:4326"]
+    srids = [None, None, 4326, 4269, None]
+    for (oid, mod, text, sent), w, c, srid in zip(rows, iso, crs, srids, strict=True):
         t = arrow_type(oid, mod, reg)
-        assert isinstance(t, GeoWKB) and t.crs == c and t.extension_name == "geoarrow.wkb"
-        assert json.loads(t.__arrow_ext_serialize__()) == {"crs": c}
+        if c is None:
+            assert t == pa.binary()
+        else:
+            assert isinstance(t, GeoWKB) and t.crs == c and t.extension_name == "geoarrow.wkb"
+            assert json.loads(t.__arrow_ext_serialize__()) == {"crs": c}
         for kind, raw in (("t", text), ("b", sent)):
             col = convert_column([kind], [raw], oid, mod, reg, fast=fast)
-            assert col.values.type == t and col.values.storage.to_pylist() == [w]
-            assert (col.special.to_pylist() if col.special is not None else [None]) == [note]
+            assert col.values.type == t and (col.values.storage if c else col.values).to_pylist() == [w]
+            assert col.special is None
+            assert (col.srid.to_pylist() if col.srid is not None else None) == (None if c else [srid])
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
+def test_a_value_whose_srid_its_column_type_contradicts_is_noted(fast):
+    # geometry(Point,4326) holding an EWKB of SRID 3857 (PostGIS refuses to store one)
+    raw = bytes.fromhex("0101000020110F0000000000000000F03F0000000000000040")
+    col = convert_column(["b", "b", "n"], [raw, bytes.fromhex("0101000020E6100000" + "00" * 16), None], 70201,
+                         1107460, REG, fast=fast)
+    assert col.values.type == GeoWKB("EPSG:4326") and col.srid is None
+    assert col.special.to_pylist() == ["srid=3857", None, None]
 
 
 def test_postgis_typmod_srid():
@@ -113,14 +130,19 @@ def test_pgoutput_text_and_binary(conn):
     want = conn.execute("SELECT ST_AsBinary(g), ST_AsBinary(p), ST_AsBinary(y) FROM ext_geo ORDER BY id").fetchall()
     for mode in ("text", "binary"):
         t = got[mode]
-        assert t.schema.field("g").type == pa.binary()
-        assert t.schema.field("p").type.crs == "EPSG:4326" and t.schema.field("y").type.crs == "EPSG:4326"
+        assert t.schema.field("g").type == pa.binary() and t.schema.field("y").type == pa.binary()
+        assert t.schema.field("p").type.crs == "EPSG:4326"
         for j, c in enumerate("gpy"):
             col = t.column(c).combine_chunks()
             vals = (col.storage if isinstance(col, pa.ExtensionArray) else col).to_pylist()
             assert vals == [None if w[j] is None else bytes(w[j]) for w in want], (mode, c)
-        assert t.column("g__special").to_pylist() == ["srid=3857", None, None]
-        assert t.column("y__special").to_pylist() == [None, "srid=4269", None]
+        # each value's SRID in a typed companion beside its column, none for p (its type says it)
+        names = t.column_names
+        assert names.index("g__srid") == names.index("g") + 1 and names.index("y__srid") == names.index("y") + 1
+        assert t.schema.field("g__srid").type == pa.int32()
+        assert t.column("g__srid").to_pylist() == [3857, 0, None]
+        assert t.column("y__srid").to_pylist() == [4326, 4269, None]
+        assert not {"p__srid", "g__special", "p__special", "y__special"} & set(names)
 
 
 BAD = [("t", b"0101", "shorter"), ("t", b"010", "hex"), ("t", b"01 01", "hex"), ("b", b"\x02\x01\0\0\0", "byte order"),
@@ -174,7 +196,8 @@ def test_compiled_and_python_twins_agree_on_mutations(case):
             col = convert_column(["n", kind, kind], [None, raw, raw], 70201, mod, REG, fast=fast)
             col.values.validate(full=True)
             results.append(("ok", col.values.type, col.values.to_pylist(),
-                            col.special.to_pylist() if col.special is not None else None))
+                            col.special.to_pylist() if col.special is not None else None,
+                            col.srid.to_pylist() if col.srid is not None else None))
         except ConversionError as e:
             results.append(("error", e.index))
     assert results[0] == results[1], (kind, raw)
@@ -187,6 +210,20 @@ def test_arrays_of_geometries(conn):
                                            " ST_AsBinary('POINT(3 4)'::geometry)").fetchone()]
     assert arrow_type(oid, mod, reg) == pa.list_(pa.binary())
     for kind, raw in (("t", text), ("b", sent)):
-        col = convert_column([kind], [raw], oid, mod, reg)
-        assert col.values.to_pylist() == [[want[0], None, want[1]]], kind
-        assert col.special.to_pylist() == ["2=srid=3857"]
+        for fast in (True, False):
+            col = convert_column([kind], [raw], oid, mod, reg, fast=fast)
+            assert col.values.to_pylist() == [[want[0], None, want[1]]], kind
+            # an element's SRID has no companion column: a marker by its index
+            assert col.special.to_pylist() == ["2=srid=3857"] and col.srid is None
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
+def test_a_geometry_in_a_composite_says_its_srid_by_attribute(conn, fast):
+    conn.execute("DROP TYPE IF EXISTS geo_pair; CREATE TYPE geo_pair AS (g geometry, n int)")
+    reg = ext_types.registry(conn)
+    (oid, mod, text, sent), = ext_types.forms(conn, ["ROW('SRID=3857;POINT(3 4)'::geometry, 1)::geo_pair"])
+    want = bytes(conn.execute("SELECT ST_AsBinary('POINT(3 4)'::geometry)").fetchone()[0])
+    for kind, raw in (("t", text), ("b", sent)):
+        col = convert_column([kind, "n"], [raw, None], oid, mod, reg, fast=fast)
+        assert col.values.to_pylist() == [{"g": want, "n": 1}, None], kind
+        assert col.special.to_pylist() == ["g=srid=3857", None] and col.srid is None

@@ -1,9 +1,10 @@
 # PostGIS geometry and geography (typecatalog/geometry.py): EWKB (the send form, or the
 # text form's hex) rewritten to ISO WKB as ST_AsBinary writes it (little-endian, Z/M in
 # the type code, no SRID), written to the column's variable-width output after the
-# value's SRID (int32, native order); geometry_split (FINISH) takes the SRIDs out into
-# the column's markers (a value whose SRID is not the column's) and the WKB as binary,
-# or geoarrow.wkb where the column's type is.
+# value's SRID (int32, native order); geometry_split (FINISH) takes the SRIDs out: as
+# the column's int32 SRIDs where its typmod fixes none (its __srid companion), else as
+# markers of the values whose SRID is not the column's; and the WKB as binary, or
+# geoarrow.wkb where the column's type is.
 
 cdef enum:
     C_GEOMETRY = 54
@@ -153,9 +154,10 @@ cdef void geometry_range(Col* col, const Src* s, Py_ssize_t i0, Py_ssize_t i1) n
 
 
 def geometry_split(typ, Py_ssize_t n, validity, Py_ssize_t null_count, offsets, data):
-    """The WKB of ``n`` values (each after its SRID) as ``typ`` (binary, or geoarrow.wkb
-    whose CRS is the column's SRID), and the markers of the values whose SRID is not the
-    column's."""
+    """(the WKB of ``n`` values (each after its SRID) as ``typ`` (binary, or geoarrow.wkb
+    whose CRS is the column's SRID), the markers of the values whose SRID is not the
+    column's, the values' SRIDs (int32, null where the value is) where the column fixes
+    none, else None)."""
     cdef const int32_t[::1] offs = np.frombuffer(offsets, np.int32, n + 1)
     cdef const uint8_t[::1] d = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
     cdef Py_ssize_t i, pos, ln, at = 0
@@ -180,7 +182,9 @@ def geometry_split(typ, Py_ssize_t n, validity, Py_ssize_t null_count, offsets, 
             if ln == 0:
                 continue
             memcpy(&srid, &d[pos], 4)
-            if srid != column:
+            if column == 0:
+                srids[i] = srid
+            elif srid != column:
                 srids[i] = srid
                 noted[i] = 1
                 nnoted += 1
@@ -192,10 +196,13 @@ def geometry_split(typ, Py_ssize_t n, validity, Py_ssize_t null_count, offsets, 
                                     null_count)
     arr = pa.ExtensionArray.from_storage(typ, storage) if isinstance(typ, pa.ExtensionType) else storage
     special = None
+    if column == 0:
+        sited = pa.Array.from_buffers(pa.int32(), n, [validity, pa.py_buffer(srids_a)], null_count)
+        return arr, special, sited
     if nnoted:
         noted_srids = pa.array(srids_a, pa.int32(), mask=~noted_a).cast(pa.string())
         special = pc.binary_join_element_wise("srid=", noted_srids, "")
-    return arr, special
+    return arr, special, None
 
 
 register(C_GEOMETRY, "GEOMETRY", geometry_range, VARIABLE)
