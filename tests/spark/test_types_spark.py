@@ -232,8 +232,12 @@ def typed_archive(tmp_path_factory):
     second = Catalog([(0x3F00000, [*_BASE, _ITEM_2])])
     txns_1 = [[Insert(relation_id=_REL, new_tuple=tuple(map(_text, r))) for r in ROWS_1],
               [Update(relation_id=_REL, new_tuple=tuple(map(_text, ["2", *ROWS_1[0][1:]])))]]
+    # row 1 again, its geometry unchanged TOAST: carried with its __srid
+    unchanged = tuple(TupleColumn("u", None) if c[0] == "shape" else _text(v) for c, v in zip(COLUMNS, ROWS_1[0],
+                                                                                                strict=True))
     txns_2 = [[Insert(relation_id=_REL, new_tuple=tuple(map(_text, r))) for r in ROWS_2],
-              [Delete(relation_id=_REL, old_kind="K", old_tuple=(_text("3"),) + (_text(None),) * (len(COLUMNS) - 1))]]
+              [Delete(relation_id=_REL, old_kind="K", old_tuple=(_text("3"),) + (_text(None),) * (len(COLUMNS) - 1))],
+              [Update(relation_id=_REL, new_tuple=unchanged)]]
     n = _archive_file(d / "part-0000.parquet", _messages(txns_1, True, 0x3000000), 0, first)
     _archive_file(d / "part-0001.parquet", _messages(txns_2, False, 0x4000000), n, second)
     return d, first.merge(second)
