@@ -18,6 +18,7 @@ anything is decoded.
 from __future__ import annotations
 
 import decimal
+import json
 import math
 
 import numpy as np
@@ -124,10 +125,13 @@ def mismatches(got, want, arrow_type, path="") -> list:
     return []
 
 
-def specials_of(want, path="") -> list:
-    """The paths of :class:`offline_types.Special` values within ``want``."""
+def specials_of(want, path="", srid=0) -> list:
+    """(path, note) of what ``want`` holds that its Arrow type cannot: an
+    :class:`offline_types.Special`, a geometry whose SRID is not its column's ``srid``."""
     if isinstance(want, ot.Special):
         return [(path, want.text)]
+    if isinstance(want, ot.Geometry):
+        return [] if want.srid == srid else [(path, f"srid={want.srid}")]
     if isinstance(want, dict):
         return [s for k, v in want.items() for s in specials_of(v, f"{path}.{k}")]
     if isinstance(want, list):
@@ -137,7 +141,8 @@ def specials_of(want, path="") -> list:
 
 def assert_rows(table: pa.Table, rows: dict, where: str, id_column="id"):
     """Every value of ``table`` (rows keyed by ``id``) equal to the server's ``rows``;
-    ``<column>__special`` set exactly where the server's value holds a :class:`Special`."""
+    ``<column>__special`` set exactly where the server's value holds a :class:`Special` or
+    a geometry of an SRID its column does not fix, and saying so."""
     ids = table.column(id_column).to_pylist()
     assert sorted(ids) == sorted(rows), f"{where}: ids {ids}, server {sorted(rows)}"
     bad = []
@@ -149,7 +154,7 @@ def assert_rows(table: pa.Table, rows: dict, where: str, id_column="id"):
         for rid, got, note in zip(ids, values, special, strict=True):
             want = rows[rid][name]
             bad += [(rid, name + p, g, w) for p, g, w in mismatches(got, want, col.type)]
-            sp = specials_of(want)
+            sp = specials_of(want, srid=COLUMN_SRIDS.get(name, 0))
             if sp and (note is None or not all(text in note for _, text in sp)):
                 bad.append((rid, name + "__special", note, sp))
             elif not sp and note is not None:
@@ -172,6 +177,24 @@ NESTED = pa.struct([pa.field("p", PAIR), pa.field("m", ENUM), pa.field("d", pa.d
                     pa.field("n", pa.decimal128(10, 2)), pa.field("tags", pa.list_(pa.string())),
                     pa.field("f", pa.float64())])
 R4, RF, RD = _range(pa.int32()), _range(pa.float64()), _range(pa.date32())
+
+
+class GeoArrowWKB:
+    """GeoArrow's ``geoarrow.wkb`` extension type over binary with CRS ``crs``."""
+
+    def __init__(self, crs):
+        self.crs = crs
+
+    def matches(self, t) -> bool:
+        return isinstance(t, pa.ExtensionType) and t.extension_name == "geoarrow.wkb" \
+            and t.storage_type == pa.binary() and json.loads(t.__arrow_ext_serialize__() or b"{}") == {"crs": self.crs}
+
+    def __repr__(self):
+        return f"geoarrow.wkb(crs={self.crs})"
+
+
+#: the SRID a geometry column fixes (its typmod; a geography's default), else 0
+COLUMN_SRIDS = {"gp": 4326, "gg": 4326, "gm": 0, "gz": 0}
 #: the Arrow type of every column of the issue's table (docs/types.md); built-in leaves as
 #: the built-ins are typed
 ARROW_TYPES = {
@@ -189,7 +212,7 @@ ARROW_TYPES = {
         "h": pa.map_(pa.string(), pa.string()), "ha": pa.list_(pa.map_(pa.string(), pa.string())),
         **dict.fromkeys(["ci", "lt", "lq", "isbn", "isbn13", "ean", "issn", "ismn", "upc"], pa.string()),
         "cia": pa.list_(pa.string()),
-        **dict.fromkeys(["gp", "gm", "gz", "gg"], pa.binary()),
+        "gp": GeoArrowWKB("EPSG:4326"), "gg": GeoArrowWKB("EPSG:4326"), "gm": pa.binary(), "gz": pa.binary(),
     },
     "vectors": {
         "v": pa.list_(pa.float32()), "hv": pa.list_(pa.float16()), "va": pa.list_(pa.list_(pa.float32())),
@@ -199,14 +222,13 @@ ARROW_TYPES = {
 }
 
 
-def _storage(t):
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+def _type_is(got, want) -> bool:
+    return want.matches(got) if isinstance(want, GeoArrowWKB) else got == want
 
 
 def assert_types(table: pa.Table, name: str, where: str):
     want = ARROW_TYPES[name]
-    bad = [(c, _storage(table.schema.field(c).type), t) for c, t in want.items()
-           if _storage(table.schema.field(c).type) != t]
+    bad = [(c, table.schema.field(c).type, t) for c, t in want.items() if not _type_is(table.schema.field(c).type, t)]
     if bad:
         pytest.fail(f"{where}: Arrow types differ:\n" + "\n".join(f"  {c}: {g} (want {t})" for c, g, t in bad),
                     pytrace=False)
