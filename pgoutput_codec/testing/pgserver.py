@@ -69,6 +69,22 @@ class ServerSpec:
     def label(self) -> str:
         return f"pg{self.major}"
 
+    def extensions(self) -> frozenset:
+        """The extensions this server's installation ships (its ``extension/*.control``
+        files, under ``pg_config --sharedir``): known before a server is started, so that
+        tests are made only where the server can ``CREATE EXTENSION``. Debian's 15 has its
+        contrib modules and, with ``postgresql-15-postgis-3``, PostGIS; the wheel's 16 and
+        18 have pgvector."""
+        if self.bindir is None:
+            return frozenset()
+        try:
+            share = subprocess.run([os.path.join(self.bindir, "pg_config"), "--sharedir"], capture_output=True,
+                                   text=True, timeout=30, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return frozenset()
+        return frozenset(os.path.basename(f)[:-len(".control")]
+                         for f in glob.glob(os.path.join(share, "extension", "*.control")))
+
 
 def trusted_dir(path: str) -> bool:
     """A real directory (not a link) owned by this process's user that no one else may
