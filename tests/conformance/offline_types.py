@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List
 
 SLOTS = {"text": "typed_text", "binary": "typed_binary"}
@@ -313,10 +314,12 @@ def _capture(srv, out_root):
     """One capture run of each slot into its archive."""
     from pgoutput_codec.cli.capture import capture
 
-    for mode, slot in SLOTS.items():
-        capture(_dsn(srv), slot, PUBLICATION, os.path.join(out_root, mode), binary=mode == "binary",
-                poll_interval=0.02, stop_after=1,
-                log=lambda msg: None)
+    def one(mode):      # (the slots' runs are independent: side by side, as two jobs would run)
+        return capture(_dsn(srv), SLOTS[mode], PUBLICATION, os.path.join(out_root, mode), binary=mode == "binary",
+                       poll_interval=0.02, stop_after=1, log=lambda msg: None)
+
+    with ThreadPoolExecutor(len(SLOTS)) as pool:
+        list(pool.map(one, SLOTS))
 
 
 def available_extensions(conn) -> set:
