@@ -6,8 +6,8 @@ gives every value equal to the server's own output, taken before it stopped
 (``offline_types``: psycopg's loaders of the server's text, ``ST_AsBinary``/``ST_SRID``,
 ``vector::real[]``, ``enum_range``).
 
-The paths of one process: ``decode_changes`` then ``snapshot``, ``net_changes`` and
-``table_changes``; and the CLI's ``decode --changes``, whose change rows ``snapshot``
+The paths of one process: the archive's files fed to a ``ChangeDecoder``, then
+``snapshot``, ``net_changes`` and ``table_changes``; and the CLI's ``decode --changes``, whose change rows ``snapshot``
 types. The ``evolving`` table holds a composite that gains an attribute and an enum dropped
 and created again with other labels, each change read with the definition in force at it.
 
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 import servers
 
-from pgoutput_codec import decode_changes, net_changes, snapshot, table_changes
+from pgoutput_codec import ChangeDecoder, net_changes, snapshot, table_changes
 from pgoutput_codec.archive import iter_archive, read_archive_parts
 
 MODES = ("text", "binary")
@@ -69,9 +69,13 @@ def captured(tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------ the paths
-def archive_rows(path) -> pa.Table:
-    """An archive's rows as one process reads them (resumed rows dropped)."""
-    return pa.concat_tables([t for _, t in iter_archive(read_archive_parts(path))])
+def archive_changes(path) -> pa.Table:
+    """An archive's change rows as one process decodes them (docs/limits.md): a
+    ``ChangeDecoder`` fed each captured file's rows (resumed rows dropped), the pieces
+    put together."""
+    with ChangeDecoder() as dec:
+        pieces = [dec.feed(t) for _, t in iter_archive(read_archive_parts(path))]
+    return pa.concat_tables(pieces)
 
 
 _DECODED = {}
@@ -80,7 +84,7 @@ _DECODED = {}
 def changes_of(typed, mode) -> pa.Table:
     key = (typed.major, mode)
     if key not in _DECODED:
-        _DECODED[key] = decode_changes(archive_rows(typed.archives[mode]))
+        _DECODED[key] = archive_changes(typed.archives[mode])
     return _DECODED[key]
 
 
