@@ -145,13 +145,14 @@ def mismatches(got, want, arrow_type, path="") -> list:
     return []
 
 
-def specials_of(want, path="", srid=0) -> list:
+def specials_of(want, path="", srid=None) -> list:
     """(path, note) of what ``want`` holds that its Arrow type cannot: an
-    :class:`offline_types.Special`, a geometry whose SRID is not its column's ``srid``."""
+    :class:`offline_types.Special`, a geometry whose SRID is not the one its column fixes
+    (``srid``; None: the column fixes none, its ``__srid`` column says each)."""
     if isinstance(want, ot.Special):
         return [(path, want.text)]
     if isinstance(want, ot.Geometry):
-        return [] if want.srid == srid else [(path, f"srid={want.srid}")]
+        return [] if srid is None or want.srid == srid else [(path, f"srid={want.srid}")]
     if isinstance(want, dict):
         return [s for k, v in want.items() for s in specials_of(v, f"{path}.{k}")]
     if isinstance(want, list):
@@ -162,7 +163,8 @@ def specials_of(want, path="", srid=0) -> list:
 def assert_rows(table: pa.Table, rows: dict, where: str, id_column="id"):
     """Every value of ``table`` (rows keyed by ``id``) equal to the server's ``rows``;
     ``<column>__special`` set exactly where the server's value holds a :class:`Special` or
-    a geometry of an SRID its column does not fix, and saying so."""
+    a geometry of an SRID other than the one its column fixes, and saying so; a geometry
+    column that fixes none has each value's SRID in ``<column>__srid``."""
     ids = table.column(id_column).to_pylist()
     assert sorted(ids) == sorted(rows), f"{where}: ids {ids}, server {sorted(rows)}"
     bad = []
@@ -174,11 +176,16 @@ def assert_rows(table: pa.Table, rows: dict, where: str, id_column="id"):
         for rid, got, note in zip(ids, values, special, strict=True):
             want = rows[rid][name]
             bad += [(rid, name + p, g, w) for p, g, w in mismatches(got, want, col.type)]
-            sp = specials_of(want, srid=COLUMN_SRIDS.get(name, 0))
+            sp = specials_of(want, srid=COLUMN_SRIDS.get(name))
             if sp and (note is None or not all(text in note for _, text in sp)):
                 bad.append((rid, name + "__special", note, sp))
             elif not sp and note is not None:
                 bad.append((rid, name + "__special", note, None))
+        if name in SRID_COLUMNS:    # each value's SRID (ST_SRID), null where the value is
+            got = table.column(name + "__srid") if name + "__srid" in table.column_names else None
+            want = [None if rows[rid][name] is None else rows[rid][name].srid for rid in ids]
+            if got is None or got.type != pa.int32() or got.to_pylist() != want:
+                bad.append(("*", name + "__srid", got if got is None else (str(got.type), got.to_pylist()), want))
     if bad:
         pytest.fail(f"{where}: {len(bad)} values differ from the server's:\n" +
                     "\n".join(f"  id={rid} {path}: got {g!r}, server {w!r}" for rid, path, g, w in bad[:40]),
@@ -213,8 +220,10 @@ class GeoArrowWKB:
         return f"geoarrow.wkb(crs={self.crs})"
 
 
-#: the SRID a geometry column fixes (its typmod; a geography's default), else 0
-COLUMN_SRIDS = {"gp": 4326, "gg": 4326, "gm": 0, "gz": 0}
+#: the SRID a geometry column fixes (its typmod)
+COLUMN_SRIDS = {"gp": 4326}
+#: geometry columns that fix no SRID: an int32 ``<column>__srid`` beside them
+SRID_COLUMNS = {"gm", "gz", "gg"}
 #: the Arrow type of every column of the issue's table (docs/types.md); built-in leaves as
 #: the built-ins are typed
 ARROW_TYPES = {
@@ -232,7 +241,7 @@ ARROW_TYPES = {
         "h": pa.map_(pa.string(), pa.string()), "ha": pa.list_(pa.map_(pa.string(), pa.string())),
         **dict.fromkeys(["ci", "lt", "lq", "isbn", "isbn13", "ean", "issn", "ismn", "upc"], pa.string()),
         "cia": pa.list_(pa.string()),
-        "gp": GeoArrowWKB("EPSG:4326"), "gg": GeoArrowWKB("EPSG:4326"), "gm": pa.binary(), "gz": pa.binary(),
+        "gp": GeoArrowWKB("EPSG:4326"), "gg": pa.binary(), "gm": pa.binary(), "gz": pa.binary(),
     },
     "vectors": {
         "v": pa.list_(pa.float32()), "hv": pa.list_(pa.float16()), "va": pa.list_(pa.list_(pa.float32())),
