@@ -302,6 +302,22 @@ def archive_catalog(path_or_parts) -> Catalog | None:
     return Catalog([v for raw, path in raws.items() for v in _parsed_catalog(raw, path).versions])
 
 
+def _merged_catalog_json(parts):
+    """:func:`archive_catalog`'s JSON (bytes), a file's own when every file carries the same
+    one; None when no file has one."""
+    archive_catalog(parts)
+    raws = {p.catalog_json for p in parts if p.kind == "parquet" and p.catalog_json}
+    if not raws:
+        return None
+    return next(iter(raws)) if len(raws) == 1 else archive_catalog(parts).to_json().encode()
+
+
+def _with_catalog(table, raw):
+    if raw is None:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), CATALOG_KEY: raw})
+
+
 def _parsed_catalog(raw, path):
     try:
         return Catalog.from_json(raw)
@@ -445,9 +461,13 @@ def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=No
     ``on_recaptured(part, rows)`` is told how many leading rows of a part were dropped
     (by default a warning on this module's logger). ``batch_rows``: tables of at most
     that many rows, read one after the other (:meth:`ArchivePart.read_batches`); None:
-    one table per file."""
+    one table per file. Every table carries the archive's whole type catalog (every file's
+    merged, :data:`CATALOG_KEY`), so that the first of them already types values sent under
+    a definition a later file records, and tables put together keep it."""
     report = _log_recaptured if on_recaptured is None else on_recaptured
     covered = None
+    parts = list(parts)
+    merged = _merged_catalog_json(parts)
     for part in parts:
         skipped = skip is not None and skip(part)
         if skipped:
@@ -466,9 +486,9 @@ def iter_archive(parts, payload="data", dedupe=True, skip=None, on_recaptured=No
         given = False
         for t in tables:
             given = True
-            yield part, t
+            yield part, _with_catalog(t, merged)
         if not given and not skipped:
-            yield part, part.read(payload)        # (a file of no rows: its columns all the same)
+            yield part, _with_catalog(part.read(payload), merged)   # (a file of no rows: its columns all the same)
         if part.meta and part.meta.get("end_lsn"):
             end = parse_lsn(part.meta["end_lsn"])
             covered = end if covered is None else max(covered, end)

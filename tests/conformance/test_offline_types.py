@@ -344,3 +344,16 @@ def test_the_cli_reads_a_type_altered_mid_archive(captured, major, mode, tmp_pat
     snap = snapshot(changes, "public.evolving")
     assert_rows(snap, typed.final["evolving"], f"{where} snapshot")
     assert snap.column("e").combine_chunks().dictionary.to_pylist() == typed.evolving_labels[-1], where
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_type_altered_mid_archive_reads_with_the_definition_in_force(captured, major, mode):
+    """The evolving table on the one-process path: each change with the definition in force."""
+    typed = captured(major)
+    where = f"pg{major} {mode} evolving"
+    after = _evolving_changes(changes_of(typed, mode), typed, where)
+    assert after.type.field("c").type == pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.string()),
+                                                    pa.field("z", pa.date32())]), where
+    snap = snapshot(changes_of(typed, mode), "public.evolving")
+    assert_rows(snap, typed.final["evolving"], f"{where} snapshot")
+    assert snap.column("e").combine_chunks().dictionary.to_pylist() == typed.evolving_labels[-1], where
