@@ -83,3 +83,19 @@ def stream_hint(msg):
     if inner.type in "RYIUDTM":
         return inner.xid is not None
     return None
+
+
+@st.composite
+def mutated(draw, seeds, inserts: bytes):
+    """One of ``seeds`` (bytes) with up to three bytes deleted, inserted (one of ``inserts``)
+    or overwritten: malformed values near well-formed ones, for a converter and its twin."""
+    raw = bytearray(draw(st.sampled_from(seeds)))
+    for _ in range(draw(st.integers(0, 3))):
+        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(raw)))
+        if op == 0 and raw:
+            del raw[min(pos, len(raw) - 1)]
+        elif op == 1:
+            raw.insert(pos, draw(st.sampled_from(inserts)))
+        elif raw:
+            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
+    return bytes(raw)

@@ -124,13 +124,8 @@ def parse_binary_range(b: bytes):
         if not has:
             bounds.append(None)
             continue
-        if len(b) < pos + 4:
-            raise ValueError("range bound length missing")
-        (n,) = struct.unpack_from(">i", b, pos)
-        if n < 0 or len(b) < pos + 4 + n:
-            raise ValueError("bad range bound length")
-        bounds.append(bytes(b[pos + 4:pos + 4 + n]))
-        pos += 4 + n
+        bound, pos = _prefixed(b, pos, "range bound")
+        bounds.append(bound)
     if pos != len(b):
         raise ValueError("trailing bytes in range send form")
     return flags, bounds[0], bounds[1]
@@ -189,16 +184,21 @@ def parse_binary_multirange(b: bytes) -> list:
         raise ValueError("bad multirange range count")
     pos, out = 4, []
     for _ in range(count):
-        if len(b) < pos + 4:
-            raise ValueError("multirange range length missing")
-        (n,) = struct.unpack_from(">i", b, pos)
-        if n < 0 or len(b) < pos + 4 + n:
-            raise ValueError("bad multirange range length")
-        out.append(bytes(b[pos + 4:pos + 4 + n]))
-        pos += 4 + n
+        item, pos = _prefixed(b, pos, "multirange range")
+        out.append(item)
     if pos != len(b):
         raise ValueError("trailing bytes in multirange send form")
     return out
+
+
+def _prefixed(b, pos, what):
+    """The Int32-length-prefixed bytes at ``pos`` of a send form and the position after them."""
+    if len(b) < pos + 4:
+        raise ValueError(f"{what} length missing")
+    (n,) = struct.unpack_from(">i", b, pos)
+    if n < 0 or len(b) < pos + 4 + n:
+        raise ValueError(f"bad {what} length")
+    return bytes(b[pos + 4:pos + 4 + n]), pos + 4 + n
 
 
 def _walk(kinds, data, one, refuse):

@@ -27,6 +27,7 @@ from arrow_values import plain
 from pgoutput_codec import typecatalog as tc
 from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column, convert_value
 from pgoutput_codec.typecatalog.registry import resolve
+from strategies import mutated
 
 
 @pytest.fixture(scope="module")
@@ -365,18 +366,9 @@ _SEEDS = {
 @st.composite
 def _mutated(draw):
     oid = draw(st.sampled_from(sorted(_SEEDS)))
-    raw = bytearray(draw(st.sampled_from(_SEEDS[oid])))
-    for _ in range(draw(st.integers(0, 3))):
-        op = draw(st.integers(0, 2))
-        pos = draw(st.integers(0, len(raw)))
-        if op == 0 and raw:
-            del raw[min(pos, len(raw) - 1)]
-        elif op == 1:
-            raw.insert(pos, draw(st.sampled_from(b"0123456789-+:. eEBCx\x00\xff")))
-        elif raw:
-            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
+    raw = draw(mutated(_SEEDS[oid], b"0123456789-+:. eEBCx\x00\xff"))
     kind = draw(st.sampled_from("tb"))
-    return oid, kind, bytes(raw)
+    return oid, kind, raw
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

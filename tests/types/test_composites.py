@@ -16,6 +16,7 @@ from pgoutput_codec import typecatalog as tc
 from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column
 from pgoutput_codec.typecatalog.composites import parse_binary_record, parse_text_record
 from pgoutput_codec.typecatalog.registry import UserType
+from strategies import mutated
 
 _UTC = dt.timezone.utc
 
@@ -112,16 +113,8 @@ _SEEDS = [b'(1,"a ""b"" \\\\ c",,ok,1.50)', b"(,,,,)", b'(,"",infinity,,)',
 
 @st.composite
 def _mutated(draw):
-    raw = bytearray(draw(st.sampled_from(_SEEDS)))
-    for _ in range(draw(st.integers(0, 3))):
-        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(raw)))
-        if op == 0 and raw:
-            del raw[min(pos, len(raw) - 1)]
-        elif op == 1:
-            raw.insert(pos, draw(st.sampled_from(b'(),"\\ 0a\x00\xff')))
-        elif raw:
-            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
-    return draw(st.sampled_from("tb")), bytes(raw)
+    raw = draw(mutated(_SEEDS, b'(),"\\ 0a\x00\xff'))
+    return draw(st.sampled_from("tb")), raw
 
 
 def _registry():

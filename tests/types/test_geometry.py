@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import ext_types
 from pgoutput_codec.typecatalog import ConversionError, TypeRegistry, arrow_type, convert_column
 from pgoutput_codec.typecatalog.geometry import GeoWKB, typmod_srid
+from strategies import mutated
 
 GEOMETRIES = [
     "POINT(1 2)", "SRID=4326;POINT(1 2)", "POINT Z (1 2 3)", "POINT M (1 2 4)", "POINT ZM (1 2 3 4)", "POINT EMPTY",
@@ -173,17 +174,9 @@ _SEEDS = [bytes.fromhex("0101000020E6100000000000000000F03F0000000000000040"),
 
 @st.composite
 def _mutated(draw):
-    raw = bytearray(draw(st.sampled_from(_SEEDS)))
-    for _ in range(draw(st.integers(0, 3))):
-        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(raw)))
-        if op == 0 and raw:
-            del raw[min(pos, len(raw) - 1)]
-        elif op == 1:
-            raw.insert(pos, draw(st.sampled_from(b"\x00\x01\x02\x07\x20\x40\x80\xff")))
-        elif raw:
-            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
+    raw = draw(mutated(_SEEDS, b"\x00\x01\x02\x07\x20\x40\x80\xff"))
     kind = draw(st.sampled_from("tb"))
-    return kind, bytes(raw).hex().encode() if kind == "t" else bytes(raw), draw(st.sampled_from([-1, 1107460]))
+    return kind, raw.hex().encode() if kind == "t" else raw, draw(st.sampled_from([-1, 1107460]))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

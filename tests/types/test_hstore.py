@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import ext_types
 from pgoutput_codec.typecatalog import ConversionError, TypeRegistry, arrow_type, convert_column
+from strategies import mutated
 
 HSTORES = ["''", "'a=>1'", """$$a=>1, "b c"=>NULL, "q\\"\\\\"=>"", x=>"NULL", ""=>x$$""",
            "$$\"é ü\"=>\"日本\", k=>\"a,b=>c\"$$",
@@ -87,16 +88,8 @@ _SEEDS = [b'"a"=>"1", "b c"=>NULL, "q\\"\\\\"=>""', b"", b'"k"=>"NULL"',
 
 @st.composite
 def _mutated(draw):
-    raw = bytearray(draw(st.sampled_from(_SEEDS)))
-    for _ in range(draw(st.integers(0, 3))):
-        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(raw)))
-        if op == 0 and raw:
-            del raw[min(pos, len(raw) - 1)]
-        elif op == 1:
-            raw.insert(pos, draw(st.sampled_from(b'"\\=>, NULab\x00\x01\xff')))
-        elif raw:
-            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
-    return draw(st.sampled_from("tb")), bytes(raw)
+    raw = draw(mutated(_SEEDS, b'"\\=>, NULab\x00\x01\xff'))
+    return draw(st.sampled_from("tb")), raw
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

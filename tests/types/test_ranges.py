@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from nested_types import both_forms, outcome, registry_of
 from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column
 from pgoutput_codec.typecatalog.ranges import parse_text_multirange, parse_text_range
+from strategies import mutated
 
 
 def _r(lo, hi, li=True, ui=False, empty=False):
@@ -74,16 +75,8 @@ _SEEDS = [b"[1,5)", b"empty", b"(,5]", b'["1",)', b"\x02\x00\x00\x00\x04\x00\x00
 
 @st.composite
 def _mutated(draw):
-    raw = bytearray(draw(st.sampled_from(_SEEDS)))
-    for _ in range(draw(st.integers(0, 3))):
-        op, pos = draw(st.integers(0, 2)), draw(st.integers(0, len(raw)))
-        if op == 0 and raw:
-            del raw[min(pos, len(raw) - 1)]
-        elif op == 1:
-            raw.insert(pos, draw(st.sampled_from(b'[](),{}"\\ 0e\x00\xff')))
-        elif raw:
-            raw[min(pos, len(raw) - 1)] = draw(st.integers(0, 255))
-    return draw(st.sampled_from([3904, 4451, 3905, 6150])), draw(st.sampled_from("tb")), bytes(raw)
+    raw = draw(mutated(_SEEDS, b'[](),{}"\\ 0e\x00\xff'))
+    return draw(st.sampled_from([3904, 4451, 3905, 6150])), draw(st.sampled_from("tb")), raw
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
