@@ -11,7 +11,9 @@ one process
   ``pgoutput_codec.mirror(archive dir, target)``, and ``mirror`` of its change rows decoded
   beforehand (the tables' own cost: split, net changes, writes), against its floor: ``deltalake.write_deltalake``
   of the same final tables (each table's rows after the last commit, built by the
-  generator, no decoding) into fresh directories, one after the other.
+  generator, no decoding) into fresh directories, one after the other. Then the same
+  mirror of the archive and the same floor each as a fresh process, timed whole (what a
+  user's job pays: start-up, imports and an allocator that has not yet grown).
 
 Spark ``local[2]``
   ``spark.decode_changes`` + ``spark.mirror`` (the whole run a user makes), N tables against
@@ -144,7 +146,48 @@ def one_process(case: dict, work: Path, repeat: int) -> dict:
     turns = [(best(run, 1, warmup=False), best(from_rows, 1, warmup=False), best(floor, 1, warmup=False))
              for _ in range(repeat)]
     m, r, f = (min(t[k] for t in turns) for k in range(3))
-    return {"mirror_s": m, "rows_s": r, "floor_s": f, "ratio": m / f, "rows_ratio": r / f}
+    out = {"mirror_s": m, "rows_s": r, "floor_s": f, "ratio": m / f, "rows_ratio": r / f}
+    out.update(fresh_processes(case, work, repeat))
+    return out
+
+
+#: the whole job as a user runs it, in a process of its own: the mirror of the archive
+_MIRROR_JOB = "import sys, warnings; warnings.simplefilter('ignore'); import pgoutput_codec; " \
+              "pgoutput_codec.mirror(sys.argv[1], sys.argv[2])"
+#: its floor, in a process of its own: deltalake writing the final tables (Arrow IPC files)
+_FLOOR_JOB = "import os, sys, pyarrow as pa; from deltalake import write_deltalake\n" \
+             "for f in sorted(os.listdir(sys.argv[1])):\n" \
+             "    write_deltalake(os.path.join(sys.argv[2], f[:-6]), pa.ipc.open_file(os.path.join(sys.argv[1], f)).read_all())"
+
+
+def fresh_processes(case: dict, work: Path, repeat: int) -> dict:
+    """The mirror of the archive and its floor each run as a new process, timed whole
+    (start-up and imports included), in turns: the job as a user runs it, beside the
+    figures of one long process above."""
+    import subprocess
+    import time
+    tables = work / f"committed-{case['label']}"
+    if not tables.exists():
+        tables.mkdir()
+        for name, rows in case["committed"].items():
+            with pa.OSFile(str(tables / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
+                w.write_table(rows)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    mirrors, floors = _Fresh(work, f"fresh-{case['label']}"), _Fresh(work, f"fresh-floor-{case['label']}")
+
+    def timed(code, *args):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, env=env)
+        return time.perf_counter() - t0
+
+    def floor_run():
+        root = floors()
+        root.mkdir()
+        return timed(_FLOOR_JOB, tables, root)
+
+    turns = [(timed(_MIRROR_JOB, case["path"], mirrors()), floor_run()) for _ in range(repeat)]
+    m, f = (min(t[k] for t in turns) for k in range(2))
+    return {"fresh_mirror_s": m, "fresh_floor_s": f, "fresh_ratio": m / f}
 
 
 # ---------------------------------------------------------------- Spark
@@ -298,11 +341,13 @@ def _print(res: dict) -> None:
     print(f"\n{res['rows']:,} rows inserted, 10% updated, 5% deleted; load {res['machine']['load_before'][0]:.1f} → "
           f"{res['machine']['load_after'][0]:.1f}")
     print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'rows s':>7} {'floor s':>8} {'×floor':>7} {'rows ×':>7} |"
+          f" {'fresh s':>7} {'floor s':>7} {'×floor':>7} |"
           f" {'spark s':>8} {'×one':>6} {'pass s':>7} {'nowrite s':>9} {'writes s':>8} {'×writes':>8}")
     for label, c in cases.items():
         p = c["one_process"]
         line = f"{c['tables'] if label != ONE else '1 (one)':>7} {c['change_rows']:>8,} | {p['mirror_s']:8.2f} " \
-               f"{p['rows_s']:7.2f} {p['floor_s']:8.2f} {p['ratio']:7.2f} {p['rows_ratio']:7.2f} |"
+               f"{p['rows_s']:7.2f} {p['floor_s']:8.2f} {p['ratio']:7.2f} {p['rows_ratio']:7.2f} |" \
+               f" {p['fresh_mirror_s']:7.2f} {p['fresh_floor_s']:7.2f} {p['fresh_ratio']:7.2f} |"
         s = c.get("spark")
         if s:
             line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['pass_s']:7.2f} " \
