@@ -187,3 +187,14 @@ def test_the_project_speaks_of_the_product_only():
     r = _run(["git", "grep", "--untracked", "-nE", r"[Ss]top [0-9]|issue [0-9]|fresh[0-9]", "--", ".",
               ":!tests/test_lint.py"])
     assert r.returncode == 1 and not r.stdout, f"history told in the repository:\n{r.stdout}{r.stderr}"
+
+
+def test_test_modules_have_unique_basenames():
+    """Test files have no package: pytest imports each by its basename, and two files of
+    one name in different folders stop the whole suite's collection."""
+    seen = {}
+    for p in sorted((ROOT / "tests").rglob("*.py")):
+        if p.name == "conftest.py" or "corpus" in p.parts:
+            continue
+        seen.setdefault(p.name, []).append(str(p.relative_to(ROOT)))
+    assert not {n: ps for n, ps in seen.items() if len(ps) > 1}
