@@ -25,7 +25,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from .nested import Split, SplitError, split_from_lists
+from .nested import Split, split_values
 
 __all__ = ["parse_text_record", "parse_binary_record", "split_records", "versions_of", "union_attributes",
            "version_of_values"]
@@ -105,34 +105,11 @@ def parse_binary_record(b: bytes) -> list:
 def split_records(kinds, data, refuse=False) -> Split:
     """The plain-Python splitter of a column of composite values (the twin of
     ``_convert.split_records``)."""
-    counts, parts, oids, notes = [], [], [], []
-    for i, (k, raw) in enumerate(zip(kinds.to_pylist(), data.to_pylist(), strict=True)):
-        if k is None or k in ("n", "u"):
-            counts.append(-1)
-            notes.append(None)
-            continue
-        if k not in ("t", "b"):
-            raise SplitError(i, "tuple column kind is not n/u/t/b")
-        if raw is None:
-            raise SplitError(i, "kind 't'/'b' with null data")
-        try:
-            if k == "t":
-                got = [(0, a) for a in parse_text_record(raw)]
-            else:
-                got = parse_binary_record(raw)
-        except ValueError as e:
-            if not refuse:
-                raise SplitError(i, str(e)) from None
-            counts.append(-1)
-            notes.append(str(e))
-            continue
-        counts.append(len(got))
-        notes.append(None)
-        for oid, a in got:
-            parts.append(("n" if a is None else k, a))
-            oids.append(oid)
-    return split_from_lists(counts, np.zeros(len(counts), np.uint8), parts, oids,
-                            notes if refuse else None)
+    return split_values(kinds, data, _one_record, refuse)
+
+
+def _one_record(k, raw):
+    return 0, [(0, a) for a in parse_text_record(raw)] if k == "t" else parse_binary_record(raw)
 
 
 def versions_of(user) -> list:

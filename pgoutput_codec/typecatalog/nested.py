@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Split", "SplitError", "child_column", "split_from_lists", "join_notes", "prefixed"]
+__all__ = ["Split", "SplitError", "child_column", "split_from_lists", "split_values", "join_notes", "prefixed"]
 
 
 class SplitError(ValueError):
@@ -66,6 +66,40 @@ def split_from_lists(counts, flags, parts, oids, notes=None) -> Split:
                                b"".join(b for _, b in parts if b is not None))
     return Split(np.asarray(counts, np.int64), np.asarray(flags, np.uint8), kinds, data,
                  np.asarray(oids, np.uint32), notes)
+
+
+def split_values(kinds, data, one, refuse=False) -> Split:
+    """The shared loop of the plain-Python splitters: per value ``one(kind, raw)`` ->
+    (flags, parts) or ValueError, each part ``(oid, bytes or None)`` (oid 0 where the form
+    names none). ``refuse``: a value that does not split is null with its reason in
+    ``notes``, instead of failing the column."""
+    counts, flags, parts, oids, notes = [], [], [], [], []
+    for i, (k, raw) in enumerate(zip(kinds.to_pylist(), data.to_pylist(), strict=True)):
+        if k is None or k in ("n", "u"):
+            counts.append(-1)
+            flags.append(0)
+            notes.append(None)
+            continue
+        if k not in ("t", "b"):
+            raise SplitError(i, "tuple column kind is not n/u/t/b")
+        if raw is None:
+            raise SplitError(i, "kind 't'/'b' with null data")
+        try:
+            f, got = one(k, raw)
+        except ValueError as e:
+            if not refuse:
+                raise SplitError(i, str(e)) from None
+            counts.append(-1)
+            flags.append(0)
+            notes.append(str(e))
+            continue
+        counts.append(len(got))
+        flags.append(f)
+        notes.append(None)
+        for oid, part in got:
+            parts.append(("n" if part is None else k, part))
+            oids.append(oid)
+    return split_from_lists(counts, flags, parts, oids, notes if refuse else None)
 
 
 def prefixed(special, prefix):

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
 import pyarrow as pa
 
-from .nested import Split, SplitError, split_from_lists
+from .nested import Split, split_values
 from .typeinfo import Converter, TypeInfo
 
 __all__ = ["CONVERTERS", "TYPES", "SUBTYPE", "MULTIRANGE_OF", "EMPTY", "LOWER_INC", "UPPER_INC", "LOWER_INF",
@@ -201,52 +200,22 @@ def _prefixed(b, pos, what):
     return bytes(b[pos + 4:pos + 4 + n]), pos + 4 + n
 
 
-def _walk(kinds, data, one, refuse):
-    """Per value ``one(kind, raw)`` -> (flags, parts) or ValueError: the shared loop of
-    the plain-Python splitters."""
-    counts, flags, parts, notes = [], [], [], []
-    for i, (k, raw) in enumerate(zip(kinds.to_pylist(), data.to_pylist(), strict=True)):
-        if k is None or k in ("n", "u"):
-            counts.append(-1)
-            flags.append(0)
-            notes.append(None)
-            continue
-        if k not in ("t", "b"):
-            raise SplitError(i, "tuple column kind is not n/u/t/b")
-        if raw is None:
-            raise SplitError(i, "kind 't'/'b' with null data")
-        try:
-            f, got = one(k, raw)
-        except ValueError as e:
-            if not refuse:
-                raise SplitError(i, str(e)) from None
-            counts.append(-1)
-            flags.append(0)
-            notes.append(str(e))
-            continue
-        counts.append(len(got))
-        flags.append(f)
-        notes.append(None)
-        parts += [("n" if p is None else k, p) for p in got]
-    return split_from_lists(counts, flags, parts, np.zeros(len(parts), np.uint32), notes if refuse else None)
-
-
 def _one_range(k, raw):
     f, lo, hi = (parse_binary_range if k == "b" else parse_text_range)(raw)
-    return f, [lo, hi]
+    return f, [(0, lo), (0, hi)]
 
 
 def _one_multirange(k, raw):
-    return 0, (parse_binary_multirange if k == "b" else parse_text_multirange)(raw)
+    return 0, [(0, r) for r in (parse_binary_multirange if k == "b" else parse_text_multirange)(raw)]
 
 
 def split_ranges(kinds, data, refuse=False) -> Split:
     """The plain-Python splitter of a range column (twin of ``_convert.split_ranges``):
     two parts per range, its lower and upper bound ('n' where unbounded or empty)."""
-    return _walk(kinds, data, _one_range, refuse)
+    return split_values(kinds, data, _one_range, refuse)
 
 
 def split_multiranges(kinds, data, refuse=False) -> Split:
     """The plain-Python splitter of a multirange column (twin of
     ``_convert.split_multiranges``): its ranges, each as sent."""
-    return _walk(kinds, data, _one_multirange, refuse)
+    return split_values(kinds, data, _one_multirange, refuse)
