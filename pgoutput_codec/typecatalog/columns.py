@@ -242,14 +242,18 @@ def _enum_column(kinds, data, r, registry, fast, refuse, binary):
     return ConvertedColumn(values, special)
 
 
-def _split(name, kinds, data, fast, refuse):
-    """A column of nested values split (:mod:`.nested`): by the compiled splitter where
-    there is one (not when refusing value by value: it stops at the first bad value)."""
+def _split(name, kinds, data, fast, refuse, r):
+    """A column of nested values of type ``r`` split (:mod:`.nested`): by the compiled
+    splitter where there is one (not when refusing value by value: it stops at the first
+    bad value). A value that does not split is a :class:`ConversionError` naming it."""
     compiled = getattr(_convert, "split_" + name, None) if fast and not refuse and USING_EXTENSIONS else None
-    if compiled is not None:
-        counts, flags, kind_bytes, offsets, values, oids = compiled(kinds, data)
-        return Split(counts, flags, *child_column(kind_bytes, offsets, values), oids)
-    return _PY_SPLITTERS[name](kinds, data, refuse)
+    try:
+        if compiled is not None:
+            counts, flags, kind_bytes, offsets, values, oids = compiled(kinds, data)
+            return Split(counts, flags, *child_column(kind_bytes, offsets, values), oids)
+        return _PY_SPLITTERS[name](kinds, data, refuse)
+    except SplitError as e:
+        raise _raise_at(e, r, kinds, data) from None
 
 
 _PY_SPLITTERS = {"records": split_records, "ranges": split_ranges, "multiranges": split_multiranges}
@@ -278,8 +282,8 @@ def _refused_notes(split):
 def _composite_column(kinds, data, r, registry, fast, refuse, binary):
     """A composite column: a struct of its attributes, each value read with the definition
     whose shape it has (:mod:`.composites`)."""
+    split = _split("records", kinds, data, fast, refuse, r)
     try:
-        split = _split("records", kinds, data, fast, refuse)
         versions = versions_of(r.user)
         is_b = pc.fill_null(pc.equal(kinds, "b"), False).to_numpy(zero_copy_only=False)
         version, unfit = version_of_values(split, is_b, versions)
@@ -351,10 +355,7 @@ def _merge(a, b, where):
 
 def _range_column(kinds, data, r, registry, fast, refuse, binary):
     """A range column: struct<lower, upper, lower_inc, upper_inc, empty> (:mod:`.ranges`)."""
-    try:
-        split = _split("ranges", kinds, data, fast, refuse)
-    except SplitError as e:
-        raise _raise_at(e, r, kinds, data) from None
+    split = _split("ranges", kinds, data, fast, refuse, r)
     valid = split.counts >= 0
     starts = starts_of(split.counts)
     flags = split.flags
@@ -373,10 +374,7 @@ def _range_column(kinds, data, r, registry, fast, refuse, binary):
 
 def _multirange_column(kinds, data, r, registry, fast, refuse, binary):
     """A multirange column: a list of its ranges (:mod:`.ranges`)."""
-    try:
-        split = _split("multiranges", kinds, data, fast, refuse)
-    except SplitError as e:
-        raise _raise_at(e, r, kinds, data) from None
+    split = _split("multiranges", kinds, data, fast, refuse, r)
     valid = split.counts >= 0
     inner = _part(split, r, r.elem, registry, fast, refuse, binary, None, r, kinds, data, "range")
     return _listed(inner, split.counts, valid, r, kinds, data)
