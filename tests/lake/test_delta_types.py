@@ -7,7 +7,6 @@ read back by pyarrow alone over the files the Delta log names."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -16,21 +15,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 
 from pgoutput_codec.lake import delta_type, to_delta  # noqa: E402
-
-
-class _Wkb(pa.ExtensionType):
-    """GeoArrow's ``geoarrow.wkb`` over binary, its CRS in its metadata."""
-
-    def __init__(self, crs=None):
-        self.crs = crs
-        super().__init__(pa.binary(), "geoarrow.wkb")
-
-    def __arrow_ext_serialize__(self):
-        return json.dumps({"crs": self.crs}).encode()
-
-    @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type, serialized):
-        return cls(json.loads(serialized)["crs"])
+from pgoutput_codec.typecatalog.geometry import GeoWKB  # noqa: E402
 
 
 _RANGE = pa.struct([("lower", pa.date32()), ("upper", pa.date32()), ("lower_inc", pa.bool_()),
@@ -63,7 +48,7 @@ def _table() -> tuple[pa.Table, list]:
         "sparse": pa.array([{"dim": 5, "indices": [0, 3], "values": [1.0, 2.5]}, None,
                             {"dim": 3, "indices": [], "values": []}, {"dim": 1, "indices": [0], "values": [1.0]},
                             None], _SPARSE),
-        "geom": pa.ExtensionArray.from_storage(_Wkb("EPSG:4326"), pa.array([b"\x01\x01\x00\x00\x00" + bytes(16), None,
+        "geom": pa.ExtensionArray.from_storage(GeoWKB("EPSG:4326"), pa.array([b"\x01\x01\x00\x00\x00" + bytes(16), None,
                                                                            b"\x00", b"", b"\x01"])),
     }
     t = pa.table(cols)

@@ -7,7 +7,6 @@ mirror — as one process types it with the catalog's registry."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import pathlib
 
 import pyarrow as pa
@@ -27,6 +26,7 @@ from pgoutput_codec.spark import types as ST  # noqa: E402
 from pgoutput_codec.spark.catalogs import CATALOG_FIELD_KEY, dataframe_catalog, spark_registry  # noqa: E402
 from pgoutput_codec.spark.sources import HAS_DATASOURCE, register  # noqa: E402
 from pgoutput_codec.spark.tablerows import TIME_TYPE, _value_spark_type, conform, nested_end_of_day  # noqa: E402
+from pgoutput_codec.typecatalog.geometry import GeoWKB  # noqa: E402
 from pgoutput_codec.tables import snapshot as snapshot_1  # noqa: E402
 from pgoutput_codec.tables import table_changes as table_changes_1  # noqa: E402
 from pgoutput_codec.tables import table_columns  # noqa: E402
@@ -36,21 +36,6 @@ from pgoutput_codec.typecatalog.registry import TypeRegistry  # noqa: E402
 from change_corpus import CONNECT, _conformed, collect  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
-
-
-class _Wkb(pa.ExtensionType):
-    """GeoArrow's ``geoarrow.wkb`` over binary, its CRS in its metadata."""
-
-    def __init__(self, crs=None):
-        self.crs = crs
-        super().__init__(pa.binary(), "geoarrow.wkb")
-
-    def __arrow_ext_serialize__(self):
-        return json.dumps({"crs": self.crs}).encode()
-
-    @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type, serialized):
-        return cls(json.loads(serialized)["crs"])
 
 
 _TIME = None if CONNECT else TIME_TYPE
@@ -82,7 +67,7 @@ def _values() -> pa.Table:
         "half": pa.array([[1.5, -2.0], None, [], [None, 65504.0]], pa.list_(pa.float16())),
         "sparse": pa.array([{"dim": 5, "indices": [0, 3], "values": [1.0, 2.5]}, None,
                             {"dim": 3, "indices": [], "values": []}, None], _SPARSE),
-        "geom": pa.ExtensionArray.from_storage(_Wkb("EPSG:4326"), pa.array([b"\x01\x01\x00\x00\x00" + bytes(16), None,
+        "geom": pa.ExtensionArray.from_storage(GeoWKB("EPSG:4326"), pa.array([b"\x01\x01\x00\x00\x00" + bytes(16), None,
                                                                            b"", b"\x00"])),
     })
 
