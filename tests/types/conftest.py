@@ -30,6 +30,18 @@ def vector_server(request):
 
 
 @pytest.fixture(scope="session")
+def contrib_conn(contrib_server):
+    with contrib_server.connect() as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def vector_conn(vector_server):
+    with vector_server.connect() as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
 def types_pg():
     """A throwaway PostgreSQL the tests of nested values share (types_server)."""
     import types_server

@@ -17,17 +17,11 @@ EXPRS = ["'AbC é'::citext", "'a.b_c.D'::ltree", "''::ltree", "'*.a|b.c*{1,2}'::
          "'M-060-11561-5'::ismn", "'979-0-060-11561-5'::ismn13"]
 
 
-@pytest.fixture(scope="module")
-def conn(contrib_server):
-    with contrib_server.connect() as c:
-        yield c
-
-
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_values_equal_the_servers_text(conn, fast):
-    reg = ext_types.registry(conn)
-    for expr, (oid, mod, text, sent) in zip(EXPRS, ext_types.forms(conn, EXPRS), strict=True):
-        want = conn.execute(f"SELECT ({expr})::text").fetchone()[0]
+def test_values_equal_the_servers_text(contrib_conn, fast):
+    reg = ext_types.registry(contrib_conn)
+    for expr, (oid, mod, text, sent) in zip(EXPRS, ext_types.forms(contrib_conn, EXPRS), strict=True):
+        want = contrib_conn.execute(f"SELECT ({expr})::text").fetchone()[0]
         assert arrow_type(oid, mod, reg) == pa.string()
         got = convert_column(["t", "n"], [text, None], oid, mod, reg, fast=fast).values.to_pylist()
         assert got == [want, None], expr
@@ -41,13 +35,13 @@ def test_values_equal_the_servers_text(conn, fast):
             assert sent is None, expr           # the isn types have no send function
 
 
-def test_pgoutput_sends_the_isn_types_as_text_in_binary_mode(conn):
+def test_pgoutput_sends_the_isn_types_as_text_in_binary_mode(contrib_conn):
     got, raw = ext_types.replicated(
-        conn, "ext_text", "CREATE TABLE ext_text (id int PRIMARY KEY, c citext, l ltree, q lquery, x ltxtquery,"
+        contrib_conn, "ext_text", "CREATE TABLE ext_text (id int PRIMARY KEY, c citext, l ltree, q lquery, x ltxtquery,"
         " i isbn13, e ean13, u upc)",
         ["INSERT INTO ext_text VALUES (1, 'Straße', 'Top.Science', '*.Science', 'Sci* & !x', '978-0-393-04002-9',"
          " '0036000291452', '036000291452'), (2, NULL, '', NULL, NULL, NULL, NULL, NULL)"])
-    want = [dict(zip(("c", "l", "q", "x", "i", "e", "u"), r, strict=True)) for r in conn.execute(
+    want = [dict(zip(("c", "l", "q", "x", "i", "e", "u"), r, strict=True)) for r in contrib_conn.execute(
         "SELECT c::text, l::text, q::text, x::text, i::text, e::text, u::text FROM ext_text ORDER BY id")]
     for mode in ("text", "binary"):
         for col in want[0]:
@@ -60,9 +54,9 @@ def test_pgoutput_sends_the_isn_types_as_text_in_binary_mode(conn):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_malformed_values_are_refused_naming_the_value(conn, fast):
-    reg = ext_types.registry(conn)
-    (ltree, _, _, _), (isbn, _, _, _) = ext_types.forms(conn, ["'a'::ltree", "'978-0-393-04002-9'::isbn13"])
+def test_malformed_values_are_refused_naming_the_value(contrib_conn, fast):
+    reg = ext_types.registry(contrib_conn)
+    (ltree, _, _, _), (isbn, _, _, _) = ext_types.forms(contrib_conn, ["'a'::ltree", "'978-0-393-04002-9'::isbn13"])
     for oid, kind, bad, why in ((ltree, "b", b"\x02a.b", "version byte 1"), (ltree, "b", b"", "version byte 1"),
                                 (ltree, "t", b"a\xff", "(?i)utf-8"), (isbn, "b", b"978", "no send form")):
         with pytest.raises(ConversionError, match=why) as e:
@@ -70,9 +64,9 @@ def test_malformed_values_are_refused_naming_the_value(conn, fast):
         assert e.value.index == 1
 
 
-def test_arrays_of_extension_strings(conn):
-    reg = ext_types.registry(conn)
-    rows = ext_types.forms(conn, ["ARRAY['A'::citext, NULL]", "ARRAY['a.b'::ltree, '']", "ARRAY['0-393-04002-X'::isbn]"])
+def test_arrays_of_extension_strings(contrib_conn):
+    reg = ext_types.registry(contrib_conn)
+    rows = ext_types.forms(contrib_conn, ["ARRAY['A'::citext, NULL]", "ARRAY['a.b'::ltree, '']", "ARRAY['0-393-04002-X'::isbn]"])
     want = [["A", None], ["a.b", ""], ["0-393-04002-X"]]
     for (oid, mod, text, sent), w in zip(rows, want, strict=True):
         assert arrow_type(oid, mod, reg) == pa.list_(pa.string())

@@ -40,26 +40,20 @@ REG.register_base(70202, "geography", "public", "postgis", "3.3.2")
 
 
 @pytest.fixture(scope="module")
-def conn(contrib_server):
-    with contrib_server.connect() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def server_values(conn):
+def server_values(contrib_conn):
     """Per geometry: (oid, text form, send form, big-endian EWKB, ST_AsBinary, ST_SRID)."""
     out = []
     for g in GEOMETRIES:
-        (oid, _, text, sent), = ext_types.forms(conn, [f"'{g}'::geometry"])
-        xdr, iso, srid = conn.execute(f"SELECT ST_AsEWKB('{g}'::geometry, 'XDR'), ST_AsBinary('{g}'::geometry),"
+        (oid, _, text, sent), = ext_types.forms(contrib_conn, [f"'{g}'::geometry"])
+        xdr, iso, srid = contrib_conn.execute(f"SELECT ST_AsEWKB('{g}'::geometry, 'XDR'), ST_AsBinary('{g}'::geometry),"
                                       f" ST_SRID('{g}'::geometry)").fetchone()
         out.append((oid, text, sent, bytes(xdr), bytes(iso), srid))
     return out
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_every_geometry_type_equals_st_asbinary(conn, server_values, fast):
-    reg = ext_types.registry(conn)
+def test_every_geometry_type_equals_st_asbinary(contrib_conn, server_values, fast):
+    reg = ext_types.registry(contrib_conn)
     oid = server_values[0][0]
     assert arrow_type(oid, -1, reg) == pa.binary()
     want = [v[4] for v in server_values]
@@ -75,13 +69,13 @@ def test_every_geometry_type_equals_st_asbinary(conn, server_values, fast):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_a_typmod_srid_makes_the_column_geoarrow_wkb(conn, fast):
-    reg = ext_types.registry(conn)
-    rows = ext_types.forms(conn, ["'SRID=4326;POINT(1 2)'::geometry(Point,4326)",
+def test_a_typmod_srid_makes_the_column_geoarrow_wkb(contrib_conn, fast):
+    reg = ext_types.registry(contrib_conn)
+    rows = ext_types.forms(contrib_conn, ["'SRID=4326;POINT(1 2)'::geometry(Point,4326)",
                                   "'SRID=2154;POINT Z (1 2 3)'::geometry(PointZ,2154)",
                                   "'LINESTRING(1 2, 3 4)'::geography", "'SRID=4269;POINT(1 2)'::geography",
                                   "'POINT(1 2)'::geography(Point)"])
-    iso = [bytes(r[0]) for r in conn.execute(
+    iso = [bytes(r[0]) for r in contrib_conn.execute(
         "SELECT ST_AsBinary(g) FROM (VALUES ('SRID=4326;POINT(1 2)'::geometry), ('POINT Z (1 2 3)'),"
         " ('LINESTRING(1 2, 3 4)'), ('POINT(1 2)'), ('POINT(1 2)')) v(g)").fetchall()]
     # a geography without typmod holds any geodetic SRID: binary, each value's SRID beside it
@@ -123,12 +117,12 @@ def test_geoarrow_types_differ_by_crs_and_are_hashable():
     assert {a: 1}.get(b) is None
 
 
-def test_pgoutput_text_and_binary(conn):
+def test_pgoutput_text_and_binary(contrib_conn):
     got, _ = ext_types.replicated(
-        conn, "ext_geo", "CREATE TABLE ext_geo (id int PRIMARY KEY, g geometry, p geometry(Point,4326), y geography)",
+        contrib_conn, "ext_geo", "CREATE TABLE ext_geo (id int PRIMARY KEY, g geometry, p geometry(Point,4326), y geography)",
         ["INSERT INTO ext_geo VALUES (1, 'SRID=3857;POINT(1 2)', 'SRID=4326;POINT(5 6)', 'POINT(7 8)'),"
          " (2, 'CIRCULARSTRING(0 0, 1 1, 2 0)', NULL, 'SRID=4269;POINT(1 1)'), (3, NULL, NULL, NULL)"])
-    want = conn.execute("SELECT ST_AsBinary(g), ST_AsBinary(p), ST_AsBinary(y) FROM ext_geo ORDER BY id").fetchall()
+    want = contrib_conn.execute("SELECT ST_AsBinary(g), ST_AsBinary(p), ST_AsBinary(y) FROM ext_geo ORDER BY id").fetchall()
     for mode in ("text", "binary"):
         t = got[mode]
         assert t.schema.field("g").type == pa.binary() and t.schema.field("y").type == pa.binary()
@@ -196,10 +190,10 @@ def test_compiled_and_python_twins_agree_on_mutations(case):
     assert results[0] == results[1], (kind, raw)
 
 
-def test_arrays_of_geometries(conn):
-    reg = ext_types.registry(conn)
-    (oid, mod, text, sent), = ext_types.forms(conn, ["ARRAY['POINT(1 2)'::geometry, NULL, 'SRID=3857;POINT(3 4)']"])
-    want = [bytes(x) for x in conn.execute("SELECT ST_AsBinary('POINT(1 2)'::geometry),"
+def test_arrays_of_geometries(contrib_conn):
+    reg = ext_types.registry(contrib_conn)
+    (oid, mod, text, sent), = ext_types.forms(contrib_conn, ["ARRAY['POINT(1 2)'::geometry, NULL, 'SRID=3857;POINT(3 4)']"])
+    want = [bytes(x) for x in contrib_conn.execute("SELECT ST_AsBinary('POINT(1 2)'::geometry),"
                                            " ST_AsBinary('POINT(3 4)'::geometry)").fetchone()]
     assert arrow_type(oid, mod, reg) == pa.list_(pa.binary())
     for kind, raw in (("t", text), ("b", sent)):
@@ -211,11 +205,11 @@ def test_arrays_of_geometries(conn):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_a_geometry_in_a_composite_says_its_srid_by_attribute(conn, fast):
-    conn.execute("DROP TYPE IF EXISTS geo_pair; CREATE TYPE geo_pair AS (g geometry, n int)")
-    reg = ext_types.registry(conn)
-    (oid, mod, text, sent), = ext_types.forms(conn, ["ROW('SRID=3857;POINT(3 4)'::geometry, 1)::geo_pair"])
-    want = bytes(conn.execute("SELECT ST_AsBinary('POINT(3 4)'::geometry)").fetchone()[0])
+def test_a_geometry_in_a_composite_says_its_srid_by_attribute(contrib_conn, fast):
+    contrib_conn.execute("DROP TYPE IF EXISTS geo_pair; CREATE TYPE geo_pair AS (g geometry, n int)")
+    reg = ext_types.registry(contrib_conn)
+    (oid, mod, text, sent), = ext_types.forms(contrib_conn, ["ROW('SRID=3857;POINT(3 4)'::geometry, 1)::geo_pair"])
+    want = bytes(contrib_conn.execute("SELECT ST_AsBinary('POINT(3 4)'::geometry)").fetchone()[0])
     for kind, raw in (("t", text), ("b", sent)):
         col = convert_column([kind, "n"], [raw, None], oid, mod, reg, fast=fast)
         assert col.values.to_pylist() == [{"g": want, "n": 1}, None], kind

@@ -23,29 +23,23 @@ REG.register_base(OID, "hstore", "public", "hstore", "1.8")
 
 
 @pytest.fixture(scope="module")
-def conn(contrib_server):
-    with contrib_server.connect() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def server_values(conn):
+def server_values(contrib_conn):
     """(text forms, send forms, the server's pairs) of HSTORES."""
     texts, sends, pairs = [], [], []
     for h in HSTORES:
-        (oid, mod, t, b), = ext_types.forms(conn, [f"({h})::hstore"])
+        (oid, mod, t, b), = ext_types.forms(contrib_conn, [f"({h})::hstore"])
         texts.append(t)
         sends.append(b)
-        k, v = conn.execute(f"SELECT akeys(x), avals(x) FROM (SELECT ({h})::hstore) s(x)").fetchone()
+        k, v = contrib_conn.execute(f"SELECT akeys(x), avals(x) FROM (SELECT ({h})::hstore) s(x)").fetchone()
         pairs.append(list(zip(k, v, strict=True)))
     return texts, sends, pairs
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_both_forms_equal_the_servers_pairs(conn, server_values, fast):
+def test_both_forms_equal_the_servers_pairs(contrib_conn, server_values, fast):
     texts, sends, pairs = server_values
-    reg = ext_types.registry(conn)
-    oid = conn.execute("SELECT 'hstore'::regtype::oid::int8").fetchone()[0]
+    reg = ext_types.registry(contrib_conn)
+    oid = contrib_conn.execute("SELECT 'hstore'::regtype::oid::int8").fetchone()[0]
     assert arrow_type(oid, -1, reg) == pa.map_(pa.string(), pa.string())
     for kind, vals in (("t", texts), ("b", sends)):
         col = convert_column([kind] * len(vals) + ["n"], vals + [None], oid, -1, reg, fast=fast).values
@@ -54,12 +48,12 @@ def test_both_forms_equal_the_servers_pairs(conn, server_values, fast):
         assert col.type.key_field.nullable is False
 
 
-def test_pgoutput_text_and_binary(conn):
+def test_pgoutput_text_and_binary(contrib_conn):
     got, _ = ext_types.replicated(
-        conn, "ext_hstore", "CREATE TABLE ext_hstore (id int PRIMARY KEY, h hstore)",
+        contrib_conn, "ext_hstore", "CREATE TABLE ext_hstore (id int PRIMARY KEY, h hstore)",
         ["""INSERT INTO ext_hstore VALUES (1, $$a=>1, b=>NULL, "\\\\"=>"\\""$$), (2, ''), (3, NULL)"""])
     want = [None if k is None else list(zip(k, v, strict=True))
-            for k, v in conn.execute("SELECT akeys(h), avals(h) FROM ext_hstore ORDER BY id").fetchall()]
+            for k, v in contrib_conn.execute("SELECT akeys(h), avals(h) FROM ext_hstore ORDER BY id").fetchall()]
     for mode in ("text", "binary"):
         assert got[mode].column("h").type == pa.map_(pa.string(), pa.string())
         assert got[mode].column("h").to_pylist() == want, mode
@@ -107,9 +101,9 @@ def test_compiled_split_and_python_twin_agree_on_mutations(case):
     assert results[0] == results[1], (kind, raw)
 
 
-def test_arrays_of_hstore(conn):
-    reg = ext_types.registry(conn)
-    (oid, mod, text, sent), = ext_types.forms(conn, ["ARRAY[$$a=>1, \"b\\\\\"=>NULL$$::hstore, NULL, '']"])
+def test_arrays_of_hstore(contrib_conn):
+    reg = ext_types.registry(contrib_conn)
+    (oid, mod, text, sent), = ext_types.forms(contrib_conn, ["ARRAY[$$a=>1, \"b\\\\\"=>NULL$$::hstore, NULL, '']"])
     assert arrow_type(oid, mod, reg) == pa.list_(pa.map_(pa.string(), pa.string()))
     for kind, raw in (("t", text), ("b", sent)):
         assert convert_column([kind], [raw], oid, mod, reg).values.to_pylist() == [

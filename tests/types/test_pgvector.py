@@ -31,12 +31,6 @@ for _oid, _name in ((70101, "vector"), (70102, "halfvec"), (70103, "sparsevec"))
     REG.register_base(_oid, _name, "public", "vector", "0.8.5")
 
 
-@pytest.fixture(scope="module")
-def conn(vector_server):
-    with vector_server.connect() as c:
-        yield c
-
-
 def bits(col):
     """A vector column as comparable values (floats as their bits)."""
     if pa.types.is_struct(col.type):
@@ -48,18 +42,18 @@ def bits(col):
     return plain(col)
 
 
-def _server(conn, exprs, sqltype, real):
+def _server(vector_conn, exprs, sqltype, real):
     """(oid, typmod, texts, sends, the server's own values) of ``exprs``::``sqltype``."""
-    rows = ext_types.forms(conn, [f"({e})::{sqltype}" for e in exprs])
-    want = [conn.execute(f"SELECT ({e})::{sqltype}{real}").fetchone()[0] for e in exprs]
+    rows = ext_types.forms(vector_conn, [f"({e})::{sqltype}" for e in exprs])
+    want = [vector_conn.execute(f"SELECT ({e})::{sqltype}{real}").fetchone()[0] for e in exprs]
     return rows[0][0], rows[0][1], [r[2] for r in rows], [r[3] for r in rows], want
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_vector_and_halfvec_equal_the_servers_real_arrays(conn, fast):
-    reg = ext_types.registry(conn)
+def test_vector_and_halfvec_equal_the_servers_real_arrays(vector_conn, fast):
+    reg = ext_types.registry(vector_conn)
     for exprs, sqltype, arrow in ((VECTORS, "vector", pa.float32()), (HALFVECS, "halfvec", pa.float16())):
-        oid, mod, texts, sends, want = _server(conn, exprs, sqltype, "::real[]")
+        oid, mod, texts, sends, want = _server(vector_conn, exprs, sqltype, "::real[]")
         assert arrow_type(oid, mod, reg) == pa.list_(arrow)
         expect = pa.array([np.array(w, np.float32).astype(arrow.to_pandas_dtype()) for w in want] + [None],
                           pa.list_(arrow))
@@ -70,9 +64,9 @@ def test_vector_and_halfvec_equal_the_servers_real_arrays(conn, fast):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
-def test_sparsevec_equals_the_servers_dense_values(conn, fast):
-    reg = ext_types.registry(conn)
-    oid, mod, texts, sends, dense = _server(conn, SPARSEVECS, "sparsevec", "::vector::real[]")
+def test_sparsevec_equals_the_servers_dense_values(vector_conn, fast):
+    reg = ext_types.registry(vector_conn)
+    oid, mod, texts, sends, dense = _server(vector_conn, SPARSEVECS, "sparsevec", "::vector::real[]")
     assert arrow_type(oid, mod, reg) == SPARSE
     assert texts[0] == b"{1:1.5,3:2}/5"           # the text form counts from 1
     for kind, vals in (("t", texts), ("b", sends)):
@@ -86,11 +80,11 @@ def test_sparsevec_equals_the_servers_dense_values(conn, fast):
             assert np.array(g["values"], np.float32).tolist() == np.array([x for x in d if x != 0], np.float32).tolist()
 
 
-def test_pgoutput_text_and_binary(conn):
+def test_pgoutput_text_and_binary(vector_conn):
     got, _ = ext_types.replicated(
-        conn, "ext_vec", "CREATE TABLE ext_vec (id int PRIMARY KEY, v vector(3), h halfvec(2), s sparsevec(4))",
+        vector_conn, "ext_vec", "CREATE TABLE ext_vec (id int PRIMARY KEY, v vector(3), h halfvec(2), s sparsevec(4))",
         ["INSERT INTO ext_vec VALUES (1, '[1,-2.5,3e-7]', '[0.5,-1]', '{2:7}/4'), (2, NULL, NULL, '{}/4')"])
-    want = conn.execute("SELECT v::real[], h::real[], s::vector::real[] FROM ext_vec ORDER BY id").fetchall()
+    want = vector_conn.execute("SELECT v::real[], h::real[], s::vector::real[] FROM ext_vec ORDER BY id").fetchall()
     for mode in ("text", "binary"):
         t = got[mode]
         assert t.schema.field("v").type == pa.list_(pa.float32()) and t.schema.field("s").type == SPARSE
@@ -153,9 +147,9 @@ def test_compiled_and_python_twins_agree_on_mutations(case):
     assert results[0] == results[1], (oid, kind, raw)
 
 
-def test_arrays_of_vectors(conn):
-    reg = ext_types.registry(conn)
-    rows = ext_types.forms(conn, ["ARRAY['[1,2.5]'::vector, NULL, '[3]']", "ARRAY['[0.5]'::halfvec]",
+def test_arrays_of_vectors(vector_conn):
+    reg = ext_types.registry(vector_conn)
+    rows = ext_types.forms(vector_conn, ["ARRAY['[1,2.5]'::vector, NULL, '[3]']", "ARRAY['[0.5]'::halfvec]",
                                   "ARRAY['{2:1.5}/3'::sparsevec]"])
     want = [[[1.0, 2.5], None, [3.0]], [[0.5]], [{"dim": 3, "indices": [1], "values": [1.5]}]]
     for (oid, mod, text, sent), w in zip(rows, want, strict=True):
