@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import types_data
-import types_server
 from arrow_values import plain
 from pgoutput_codec import typecatalog as tc
 from pgoutput_codec.typecatalog import ConversionError, arrow_type, convert_column, convert_value
@@ -31,18 +30,9 @@ from strategies import mutated
 
 
 @pytest.fixture(scope="module")
-def server():
-    try:
-        srv = types_server.start()
-    except types_server.ServerUnavailable as e:
-        pytest.skip(f"no PostgreSQL for type tests: {e}")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def conn(server):
-    c = server.connect()
+def conn(types_pg):
+    """A connection of its own: ``fetch`` sets and resets settings on it."""
+    c = types_pg.connect()
     yield c
     c.close()
 
