@@ -285,7 +285,18 @@ def archive_catalog(path_or_parts) -> Catalog | None:
     one (an archive not captured by ``pgoutput-codec capture``, a CSV export)."""
     parts = read_archive_parts(os.fspath(path_or_parts)) if isinstance(path_or_parts, (str, os.PathLike)) \
         else path_or_parts
-    raws = {}          # (files of one capture mostly carry the same JSON: parsed once)
+    raws = _catalog_raws(parts)
+    return _merged(raws) if raws else None
+
+
+def _merged(raws) -> Catalog:
+    return Catalog([v for raw, path in raws.items() for v in _parsed_catalog(raw, path).versions])
+
+
+def _catalog_raws(parts) -> dict:
+    """{catalog JSON: the first file carrying it} over ``parts``' footers (files of one
+    capture mostly carry the same JSON: each is parsed once)."""
+    raws = {}
     for p in parts:
         if p.kind != "parquet":
             continue
@@ -297,19 +308,16 @@ def archive_catalog(path_or_parts) -> Catalog | None:
             p.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
         if p.catalog_json:
             raws.setdefault(p.catalog_json, p.path)
-    if not raws:
-        return None
-    return Catalog([v for raw, path in raws.items() for v in _parsed_catalog(raw, path).versions])
+    return raws
 
 
 def _merged_catalog_json(parts):
     """:func:`archive_catalog`'s JSON (bytes), a file's own when every file carries the same
     one; None when no file has one."""
-    archive_catalog(parts)
-    raws = {p.catalog_json for p in parts if p.kind == "parquet" and p.catalog_json}
-    if not raws:
-        return None
-    return next(iter(raws)) if len(raws) == 1 else archive_catalog(parts).to_json().encode()
+    raws = _catalog_raws(parts)
+    if len(raws) <= 1:
+        return next(iter(raws), None)
+    return _merged(raws).to_json().encode()
 
 
 def _with_catalog(table, raw):
