@@ -81,7 +81,7 @@ print('sanitized build:', '$OUT')"
 
 if [ "$MODE" != fuzz ]; then
   TESTS=(tests/pgoutput/test_vectors.py tests/pgoutput/test_malformed.py tests/pgoutput/test_batch.py
-         tests/native/test_gather.py tests/test_threads.py)
+         tests/native/test_gather.py tests/native/test_keys.py tests/test_threads.py)
   [ "$MODE" = full ] && TESTS+=(tests/test_transcode.py tests/opengauss tests/types
                                 tests/test_changes.py tests/pgoutput/test_roundtrip.py)
   "$PY" -P -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._native.keys import key_codes
 from ..arrays import one_array
 from ..schema import TS
 from . import replay as replayed
@@ -177,8 +178,10 @@ def keyed_entries(net: dict, store: dict, keycols: list, ikey) -> list:
     return list(entries.values())
 
 
-#: the ops of row changes (not a Truncate, not a 'C' marker)
-_ROW_OPS = pa.array(["I", "U", "D", "R"])
+#: the ops of row changes (not a Truncate, not a 'C' marker), as bytes
+_INSERT, _UPDATE, _DELETE, _COPIED = (ord(c) for c in "IUDR")
+#: the net changes' ops, taken by 0 (upsert) / 1 (delete)
+_NET_OPS = pa.array(["upsert", "delete"])
 
 
 def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None) -> pa.Table | None:
@@ -188,7 +191,10 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None
     said, and unchanged TOAST only in a key's one change. Each key's last change is its
     row. A table with no key (the whole row names a row) in a batch of Inserts and
     Deletes: its rows counted, as :func:`.rules.count_alike`. None: the batch needs the replay.
-    ``sets``: the rows' :func:`~.rows.column_set_ids`, when known."""
+    ``sets``: the rows' :func:`~.rows.column_set_ids`, when known.
+
+    Its cost is a few vectorized calls whatever the rows: a mirror of many small tables
+    calls it once a table."""
     if not len(rows) or not cols:
         return None
     ids, reps = sets if sets is not None else column_set_ids(rows)
@@ -204,34 +210,44 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None
     keys = list(range(len(rep))) if alike else [j for j, c in enumerate(rep) if c["flags"] & 1]
     if not keys:
         return None
-    relation = pc.max(rows.column("relation_id")).as_py()
-    op = one_array(rows.column("op"))
+    rel = one_array(rows.column("relation_id"))
+    relation = int(rel.to_numpy().max()) if not rel.null_count else pc.max(rel).as_py()
+    op = kind_bytes(one_array(rows.column("op")))      # ('n': a null op, a 'C' marker)
     rows, op, truncated = after_truncate(rows, op)
-    keep = pc.is_in(op, _ROW_OPS).to_numpy(zero_copy_only=False)
+    keep = (op == _INSERT) | (op == _UPDATE) | (op == _DELETE) | (op == _COPIED)
     if not keep.all():
-        rows, op = rows.filter(pa.array(keep)), op.filter(pa.array(keep))
+        rows, op = rows.filter(pa.array(keep)), op[keep]
     n, m = len(rows), len(rep)
-    is_d = pc.equal(op, "D").to_numpy(zero_copy_only=False)
-    if alike and pc.any(pc.equal(op, "U")).as_py():
+    is_d = op == _DELETE
+    if alike and (op == _UPDATE).any():
         return None          # an Update removes one row alike and adds one (or names none): the replay's
     before, after = one_array(rows.column("before")), one_array(rows.column("after"))
-    if (before.is_valid().to_numpy(zero_copy_only=False) != is_d).any() or after.null_count != int(is_d.sum()):
+    deletes = int(is_d.sum())
+    if after.null_count != deletes or before.null_count != n - deletes or \
+            (0 < deletes < n and (before.is_valid().to_numpy(zero_copy_only=False) != is_d).any()):
         return None          # an old key on an Update (the key changed, or FULL), or an odd row
-    # each row's image (a Delete's old key, else the new row) in one child: after's, then before's
+    # each row's image (a Delete's old key, else the new row) in one child: after's, then
+    # before's (the one child as it is when every row is of one side)
     a_off, b_off = after.offsets.to_numpy().astype(np.int64), before.offsets.to_numpy().astype(np.int64)
     if not ((np.diff(a_off) == m) | is_d).all() or not ((np.diff(b_off) == m) | ~is_d).all():
         return None
-    child = pa.concat_arrays([after.values, before.values])
-    starts = np.where(is_d, b_off[:-1] + len(after.values), a_off[:-1])
+    if not deletes:
+        child, starts = after.values, a_off[:-1]
+    elif deletes == n:
+        child, starts = before.values, b_off[:-1]
+    else:
+        child = pa.concat_arrays([after.values, before.values])
+        starts = np.where(is_d, b_off[:-1] + len(after.values), a_off[:-1])
     kinds, data = child.field("kind"), child.field("data")
     kb = kind_bytes(kinds)
-    at = [starts + j for j in range(m)]
-    key_kinds = {j: kb[at[j]] for j in keys}
-    if any(not ((k == ord("t")) | (k == ord("b")) | (alike and k == ord("n"))).all() for k in key_kinds.values()):
+    key_at = np.add.outer(np.asarray(keys, np.int64), starts)       # a row a key column
+    key_kinds = kb[key_at]
+    said = (key_kinds == ord("t")) | (key_kinds == ord("b"))
+    if not (said | (alike & (key_kinds == ord("n")))).all():
         return None          # a key value unsaid or null: the replay's rules
     # rows are keyed by (kind, data), as the replay keys them; the kinds only where they vary
-    i_max, i_count, sign_sum = _key_groups([data.take(pa.array(at[j])) for j in keys] +
-                                           [k for k in key_kinds.values() if len(k) and (k != k[0]).any()],
+    i_max, i_count, sign_sum = _key_groups([key_codes(data, at) for at in key_at] +
+                                           [kk for kk in key_kinds if n and (kk != kk[0]).any()],
                                            np.where(is_d, -1, 1))
     last = np.sort(i_max)
     times = None
@@ -240,61 +256,67 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None
         last = i_max[total != 0]
         by_last = np.argsort(last)
         last, times, removed = last[by_last], np.abs(total[total != 0][by_last]), total[total != 0][by_last] < 0
-    unchanged = np.stack([kb[at[j]] == ord("u") for j in range(m)], axis=1) if n else np.zeros((0, m), bool)
-    with_u = np.flatnonzero(unchanged.any(axis=1))
-    if len(with_u):       # an unchanged value whose key changed before in the batch: the replay carries it
-        once = i_max[i_count == 1]
-        if not np.isin(with_u, once).all():
+    unchanged = kb[starts[:, None] + np.arange(m)[None, :]] == ord("u")
+    some_u = bool(unchanged.any())
+    if some_u:       # an unchanged value whose key changed before in the batch: the replay carries it
+        with_u = np.flatnonzero(unchanged.any(axis=1))
+        if not np.isin(with_u, i_max[i_count == 1]).all():
             return None
-    lsn = one_array(rows.column("commit_lsn")).to_numpy(zero_copy_only=False)[last]
-    by_lsn = np.argsort(lsn, kind="stable")
+    lsn_col = one_array(rows.column("commit_lsn"))
+    by_lsn = np.argsort(lsn_col.to_numpy(zero_copy_only=False)[last], kind="stable")
     if times is None:
         order = last[by_lsn]
         dele = is_d[order]
     else:
         order = np.repeat(last[by_lsn], times[by_lsn])
         dele = np.repeat(removed[by_lsn], times[by_lsn])
+    # each column's values at its place in the row's image ((offsets, j): offsets + j);
+    # a deleted key's other columns null
+    base = starts[order]
+    gone = np.where(dele, -1, base)
     key_set = set(keys)
-    index = [np.where(dele & (j not in key_set), -1, at[j][order]) for j in range(m)]
-    arrays, names = columns_out([(kinds, data, index[j]) for j in range(m)], cols, registry)
-    # the unchanged columns of each upsert, by name
-    by_name = sorted(range(m), key=lambda j: rep[j]["name"])
-    u = unchanged[order][:, by_name] & ~dele[:, None]
-    rr, jj = np.nonzero(u)
-    listed = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(u.sum(axis=1))]).astype(np.int32)),
-                                      pa.array([rep[j]["name"] for j in by_name], pa.string()).take(pa.array(jj)))
-    kcols = [c["name"] for c in cols if c["name"] in {rep[j]["name"] for j in keys}]
+    arrays, names = columns_out([(kinds, data, (base if j in key_set else gone, j)) for j in range(m)], cols,
+                                registry)
     k = len(order)
+    if some_u:     # the unchanged columns of each upsert, by name
+        by_name = sorted(range(m), key=lambda j: rep[j]["name"])
+        u = unchanged[order][:, by_name] & ~dele[:, None]
+        _, jj = np.nonzero(u)
+        listed = pa.ListArray.from_arrays(
+            pa.array(np.concatenate([[0], np.cumsum(u.sum(axis=1))]).astype(np.int32)),
+            pa.array([rep[j]["name"] for j in by_name], pa.string()).take(pa.array(jj)))
+    else:
+        listed = pa.ListArray.from_arrays(pa.array(np.zeros(k + 1, np.int32)), pa.array([], pa.string()))
+    kcols = [c["name"] for c in cols if c["name"] in {rep[j]["name"] for j in keys}]
     # no key moved: a null struct of the key columns, their typed values under the mask
     from_key = pa.StructArray.from_arrays([arrays[names.index(c)] for c in kcols], names=kcols,
                                           mask=pa.array(np.ones(k, bool)))
     taken = pa.array(order)
-    stamp_lsn = one_array(rows.column("commit_lsn")).take(taken)
+    stamp_lsn = lsn_col.take(taken)
     stamp_at = one_array(rows.column("commit_ts")).take(taken)
-    extra = {"__OP": pc.if_else(pa.array(dele, pa.bool_()), "delete", "upsert"), "__UNCHANGED": listed,
+    extra = {"__OP": _NET_OPS.take(pa.array(dele.view(np.int8))), "__UNCHANGED": listed,
              "__UNCHANGED_FROM": from_key,
              "__COMMIT_LSN": stamp_lsn if stamp_lsn.type == pa.uint64() else stamp_lsn.cast(pa.uint64()),
              "__COMMIT_AT": stamp_at if stamp_at.type == TS else stamp_at.cast(TS),
-             "__RELATION_ID": pa.array([relation] * k, pa.uint32())}
+             "__RELATION_ID": pa.array(np.full(k, relation, np.uint32)) if relation is not None
+             else pa.nulls(k, pa.uint32())}
     out = pa.Table.from_arrays(arrays + list(extra.values()), names=names + list(extra))
     if truncated is not None:
         out = pa.concat_tables([truncate_row(out.schema, truncated, relation), out])
     return out
 
 
-def _key_groups(parts: list, sign: np.ndarray) -> tuple:
-    """Rows grouped by their values in ``parts`` (arrays, one value a row): per group its
-    last row, its count of rows and the sum of ``sign`` over them."""
+def _key_groups(codes: list, sign: np.ndarray) -> tuple:
+    """Rows grouped by their values in ``codes`` (integer arrays, one value a row): per
+    group its last row, its count of rows and the sum of ``sign`` over them."""
     n = len(sign)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    codes = [np.asarray(p, np.int64) if isinstance(p, np.ndarray) else   # (a null is a value of its own)
-             pc.dictionary_encode(p, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
-             for p in parts]
     if len(codes) == 1:
-        code = codes[0]
+        code = np.asarray(codes[0], np.int64)
     else:     # a code a combination of the parts' codes
-        code = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+        code = np.unique(np.stack([np.asarray(c, np.int64) for c in codes], axis=1), axis=0,
+                         return_inverse=True)[1].reshape(-1)
     order = np.argsort(code, kind="stable")
     c = code[order]
     starts = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))

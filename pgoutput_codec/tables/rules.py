@@ -192,16 +192,17 @@ def end_versions(versions: list, open_ver: dict, key: tuple, lsn, ts, one: bool 
             del open_ver[key]
 
 
-def after_truncate(rows: pa.Table, op: pa.Array):
+def after_truncate(rows: pa.Table, op: np.ndarray):
     """(the change rows after the last Truncate, their ops, the Truncate's commit
     (LSN, time) or None): a Truncate empties the table, so only the changes after it
-    make its rows (the replay clears the rows it holds at each)."""
-    trunc = np.flatnonzero(pc.equal(op, "T").to_numpy(zero_copy_only=False))
+    make its rows (the replay clears the rows it holds at each). ``op``: the rows' ops
+    as bytes (:func:`~.typed.kind_bytes`)."""
+    trunc = np.flatnonzero(op == ord("T"))
     if not len(trunc):
         return rows, op, None
     last = int(trunc[-1])
     truncated = (rows.column("commit_lsn")[last].as_py(), rows.column("commit_ts")[last].as_py())
-    return rows.slice(last + 1), op.slice(last + 1), truncated
+    return rows.slice(last + 1), op[last + 1:], truncated
 
 
 # --------------------------------------------------------------------------- rows alike
