@@ -18,7 +18,7 @@ from .pgvalues import LSN_PATTERN, parse_lsn
 
 __all__ = ["one_array", "binary_chunks", "one_binary", "payload_chunks", "lsn_array", "typed_array", "order_keys",
            "validity", "list_lengths", "share_lists", "plain_lists", "plain_list_columns", "plain_list_schema",
-           "payload_sizes", "MAX_CHUNK_BYTES"]
+           "payload_sizes", "kind_bytes", "MAX_CHUNK_BYTES"]
 
 #: Output columns use 32-bit offsets (what Spark and most readers expect); a LargeBinary
 #: input chunk holding more payload bytes than this is decoded in slices (the result is
@@ -235,3 +235,19 @@ def plain_lists(arr) -> pa.Array:
     values = pc.list_flatten(arr)
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=pa.list_(arr.type.value_field),
                                     mask=pa.array(null) if null is not None else None)
+
+
+def kind_bytes(kinds: pa.Array) -> np.ndarray:
+    """A string array of one-character values as a uint8 array of those characters
+    (a null, or a value of another length: ``'n'``): the kinds ('n' 'u' 't' 'b') of a
+    flat tuple child, the ops of change rows."""
+    if not len(kinds):
+        return np.zeros(0, np.uint8)
+    offs = np.frombuffer(kinds.buffers()[1], np.int32, count=kinds.offset + len(kinds) + 1)[kinds.offset:]
+    data = np.frombuffer(kinds.buffers()[2], np.uint8)
+    out = np.full(len(kinds), ord("n"), np.uint8)
+    ok = (offs[1:] - offs[:-1]) == 1
+    if kinds.null_count:
+        ok &= kinds.is_valid().to_numpy(zero_copy_only=False)
+    out[ok] = data[offs[:-1][ok]]
+    return out

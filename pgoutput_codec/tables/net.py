@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._native.keys import key_codes
-from ..arrays import one_array
+from ..arrays import kind_bytes, one_array
 from ..schema import TS
 from . import replay as replayed
 from .base import after_base, net_over_base, snapshot_over_base
@@ -18,7 +18,7 @@ from .replay import replay, typed_rows
 from .rules import (KNOWN, NULL, after_truncate, alike_rows, base_for, count_alike, filled, missing_values, net_key,
                     unsaid, warn_incomplete, whole_row)
 from .rows import column_set_ids, resolve, rows_of, table_columns, table_registry
-from .typed import columns_out, kind_bytes, type_of
+from .typed import columns_out, type_of
 
 __all__ = ["net_changes", "net_of_rows", "net_by_columns", "net_by_replay", "truncate_row", "snapshot"]
 

@@ -3,6 +3,8 @@ rows in commit order, and its columns over all its Relation versions."""
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +39,10 @@ def holder(versions: list, row_versions):
     return bearer(versions, last)
 
 
+#: schemas :func:`as_change_rows` found holding its types (the last few seen)
+_AS_GIVEN: collections.deque = collections.deque(maxlen=8)
+
+
 def as_change_rows(changes: pa.Table) -> pa.Table:
     """Change rows with ``schema.CHANGE_SCHEMA``'s types, as given when they have them.
     Spark's change rows written to Parquet and read back here hold them as Spark types:
@@ -46,6 +52,8 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     ``xid`` passes as given: openGauss's are 64-bit (``OPENGAUSS_CHANGE_SCHEMA``) and
     the table functions only carry it. So do other columns (``commit_rank``,
     PERMISSIVE's ``error``), and ``columns`` as a list or a list view."""
+    if any(changes.schema.equals(s) for s in _AS_GIVEN):     # (a table a time: the check is the cost)
+        return changes
     want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
     if "columns" in changes.column_names and not changes.schema.field("columns").type.equals(want["columns"]):
         # column lists as plain lists (Spark's, or read back from Parquet): both read the
@@ -55,6 +63,7 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
         want["columns"] = CHANGE_COLUMN_LISTS
     fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
+        _AS_GIVEN.append(changes.schema)
         return changes
     try:
         return changes.cast(pa.schema(fields, metadata=changes.schema.metadata))   # (an archive's type catalog)
@@ -150,14 +159,11 @@ def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
         return changes, False
     changes = in_commit_order(as_change_rows(changes))
     fp = changes.column("relation_version")
-    uniq = pc.unique(fp)
     sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
     first = {}        # fingerprint -> (its relation, named so), from its first change
-    for u in uniq.to_pylist():
-        if u is not None:
-            i = pc.index(fp, pa.scalar(u, pa.uint64())).as_py()
-            s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
-            first[u] = (r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
+    for u, i in _first_rows(fp):
+        s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
+        first[u] = (r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
     fps = list(first)
 
     def row_versions():
@@ -172,10 +178,21 @@ def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
         mask = pc.or_kleene(pc.and_(pc.is_null(fp), pc.and_(pc.equal(sch, schema), pc.equal(tbl, table))),
                             pc.is_in(fp, value_set=pa.array(mine, pa.uint64())))
         return changes.filter(pc.fill_null(mask, False)), replaced
-    if len(mine) == len(uniq):          # every row is this table's: no copy
+    if len(mine) == len(first) and not fp.null_count:          # every row is this table's: no copy
         return changes, replaced
     mask = pc.is_in(fp, value_set=pa.array(mine, pa.uint64())).to_numpy(zero_copy_only=False)
     return take_table(changes, np.flatnonzero(mask)), replaced
+
+
+def _first_rows(fp) -> list:
+    """(value, the row it first appears at) of each distinct non-null value of ``fp``
+    (uint64 fingerprints), in order of first appearance."""
+    if not fp.null_count:
+        values, first = np.unique(one_array(fp).to_numpy(), return_index=True)
+        at = np.argsort(first)
+        return list(zip(values[at].tolist(), first[at].tolist(), strict=True))
+    uniq = pc.unique(fp)
+    return [(u, pc.index(fp, pa.scalar(u, pa.uint64())).as_py()) for u in uniq.to_pylist() if u is not None]
 
 
 def rows_of(changes: pa.Table, name: str, as_of_lsn: int | None = None) -> pa.Table:
@@ -187,9 +204,15 @@ def column_set_ids(rows: pa.Table):
     """(id per row, one column list per id): rows grouped by ``relation_version`` (a
     fingerprint of the Relation definition), so column lists are never compared."""
     fp = one_array(rows.column("relation_version"))
+    cols = rows.column("columns")
+    if not fp.null_count:
+        values, first, ids = np.unique(fp.to_numpy(), return_index=True, return_inverse=True)
+        order = np.argsort(first)          # ids in order of first appearance
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        return rank[ids.reshape(-1)], [cols[int(i)].as_py() for i in first[order]]
     uniq = pc.unique(pc.drop_null(fp)) if fp.null_count != len(fp) else pa.array([], pa.uint64())
     ids = pc.fill_null(pc.index_in(fp, value_set=uniq), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    cols = rows.column("columns")
     reps = [cols[int(pc.index(fp, u).as_py())].as_py() for u in uniq]
     return ids, reps
 

@@ -51,11 +51,11 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..typecatalog.casts import BOOL as BOOL_OID
 from ..typecatalog.casts import to_bool as bool_text
+from ..arrays import kind_bytes, one_array
 from ..idents import parse_name, qualified_name
 from ..typecatalog.columns import convert_column
 from ..typecatalog.errors import ConversionError
@@ -196,7 +196,7 @@ def after_truncate(rows: pa.Table, op: np.ndarray):
     """(the change rows after the last Truncate, their ops, the Truncate's commit
     (LSN, time) or None): a Truncate empties the table, so only the changes after it
     make its rows (the replay clears the rows it holds at each). ``op``: the rows' ops
-    as bytes (:func:`~.typed.kind_bytes`)."""
+    as bytes (:func:`~pgoutput_codec.arrays.kind_bytes`)."""
     trunc = np.flatnonzero(op == ord("T"))
     if not len(trunc):
         return rows, op, None
@@ -459,7 +459,8 @@ def start_unknown(rows: pa.Table) -> bool:
     copied row ('R') and no Truncate (after which it held none)."""
     if not len(rows):
         return False
-    return not pc.any(pc.is_in(rows.column("op"), value_set=pa.array(["R", "T"]))).as_py()
+    op = kind_bytes(one_array(rows.column("op")))
+    return not ((op == ord("R")) | (op == ord("T"))).any()
 
 
 def warn_incomplete(rows: pa.Table, name: str, base=None, stacklevel: int = 3) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import one_array, validity
+from ..arrays import kind_bytes, one_array, validity
 from ..changes.decoder import ChangeDecoder, LightChangeDecoder
 from ..changes.relations import merge_columns, split_name
 from ..typecatalog.retyped import with_earlier_types
@@ -199,20 +199,6 @@ def columns_out(triples: list, cols: list[dict], registry=None, variants=None, w
             arrays.append(special)
             names.append(c["name"] + "__special")
     return arrays, names
-
-
-def kind_bytes(kinds: pa.Array) -> np.ndarray:
-    """The one-byte kinds ('n' 'u' 't' 'b') of a flat tuple child as a uint8 array."""
-    if not len(kinds):
-        return np.zeros(0, np.uint8)
-    offs = np.frombuffer(kinds.buffers()[1], np.int32, count=kinds.offset + len(kinds) + 1)[kinds.offset:]
-    data = np.frombuffer(kinds.buffers()[2], np.uint8)
-    out = np.full(len(kinds), ord("n"), np.uint8)
-    ok = (offs[1:] - offs[:-1]) == 1
-    if kinds.null_count:
-        ok &= kinds.is_valid().to_numpy(zero_copy_only=False)
-    out[ok] = data[offs[:-1][ok]]
-    return out
 
 
 def typed_sides(head: dict, sides: dict, cols: list[dict], n: int, registry, workers: int = 1) -> pa.Table:

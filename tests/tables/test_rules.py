@@ -12,7 +12,7 @@ import pytest
 
 from pgoutput_codec.tables import rules
 from pgoutput_codec.tables.replay import HeldRows
-from pgoutput_codec.tables.typed import kind_bytes
+from pgoutput_codec.arrays import kind_bytes
 
 
 def t(v) -> tuple:
