@@ -359,6 +359,7 @@ class _Writers:
         self.workers = workers
         self.pool = None
         self.done: list = []
+        self.pending: list = []       # the calls not yet seen ended without an error
 
     def __enter__(self):
         if self.workers > 1:
@@ -370,12 +371,16 @@ class _Writers:
         if self.pool is None:
             self.done.append(fn(*args))
             return
-        if any(f.done() and f.exception() is not None for f in self.done):
-            raise next(f.exception() for f in self.done if f.done() and f.exception() is not None)
-        waiting = [f for f in self.done if not f.done()]
-        if len(waiting) >= 2 * self.workers:     # the batches held waiting stay few
-            waiting[0].result()
+        # (only the calls not yet seen ended are looked at: a run of many tables
+        # submits one call a table, and looking at every call made it quadratic)
+        failed = next((f for f in self.pending if f.done() and f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()
+        self.pending = [f for f in self.pending if not f.done()]
+        if len(self.pending) >= 2 * self.workers:     # the batches held waiting stay few
+            self.pending[0].result()
         self.done.append(self.pool.submit(fn, *args))
+        self.pending.append(self.done[-1])
 
     def results(self):
         """The calls' results in the order they were given, each as it comes (an error
