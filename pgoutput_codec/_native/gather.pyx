@@ -202,12 +202,54 @@ def take_chunks(col, idx, take=None):
 def take_table(table, indices):
     """``Table.take`` with the list<struct> columns gathered by :func:`take_lists`, and
     columns of several chunks by :func:`take_chunks` where the indices rise (as a split
-    by table's do; list views always, their values kept shared)."""
+    by table's do, one output chunk per input chunk they touch); where they do not
+    (rows put in another order), a column of several chunks is joined once and taken
+    as one chunk: a piece per run of indices in one chunk would be thousands."""
     idx = np.asarray(indices, dtype=np.int64)
     arrow_idx = pa.array(idx, pa.int64())
     rising = len(idx) < 2 or bool(np.all(idx[1:] >= idx[:-1]))
-    cols = [(take_chunks(col, idx, take_lists) if col.num_chunks > 1 and rising else take_lists(col, idx))
-            if pa.types.is_list(col.type) and _supported(col.type)
-            else take_chunks(col, idx) if col.num_chunks > 1 and (rising or pa.types.is_list_view(col.type))
-            else col.take(arrow_idx) for col in table.columns]
+    cols = []
+    for col in table.columns:
+        if col.num_chunks > 1 and not rising:
+            col = pa.chunked_array([col.combine_chunks()], col.type)
+        cols.append((take_chunks(col, idx, take_lists) if col.num_chunks > 1 else take_lists(col, idx))
+                    if pa.types.is_list(col.type) and _supported(col.type)
+                    else take_chunks(col, idx) if col.num_chunks > 1 else col.take(arrow_idx))
     return pa.Table.from_arrays(cols, schema=table.schema)
+
+
+class _Cut:
+    """Rows [lo, hi) of a list array as a list array of their own values: its offsets
+    from 0, its values a zero-copy slice of the array's."""
+
+    def __init__(self, arr):
+        self.type = arr.type
+        self.values = arr.values
+        self.offsets = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + len(arr) + 1]
+        self.valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+        self.nulls = np.concatenate([[0], np.cumsum(~self.valid)]) if arr.null_count else None
+
+    def __call__(self, lo, hi):
+        o = self.offsets[lo:hi + 1]
+        nulls = int(self.nulls[hi] - self.nulls[lo]) if self.nulls is not None else 0
+        bits = pa.py_buffer(np.packbits(self.valid[lo:hi], bitorder="little")) if nulls else None
+        return pa.Array.from_buffers(self.type, hi - lo, [bits, pa.py_buffer(o - o[0])], null_count=nulls,
+                                     children=[self.values.slice(o[0], o[-1] - o[0])])
+
+
+def split_at(table, bounds):
+    """The tables of rows [``bounds[k]``, ``bounds[k + 1]``) of ``table``, without a copy
+    of a row: slices, whose list columns each hold their own rows' values alone (cut
+    from the table's), so that code reading a list column's values in place, by its
+    offsets, reads a slice's rows and not every row's."""
+    b = np.asarray(bounds, dtype=np.int64)
+    cols = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns]
+    whole = pa.Table.from_arrays(cols, schema=table.schema)
+    cuts = [(j, table.schema.field(j), _Cut(c)) for j, c in enumerate(cols) if pa.types.is_list(c.type)]
+    out = []
+    for lo, hi in zip(b[:-1].tolist(), b[1:].tolist()):
+        part = whole.slice(lo, hi - lo)
+        for j, field, cut in cuts:
+            part = part.set_column(j, field, cut(lo, hi))
+        out.append(part)
+    return out

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgoutput_codec._native.gather import take_lists, take_table
+from pgoutput_codec._native.gather import split_at, take_lists, take_table
 from pgoutput_codec.schema import RELATION_COLUMNS_TYPE, TUPLE_TYPE
 
 column = st.one_of(
@@ -74,7 +74,8 @@ def test_list_views_become_plain_lists_row_by_row():
 @given(st.lists(tuples, min_size=1, max_size=4), st.data())
 def test_take_table_of_several_chunks_equals_arrow_take(chunks, data):
     """Columns of several chunks (nulls, list<struct>, list views sharing values, text),
-    taken at rising indices (chunk by chunk) and at any (Arrow's take), are Arrow's take."""
+    taken at rising indices (chunk by chunk) and at any (each column joined once, taken
+    as one chunk), are Arrow's take."""
     parts = []
     for rows in chunks:
         t = pa.array(rows, TUPLE_TYPE)
@@ -92,6 +93,8 @@ def test_take_table_of_several_chunks_equals_arrow_take(chunks, data):
             g = got.column(c)
             g.validate(full=True)
             assert g.type == table.schema.field(c).type
+            if len(at) > 1 and np.any(np.diff(at) < 0):
+                assert g.num_chunks == 1, c
             assert g.to_pylist() == want.column(c).to_pylist(), c
 
 
@@ -111,3 +114,25 @@ def test_rows_of_a_column_of_one_chunk_are_taken_in_place():
         pa.set_memory_pool(was)
     assert got.to_pylist() == by_table.column("t").to_pylist() == col.take(pa.array(idx)).to_pylist()
     assert pool.max_memory() < 64 * 1024, f"{pool.max_memory():,} bytes from Arrow's pool for 3 rows"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(tuples, min_size=1, max_size=3), st.data())
+def test_split_at_gives_slices_whose_lists_hold_their_own_values(chunks, data):
+    """Each part is the table's rows between two bounds (empty parts too), and each of
+    its list columns holds the values of its own rows alone, from offset 0: code reading
+    a list column's values by its offsets reads the part's rows, not every row's."""
+    table = pa.concat_tables([pa.table({"t": pa.array(rows, TUPLE_TYPE),
+                                        "s": pa.array([None if r is None else str(len(r)) for r in rows], pa.string())})
+                              for rows in chunks])
+    n = len(table)
+    bounds = [0, *sorted(data.draw(st.lists(st.integers(0, n), max_size=5))), n]
+    parts = split_at(table, bounds)
+    assert len(parts) == len(bounds) - 1
+    for part, lo, hi in zip(parts, bounds[:-1], bounds[1:], strict=True):
+        part.validate(full=True)
+        assert part.schema.equals(table.schema)
+        assert part.to_pylist() == table.slice(lo, hi - lo).to_pylist()
+        lists = part.column("t").chunk(0)
+        offsets = lists.offsets.to_numpy()
+        assert offsets[0] == 0 and len(lists.values) == offsets[-1]
