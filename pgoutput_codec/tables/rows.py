@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._native.gather import take_table
+from .._native.gather import split_at, take_table
 from ..arrays import one_array, plain_lists
 from ..idents import parse_name, qualified_name
 from ..selection import table_selected
@@ -256,46 +256,61 @@ def relations_named(triples, patterns=None) -> dict:
     return {k: frozenset(v) for k, v in sorted(out.items())}
 
 
-#: rows per group below which :func:`split_tables` joins the chunks of the rows first
-_SMALL_GROUP = 4096
-
-
 def split_tables(changes: pa.Table, patterns=None) -> dict:
     """{qualified table name: its group of change rows} (:func:`relations_named`), in
-    the rows' order, by one sort of the relation ids (not one scan of every row per
-    table)."""
+    the rows' order. The rows are copied once, in group order (one stable sort of a
+    group number per row), and each group is a slice of that copy; a group holding a
+    relation that is in other groups too (renamed across names) takes its own rows."""
     if not len(changes):
         return {}
-    rel = one_array(changes.column("relation_id"))
-    three = pa.table({"r": rel, "s": changes.column("schema"), "t": changes.column("table")})
-    distinct = three.group_by(["r", "s", "t"], use_threads=False).aggregate([])   # not a Python tuple a row
-    groups = relations_named(zip(distinct.column("r").to_pylist(), distinct.column("s").to_pylist(),
-                                 distinct.column("t").to_pylist(), strict=True), patterns)
+    n = len(changes)
+    three = pa.table({"r": changes.column("relation_id"), "s": changes.column("schema"),
+                      "t": changes.column("table"), "i": pa.array(np.arange(n, dtype=np.int64))})
+    # each distinct (relation_id, schema, table) with its rows, not a Python tuple a row
+    distinct = three.group_by(["r", "s", "t"], use_threads=False).aggregate([("i", "list")])
+    rels, schemas, tables = (distinct.column(c).to_pylist() for c in ("r", "s", "t"))
+    groups = relations_named(zip(rels, schemas, tables, strict=True), patterns)
     if not groups:
         return {}
-    if len(changes) < _SMALL_GROUP * len(groups) and any(c.num_chunks > 1 for c in changes.columns):
-        # many small groups: a take from columns of several chunks costs a piece per chunk
-        # and column, more than one copy of the rows into one chunk costs per group
-        changes = changes.combine_chunks()
-        rel = one_array(changes.column("relation_id"))
-    known = rel.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    has = ~np.asarray(rel.is_null().to_numpy(zero_copy_only=False))
-    order = np.flatnonzero(has)[np.argsort(known[has], kind="stable")]
-    ids = known[order]
-    nameless: dict = {}        # (schema, table) -> rows with no relation id under it
-    if not has.all():
-        sch, tbl = changes.column("schema"), changes.column("table")
-        for i in np.flatnonzero(~has).tolist():
-            nameless.setdefault((sch[i].as_py(), tbl[i].as_py()), []).append(i)
-    out = {}
-    for name, members in groups.items():
-        parts = []
+    number = {name: k for k, name in enumerate(groups)}
+    holders: dict = {}          # relation id -> the groups holding it
+    for k, members in enumerate(groups.values()):
         for r in members:
-            if r is None:
-                parts.append(np.array(nameless.get(parse_name(name)[0], ()), np.int64))
-            else:
-                lo, hi = np.searchsorted(ids, r, "left"), np.searchsorted(ids, r, "right")
-                parts.append(order[lo:hi])
-        at = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
-        out[name] = take_table(changes, at) if len(at) != len(changes) else changes
-    return out
+            if r is not None:
+                holders.setdefault(r, []).append(k)
+    shared = {k for ks in holders.values() if len(ks) > 1 for k in ks}
+    # the groups of each distinct triple: a relation's rows go to every group holding it
+    # (under any name); rows with no relation id to their own name's group
+    of = [holders.get(r, ()) if r is not None else
+          ([number[qualified_name(s, t)]] if t is not None and qualified_name(s, t) in number else [])
+          for r, s, t in zip(rels, schemas, tables, strict=True)]
+    lists = distinct.column("i_list")
+    rows = lists.combine_chunks().flatten().to_numpy()
+    counts = pc.list_value_length(lists).to_numpy()
+    key = np.full(n, -1, np.int64)      # the group a row is sliced into (-1: none)
+    key[rows] = np.repeat(np.array([ks[0] if len(ks) == 1 and ks[0] not in shared else -1 for ks in of],
+                                   np.int64), counts)
+    out, names = {}, list(groups)
+    held = np.flatnonzero(key >= 0)
+    if len(held):
+        order = held[np.argsort(key[held], kind="stable")]
+        bounds = np.searchsorted(key[order], np.arange(len(groups) + 1))
+        sizes = np.diff(bounds)
+        if sizes.max() == n:        # one table's rows are all the rows: as they are
+            out[names[int(sizes.argmax())]] = changes
+        else:
+            held = np.flatnonzero(sizes)
+            at = np.append(bounds[held], bounds[held[-1] + 1])
+            for k, part in zip(held.tolist(), split_at(take_table(changes, order), at), strict=True):
+                out[names[k]] = part
+    if shared:
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        parts: dict = {}
+        for j, ks in enumerate(of):
+            for k in ks:
+                if k in shared:
+                    parts.setdefault(k, []).append(rows[starts[j]:starts[j + 1]])
+        for k, p in parts.items():
+            at = np.sort(np.concatenate(p))
+            out[names[k]] = take_table(changes, at) if len(at) != n else changes
+    return {name: out[name] for name in groups if name in out}
