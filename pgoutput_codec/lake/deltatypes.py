@@ -31,8 +31,46 @@ __all__ = ["delta_type", "to_delta", "widened_halves"]
 _WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
 
 
+#: delta_type's answers, by type: asked for each column of each table's batch. Types that
+#: hold an extension type are not kept (pyarrow compares those by name alone).
+_KNOWN: dict = {}
+_KNOWN_MOST = 4096
+
+
+#: the ids of the types Delta holds as they are (by id: a type's hash formats its name)
+_AS_THEY_ARE = frozenset(t.id for t in (pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(),
+                                        pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
+                                        pa.date32(), pa.timestamp("us"), pa.decimal128(1, 0)))
+
+
 def delta_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type a value of type ``t`` is written to Delta as."""
+    if t.id in _AS_THEY_ARE:
+        return t
+    want = _KNOWN.get(t) if not isinstance(t, pa.BaseExtensionType) else None
+    if want is None:
+        want = _delta_type(t)
+        if len(_KNOWN) < _KNOWN_MOST and not _holds_extension(t):
+            _KNOWN[t] = want
+    return want
+
+
+def _holds_extension(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        return True
+    if pa.types.is_dictionary(t):
+        return _holds_extension(t.value_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or \
+            pa.types.is_large_list_view(t) or pa.types.is_fixed_size_list(t):
+        return _holds_extension(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_holds_extension(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _holds_extension(t.key_type) or _holds_extension(t.item_type)
+    return t.num_fields > 0     # (another type with children: not kept)
+
+
+def _delta_type(t: pa.DataType) -> pa.DataType:
     if isinstance(t, pa.BaseExtensionType):
         return delta_type(t.storage_type)
     if pa.types.is_dictionary(t):

@@ -16,6 +16,7 @@ already applied is never applied twice; a run with nothing new writes no version
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import threading
@@ -310,15 +311,16 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
     if isinstance(base, dict):  # a table with a base and no change yet: its copy is the base
         names = sorted(set(names) | {qualified_name(*parse_name(k)[0]) for k in base
                                      if any(table_selected(patterns, *p) for p in parse_name(k))})
-    copies = {name: _own_copy(target, name, app_id) for name in names}   # every copy checked before any is written
+    paths = {name: table_path(target, name) for name in names}
+    copies = {name: _own_copy(target, name, app_id, paths[name]) for name in names}   # every copy checked first
     none = changes.schema.empty_table()
     del changes                 # (each group is let go once its batch is made)
     with _Writers(min(_writers_for(workers), max(1, len(names)))) as writers:
         for name in names:
             # each table's net changes and write on the threads; its warning, that the
             # copy made lacks the rows held before capture, raised here in table order
-            writers.submit(_table_step, target, name, groups.pop(name, none), copies.pop(name), registry,
-                           (missing or {}).get(name), app_id, file_size, base, base_lsn)
+            writers.submit(_table_step, target, name, paths.pop(name), groups.pop(name, none), copies.pop(name),
+                           registry, (missing or {}).get(name), app_id, file_size, base, base_lsn)
         runs = []
         for run, incomplete in writers.results():
             if incomplete:
@@ -414,13 +416,13 @@ def mirror_table(target, name: str, changes: pa.Table, *, registry=None, missing
         return _apply_batch(target, name, net, lists, app_id, file_size, _owned(dt, target, name, app_id))
 
 
-def _table_step(target, name, changes, dt, registry, missing, app_id, file_size, base, base_lsn) -> tuple:
+def _table_step(target, name, path, changes, dt, registry, missing, app_id, file_size, base, base_lsn) -> tuple:
     """(the :class:`MirrorRun` of table ``name``'s copy ``dt`` (:func:`_own_copy`'s) brought
     current with ``changes``, whether the copy it made lacks the rows the table held
-    before capture: its start unknown, no base): :func:`mirror`'s step of a table, on
-    its threads."""
+    before capture: its start unknown, no base; ``path``: its :func:`table_path`):
+    :func:`mirror`'s step of a table, on its threads."""
     net, lists, incomplete = _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn)
-    return _apply_batch(target, name, net, lists, app_id, file_size, dt), incomplete
+    return _apply_batch(target, name, net, lists, app_id, file_size, dt, path), incomplete
 
 
 def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn):
@@ -441,18 +443,20 @@ def _batch_of(name, changes, dt, registry, missing, app_id, base, base_lsn):
     return net, lists, incomplete
 
 
-def _own_copy(target, name: str, app_id: str = APP_ID):
+def _own_copy(target, name: str, app_id: str = APP_ID, path=None):
     """The Delta table at table ``name``'s place under ``target``, when the mirror wrote
     it (its log holds the ``app_id`` transaction, or a commit with the mirror's
     metadata, its creation's too); None when there is none. Any other Delta table there
-    is refused, naming the table and the path: a MERGE into it would keep its rows."""
-    return _owned(_open_copy(target, name), target, name, app_id)
+    is refused, naming the table and the path: a MERGE into it would keep its rows.
+    ``path``: its :func:`table_path`, when known."""
+    return _owned(_open_copy(target, name, path), target, name, app_id)
 
 
-def _open_copy(target, name: str):
+def _open_copy(target, name: str, path=None):
     """The Delta table at table ``name``'s place under ``target`` (None: none)."""
     from deltalake import DeltaTable
-    path = table_path(target, name)
+    if path is None:
+        path = table_path(target, name)
     return DeltaTable(path) if os.path.isdir(os.path.join(path, "_delta_log")) else None
 
 
@@ -491,28 +495,35 @@ def apply_batch(target, name: str, net: pa.Table, column_lists: list, *, app_id:
 _READ = object()
 
 
-def _apply_batch(target, name, net, column_lists, app_id, file_size, dt=_READ) -> MirrorRun:
-    path = table_path(target, name)
+def _apply_batch(target, name, net, column_lists, app_id, file_size, dt=_READ, path=None) -> MirrorRun:
+    if path is None:
+        path = table_path(target, name)
     if dt is _READ:
-        dt = _own_copy(target, name, app_id)
-    done = dt.transaction_version(app_id) if dt is not None else None
-    names = net.column_names
+        dt = _own_copy(target, name, app_id, path)
+    names = net.schema.names
     if "__UNCHANGED_FROM" not in names and tuple(names[-5:]) == _CONTROL[:2] + _CONTROL[3:]:
         # Spark's batch of no row change (a truncate at most) names no key
         net = net.add_column(len(names) - 3, "__UNCHANGED_FROM", pa.nulls(len(net), pa.struct([])))
-    if done is not None and len(net):
-        reached = _controls(net)[3]
-        if pc.max(reached).as_py() <= done:      # the copy holds it already: applied by another run
-            return MirrorRun(name, None, done, 0, 0, False)
-        if pc.min(reached).as_py() <= done:
-            raise ValueError(f"{name}: the batch holds commits up to {pc.min(reached).as_py()}, which the copy "
-                             f"holds already (up to {done}): compute it from held_lsn() again")
-    if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" \
-            and _relation_of(dt) not in (None, _controls(net)[5][0].as_py()):
-        # the copy is of a relation that no longer bears the name (the table dropped
-        # and created again, or another renamed in, between runs): start it again
-        net = pa.concat_tables([_truncate_row(net), net])
-    held = _held(dt).names if dt is not None and len(net) and _controls(net)[0][0].as_py() != "truncate" else []
+    held = []
+    if dt is not None and len(net):
+        done = dt.transaction_version(app_id)
+        controls = _controls(net)
+        if done is not None:
+            reached = controls[3]
+            if pc.max(reached).as_py() <= done:      # the copy holds it already: applied by another run
+                return MirrorRun(name, None, done, 0, 0, False)
+            if pc.min(reached).as_py() <= done:
+                raise ValueError(f"{name}: the batch holds commits up to {pc.min(reached).as_py()}, which the "
+                                 f"copy holds already (up to {done}): compute it from held_lsn() again")
+        if controls[0][0].as_py() != "truncate":
+            if _relation_of(dt) not in (None, controls[5][0].as_py()):
+                # the copy is of a relation that no longer bears the name (the table dropped
+                # and created again, or another renamed in, between runs): start it again
+                net = pa.concat_tables([_truncate_row(net), net])
+            else:
+                held = _held(dt).names
+    else:
+        done = dt.transaction_version(app_id) if dt is not None else None
     alike = alike_rows(column_lists)
     net, ctl, column_lists = _named_apart(net, column_lists, held)
     if held:
@@ -536,11 +547,18 @@ class _Ctl(NamedTuple):
 def _controls(net: pa.Table) -> list:
     """The control columns of a :func:`net_changes` batch: its last six, by place (a
     table's own column may bear one of their names)."""
-    names = net.column_names
+    names = _batch_names(net)
+    return [net.column(len(names) - len(_CONTROL) + j) for j in range(len(_CONTROL))]
+
+
+def _batch_names(net: pa.Table) -> list:
+    """The column names of a :func:`net_changes` batch, its control columns last (else a
+    ValueError)."""
+    names = net.schema.names
     if tuple(names[-len(_CONTROL):]) != _CONTROL:
         raise ValueError(f"not a net_changes batch: its last columns are {names[-len(_CONTROL):]}, "
                          f"not {list(_CONTROL)}")
-    return [net.column(len(names) - len(_CONTROL) + j) for j in range(len(_CONTROL))]
+    return names
 
 
 def _truncate_row(net: pa.Table) -> pa.Table:
@@ -558,11 +576,15 @@ def _named_apart(net: pa.Table, column_lists: list, held) -> tuple:
     (:func:`~pgoutput_codec.lake.names.column_names`: in its unchanged-value lists and
     key structs too) and its control columns named apart from them; the names
     (:class:`_Ctl`), and ``column_lists`` so named."""
-    controls = _controls(net)
-    data = net.column_names[:-len(_CONTROL)]
+    data = _batch_names(net)[:-len(_CONTROL)]
     ren = column_names(data, held)
-    ctl = _Ctl(*(free_name(c, {v for v in ren.values()}) for c in _CONTROL))
-    if any(a != b for a, b in ren.items()):
+    taken = set(ren.values())
+    ctl = _Ctl(*(free_name(c, taken) for c in _CONTROL))
+    renamed = any(a != b for a, b in ren.items())
+    if not renamed and ctl == _CONTROL:     # every name as it is: the batch as it is
+        return net, ctl, column_lists
+    controls = _controls(net)
+    if renamed:
         unchanged = controls[1].combine_chunks()
         flat = pc.list_flatten(unchanged)
         controls[1] = pa.ListArray.from_arrays(
@@ -680,13 +702,46 @@ def _relation_of(dt) -> int | None:
         limit *= 8
 
 
+#: compute functions called per table, looked up once (``pc.max``'s own lookup and
+#: options cost more than the kernel on a batch of a few rows)
+_MAX = pc.get_function("max")
+_EQUAL = pc.get_function("equal")
+_UPSERT, _DELETE = pa.scalar("upsert"), pa.scalar("delete")
+
+
+def _largest(col: pa.ChunkedArray):
+    """The largest value of an integer or timestamp column, as an int (a timestamp's in
+    its unit since the epoch; None: it holds none): NumPy's over one chunk of no null,
+    Arrow's otherwise (whose call costs more per table)."""
+    if col.num_chunks == 1 and not col.null_count and len(col):
+        arr = col.chunk(0).to_numpy()
+        return int((arr.view(np.int64) if arr.dtype.kind == "M" else arr).max())
+    m = _MAX.call([col])
+    return m.value if pa.types.is_timestamp(col.type) else m.as_py()
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _time_text(col: pa.ChunkedArray) -> str | None:
+    """The latest time of timestamp column ``col`` in ISO 8601 (None: it holds none), as
+    ``isoformat`` gives pyarrow's value."""
+    v = _largest(col)
+    if v is None:
+        return None
+    if col.type.unit == "us" and col.type.tz == "UTC":
+        with contextlib.suppress(OverflowError):
+            return (_EPOCH + datetime.timedelta(microseconds=v)).isoformat()
+    return pa.scalar(v, col.type).as_py().isoformat()
+
+
 def _commit(app_id: str, net: pa.Table, ctl, created: str | None = None):
     from deltalake import CommitProperties, Transaction
-    lsn = pc.max(net.column(ctl.lsn)).as_py()
-    at = pc.max(net.column(ctl.at)).as_py()
+    lsn = _largest(net.column(ctl.lsn))
+    at = _time_text(net.column(ctl.at))
     if lsn >= 1 << 63:
         raise OverflowError(f"commit LSN {lsn} is past what a Delta application transaction version holds")
-    meta = {LSN_KEY: str(lsn), COMMIT_AT_KEY: at.isoformat() if at is not None else None}
+    meta = {LSN_KEY: str(lsn), COMMIT_AT_KEY: at}
     rel = net.column(ctl.relation)[0].as_py() if len(net) else None
     if rel is not None:
         meta[RELATION_KEY] = str(rel)
@@ -707,16 +762,27 @@ def _key_columns(net: pa.Table, ctl) -> list[str]:
     return [f.name for f in net.schema.field(ctl.moved_from).type]
 
 
+def _counts(body: pa.Table, ctl) -> tuple:
+    """(upserts, deletes, the upsert rows' mask) of a batch's rows after its truncate."""
+    op = body.column(ctl.op)
+    up = _EQUAL.call([op, _UPSERT])
+    upserts = sum(c.true_count for c in up.chunks)
+    deletes = 0 if upserts == len(body) else sum(c.true_count for c in _EQUAL.call([op, _DELETE]).chunks)
+    return upserts, deletes, up
+
+
 def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, alike: bool = False) -> MirrorRun:
     from deltalake import DeltaTable, write_deltalake
-    ops = net.column(ctl.op).to_pylist()
     if not len(net):
         return MirrorRun(name, None, done, 0, 0, False)
-    truncated = ops[0] == "truncate"
+    truncated = net.column(ctl.op)[0].as_py() == "truncate"
     lsn, commit = _commit(app_id, net, ctl, created=name if dt is None else None)
     body = net.slice(1) if truncated else net
-    data_cols = [c for c in net.column_names if c not in ctl]
-    schema = pa.schema([pa.field(c, delta_type(net.schema.field(c).type)) for c in data_cols])
+    upserts, deletes, up = _counts(body, ctl)
+    # the control columns are the last, by place (:func:`_named_apart`)
+    given = net.schema.types[:-len(_CONTROL)]
+    data_cols = net.schema.names[:len(given)]
+    types = [delta_type(t) for t in given]
     keys = _key_columns(net, ctl)
     # statistics of the key columns alone: what a MERGE skips files by (the others'
     # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
@@ -729,11 +795,18 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
         config = dict(stats)
         if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
             config["delta.targetFileSize"] = str(int(file_size))
-        rows = _rows(body, ctl)
-        up = pc.equal(rows.column(ctl.op), "upsert")
-        write_deltalake(path, pa.table({c: rows.column(c).cast(schema.field(c).type) for c in data_cols}).filter(up),
-                        mode="error", configuration=config, commit_properties=commit)
-        return MirrorRun(name, 0, lsn, ops.count("upsert"), ops.count("delete"), truncated)
+        if all(a.equals(b) for a, b in zip(given, types, strict=True)):    # Delta's types already
+            rows = body.select(range(len(data_cols)))
+            if any(c.num_chunks > 1 for c in rows.columns):
+                rows = rows.combine_chunks()
+        else:
+            cols = [to_delta(body.column(j)) for j in range(len(data_cols))]
+            rows = pa.Table.from_arrays([c if c.type.equals(t) else c.cast(t)
+                                         for c, t in zip(cols, types, strict=True)], names=data_cols)
+        write_deltalake(path, rows if upserts == len(body) else rows.filter(up), mode="error",
+                        configuration=config, commit_properties=commit)
+        return MirrorRun(name, 0, lsn, upserts, deletes, truncated)
+    schema = pa.schema([pa.field(c, t) for c, t in zip(data_cols, types, strict=True)])
     if truncated:
         # emptied, in the batch's columns and types (a table created again under the name
         # may have others); the batch is whole: run again after a crash here, it empties
@@ -749,11 +822,11 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
     rows = _fill_moved(dt, _rows(body, ctl), keys, ctl).drop_columns([ctl.moved_from])
     if alike:
         _apply_alike(dt, rows, keys, data_cols, commit, ctl)
-        return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+        return MirrorRun(name, dt.version(), lsn, upserts, deletes, truncated)
     # a copy with no file (emptied by this run, or before) is written, not merged into
     if not len(dt.file_uris()) or (keys and (_touched_share(dt, rows, keys) or 0) >= REWRITE_SHARE):
         _rewrite(dt, rows, keys, data_cols, commit, ctl)
-        return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+        return MirrorRun(name, dt.version(), lsn, upserts, deletes, truncated)
     on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys) or "false"
     held = set(_held(dt).names)      # a column new to the copy has no value of its own to keep
     updates = {_q(c): f"CASE WHEN array_has(s.{_q(ctl.unchanged)}, '{_lit(c)}') THEN t.{_q(c)} ELSE s.{_q(c)} END"
@@ -768,7 +841,7 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
            .execute())     # (dt follows the commits it writes)
     if dt.transaction_version(app_id) != lsn:    # the MERGE changed no row, so wrote no commit
         write_deltalake(dt, schema.empty_table(), mode="append", schema_mode="merge", commit_properties=commit)
-    return MirrorRun(name, dt.version(), lsn, ops.count("upsert"), ops.count("delete"), truncated)
+    return MirrorRun(name, dt.version(), lsn, upserts, deletes, truncated)
 
 
 #: the share of a copy's bytes in files a batch's keys fall in, from which the copy is

@@ -71,6 +71,11 @@ def column_names(names: list[str], held) -> dict[str, str]:
     others are named ``name~`` + 8 hex digits of their name's SHA-256 (the same name
     each run). A companion (``c__special``, ``c__srid``) follows column ``c``."""
     held = set(held)
+    every = held.union(names)
+    if len({n.lower() for n in every}) == len(every):
+        # no two columns alike but for case: each keeps its name (a companion its
+        # column's name and its own ending, which is its own name)
+        return {n: n for n in names}
     # a Delta table's columns are case-insensitively distinct: one held name per lower form
     first: dict[str, str] = {h.lower(): h for h in held}
     for n in names:

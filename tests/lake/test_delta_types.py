@@ -91,3 +91,37 @@ def test_nested_columns_are_written_to_delta_and_read_back_by_pyarrow(tmp_path, 
     for r in rows:   # pyarrow reads a Parquet map as (key, value) pairs
         r["tags"] = None if r["tags"] is None else [tuple(p) for p in r["tags"]]
     assert rows == want
+
+
+class _Tagged(pa.ExtensionType):
+    """Extension types of one name over different storage."""
+
+    def __init__(self, storage):
+        super().__init__(storage, "pgoutput_codec.test.tagged")
+
+    def __arrow_ext_serialize__(self):
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):
+        return cls(storage_type)
+
+
+def test_delta_types_asked_again_give_the_same_answer():
+    """delta_type keeps its answers by type: asked again, in any order, each type gets what
+    it got first, extension types of one name over other storage (alone and inside
+    structs, lists, maps) theirs."""
+    t, _ = _table()
+    cases = [(pa.uint32(), pa.int64()), (pa.time64("us"), pa.int64()), (pa.string(), pa.string()),
+             (pa.struct([("n", pa.uint8())]), pa.struct([("n", pa.int16())])),
+             (pa.decimal256(40, 2), pa.string()), (pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="UTC")),
+             (_Tagged(pa.uint32()), pa.int64()), (_Tagged(pa.string()), pa.string()),
+             (pa.struct([("x", _Tagged(pa.uint16()))]), pa.struct([("x", pa.int32())])),
+             (pa.struct([("x", _Tagged(pa.float16()))]), pa.struct([("x", pa.float32())])),
+             (pa.list_(_Tagged(pa.uint8())), pa.list_(pa.int16())), (pa.list_(_Tagged(pa.int8())), pa.list_(pa.int8())),
+             (pa.map_(pa.string(), _Tagged(pa.uint64())), pa.map_(pa.string(), pa.decimal128(20, 0)))]
+    first = [delta_type(f.type) for f in t.schema]
+    for _ in range(3):
+        for typ, want in cases:
+            assert delta_type(typ) == want, typ
+        assert [delta_type(f.type) for f in t.schema] == first

@@ -167,3 +167,55 @@ def _mirrored(changes, target):
         warnings.simplefilter("ignore")
         mirror(changes, target)
     return target
+
+
+def _net(data: dict, ops: list, truncated: bool, chunks: int) -> pa.Table:
+    """A net_changes batch of table public.t by hand: ``data``'s columns (key ``id``),
+    ``ops`` per row, a truncate row first or not, in ``chunks`` chunks."""
+    import datetime as dt
+    from pgoutput_codec.tables.net import truncate_row
+    n = len(ops)
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    t = pa.table({**data, "__OP": pa.array(ops), "__UNCHANGED": pa.array([[]] * n, pa.list_(pa.string())),
+                  "__UNCHANGED_FROM": pa.nulls(n, pa.struct([("id", pa.int64())])),
+                  "__COMMIT_LSN": pa.array([100 + 10 * i for i in range(n)], pa.uint64()),
+                  "__COMMIT_AT": pa.array([at + dt.timedelta(seconds=i) for i in range(n)],
+                                          pa.timestamp("us", tz="UTC")),
+                  "__RELATION_ID": pa.array([16384] * n, pa.uint32())})
+    if truncated:
+        t = pa.concat_tables([truncate_row(t.schema, (90, at), 16384), t])
+    if chunks > 1:
+        t = pa.concat_tables([t.slice(0, 2), t.slice(2)])
+        assert t.column(0).num_chunks >= 2
+    return t
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+@pytest.mark.parametrize("chunks", [1, 2])
+@pytest.mark.parametrize("deletes", [False, True])
+@pytest.mark.parametrize("typed", ["delta", "converted"])
+def test_a_copy_created_holds_the_batch_upserts_in_delta_types(typed, deletes, chunks, truncated, tmp_path):
+    """A copy created from a batch holds its upserts alone (a delete finds no row), in
+    Delta's types: columns in Delta's types already, or converted (uint32 to int64, time
+    to µs), in one chunk or several, after a truncate row or not; the run counts the
+    upserts and deletes."""
+    import datetime as dt
+    from pgoutput_codec.lake import apply_batch
+    ops = ["upsert", "delete", "upsert", "upsert", "delete"] if deletes else ["upsert"] * 5
+    up = [i for i, o in enumerate(ops) if o == "upsert"]
+    data = {"id": pa.array(range(1, 6), pa.int64()),
+            "s": pa.array([None if o == "delete" else f"s{i}" for i, o in enumerate(ops)])}
+    want = [{"id": i + 1, "s": f"s{i}"} for i in up]
+    types = {"id": pa.int64(), "s": pa.string()}
+    if typed == "converted":
+        data["u"] = pa.array([None if o == "delete" else 2**32 - 1 - i for i, o in enumerate(ops)], pa.uint32())
+        data["at"] = pa.array([None if o == "delete" else dt.time(1, 2, i) for i, o in enumerate(ops)],
+                              pa.time64("us"))
+        for r, i in zip(want, up, strict=True):
+            r.update(u=2**32 - 1 - i, at=(3600 + 120 + i) * 1_000_000)
+        types.update(u=pa.int64(), at=pa.int64())
+    run = apply_batch(tmp_path / "lake", "public.t", _net(data, ops, truncated, chunks), [])
+    assert run == ("public.t", 0, 140, len(up), len(ops) - len(up), truncated)
+    back = read_copy(table_path(tmp_path / "lake", "public.t"))
+    assert back.schema == pa.schema(types)
+    assert back.sort_by("id").to_pylist() == want

@@ -19,7 +19,7 @@ from pgoutput_codec import (decode_changes, decode_table_changes, history, mirro
                             snapshot, table_changes)
 from pgoutput_codec.idents import parse_name, qualified_name, resolve_name  # noqa: E402
 from pgoutput_codec.lake import read_copy, table_path  # noqa: E402
-from pgoutput_codec.lake.names import dir_name  # noqa: E402
+from pgoutput_codec.lake.names import column_names, dir_name  # noqa: E402
 
 CJK_SCHEMA = "数据" * 10          # 60 bytes in UTF-8, near PostgreSQL's 63
 CJK_TABLE = "表格" * 10
@@ -414,3 +414,20 @@ def test_a_column_renamed_only_in_case_is_mirrored_run_after_run(tmp_path):
     back = again + [(["id"], 4)]
     mirror(_renamed_archive(*back), target)
     assert _copy_rows(target, "public", "w")[-1] == {"k": 4, "id": "4", moved: None}
+
+
+def test_columns_keep_their_names_unless_two_are_alike_but_for_case():
+    """A batch's columns keep their names in the copy (companions too, beside columns the
+    copy holds and the batch no longer sends) while no two are alike but for case; of two
+    alike, the copy's or the first keeps its name, the other is named apart, its
+    companions after it."""
+    import hashlib
+
+    def apart(n):
+        return f"{n}~{hashlib.sha256(n.encode()).hexdigest()[:8]}"
+    for names, held in [(["id", "Name", "geom", "geom__srid"], []), (["id", "n"], ["id", "n", "gone"]),
+                        (["a", "a__special"], ["A__x", "b"]), ([], ["x"]), (["x__srid"], [])]:
+        assert column_names(names, held) == {n: n for n in names}
+    assert column_names(["ID", "id"], []) == {"ID": "ID", "id": apart("id")}
+    assert column_names(["ID", "ID__srid"], ["id"]) == {"ID": apart("ID"), "ID__srid": apart("ID") + "__srid"}
+    assert column_names(["a", "b"], ["A"]) == {"a": apart("a"), "b": "b"}
