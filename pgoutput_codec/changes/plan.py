@@ -43,6 +43,13 @@ def spread_rows(table: pa.Table, at: np.ndarray, n: int) -> pa.Table:
     return table.take(pa.array(pick, mask=pick < 0))
 
 
+def _relation_copy(rel: dict) -> dict:
+    """A Relation version (scalars, and a list of column dicts of scalars) copied whole:
+    ``copy.deepcopy``'s result, at a tenth of its cost per Relation of a checkpoint."""
+    cols = rel["columns"]
+    return {**rel, "columns": cols if cols is None else type(cols)(dict(c) for c in cols)}
+
+
 def _row_name(key, lsn: pa.Array, i: int) -> str:
     """How errors name an archive row: its order key, and its lsn when the archive has one."""
     v = lsn[i].as_py()
@@ -224,7 +231,7 @@ class ControlPlan(RowFilters):
             from_key=int(from_key), after_lsn=after, end_key=end_key,
             commit_lsns=recent_commits(self.start_commit_lsns, taken.tolist()),
             in_stream=bool(self.seg_stream[np.searchsorted(self.ctrl_keys, from_key, side="left")]),
-            relations=tuple(copy.deepcopy(self.versions[v]) for v in rels.values()),
+            relations=tuple(_relation_copy(self.versions[v]) for v in rels.values()),
             types=tuple(t for k, t in self.type_events if k < from_key),
             rank_base=self.rank_base + len(self.commit_slots),
             held_by=tuple(held))

@@ -168,3 +168,44 @@ def test_a_bad_checkpoint_is_refused_with_a_clear_error():
         ChangeDecoder(resume="{broken")
     with pytest.raises(TypeError, match="resume must be"):
         ChangeDecoder(resume=42)
+
+
+def test_a_checkpoint_json_holds_its_fields_and_reads_back_equal():
+    """A checkpoint's JSON is its fields as they are (tuples as lists, keys sorted, its
+    format), of a run's checkpoint (Relations, Types, transactions holding it) and of one
+    with every field set; read back, it is the checkpoint again, its held_by too."""
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    from pgoutput_codec.changes import ControlPlan, control_candidates
+    from pgoutput_codec.changes.checkpoint import Checkpoint
+    rel = Relation(relation_id=REL.relation_id, namespace="public", relation_name="t",
+                   replica_identity="d", columns=REL.columns)
+    msgs = [Begin(final_lsn=10, commit_ts=0, xid=1), rel, Insert(relation_id=16400, new_tuple=row(1, "a")),
+            Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
+            StreamStart(xid=100, first_segment=True), Insert(xid=100, relation_id=16400, new_tuple=row(2, "s")),
+            StreamStop(),
+            BeginPrepare(prepare_lsn=20, end_lsn=21, prepare_ts=1, xid=7, gid="g"),
+            Insert(relation_id=16400, new_tuple=row(3, "p")),
+            Prepare(prepare_lsn=20, end_lsn=21, prepare_ts=1, xid=7, gid="g"),
+            Begin(final_lsn=30, commit_ts=0, xid=2), Insert(relation_id=16400, new_tuple=row(4, "b")),
+            Commit(commit_lsn=30, end_lsn=31, commit_ts=0)]
+    values = pa.array(enc(msgs), pa.binary())
+    keys = np.arange(len(values), dtype=np.int64) + 1000
+    m = control_candidates(values)
+    cps = [ControlPlan.build(values.filter(pa.array(m)), keys[m]).checkpoint(),
+           ControlPlan.build(values.filter(pa.array(m)), keys[m], until_lsn=10).checkpoint(),
+           Checkpoint(from_key=5, after_lsn=2 ** 64 - 1, in_stream=True, rank_base=3, end_key=9, commit_lsns=(1, 2),
+                      relations=({"schema": "s", "table": "t", "relation_id": 7, "replica_identity": "f",
+                                  "columns": [{"name": "c", "type_oid": 99999, "type_modifier": -1, "flags": 1,
+                                               "type_namespace": "s", "type_name": "ty"}]},),
+                      types=((99999, "s", "ty"),),
+                      held_by=({"xid": 7, "kind": "prepared", "gid": "g", "from_key": 5},))]
+    assert cps[0].held_by and cps[0].relations and cps[1].held_by
+    for cp in cps:
+        text = cp.to_json()
+        assert text == json.dumps({**dataclasses.asdict(cp), "format": 1}, sort_keys=True)
+        back = Checkpoint.from_json(text)
+        assert back == cp and back.held_by == cp.held_by
