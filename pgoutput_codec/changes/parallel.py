@@ -19,7 +19,6 @@ from ..pgoutput.batch import PAYLOAD_ERROR, initial_stream_state
 from .decoder import ChangeDecoder
 from .checkpoint import Checkpoint
 from ..errors import PgoutputCodecError
-from ..opengauss.changes import decode_changes as opengauss_decode_changes
 from .plan import ControlPlan, changes_of_pieces
 from .tags import control_candidates
 from .. import threads
@@ -51,6 +50,9 @@ def decode_changes(input, *, source: str = "pgoutput", workers: int | None = Non
 
 def _decoded(input, source, workers, options):
     if source == "opengauss":
+        # (imported here: a pgoutput archive's decode, and every import of the package
+        # that reaches this module, has no use for the openGauss readers)
+        from ..opengauss.changes import decode_changes as opengauss_decode_changes
         if isinstance(input, pa.Table):
             input = input.column("data")
         return opengauss_decode_changes(input, workers=workers, **options)

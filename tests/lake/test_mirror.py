@@ -429,3 +429,21 @@ def test_apply_batch_waits_for_the_targets_lock(tmp_path):
     target = tmp_path / "lake"
     waits_for_the_lock(target, lambda: apply_batch(target, "public.w", net, []))
     assert read_copy(table_path(target, "public.w")).to_pylist() == [{"id": 1, "s": "x"}]
+
+
+def test_the_lake_loads_no_opengauss_reader_until_one_is_asked_for():
+    """A mirror of a pgoutput archive has no use for the openGauss readers: the lake and
+    decode_changes load without them, and decode_changes(source="opengauss") loads them."""
+    import subprocess
+    import sys
+
+    import pgoutput_codec
+    code = ("import sys, pgoutput_codec.lake\n"
+            "from pgoutput_codec import decode_changes\n"
+            "assert not [m for m in sys.modules if '.opengauss' in m], sorted(sys.modules)\n"
+            "assert len(decode_changes([], source='opengauss')) == 0\n"
+            "assert 'pgoutput_codec.opengauss.changes' in sys.modules\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pgoutput_codec.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
