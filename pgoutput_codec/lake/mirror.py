@@ -737,12 +737,13 @@ def _time_text(col: pa.ChunkedArray) -> str | None:
 
 def _commit(app_id: str, net: pa.Table, ctl, created: str | None = None):
     from deltalake import CommitProperties, Transaction
-    lsn = _largest(net.column(ctl.lsn))
-    at = _time_text(net.column(ctl.at))
+    k = net.num_columns - len(_CONTROL)     # (the control columns by place)
+    lsn = _largest(net.column(k + 3))
+    at = _time_text(net.column(k + 4))
     if lsn >= 1 << 63:
         raise OverflowError(f"commit LSN {lsn} is past what a Delta application transaction version holds")
     meta = {LSN_KEY: str(lsn), COMMIT_AT_KEY: at}
-    rel = net.column(ctl.relation)[0].as_py() if len(net) else None
+    rel = net.column(k + 5)[0].as_py() if len(net) else None
     if rel is not None:
         meta[RELATION_KEY] = str(rel)
     if created is not None:
@@ -758,16 +759,11 @@ def _rows(net: pa.Table, ctl) -> pa.Table:
                      ctl.unchanged: net.column(ctl.unchanged), ctl.moved_from: net.column(ctl.moved_from)})
 
 
-def _key_columns(net: pa.Table, ctl) -> list[str]:
-    return [f.name for f in net.schema.field(ctl.moved_from).type]
-
-
-def _counts(body: pa.Table, ctl) -> tuple:
-    """(upserts, deletes, the upsert rows' mask) of a batch's rows after its truncate."""
-    op = body.column(ctl.op)
+def _counts(op: pa.ChunkedArray) -> tuple:
+    """(upserts, deletes, the upsert rows' mask) of a batch's ``__OP`` after its truncate."""
     up = _EQUAL.call([op, _UPSERT])
     upserts = sum(c.true_count for c in up.chunks)
-    deletes = 0 if upserts == len(body) else sum(c.true_count for c in _EQUAL.call([op, _DELETE]).chunks)
+    deletes = 0 if upserts == len(op) else sum(c.true_count for c in _EQUAL.call([op, _DELETE]).chunks)
     return upserts, deletes, up
 
 
@@ -775,15 +771,18 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
     from deltalake import DeltaTable, write_deltalake
     if not len(net):
         return MirrorRun(name, None, done, 0, 0, False)
-    truncated = net.column(ctl.op)[0].as_py() == "truncate"
+    # the control columns are the last, by place (:func:`_named_apart`)
+    schema = net.schema
+    k = len(schema) - len(_CONTROL)
+    op = net.column(k)
+    truncated = op[0].as_py() == "truncate"
     lsn, commit = _commit(app_id, net, ctl, created=name if dt is None else None)
     body = net.slice(1) if truncated else net
-    upserts, deletes, up = _counts(body, ctl)
-    # the control columns are the last, by place (:func:`_named_apart`)
-    given = net.schema.types[:-len(_CONTROL)]
-    data_cols = net.schema.names[:len(given)]
+    upserts, deletes, up = _counts(op.slice(1) if truncated else op)
+    given = schema.types[:k]
+    data_cols = schema.names[:k]
     types = [delta_type(t) for t in given]
-    keys = _key_columns(net, ctl)
+    keys = [f.name for f in schema.types[k + 2]]      # (the key struct of __UNCHANGED_FROM)
     # statistics of the key columns alone: what a MERGE skips files by (the others'
     # would only cost, and deltalake's reader cannot parse a date before year 1 in them)
     stats = {"delta.dataSkippingStatsColumns": ",".join(_q(k) for k in keys)} if keys else \
@@ -796,11 +795,11 @@ def _apply(dt, path, name, net: pa.Table, app_id: str, done, file_size, ctl, ali
         if file_size:   # files of bounded size: a MERGE of keys in a few rewrites those alone
             config["delta.targetFileSize"] = str(int(file_size))
         if all(a.equals(b) for a, b in zip(given, types, strict=True)):    # Delta's types already
-            rows = body.select(range(len(data_cols)))
+            rows = body.select(range(k))
             if any(c.num_chunks > 1 for c in rows.columns):
                 rows = rows.combine_chunks()
         else:
-            cols = [to_delta(body.column(j)) for j in range(len(data_cols))]
+            cols = [to_delta(body.column(j)) for j in range(k)]
             rows = pa.Table.from_arrays([c if c.type.equals(t) else c.cast(t)
                                          for c, t in zip(cols, types, strict=True)], names=data_cols)
         write_deltalake(path, rows if upserts == len(body) else rows.filter(up), mode="error",
