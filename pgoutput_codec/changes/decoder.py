@@ -80,6 +80,13 @@ for _t in b"BCRYMkO":
     _PLAIN_CTRL[_t] = True
 
 
+def _rows_at(table: pa.Table, idx: np.ndarray) -> pa.Table:
+    """Rows ``idx`` (rising) of ``table``: a slice when they are one run of rows."""
+    if len(idx) and idx[-1] - idx[0] + 1 == len(idx):
+        return table.slice(int(idx[0]), len(idx))
+    return take_table(table, idx)
+
+
 class ChangeDecoder:
     """Feed messages in arrival order, get committed row changes.
 
@@ -487,8 +494,9 @@ class ChangeDecoder:
         bounds = sorted({0, n_commits} | spilled | {k + 1 for k in spilled})
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             mine = cur if lo == 0 and hi == n_commits else cur[(row_rank[cur] >= lo) & (row_rank[cur] < hi)]
-            # the common case, every row committed here: no copy
-            here = table if len(mine) == len(table) else take_table(table, mine)
+            # the common case, every row committed here, or all but those of a transaction
+            # open at the end (one run of rows): no copy
+            here = table if len(mine) == len(table) else _rows_at(table, mine)
             if lo in spilled:
                 given = 0
                 for p in txns[lo].pending:
@@ -514,8 +522,7 @@ class ChangeDecoder:
         # subtransactions aborted inside streamed transactions
         drop = np.zeros(len(rows), dtype=bool)
         msg_xid = None
-        for k in np.unique(rank):
-            txn = txns[k]
+        for k, txn in enumerate(txns):      # (few have any: not a search of every row's rank)
             if txn.aborted_subxids:
                 if msg_xid is None:
                     msg_xid = rows.column("msg_xid").to_numpy(zero_copy_only=False)

@@ -304,3 +304,28 @@ def test_commit_rank_with_far_apart_transaction_slots():
                         Commit(commit_lsn=11, end_lsn=12, commit_ts=0)]))
     assert out.column("xid").to_pylist() == [7, 7, 8]
     assert out.column("commit_lsn").to_pylist() == [9, 9, 11]
+
+
+@pytest.mark.parametrize("version,option_set,chunk", [("16.14", "v1_text", 7), ("16.14", "v2_streaming", 500)])
+def test_committed_rows_of_a_cut_chunk_are_given_as_they_are(version, option_set, chunk, monkeypatch):
+    """Feeds cut inside transactions give the rows of one feed. A chunk's committed rows
+    that are one run (a transaction open at its end) are given as a slice of the
+    chunk's rows; those an open transaction's rows sit among (streamed, interleaved) are
+    taken apart; both as one feed gives them."""
+    import pgoutput_codec.changes.decoder as C
+    arch = archive(version, option_set)
+    whole = decode_changes(arch)
+    runs = []
+    real = C._rows_at
+
+    def seen(table, idx):
+        if len(idx):
+            runs.append(bool(idx[-1] - idx[0] + 1 == len(idx)))
+        return real(table, idx)
+    monkeypatch.setattr(C, "_rows_at", seen)
+    dec = ChangeDecoder()
+    got = pa.concat_tables([dec.feed(arch.slice(a, chunk)) for a in range(0, len(arch), chunk)])
+    assert got.equals(whole)
+    assert True in runs
+    if "stream" in option_set:
+        assert False in runs
