@@ -135,8 +135,10 @@ class ArchiveError(PgoutputCodecError, ValueError):
 class ArchivePart:
     """One file of an archive: path, its capture metadata (or None) and how to read it."""
 
-    def __init__(self, path: str, kind: str, meta=None, num_rows=None):
+    def __init__(self, path: str, kind: str, meta=None, num_rows=None, data_bytes=None):
         self.path, self.kind, self.meta, self.num_rows = path, kind, meta, num_rows
+        #: the ``data`` column's bytes as its footer gives them (uncompressed; None: not known)
+        self.data_bytes = data_bytes
         #: the file's type catalog JSON (:data:`CATALOG_KEY`): None not read yet, b"" none
         self.catalog_json = None
 
@@ -336,8 +338,8 @@ def _parsed_catalog(raw, path):
 def parquet_part(path) -> ArchivePart:
     """The :class:`ArchivePart` of one Parquet file, its metadata read (not its rows)."""
     try:
-        schema = pq.read_schema(path)
-        n = pq.ParquetFile(path).metadata.num_rows
+        pf = pq.ParquetFile(path)      # (the footer read once: schema, rows, sizes)
+        schema, md = pf.schema_arrow, pf.metadata
     except (pa.ArrowException, OSError) as e:
         raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
     meta = capture_meta(schema)
@@ -345,7 +347,9 @@ def parquet_part(path) -> ArchivePart:
         check_seq(path, schema.field("seq").type)
     if "data" not in schema.names:
         raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")
-    part = ArchivePart(path, "parquet", meta, n)
+    i = md.schema.names.index("data")
+    part = ArchivePart(path, "parquet", meta, md.num_rows,
+                       sum(md.row_group(g).column(i).total_uncompressed_size for g in range(md.num_row_groups)))
     part.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
     return part
 

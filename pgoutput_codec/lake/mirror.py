@@ -39,6 +39,7 @@ from ..idents import free_name, parse_name, qualified_name, resolve_name
 from ..tables.rules import KNOWN, IncompleteTableWarning, alike_rows, base_for, start_unknown
 from ..tables.net import net_of_rows, truncate_row
 from ..tables.rows import as_change_rows, column_set_ids, resolve, split_tables
+from ..threads import worker_count
 from ..typecatalog.catalog import with_catalog
 from ..typecatalog.companions import COMPANIONS, column_of
 from .deltatypes import delta_type, to_delta
@@ -242,6 +243,11 @@ def _archive_run(source, target, tables, registry, options):
             and all(os.path.isdir(table_path(target, n)) for n in record["copies"]):
         resume = record["checkpoint"]
     run = IncrementalRun(source, resume, parts=parts)
+    if options.get("workers") is not None:
+        # up to ``workers`` threads, as many as a file's payload pays for (as with None):
+        # each file is one feed, and a small one decodes faster on one thread
+        options = {**options, "workers": min(options["workers"], max(
+            worker_count(None, p.data_bytes) for p in parts))}
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
         pieces = [dec.feed(t) for _, t in run.tables()]
         changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()

@@ -219,3 +219,37 @@ def test_a_copy_created_holds_the_batch_upserts_in_delta_types(typed, deletes, c
     back = read_copy(table_path(tmp_path / "lake", "public.t"))
     assert back.schema == pa.schema(types)
     assert back.sort_by("id").to_pylist() == want
+
+
+@pytest.mark.parametrize("min_bytes,threads", [(None, 1), (1, 2)])
+def test_an_archive_decodes_on_the_threads_its_files_pay_for(min_bytes, threads, tmp_path, monkeypatch):
+    """workers=2 over an archive directory: each file decodes on up to two threads, as
+    many as its payload pays for (``threads.WORKER_MIN_BYTES``, as the decoder sizes
+    workers=None): a small file on one. The copies are those of workers=1."""
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    import pgoutput_codec.threads as T
+    lm = importlib.import_module("pgoutput_codec.lake.mirror")
+    if min_bytes is not None:
+        monkeypatch.setattr(T, "WORKER_MIN_BYTES", min_bytes)
+    monkeypatch.setattr(T, "_cores", lambda: 2)
+    used = []
+
+    class Seen(lm.ChangeDecoder):
+        def feed(self, *args, **kwargs):
+            out = super().feed(*args, **kwargs)
+            used.append(self.workers)
+            return out
+    monkeypatch.setattr(lm, "ChangeDecoder", Seen)
+    arc = archive("16.14", "v3_2pc_binary_streaming")
+    src = tmp_path / "archive"
+    src.mkdir()
+    pq.write_table(arc.slice(0, 300), src / "a.parquet")
+    pq.write_table(arc.slice(300), src / "b.parquet")
+    two = said(mirror, src, tmp_path / "two", workers=2)
+    assert used and set(used) == {threads}
+    assert said(mirror, src, tmp_path / "one", workers=1) == two
+    assert len(copies(tmp_path / "one")) > 3
+    same_copies(copies(tmp_path / "two"), copies(tmp_path / "one"))
