@@ -90,6 +90,21 @@ class IncrementalRun:
             self._ctrl.append(t.filter(pa.array(control_candidates(t.column("data")))).select(["data", "seq"]))
             yield part, t
 
+    def feeds(self, rows: int):
+        """:meth:`tables`' tables, those of consecutive files of one schema joined into
+        tables of at most ``rows`` rows (a file of more alone): a decoder fed an archive of
+        many small files (capture writes one every ``rows_per_file`` rows, or less at each
+        poll) pays its cost per feed once per join, not once per file."""
+        held, n = [], 0
+        for _, t in self.tables():
+            if held and (n + len(t) > rows or not t.schema.equals(held[0].schema)):
+                yield held[0] if len(held) == 1 else pa.concat_tables(held)
+                held, n = [], 0
+            held.append(t)
+            n += len(t)
+        if held:
+            yield held[0] if len(held) == 1 else pa.concat_tables(held)
+
     def next_checkpoint(self, **options) -> Checkpoint:
         """Where the next run starts: a plan over the control rows of this run's rows
         (``options``: the change decoder's, as this run's)."""

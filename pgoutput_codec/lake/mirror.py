@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..changes.decoder import ChangeDecoder
+from ..changes.decoder import FEED_ROWS, ChangeDecoder
 from ..changes.parallel import decode_changes
 from ..archive import archive_catalog, inside_dir, read_archive_parts, same_file, seq_stats
 from ..changes.checkpoint import Checkpoint
@@ -249,7 +249,7 @@ def _archive_run(source, target, tables, registry, options):
         options = {**options, "workers": min(options["workers"], max(
             worker_count(None, p.data_bytes) for p in parts))}
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
-        pieces = [dec.feed(t) for _, t in run.tables()]
+        pieces = [dec.feed(t) for t in run.feeds(FEED_ROWS)]
         changes = pa.concat_tables(pieces) if pieces else dec.output_schema.empty_table()
     return with_catalog(changes, archive_catalog(parts)), run, record_path, (record or {}).get("copies", []), now
 

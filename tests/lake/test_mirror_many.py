@@ -253,3 +253,31 @@ def test_an_archive_decodes_on_the_threads_its_files_pay_for(min_bytes, threads,
     assert said(mirror, src, tmp_path / "one", workers=1) == two
     assert len(copies(tmp_path / "one")) > 3
     same_copies(copies(tmp_path / "two"), copies(tmp_path / "one"))
+
+
+def test_an_archive_of_small_files_is_decoded_in_joined_feeds(tmp_path):
+    """Files of few rows (capture's ``rows_per_file``, or a poll's) are fed to the decoder
+    joined, up to a feed's rows, a file of another schema apart: the feeds hold the
+    files' rows in order, and the copies and runs are those of the rows in one file."""
+    import pyarrow.parquet as pq
+
+    from pgoutput_codec.runs import IncrementalRun
+    arc = archive("16.14", "v3_2pc_binary_streaming")
+    many, one = tmp_path / "many", tmp_path / "one"
+    many.mkdir()
+    one.mkdir()
+    starts = list(range(0, len(arc), 37))
+    for k, a in enumerate(starts):
+        part = arc.slice(a, 37)
+        pq.write_table(part.drop_columns(["lsn"]) if k == 3 else part, many / f"part-{k:04d}.parquet")
+    pq.write_table(arc, one / "all.parquet")
+    feeds = list(IncrementalRun(many).feeds(100))
+    sizes = [len(t) for t in feeds]
+    assert sizes[:4] == [74, 37, 37, 74] and max(sizes) <= 100 and sum(sizes) == len(arc)
+    assert "lsn" not in feeds[2].column_names
+    files = [t for _, t in IncrementalRun(many).tables()]
+    assert all(a.select(["seq", "data"]).equals(b.select(["seq", "data"]))
+               for a, b in zip(feeds, [pa.concat_tables(files[0:2]), files[2], files[3]], strict=False))
+    runs = said(mirror, many, tmp_path / "from_many")
+    assert said(mirror, one, tmp_path / "from_one") == runs and len(runs[0]) > 3
+    same_copies(copies(tmp_path / "from_many"), copies(tmp_path / "from_one"))
