@@ -211,7 +211,9 @@ def _rising(seq) -> bool:
 
 def _read_parquet(path):
     try:
-        return pq.read_table(path)
+        # (not pq.read_table: its dataset layer costs a module load and more a file)
+        with pq.ParquetFile(path) as f:
+            return f.read()
     except (pa.ArrowException, OSError) as e:
         raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
 
