@@ -139,6 +139,13 @@ class ArchivePart:
         self.path, self.kind, self.meta, self.num_rows = path, kind, meta, num_rows
         #: the ``data`` column's bytes as its footer gives them (uncompressed; None: not known)
         self.data_bytes = data_bytes
+        self._seq_stats = None
+
+    def seq_stats(self) -> list:
+        """:func:`seq_stats` of the file, its footer read once ([] for a CSV export)."""
+        if self._seq_stats is None:
+            self._seq_stats = seq_stats(self.path) if self.kind == "parquet" else []
+        return self._seq_stats
         #: the file's type catalog JSON (:data:`CATALOG_KEY`): None not read yet, b"" none
         self.catalog_json = None
 
@@ -352,6 +359,7 @@ def parquet_part(path) -> ArchivePart:
     i = md.schema.names.index("data")
     part = ArchivePart(path, "parquet", meta, md.num_rows,
                        sum(md.row_group(g).column(i).total_uncompressed_size for g in range(md.num_row_groups)))
+    part._seq_stats = _seq_stats_of(md)
     part.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
     return part
 
@@ -408,7 +416,7 @@ def read_archive_parts(path: str) -> list:
         def key(p):
             if p.meta and "seq_start" in p.meta:
                 return (0, p.meta["seq_start"], p.path)
-            return (1, _first_seq(p.path), p.path)
+            return (1, _first_seq(p.seq_stats()), p.path)
 
         return sorted(parts, key=key)
     if not stat.S_ISREG(os.stat(path).st_mode):
@@ -426,7 +434,10 @@ def read_archive_parts(path: str) -> list:
 def seq_stats(path):
     """The ``seq`` column's statistics of a Parquet file, one (min, max) per row group
     (None for a row group without them); [] without a ``seq`` column."""
-    md = pq.ParquetFile(path).metadata
+    return _seq_stats_of(pq.ParquetFile(path).metadata)
+
+
+def _seq_stats_of(md) -> list:
     if "seq" not in md.schema.names:
         return []
     i = md.schema.names.index("seq")
@@ -434,14 +445,14 @@ def seq_stats(path):
     return [(st.min, st.max) if st is not None and st.has_min_max else None for st in stats]
 
 
-def _first_seq(path):
-    stats = seq_stats(path)
+def _first_seq(stats):
     return stats[0][0] if stats and stats[0] is not None else 0
 
 
 def last_seq(path):
-    """The largest ``seq`` of a Parquet file from its statistics (None: not known)."""
-    stats = seq_stats(path)
+    """The largest ``seq`` of a Parquet file (or :class:`ArchivePart`) from its
+    statistics (None: not known)."""
+    stats = path.seq_stats() if isinstance(path, ArchivePart) else seq_stats(path)
     return None if not stats or None in stats else max(hi for _, hi in stats)
 
 

@@ -72,7 +72,7 @@ class IncrementalRun:
             raise ArchiveError("an incremental run needs Parquet archive files with a seq column (capture writes them)")
 
     def _skip(self, part) -> bool:
-        last = last_seq(part.path) if self.resume is not None else None
+        last = last_seq(part) if self.resume is not None else None
         if last is not None and last < self.resume.from_key:
             self.skipped.append(part)
             return True

@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pgoutput_codec import decode_changes, decode_message, encode_message
-from pgoutput_codec.archive import read_archive_parts
+from pgoutput_codec.archive import ArchivePart, last_seq, read_archive_parts, seq_stats
 from pgoutput_codec.tables import snapshot
 from pgoutput_codec.testing.archives import SCHEMA, big_table_archive, many_tables, write_archive
 
@@ -81,6 +81,29 @@ def test_written_archive_reads_back(tmp_path):
     assert len(changes) == sum(plan.change_rows.values())
     for name, rows in plan.committed().items():
         assert snapshot(changes, name).sort_by("id").equals(rows)
+
+
+
+def test_listed_files_carry_their_footer_facts(tmp_path):
+    """A listed archive file holds what its footer says, read once: its rows, its seq
+    statistics (as seq_stats and last_seq read them from the file) and the data column's
+    bytes, for files with rows and without; a part made by hand reads them when asked."""
+    import os
+
+    import pyarrow.parquet as pq
+    plan = many_tables(3, 500, seed=4)
+    path = write_archive(plan.archive, tmp_path / "arc", files=3)
+    pq.write_table(plan.archive.slice(0, 0), os.path.join(path, "zz-empty.parquet"))
+    parts = read_archive_parts(path)
+    assert len(parts) == 4
+    for p in parts:
+        rows = pq.ParquetFile(p.path).metadata.num_rows
+        assert p.num_rows == rows and p.data_bytes is not None and (rows == 0 or p.data_bytes > 0)
+        assert p.seq_stats() == seq_stats(p.path) and last_seq(p) == last_seq(p.path)
+        bare = ArchivePart(p.path, "parquet")
+        assert bare.seq_stats() == seq_stats(p.path) and last_seq(bare) == last_seq(p.path)
+    ends = [last_seq(p) for p in parts if p.num_rows]        # listed in seq order
+    assert len(ends) == 3 and ends == sorted(ends)
 
 
 def test_big_table_archive():

@@ -26,11 +26,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..changes.decoder import FEED_ROWS, ChangeDecoder
 from ..changes.parallel import decode_changes
-from ..archive import archive_catalog, inside_dir, read_archive_parts, same_file, seq_stats
+from ..archive import archive_catalog, inside_dir, read_archive_parts, same_file
 from ..changes.checkpoint import Checkpoint
 from ..errors import first_line
 from ..runs import IncrementalRun, replace_durably
@@ -143,13 +142,13 @@ def refuse_inside(source, target) -> None:
                          "read as part of the archive; mirror into a directory outside it")
 
 
-def _seq_range(path) -> tuple | None:
-    """(smallest, largest) ``seq`` of a Parquet archive file, from its statistics; ()
-    for a file of no rows; None: not known."""
+def _seq_range(part) -> tuple | None:
+    """(smallest, largest) ``seq`` of a Parquet archive file, from its statistics (its
+    footer as listed); () for a file of no rows; None: not known."""
     try:
-        if pq.ParquetFile(path).metadata.num_rows == 0:
+        if part.num_rows == 0:
             return ()
-        stats = seq_stats(path)
+        stats = part.seq_stats()
     except (OSError, pa.ArrowException):
         return None
     if not stats or None in stats:
@@ -161,7 +160,7 @@ def _archive_of(source, parts) -> tuple[dict, list]:
     """What the checkpoint says of the archive it was made over: its path, each file's
     size, and the largest ``seq`` in it (files of no rows hold none); and each file's
     :func:`_seq_range`, in the order of ``parts``."""
-    spans = [_seq_range(p.path) for p in parts]
+    spans = [_seq_range(p) for p in parts]
     ends = [span[1] for span in spans if span]
     root = os.path.realpath(os.fspath(source))
     in_dir = os.path.isdir(root)
