@@ -256,6 +256,29 @@ def relations_named(triples, patterns=None) -> dict:
     return {k: frozenset(v) for k, v in sorted(out.items())}
 
 
+def _codes(values) -> tuple[np.ndarray, pa.Array]:
+    """(each value's index into the distinct values, the distinct values in the order
+    first met), null one of them: one hash pass (Arrow's dictionary_encode)."""
+    enc = pc.dictionary_encode(one_array(values), null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
+
+
+def _triples(changes: pa.Table):
+    """(the distinct (relation_id, schema, table) of the rows, each row's index into
+    them), by hash passes over the columns: not a Python tuple a row, and not Arrow's
+    group_by, whose module loads pyarrow.dataset on its first call in a process."""
+    r, rd = _codes(changes.column("relation_id"))
+    s, sd = _codes(changes.column("schema"))
+    t, td = _codes(changes.column("table"))
+    st, std = _codes(pa.array(s * len(td) + t))     # (codes of codes: each below the rows)
+    row, kd = _codes(pa.array(r * len(std) + st))
+    k = kd.to_numpy()
+    pair = std.to_numpy()[k % len(std)]
+    triples = zip(rd.take(pa.array(k // len(std))).to_pylist(), sd.take(pa.array(pair // len(td))).to_pylist(),
+                  td.take(pa.array(pair % len(td))).to_pylist(), strict=True)
+    return list(triples), row
+
+
 def split_tables(changes: pa.Table, patterns=None) -> dict:
     """{qualified table name: its group of change rows} (:func:`relations_named`), in
     the rows' order. The rows are copied once, in group order (one stable sort of a
@@ -264,12 +287,8 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
     if not len(changes):
         return {}
     n = len(changes)
-    three = pa.table({"r": changes.column("relation_id"), "s": changes.column("schema"),
-                      "t": changes.column("table"), "i": pa.array(np.arange(n, dtype=np.int64))})
-    # each distinct (relation_id, schema, table) with its rows, not a Python tuple a row
-    distinct = three.group_by(["r", "s", "t"], use_threads=False).aggregate([("i", "list")])
-    rels, schemas, tables = (distinct.column(c).to_pylist() for c in ("r", "s", "t"))
-    groups = relations_named(zip(rels, schemas, tables, strict=True), patterns)
+    triples, row = _triples(changes)
+    groups = relations_named(triples, patterns)
     if not groups:
         return {}
     number = {name: k for k, name in enumerate(groups)}
@@ -283,13 +302,9 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
     # (under any name); rows with no relation id to their own name's group
     of = [holders.get(r, ()) if r is not None else
           ([number[qualified_name(s, t)]] if t is not None and qualified_name(s, t) in number else [])
-          for r, s, t in zip(rels, schemas, tables, strict=True)]
-    lists = distinct.column("i_list")
-    rows = lists.combine_chunks().flatten().to_numpy()
-    counts = pc.list_value_length(lists).to_numpy()
-    key = np.full(n, -1, np.int64)      # the group a row is sliced into (-1: none)
-    key[rows] = np.repeat(np.array([ks[0] if len(ks) == 1 and ks[0] not in shared else -1 for ks in of],
-                                   np.int64), counts)
+          for r, s, t in triples]
+    # the group each row is sliced into (-1: none, or a group taking its own rows)
+    key = np.array([ks[0] if len(ks) == 1 and ks[0] not in shared else -1 for ks in of], np.int64)[row]
     out, names = {}, list(groups)
     held = np.flatnonzero(key >= 0)
     if len(held):
@@ -303,14 +318,7 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
             at = np.append(bounds[held], bounds[held[-1] + 1])
             for k, part in zip(held.tolist(), split_at(take_table(changes, order), at), strict=True):
                 out[names[k]] = part
-    if shared:
-        starts = np.concatenate([[0], np.cumsum(counts)])
-        parts: dict = {}
-        for j, ks in enumerate(of):
-            for k in ks:
-                if k in shared:
-                    parts.setdefault(k, []).append(rows[starts[j]:starts[j + 1]])
-        for k, p in parts.items():
-            at = np.sort(np.concatenate(p))
-            out[names[k]] = take_table(changes, at) if len(at) != n else changes
+    for k in sorted(shared):
+        at = np.flatnonzero(np.isin(row, [j for j, ks in enumerate(of) if k in ks]))
+        out[names[k]] = take_table(changes, at) if len(at) != n else changes
     return {name: out[name] for name in groups if name in out}

@@ -281,3 +281,25 @@ def test_an_archive_of_small_files_is_decoded_in_joined_feeds(tmp_path):
     runs = said(mirror, many, tmp_path / "from_many")
     assert said(mirror, one, tmp_path / "from_one") == runs and len(runs[0]) > 3
     same_copies(copies(tmp_path / "from_many"), copies(tmp_path / "from_one"))
+
+
+def test_a_mirror_run_loads_no_pyarrow_dataset(tmp_path):
+    """A run in a fresh process reads its archive files and splits their rows without
+    pyarrow.dataset (pq.read_table and Arrow's group_by load it and what it loads, tens
+    of milliseconds a process)."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+    src = tmp_path / "archive"
+    src.mkdir()
+    arc = archive("16.14", "v3_2pc_binary_streaming")
+    pq.write_table(arc.slice(0, 300), src / "a.parquet")
+    pq.write_table(arc.slice(300), src / "b.parquet")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import sys, warnings; warnings.simplefilter('ignore'); import pgoutput_codec; "
+            f"runs = pgoutput_codec.mirror({str(src)!r}, {str(tmp_path / 'lake')!r}); "
+            "print(len(runs), sorted(m for m in sys.modules if m.startswith(('pyarrow.dataset', 'pyarrow.acero'))))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=root), capture_output=True,
+                         text=True, check=True).stdout.split(maxsplit=1)
+    assert int(out[0]) > 3 and out[1].strip() == "[]"
