@@ -5,15 +5,18 @@ rows (int8 key, int4, text, numeric(12,2), timestamptz) inserted, then 10% of th
 updated and 5% deleted, spread over N tables (N = ``--tables``, default 10, 100, 1,000),
 and the one-table archive: the very same changes in one table (the same at every N).
 Each written as a Parquet archive directory. One run measures, each the best of
-``--repeat`` runs into a fresh target (one process: its three figures in turns):
+``--repeat`` runs into a fresh target (one process: its four figures in turns):
 
 one process
   ``pgoutput_codec.mirror(archive dir, target)``, and ``mirror`` of its change rows decoded
   beforehand (the tables' own cost: split, net changes, writes), against its floor: ``deltalake.write_deltalake``
   of the same final tables (each table's rows after the last commit, built by the
-  generator, no decoding) into fresh directories, one after the other. Then the same
-  mirror of the archive and the same floor each as a fresh process, timed whole (what a
-  user's job pays: start-up, imports and an allocator that has not yet grown).
+  generator, no decoding) into fresh directories, one after the other; and against the
+  same work with ours taken out (read+w): the archive's files read by pyarrow as the
+  mirror reads them, then the floor's writes. Then the same mirror of the archive and the
+  same floors each as a fresh process, timed whole (what a user's job pays: start-up,
+  imports and an allocator that has not yet grown; the package's bytecode compiled, as
+  an installed wheel has it).
 
 Spark ``local[2]``
   ``spark.decode_changes`` + ``spark.mirror`` (the whole run a user makes), N tables against
@@ -112,6 +115,7 @@ class _NetOnly:
 # ---------------------------------------------------------------- one process
 
 def one_process(case: dict, work: Path, repeat: int) -> dict:
+    import pyarrow.parquet as pq
     from deltalake import write_deltalake
 
     from pgoutput_codec import mirror
@@ -130,7 +134,10 @@ def one_process(case: dict, work: Path, repeat: int) -> dict:
         for name, rows in case["committed"].items():
             write_deltalake(str(root / name), rows)
 
-    import pyarrow.parquet as pq
+    def read_floor():      # the same work with ours taken out: the archive read, the tables written
+        for f in _archive_files(case["path"]):
+            pq.ParquetFile(f).read()
+        floor()
 
     from pgoutput_codec import decode_changes
     changes = decode_changes(pq.read_table(case["path"]))
@@ -141,12 +148,13 @@ def one_process(case: dict, work: Path, repeat: int) -> dict:
             runs = mirror(changes, fresh())
         assert len(runs) == case["tables"], runs[:3]
 
-    # in turns (mirror, from rows, floor, again): a change of the machine's load between
-    # them weighs on each alike, and each figure is its best turn
-    turns = [(best(run, 1, warmup=False), best(from_rows, 1, warmup=False), best(floor, 1, warmup=False))
-             for _ in range(repeat)]
-    m, r, f = (min(t[k] for t in turns) for k in range(3))
-    out = {"mirror_s": m, "rows_s": r, "floor_s": f, "ratio": m / f, "rows_ratio": r / f}
+    # in turns (mirror, from rows, floor, read floor, again): a change of the machine's load
+    # between them weighs on each alike, and each figure is its best turn
+    turns = [(best(run, 1, warmup=False), best(from_rows, 1, warmup=False), best(floor, 1, warmup=False),
+              best(read_floor, 1, warmup=False)) for _ in range(repeat)]
+    m, r, f, rf = (min(t[k] for t in turns) for k in range(4))
+    out = {"mirror_s": m, "rows_s": r, "floor_s": f, "ratio": m / f, "rows_ratio": r / f,
+           "read_floor_s": rf, "read_ratio": m / rf}
     out.update(fresh_processes(case, work, repeat))
     return out
 
@@ -158,6 +166,11 @@ _MIRROR_JOB = "import sys, warnings; warnings.simplefilter('ignore'); import pgo
 _FLOOR_JOB = "import os, sys, pyarrow as pa; from deltalake import write_deltalake\n" \
              "for f in sorted(os.listdir(sys.argv[1])):\n" \
              "    write_deltalake(os.path.join(sys.argv[2], f[:-6]), pa.ipc.open_file(os.path.join(sys.argv[1], f)).read_all())"
+#: the same work with ours taken out, in a process of its own: the archive files read as
+#: the mirror reads them, then the floor's writes
+_READ_FLOOR_JOB = "import os, sys, pyarrow.parquet as pq\n" \
+                  "for f in sorted(os.listdir(sys.argv[3])):\n" \
+                  "    pq.ParquetFile(os.path.join(sys.argv[3], f)).read()\n" + _FLOOR_JOB
 
 
 def fresh_processes(case: dict, work: Path, repeat: int) -> dict:
@@ -173,7 +186,13 @@ def fresh_processes(case: dict, work: Path, repeat: int) -> dict:
             with pa.OSFile(str(tables / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
                 w.write_table(rows)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # the package's bytecode compiled, as an installed wheel has it (deltalake's and
+    # pyarrow's are): a checkout under PYTHONDONTWRITEBYTECODE=1 compiles every module
+    # at each start
+    import compileall
+    compileall.compile_dir(str(ROOT / "pgoutput_codec"), quiet=1)
     mirrors, floors = _Fresh(work, f"fresh-{case['label']}"), _Fresh(work, f"fresh-floor-{case['label']}")
+    read_floors = _Fresh(work, f"fresh-read-floor-{case['label']}")
 
     def timed(code, *args):
         t0 = time.perf_counter()
@@ -185,9 +204,19 @@ def fresh_processes(case: dict, work: Path, repeat: int) -> dict:
         root.mkdir()
         return timed(_FLOOR_JOB, tables, root)
 
-    turns = [(timed(_MIRROR_JOB, case["path"], mirrors()), floor_run()) for _ in range(repeat)]
-    m, f = (min(t[k] for t in turns) for k in range(2))
-    return {"fresh_mirror_s": m, "fresh_floor_s": f, "fresh_ratio": m / f}
+    def read_floor_run():
+        root = read_floors()
+        root.mkdir()
+        return timed(_READ_FLOOR_JOB, tables, root, case["path"])
+
+    turns = [(timed(_MIRROR_JOB, case["path"], mirrors()), floor_run(), read_floor_run()) for _ in range(repeat)]
+    m, f, rf = (min(t[k] for t in turns) for k in range(3))
+    return {"fresh_mirror_s": m, "fresh_floor_s": f, "fresh_ratio": m / f, "fresh_read_floor_s": rf,
+            "fresh_read_ratio": m / rf}
+
+
+def _archive_files(path) -> list:
+    return sorted(str(p) for p in Path(path).glob("*.parquet"))
 
 
 # ---------------------------------------------------------------- Spark
@@ -340,14 +369,16 @@ def _print(res: dict) -> None:
     one = cases[ONE]
     print(f"\n{res['rows']:,} rows inserted, 10% updated, 5% deleted; load {res['machine']['load_before'][0]:.1f} → "
           f"{res['machine']['load_after'][0]:.1f}")
-    print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'rows s':>7} {'floor s':>8} {'×floor':>7} {'rows ×':>7} |"
-          f" {'fresh s':>7} {'floor s':>7} {'×floor':>7} |"
+    print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'rows s':>7} {'floor s':>8} {'×floor':>7} {'rows ×':>7}"
+          f" {'read+w s':>8} {'×':>5} | {'fresh s':>7} {'floor s':>7} {'×floor':>7} {'read+w s':>8} {'×':>5} |"
           f" {'spark s':>8} {'×one':>6} {'pass s':>7} {'nowrite s':>9} {'writes s':>8} {'×writes':>8}")
     for label, c in cases.items():
         p = c["one_process"]
         line = f"{c['tables'] if label != ONE else '1 (one)':>7} {c['change_rows']:>8,} | {p['mirror_s']:8.2f} " \
-               f"{p['rows_s']:7.2f} {p['floor_s']:8.2f} {p['ratio']:7.2f} {p['rows_ratio']:7.2f} |" \
-               f" {p['fresh_mirror_s']:7.2f} {p['fresh_floor_s']:7.2f} {p['fresh_ratio']:7.2f} |"
+               f"{p['rows_s']:7.2f} {p['floor_s']:8.2f} {p['ratio']:7.2f} {p['rows_ratio']:7.2f}" \
+               f" {p['read_floor_s']:8.2f} {p['read_ratio']:5.2f} |" \
+               f" {p['fresh_mirror_s']:7.2f} {p['fresh_floor_s']:7.2f} {p['fresh_ratio']:7.2f}" \
+               f" {p['fresh_read_floor_s']:8.2f} {p['fresh_read_ratio']:5.2f} |"
         s = c.get("spark")
         if s:
             line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['pass_s']:7.2f} " \
