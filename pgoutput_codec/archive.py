@@ -140,14 +140,14 @@ class ArchivePart:
         #: the ``data`` column's bytes as its footer gives them (uncompressed; None: not known)
         self.data_bytes = data_bytes
         self._seq_stats = None
+        #: the file's type catalog JSON (:data:`CATALOG_KEY`): None not read yet, b"" none
+        self.catalog_json = None
 
     def seq_stats(self) -> list:
         """:func:`seq_stats` of the file, its footer read once ([] for a CSV export)."""
         if self._seq_stats is None:
             self._seq_stats = seq_stats(self.path) if self.kind == "parquet" else []
         return self._seq_stats
-        #: the file's type catalog JSON (:data:`CATALOG_KEY`): None not read yet, b"" none
-        self.catalog_json = None
 
     def read(self, payload="data"):
         """pa.Table with ``data`` (binary), and ``seq``/``lsn``/``xid`` when the file has
@@ -356,9 +356,15 @@ def parquet_part(path) -> ArchivePart:
         check_seq(path, schema.field("seq").type)
     if "data" not in schema.names:
         raise ArchiveError(f"{path}: not a pgoutput archive (no 'data' column; columns: {', '.join(schema.names)})")
-    i = md.schema.names.index("data")
-    part = ArchivePart(path, "parquet", meta, md.num_rows,
-                       sum(md.row_group(g).column(i).total_uncompressed_size for g in range(md.num_row_groups)))
+    # the leaf column whose path is "data" (a nested column of that name has none: its
+    # size is not known here, and reading it refuses it)
+    i = next((j for j in range(md.num_columns) if md.schema.column(j).path == "data"), None)
+    try:
+        size = None if i is None else \
+            sum(md.row_group(g).column(i).total_uncompressed_size for g in range(md.num_row_groups))
+    except (pa.ArrowException, OSError) as e:
+        raise ArchiveError(f"{path}: corrupt or unreadable Parquet file ({first_line(e)})") from None
+    part = ArchivePart(path, "parquet", meta, md.num_rows, size)
     part._seq_stats = _seq_stats_of(md)
     part.catalog_json = schema.metadata.get(CATALOG_KEY, b"") if schema.metadata else b""
     return part

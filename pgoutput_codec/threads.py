@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["worker_count", "payload_bytes", "piece_bounds", "run_pieces", "prefetch", "PIECE_BYTES",
+__all__ = ["worker_count", "usable_cores", "payload_bytes", "piece_bounds", "run_pieces", "prefetch", "PIECE_BYTES",
            "MIN_PIECE_ROWS", "HELD_PIECE_BYTES", "WORKER_MIN_BYTES", "PIECES_WORKER_MIN_BYTES"]
 
 #: a piece holds at most this many payload bytes: what one worker has in flight (its
@@ -68,7 +68,7 @@ PIECES_WORKER_MIN_BYTES = _env_mb("PGOUTPUT_CODEC_PIECES_WORKER_MIN_MB", PIECES_
 _local = threading.local()
 
 
-def _cores() -> int:
+def usable_cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:      # (not on Linux)
@@ -82,7 +82,7 @@ def worker_count(workers, payload: int | None = None, *, joined: bool = True) ->
     the caller keeps the pieces' outputs apart), so that the default is never slower
     than one worker. ``payload`` None: not known yet, every core."""
     if workers is None:
-        cores = _cores()
+        cores = usable_cores()
         if payload is None:
             return cores
         per_worker = WORKER_MIN_BYTES if joined else PIECES_WORKER_MIN_BYTES

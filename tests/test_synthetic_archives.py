@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from pgoutput_codec import decode_changes, decode_message, encode_message
-from pgoutput_codec.archive import ArchivePart, last_seq, read_archive_parts, seq_stats
+from pgoutput_codec.archive import ArchiveError, ArchivePart, archive_catalog, last_seq, read_archive_parts, seq_stats
 from pgoutput_codec.tables import snapshot
 from pgoutput_codec.testing.archives import SCHEMA, big_table_archive, many_tables, write_archive
 
@@ -83,14 +84,12 @@ def test_written_archive_reads_back(tmp_path):
         assert snapshot(changes, name).sort_by("id").equals(rows)
 
 
-
 def test_listed_files_carry_their_footer_facts(tmp_path):
     """A listed archive file holds what its footer says, read once: its rows, its seq
     statistics (as seq_stats and last_seq read them from the file) and the data column's
     bytes, for files with rows and without; a part made by hand reads them when asked."""
     import os
 
-    import pyarrow.parquet as pq
     plan = many_tables(3, 500, seed=4)
     path = write_archive(plan.archive, tmp_path / "arc", files=3)
     pq.write_table(plan.archive.slice(0, 0), os.path.join(path, "zz-empty.parquet"))
@@ -102,8 +101,20 @@ def test_listed_files_carry_their_footer_facts(tmp_path):
         assert p.seq_stats() == seq_stats(p.path) and last_seq(p) == last_seq(p.path)
         bare = ArchivePart(p.path, "parquet")
         assert bare.seq_stats() == seq_stats(p.path) and last_seq(bare) == last_seq(p.path)
+        assert archive_catalog([bare]) == archive_catalog([p])          # its catalog read on asking
     ends = [last_seq(p) for p in parts if p.num_rows]        # listed in seq order
     assert len(ends) == 3 and ends == sorted(ends)
+
+
+def test_a_nested_data_column_is_refused_as_an_archive_error(tmp_path):
+    """A file whose 'data' column is not a leaf (a struct of that name) is listed with its
+    size unknown, and reading it says which column is wrong: no bare lookup error."""
+    pq.write_table(pa.table({"data": pa.array([{"x": b"a"}]), "seq": pa.array([1], pa.int64())}),
+                   tmp_path / "a.parquet")
+    parts = read_archive_parts(str(tmp_path))
+    assert [p.data_bytes for p in parts] == [None]
+    with pytest.raises(ArchiveError, match="payload column 'data' is struct"):
+        parts[0].read()
 
 
 def test_big_table_archive():

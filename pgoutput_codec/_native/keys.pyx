@@ -3,9 +3,9 @@
 given places, equal bytes equal codes, by one pass over a hash table.
 
 A table's net changes group its rows by key. Arrow's way (a ``take`` of the key
-values, ``dictionary_encode``, a copy out) is three calls a table; a mirror of many
-small tables calls it once per table, and the calls' fixed cost was most of it. This
-reads the values in place.
+values, ``dictionary_encode``, a copy out) is three calls a table whose fixed cost is
+most of a small table's, and a mirror of many small tables pays it once per table.
+This reads the values in place, in one call.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -96,7 +96,7 @@ def key_codes(data, at):
                         break
                     if not null and not rnull:
                         ra, rb = offs[idx[r]], offs[idx[r] + 1]
-                        if rb - ra == b - a and memcmp(values + ra, values + a, b - a) == 0:
+                        if rb - ra == b - a and (b == a or memcmp(values + ra, values + a, b - a) == 0):
                             code[i] = code[r]
                             break
                 p = (p + 1) & (cap - 1)

@@ -51,7 +51,7 @@ from ..typecatalog.catalog import CATALOG_KEY, catalog_of
 from .chunks import plain_walk
 from .walk import TransactionWalk, Txn
 
-__all__ = ["ChangeDecoder", "LightChangeDecoder"]
+__all__ = ["ChangeDecoder", "LightChangeDecoder", "take_rising"]
 
 _CHANGE_TAGS = np.zeros(256, dtype=bool)
 _CHANGE_TAGS[np.frombuffer(CHANGE_TAGS.encode(), np.uint8)] = True
@@ -80,7 +80,7 @@ for _t in b"BCRYMkO":
     _PLAIN_CTRL[_t] = True
 
 
-def _rows_at(table: pa.Table, idx: np.ndarray) -> pa.Table:
+def take_rising(table: pa.Table, idx: np.ndarray) -> pa.Table:
     """Rows ``idx`` (rising) of ``table``: a slice when they are one run of rows."""
     if len(idx) and idx[-1] - idx[0] + 1 == len(idx):
         return table.slice(int(idx[0]), len(idx))
@@ -496,7 +496,7 @@ class ChangeDecoder:
             mine = cur if lo == 0 and hi == n_commits else cur[(row_rank[cur] >= lo) & (row_rank[cur] < hi)]
             # the common case, every row committed here, or all but those of a transaction
             # open at the end (one run of rows): no copy
-            here = table if len(mine) == len(table) else _rows_at(table, mine)
+            here = table if len(mine) == len(table) else take_rising(table, mine)
             if lo in spilled:
                 given = 0
                 for p in txns[lo].pending:

@@ -243,8 +243,10 @@ def _archive_run(source, target, tables, registry, options):
         resume = record["checkpoint"]
     run = IncrementalRun(source, resume, parts=parts)
     if options.get("workers") is not None:
-        # up to ``workers`` threads, as many as a file's payload pays for (as with None):
-        # each file is one feed, and a small one decodes faster on one thread
+        # up to ``workers`` threads, as many as the largest file's payload pays for (as
+        # with None: a small payload decodes faster on one thread). A feed is one file, or
+        # small files joined up to FEED_ROWS rows, whose payload passes the largest file's
+        # only where their messages are large (16 KB each on average for 1 GiB)
         options = {**options, "workers": min(options["workers"], max(
             worker_count(None, p.data_bytes) for p in parts))}
     with ChangeDecoder(registry=registry, resume=resume, **options) as dec:
@@ -319,7 +321,7 @@ def _mirror(source, target, tables, registry, missing, app_id, file_size, option
     paths = {name: table_path(target, name) for name in names}
     copies = {name: _own_copy(target, name, app_id, paths[name]) for name in names}   # every copy checked first
     none = changes.schema.empty_table()
-    del changes                 # (each group is let go once its batch is made)
+    del changes                 # (the groups are slices of one copy of the rows, held until the last table)
     with _Writers(min(_writers_for(workers), max(1, len(names)))) as writers:
         for name in names:
             # each table's net changes and write on the threads; its warning, that the
@@ -378,12 +380,14 @@ class _Writers:
         if self.pool is None:
             self.done.append(fn(*args))
             return
-        # (only the calls not yet seen ended are looked at: a run of many tables
-        # submits one call a table, and looking at every call made it quadratic)
-        failed = next((f for f in self.pending if f.done() and f.exception() is not None), None)
+        # only the calls not yet seen ended are looked at (a run submits one a table: a
+        # look at every call made would grow with the square of the tables); each ended
+        # call is looked at once, so one that ends between two looks is not passed over
+        ended = [f for f in self.pending if f.done()]
+        failed = next((f for f in ended if f.exception() is not None), None)
         if failed is not None:
             raise failed.exception()
-        self.pending = [f for f in self.pending if not f.done()]
+        self.pending = [f for f in self.pending if not any(f is e for e in ended)]
         if len(self.pending) >= 2 * self.workers:     # the batches held waiting stay few
             self.pending[0].result()
         self.done.append(self.pool.submit(fn, *args))
@@ -586,8 +590,10 @@ def _named_apart(net: pa.Table, column_lists: list, held) -> tuple:
     taken = set(ren.values())
     ctl = _Ctl(*(free_name(c, taken) for c in _CONTROL))
     renamed = any(a != b for a, b in ren.items())
-    if not renamed and ctl == _CONTROL:     # every name as it is: the batch as it is
-        return net, ctl, column_lists
+    if not renamed and ctl == _CONTROL:     # every name as it is: the batch's columns as they are
+        # (its fields' nullability and metadata are not the copy's: a batch read back
+        # from Parquet may hold required fields, and a copy's columns are nullable)
+        return pa.Table.from_arrays(net.columns, names=net.column_names), ctl, column_lists
     controls = _controls(net)
     if renamed:
         unchanged = controls[1].combine_chunks()
@@ -718,7 +724,8 @@ def _largest(col: pa.ChunkedArray):
     """The largest value of an integer or timestamp column, as an int (a timestamp's in
     its unit since the epoch; None: it holds none): NumPy's over one chunk of no null,
     Arrow's otherwise (whose call costs more per table)."""
-    if col.num_chunks == 1 and not col.null_count and len(col):
+    if col.num_chunks == 1 and not col.null_count and len(col) and \
+            (pa.types.is_integer(col.type) or pa.types.is_timestamp(col.type)):    # (Spark's LSNs are decimals)
         arr = col.chunk(0).to_numpy()
         return int((arr.view(np.int64) if arr.dtype.kind == "M" else arr).max())
     m = _MAX.call([col])

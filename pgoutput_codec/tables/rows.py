@@ -52,7 +52,8 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
     ``xid`` passes as given: openGauss's are 64-bit (``OPENGAUSS_CHANGE_SCHEMA``) and
     the table functions only carry it. So do other columns (``commit_rank``,
     PERMISSIVE's ``error``), and ``columns`` as a list or a list view."""
-    if any(changes.schema.equals(s) for s in _AS_GIVEN):     # (a table a time: the check is the cost)
+    # (a copy of the deque: a mirror's threads may add to it meanwhile)
+    if any(changes.schema.equals(s) for s in tuple(_AS_GIVEN)):
         return changes
     want = {f.name: f.type for f in CHANGE_SCHEMA if f.name != "xid"}
     if "columns" in changes.column_names and not changes.schema.field("columns").type.equals(want["columns"]):
@@ -63,7 +64,7 @@ def as_change_rows(changes: pa.Table) -> pa.Table:
         want["columns"] = CHANGE_COLUMN_LISTS
     fields = [pa.field(f.name, want.get(f.name, f.type)) for f in changes.schema]
     if all(f.type.equals(changes.schema.field(i).type) for i, f in enumerate(fields)):
-        _AS_GIVEN.append(changes.schema)
+        _AS_GIVEN.append(changes.schema)     # (called a table at a time, this check is most of the call)
         return changes
     try:
         return changes.cast(pa.schema(fields, metadata=changes.schema.metadata))   # (an archive's type catalog)

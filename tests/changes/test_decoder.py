@@ -316,13 +316,13 @@ def test_committed_rows_of_a_cut_chunk_are_given_as_they_are(version, option_set
     arch = archive(version, option_set)
     whole = decode_changes(arch)
     runs = []
-    real = C._rows_at
+    real = C.take_rising
 
     def seen(table, idx):
         if len(idx):
             runs.append(bool(idx[-1] - idx[0] + 1 == len(idx)))
         return real(table, idx)
-    monkeypatch.setattr(C, "_rows_at", seen)
+    monkeypatch.setattr(C, "take_rising", seen)
     dec = ChangeDecoder()
     got = pa.concat_tables([dec.feed(arch.slice(a, chunk)) for a in range(0, len(arch), chunk)])
     assert got.equals(whole)

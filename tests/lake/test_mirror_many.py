@@ -193,11 +193,13 @@ def _net(data: dict, ops: list, truncated: bool, chunks: int) -> pa.Table:
 @pytest.mark.parametrize("truncated", [False, True])
 @pytest.mark.parametrize("chunks", [1, 2])
 @pytest.mark.parametrize("deletes", [False, True])
-@pytest.mark.parametrize("typed", ["delta", "converted"])
+@pytest.mark.parametrize("typed", ["delta", "converted", "spark"])
 def test_a_copy_created_holds_the_batch_upserts_in_delta_types(typed, deletes, chunks, truncated, tmp_path):
     """A copy created from a batch holds its upserts alone (a delete finds no row), in
     Delta's types: columns in Delta's types already, or converted (uint32 to int64, time
-    to µs), in one chunk or several, after a truncate row or not; the run counts the
+    to µs), or as a batch of Spark's holds them (commit LSNs as decimal(20,0), fields
+    required and with metadata, as read back from Parquet: the copy's columns are
+    nullable), in one chunk or several, after a truncate row or not; the run counts the
     upserts and deletes."""
     import datetime as dt
     from pgoutput_codec.lake import apply_batch
@@ -214,7 +216,12 @@ def test_a_copy_created_holds_the_batch_upserts_in_delta_types(typed, deletes, c
         for r, i in zip(want, up, strict=True):
             r.update(u=2**32 - 1 - i, at=(3600 + 120 + i) * 1_000_000)
         types.update(u=pa.int64(), at=pa.int64())
-    run = apply_batch(tmp_path / "lake", "public.t", _net(data, ops, truncated, chunks), [])
+    net = _net(data, ops, truncated, chunks)
+    if typed == "spark":
+        net = net.cast(pa.schema([f.with_type(pa.decimal128(20, 0)) if f.name == "__COMMIT_LSN" else
+                                  f.with_nullable(f.name != "id" or truncated).with_metadata({b"from": b"parquet"})
+                                  if f.name in data else f for f in net.schema]))
+    run = apply_batch(tmp_path / "lake", "public.t", net, [])
     assert run == ("public.t", 0, 140, len(up), len(ops) - len(up), truncated)
     back = read_copy(table_path(tmp_path / "lake", "public.t"))
     assert back.schema == pa.schema(types)
@@ -223,9 +230,10 @@ def test_a_copy_created_holds_the_batch_upserts_in_delta_types(typed, deletes, c
 
 @pytest.mark.parametrize("min_bytes,threads", [(None, 1), (1, 2)])
 def test_an_archive_decodes_on_the_threads_its_files_pay_for(min_bytes, threads, tmp_path, monkeypatch):
-    """workers=2 over an archive directory: each file decodes on up to two threads, as
-    many as its payload pays for (``threads.WORKER_MIN_BYTES``, as the decoder sizes
-    workers=None): a small file on one. The copies are those of workers=1."""
+    """workers=2 over an archive directory: its feeds (here the two small files joined)
+    decode on up to two threads, as many as the largest file's payload pays for
+    (``threads.WORKER_MIN_BYTES``, as the decoder sizes workers=None): a small one on
+    one. The copies are those of workers=1."""
     import importlib
 
     import pyarrow.parquet as pq
@@ -234,7 +242,7 @@ def test_an_archive_decodes_on_the_threads_its_files_pay_for(min_bytes, threads,
     lm = importlib.import_module("pgoutput_codec.lake.mirror")
     if min_bytes is not None:
         monkeypatch.setattr(T, "WORKER_MIN_BYTES", min_bytes)
-    monkeypatch.setattr(T, "_cores", lambda: 2)
+    monkeypatch.setattr(T, "usable_cores", lambda: 2)
     used = []
 
     class Seen(lm.ChangeDecoder):
