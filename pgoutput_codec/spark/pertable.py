@@ -305,7 +305,8 @@ class PerTable:
         t = from_python(t, name)
         for c in self.shifted:
             t = t.set_column(t.column_names.index(c), c, flip(one_array(t.column(c))))
-        t = t.filter(pc.is_valid(t.column("seq")))     # a name's stand-in row (table_groups' extra)
+        if t.column("seq").null_count:      # a name's stand-in row (table_groups' extra)
+            t = t.filter(pc.is_valid(t.column("seq")))
         for out in self.body(name, as_change_rows(t)):
             for batch in (out.to_batches() if isinstance(out, pa.Table) else [out]):
                 yield pa.RecordBatch.from_arrays([batch.column(j).cast(target.field(j).type)
