@@ -96,15 +96,12 @@ def test_tables_rebuilt_from_runs_read_back_in_any_order(version, option_set):
                 assert _in_order(a) == _in_order(b), (name, f.__name__)
 
 
-def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
-    """Transactions that commit while a streamed one (and a prepared one) stay open are
-    read again by the next run, from the streamed one's first chunk, and not given twice;
-    a Relation sent before the checkpoint names the rows after it."""
-    import numpy as np
-
+def _held_open() -> list:
+    """Messages of a run whose end a streamed transaction (xid 100) and a prepared one
+    (gid "g") hold open, between committed ones (LSNs 10 and 30)."""
     rel = Relation(relation_id=REL.relation_id, namespace="public", relation_name="t",
                    replica_identity="d", columns=REL.columns)
-    msgs = [Begin(final_lsn=10, commit_ts=0, xid=1), rel, Insert(relation_id=16400, new_tuple=row(1, "a")),
+    return [Begin(final_lsn=10, commit_ts=0, xid=1), rel, Insert(relation_id=16400, new_tuple=row(1, "a")),
             Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
             StreamStart(xid=100, first_segment=True), Insert(xid=100, relation_id=16400, new_tuple=row(2, "s")),
             StreamStop(),
@@ -113,6 +110,15 @@ def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
             Prepare(prepare_lsn=20, end_lsn=21, prepare_ts=1, xid=7, gid="g"),
             Begin(final_lsn=30, commit_ts=0, xid=2), Insert(relation_id=16400, new_tuple=row(4, "b")),
             Commit(commit_lsn=30, end_lsn=31, commit_ts=0)]
+
+
+def test_a_checkpoint_held_by_a_streamed_and_a_prepared_transaction():
+    """Transactions that commit while a streamed one (and a prepared one) stay open are
+    read again by the next run, from the streamed one's first chunk, and not given twice;
+    a Relation sent before the checkpoint names the rows after it."""
+    import numpy as np
+
+    msgs = _held_open()
     later = [StreamStart(xid=100, first_segment=False), Insert(xid=100, relation_id=16400, new_tuple=row(5, "s")),
              StreamStop(), StreamCommit(xid=100, flags=0, commit_lsn=40, end_lsn=41, commit_ts=1),
              Begin(final_lsn=50, commit_ts=0, xid=3), Insert(relation_id=16400, new_tuple=row(6, "c")),
@@ -181,17 +187,7 @@ def test_a_checkpoint_json_holds_its_fields_and_reads_back_equal():
 
     from pgoutput_codec.changes import ControlPlan, control_candidates
     from pgoutput_codec.changes.checkpoint import Checkpoint
-    rel = Relation(relation_id=REL.relation_id, namespace="public", relation_name="t",
-                   replica_identity="d", columns=REL.columns)
-    msgs = [Begin(final_lsn=10, commit_ts=0, xid=1), rel, Insert(relation_id=16400, new_tuple=row(1, "a")),
-            Commit(commit_lsn=10, end_lsn=11, commit_ts=0),
-            StreamStart(xid=100, first_segment=True), Insert(xid=100, relation_id=16400, new_tuple=row(2, "s")),
-            StreamStop(),
-            BeginPrepare(prepare_lsn=20, end_lsn=21, prepare_ts=1, xid=7, gid="g"),
-            Insert(relation_id=16400, new_tuple=row(3, "p")),
-            Prepare(prepare_lsn=20, end_lsn=21, prepare_ts=1, xid=7, gid="g"),
-            Begin(final_lsn=30, commit_ts=0, xid=2), Insert(relation_id=16400, new_tuple=row(4, "b")),
-            Commit(commit_lsn=30, end_lsn=31, commit_ts=0)]
+    msgs = _held_open()
     values = pa.array(enc(msgs), pa.binary())
     keys = np.arange(len(values), dtype=np.int64) + 1000
     m = control_candidates(values)
