@@ -162,7 +162,8 @@ def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     fp = changes.column("relation_version")
     sch, tbl, rel = changes.column("schema"), changes.column("table"), changes.column("relation_id")
     first = {}        # fingerprint -> (its relation, named so), from its first change
-    for u, i in _first_rows(fp):
+    _, values, at = _fingerprint_ids(fp)
+    for u, i in zip(values, at.tolist(), strict=True):
         s_i, t_i, r_i = sch[i].as_py(), tbl[i].as_py(), rel[i].as_py()
         first[u] = (r_i if r_i is not None else (s_i, t_i), s_i == schema and t_i == table)
     fps = list(first)
@@ -185,15 +186,22 @@ def resolve(changes: pa.Table, name: str, as_of_lsn: int | None = None):
     return take_table(changes, np.flatnonzero(mask)), replaced
 
 
-def _first_rows(fp) -> list:
-    """(value, the row it first appears at) of each distinct non-null value of ``fp``
-    (uint64 fingerprints), in order of first appearance."""
+def _fingerprint_ids(fp) -> tuple:
+    """(each row's index into the distinct non-null values of ``fp`` (uint64
+    fingerprints), -1 for a null; those values; the row each first appears at), the
+    values numbered in the order first met. With no null, by NumPy (a table at a time,
+    Arrow's calls cost more than the work)."""
+    fp = one_array(fp)
     if not fp.null_count:
-        values, first = np.unique(one_array(fp).to_numpy(), return_index=True)
-        at = np.argsort(first)
-        return list(zip(values[at].tolist(), first[at].tolist(), strict=True))
-    uniq = pc.unique(fp)
-    return [(u, pc.index(fp, pa.scalar(u, pa.uint64())).as_py()) for u in uniq.to_pylist() if u is not None]
+        values, first, ids = np.unique(fp.to_numpy(), return_index=True, return_inverse=True)
+        order = np.argsort(first)
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        return rank[ids.reshape(-1)], values[order].tolist(), first[order]
+    enc = pc.dictionary_encode(fp)       # (a null stays null: -1 here)
+    ids = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    seen, first = np.unique(ids, return_index=True)
+    return ids, enc.dictionary.to_pylist(), first[seen >= 0]
 
 
 def rows_of(changes: pa.Table, name: str, as_of_lsn: int | None = None) -> pa.Table:
@@ -204,18 +212,9 @@ def rows_of(changes: pa.Table, name: str, as_of_lsn: int | None = None) -> pa.Ta
 def column_set_ids(rows: pa.Table):
     """(id per row, one column list per id): rows grouped by ``relation_version`` (a
     fingerprint of the Relation definition), so column lists are never compared."""
-    fp = one_array(rows.column("relation_version"))
+    ids, _, first = _fingerprint_ids(rows.column("relation_version"))
     cols = rows.column("columns")
-    if not fp.null_count:
-        values, first, ids = np.unique(fp.to_numpy(), return_index=True, return_inverse=True)
-        order = np.argsort(first)          # ids in order of first appearance
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
-        return rank[ids.reshape(-1)], [cols[int(i)].as_py() for i in first[order]]
-    uniq = pc.unique(pc.drop_null(fp)) if fp.null_count != len(fp) else pa.array([], pa.uint64())
-    ids = pc.fill_null(pc.index_in(fp, value_set=uniq), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    reps = [cols[int(pc.index(fp, u).as_py())].as_py() for u in uniq]
-    return ids, reps
+    return ids, [cols[int(i)].as_py() for i in first]
 
 
 def table_registry(rows: pa.Table, registry=None, *, sets=None):
@@ -315,9 +314,9 @@ def split_tables(changes: pa.Table, patterns=None) -> dict:
         if sizes.max() == n:        # one table's rows are all the rows: as they are
             out[names[int(sizes.argmax())]] = changes
         else:
-            held = np.flatnonzero(sizes)
-            at = np.append(bounds[held], bounds[held[-1] + 1])
-            for k, part in zip(held.tolist(), split_at(take_table(changes, order), at), strict=True):
+            filled = np.flatnonzero(sizes)        # the groups sliced from the copy
+            at = np.append(bounds[filled], bounds[filled[-1] + 1])
+            for k, part in zip(filled.tolist(), split_at(take_table(changes, order), at), strict=True):
                 out[names[k]] = part
     for k in sorted(shared):
         at = np.flatnonzero(np.isin(row, [j for j, ks in enumerate(of) if k in ks]))
