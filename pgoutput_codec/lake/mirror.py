@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from ..changes.decoder import FEED_ROWS, ChangeDecoder
 from ..changes.parallel import decode_changes
+from ..arrays import largest
 from ..archive import archive_catalog, inside_dir, read_archive_parts, same_file
 from ..changes.checkpoint import Checkpoint
 from ..errors import first_line
@@ -513,9 +514,9 @@ def _apply_batch(target, name, net, column_lists, app_id, file_size, dt=_READ, p
     if "__UNCHANGED_FROM" not in names and tuple(names[-5:]) == _CONTROL[:2] + _CONTROL[3:]:
         # Spark's batch of no row change (a truncate at most) names no key
         net = net.add_column(len(names) - 3, "__UNCHANGED_FROM", pa.nulls(len(net), pa.struct([])))
+    done = dt.transaction_version(app_id) if dt is not None else None
     held = []
     if dt is not None and len(net):
-        done = dt.transaction_version(app_id)
         controls = _controls(net)
         if done is not None:
             reached = controls[3]
@@ -531,8 +532,6 @@ def _apply_batch(target, name, net, column_lists, app_id, file_size, dt=_READ, p
                 net = pa.concat_tables([_truncate_row(net), net])
             else:
                 held = _held(dt).names
-    else:
-        done = dt.transaction_version(app_id) if dt is not None else None
     alike = alike_rows(column_lists)
     net, ctl, column_lists = _named_apart(net, column_lists, held)
     if held:
@@ -713,23 +712,10 @@ def _relation_of(dt) -> int | None:
         limit *= 8
 
 
-#: compute functions called per table, looked up once (``pc.max``'s own lookup and
+#: compute functions called per table, looked up once (``pc.equal``'s own lookup and
 #: options cost more than the kernel on a batch of a few rows)
-_MAX = pc.get_function("max")
 _EQUAL = pc.get_function("equal")
 _UPSERT, _DELETE = pa.scalar("upsert"), pa.scalar("delete")
-
-
-def _largest(col: pa.ChunkedArray):
-    """The largest value of an integer or timestamp column, as an int (a timestamp's in
-    its unit since the epoch; None: it holds none): NumPy's over one chunk of no null,
-    Arrow's otherwise (whose call costs more per table)."""
-    if col.num_chunks == 1 and not col.null_count and len(col) and \
-            (pa.types.is_integer(col.type) or pa.types.is_timestamp(col.type)):    # (Spark's LSNs are decimals)
-        arr = col.chunk(0).to_numpy()
-        return int((arr.view(np.int64) if arr.dtype.kind == "M" else arr).max())
-    m = _MAX.call([col])
-    return m.value if pa.types.is_timestamp(col.type) else m.as_py()
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -738,7 +724,7 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 def _time_text(col: pa.ChunkedArray) -> str | None:
     """The latest time of timestamp column ``col`` in ISO 8601 (None: it holds none), as
     ``isoformat`` gives pyarrow's value."""
-    v = _largest(col)
+    v = largest(col)
     if v is None:
         return None
     if col.type.unit == "us" and col.type.tz == "UTC":
@@ -750,7 +736,7 @@ def _time_text(col: pa.ChunkedArray) -> str | None:
 def _commit(app_id: str, net: pa.Table, ctl, created: str | None = None):
     from deltalake import CommitProperties, Transaction
     k = net.num_columns - len(_CONTROL)     # (the control columns by place)
-    lsn = _largest(net.column(k + 3))
+    lsn = largest(net.column(k + 3))
     at = _time_text(net.column(k + 4))
     if lsn >= 1 << 63:
         raise OverflowError(f"commit LSN {lsn} is past what a Delta application transaction version holds")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._native.keys import key_codes
-from ..arrays import kind_bytes, one_array
+from ..arrays import kind_bytes, largest, one_array
 from ..schema import TS
 from . import replay as replayed
 from .base import after_base, net_over_base, snapshot_over_base
@@ -210,8 +210,7 @@ def net_by_columns(rows: pa.Table, cols: list[dict], registry=None, *, sets=None
     keys = list(range(len(rep))) if alike else [j for j, c in enumerate(rep) if c["flags"] & 1]
     if not keys:
         return None
-    rel = one_array(rows.column("relation_id"))
-    relation = int(rel.to_numpy().max()) if not rel.null_count else pc.max(rel).as_py()
+    relation = largest(rows.column("relation_id"))
     op = kind_bytes(one_array(rows.column("op")))      # ('n': a null op, a 'C' marker)
     rows, op, truncated = after_truncate(rows, op)
     keep = (op == _INSERT) | (op == _UPDATE) | (op == _DELETE) | (op == _COPIED)
