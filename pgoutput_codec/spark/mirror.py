@@ -32,6 +32,7 @@ RUN_SCHEMA = T.StructType([
     T.StructField("table", T.StringType()), T.StructField("version", T.LongType()),
     T.StructField("commit_lsn", ST.LSN_TYPE), T.StructField("upserts", T.LongType()),
     T.StructField("deletes", T.LongType()), T.StructField("truncated", T.BooleanType()), *SPARK_CARRIED])
+_RUN_ARROW = ST.arrow_schema_for(RUN_SCHEMA)
 #: where the driver writes a DataFrame base for the executors to read, under the target
 _BASES = ".pgoutput_codec.bases"
 
@@ -124,4 +125,4 @@ class MirrorTables:
             "table": name, "version": run.version,
             "commit_lsn": Decimal(run.commit_lsn) if run.commit_lsn is not None else None,
             "upserts": run.upserts, "deletes": run.deletes, "truncated": run.truncated, **said}],
-            schema=ST.arrow_schema_for(RUN_SCHEMA))
+            schema=_RUN_ARROW)

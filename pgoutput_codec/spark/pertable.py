@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .._native.gather import split_at
 from ..arrays import one_array
 from ..idents import parse_name, qualified_name
 from ..selection import parse_table_list, table_selected
@@ -31,6 +32,7 @@ from ..tables.rows import as_change_rows, relations_named
 from ..tables.rules import IncompleteTableWarning
 from . import types as ST
 from .changerows import pass2_of
+from .modes import MalformedPayloadError
 from .shipping import is_connect
 from .tablerows import SHIFTED, flip, from_python, to_python
 
@@ -275,39 +277,93 @@ def over_tables(groups: DataFrame, body, out_schema: T.StructType, partitions: i
 
 class PerTable:
     """Picklable ``mapInArrow`` body: the rows of a task, sorted by group, cut into groups,
-    each handed whole to ``body``."""
+    each handed whole to ``body``. Each batch Spark hands over is made change rows once
+    (not once per group: a task of a thousand small tables would convert a thousand
+    times), then cut into its groups by :func:`~pgoutput_codec._native.gather.split_at`;
+    what the bodies give back goes to Spark in batches of many groups."""
 
     def __init__(self, body, out_schema: T.StructType, shifted=()):
         self.body, self.out_schema, self.shifted = body, out_schema, shifted
 
     def __call__(self, batches):
         target = ST.arrow_schema_for(self.out_schema)
+        out = _Gathered(target)
         name, parts = None, []
         for b in batches:
-            names = one_array(b.column(b.schema.get_field_index(TABLE)))
+            at_table = b.schema.get_field_index(TABLE)
+            names = one_array(b.column(at_table))
             if not len(names):
                 continue
             # where the group changes, in one pass over the batch (sorted by group)
             moves = pc.not_equal(names.slice(1), names.slice(0, len(names) - 1)).to_numpy(zero_copy_only=False)
             starts = [0, *(np.flatnonzero(moves) + 1).tolist()]
-            for at, end in zip(starts, [*starts[1:], len(names)], strict=True):
+            rows = pa.Table.from_batches([b]).remove_column(at_table)
+            try:
+                pieces = split_at(self._change_rows(rows, ""), [*starts, len(names)])
+            except MalformedPayloadError:    # converted a group at a time: the error names its table
+                pieces = [self._change_rows(rows.slice(at, end - at), names[at].as_py())
+                          for at, end in zip(starts, [*starts[1:], len(names)], strict=True)]
+            for at, piece in zip(starts, pieces, strict=True):
                 here = names[at].as_py()
                 if here != name and parts:
-                    yield from self._group(name, parts, target)
+                    yield from out.add(self._group(name, parts))
                     parts = []
                 name = here
-                parts.append(b.slice(at, end - at))
+                parts.append(piece)
         if parts:
-            yield from self._group(name, parts, target)
+            yield from out.add(self._group(name, parts))
+        yield from out.flush()
 
-    def _group(self, name: str, parts: list, target: pa.Schema):
-        t = pa.Table.from_batches(parts).drop_columns([TABLE])
+    def _change_rows(self, t: pa.Table, name: str) -> pa.Table:
+        """Rows in :func:`.tablerows.to_python`'s shapes as change rows again."""
         t = from_python(t, name)
         for c in self.shifted:
             t = t.set_column(t.column_names.index(c), c, flip(one_array(t.column(c))))
+        return as_change_rows(t)
+
+    def _group(self, name: str, parts: list):
+        t = parts[0] if len(parts) == 1 else _joined(parts)
         if t.column("seq").null_count:      # a name's stand-in row (table_groups' extra)
             t = t.filter(pc.is_valid(t.column("seq")))
-        for out in self.body(name, as_change_rows(t)):
+        yield from self.body(name, t)
+
+
+def _joined(parts: list) -> pa.Table:
+    """A group's pieces from several batches as one table, its list columns in one chunk
+    (as one batch's pieces are)."""
+    t = pa.concat_tables(parts)
+    for j, f in enumerate(t.schema):
+        if pa.types.is_list(f.type) and t.column(j).num_chunks > 1:
+            t = t.set_column(j, f, pa.chunked_array([t.column(j).combine_chunks()], f.type))
+    return t
+
+
+class _Gathered:
+    """What bodies give back, in ``target``'s types, handed to Spark in batches of at
+    least :data:`_GATHER_ROWS` rows: a batch a group, a thousand groups, would cost
+    Spark and the worker a batch's fixed toll each."""
+
+    def __init__(self, target: pa.Schema):
+        self.target, self.held, self.rows = target, [], 0
+
+    def add(self, outs):
+        for out in outs:
             for batch in (out.to_batches() if isinstance(out, pa.Table) else [out]):
-                yield pa.RecordBatch.from_arrays([batch.column(j).cast(target.field(j).type)
-                                                  for j in range(len(target))], schema=target)
+                if not batch.schema.equals(self.target):
+                    batch = pa.RecordBatch.from_arrays([batch.column(j).cast(self.target.field(j).type)
+                                                        for j in range(len(self.target))], schema=self.target)
+                self.held.append(batch)
+                self.rows += batch.num_rows
+                if self.rows >= _GATHER_ROWS:
+                    yield from self.flush()
+
+    def flush(self):
+        if not self.held:
+            return
+        t = pa.Table.from_batches(self.held, schema=self.target).combine_chunks()
+        self.held, self.rows = [], 0
+        yield from t.to_batches()
+
+
+#: the rows :class:`_Gathered` holds before it hands them to Spark
+_GATHER_ROWS = 4096

@@ -24,6 +24,7 @@ for that Spark type (``to_spark_arrow``). Spark has no unsigned integers, so:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -117,6 +118,7 @@ def field_metadata(t: pa.DataType) -> dict | None:
     return out
 
 
+@functools.cache
 def _tz_kwargs(fn):
     # PySpark 4 wants the time zone of TimestampType spelled out; 3.5 always uses UTC.
     # The JVM reads any zone: the values are UTC microseconds either way.

@@ -211,3 +211,24 @@ def test_a_dataframe_base_keeps_its_types_in_written_snapshots(spark, tmp_path):
     want = snapshot(decode_changes_1(arc), "public.w", base=w.toArrow(), base_lsn=100)
     assert got.schema.field("at").type == want.schema.field("at").type == pa.timestamp("us", "UTC")
     assert got.column("at").to_pylist() == want.column("at").to_pylist()
+
+
+def test_a_kind_of_more_than_one_letter_is_an_error_naming_its_table(spark, tmp_path):
+    """Change rows read back from a lake, one row image of one table holding a kind that
+    is no letter of the four, in the batch of another table's rows: the error names the
+    table and the row."""
+    from pyspark.sql import functions as F
+    rels = [("public", "t", 30600), ("public", "u", 30601)]
+    arc = _archive(rels, [[Insert(relation_id=r[2], new_tuple=row(i, "a")) for r in rels for i in range(5)]])
+    lake = tmp_path / "lake"
+    os.makedirs(lake)
+    rows = decode_changes_1(arc)
+    pq.write_table(rows, lake / "a.parquet")
+    s0 = max(s for s, t in zip(rows.column("seq").to_pylist(), rows.column("table").to_pylist(), strict=True)
+             if t == "u")
+    read = spark.read.parquet(str(lake))
+    bad = read.withColumn("after", F.when(F.col("seq") == s0, F.transform(
+        "after", lambda v, i: F.when(i == 0, v.withField("kind", F.lit("tt"))).otherwise(v))).otherwise(F.col("after")))
+    assert mirror(read, tmp_path / "good", partitions=1) == mirror_1(rows, tmp_path / "one")
+    with pytest.raises(Exception, match=rf"public\.u: change row seq={s0}: its after image holds a kind that is not"):
+        mirror(bad, tmp_path / "bad", partitions=1)
