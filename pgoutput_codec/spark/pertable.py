@@ -300,9 +300,11 @@ class PerTable:
             rows = pa.Table.from_batches([b]).remove_column(at_table)
             try:
                 pieces = split_at(self._change_rows(rows, ""), [*starts, len(names)])
-            except MalformedPayloadError:    # converted a group at a time: the error names its table
-                pieces = [self._change_rows(rows.slice(at, end - at), names[at].as_py())
-                          for at, end in zip(starts, [*starts[1:], len(names)], strict=True)]
+            except MalformedPayloadError:
+                # the batch again, a group at a time, for the error to name the group it is in
+                for at, end in zip(starts, [*starts[1:], len(names)], strict=True):
+                    self._change_rows(rows.slice(at, end - at), names[at].as_py())
+                raise
             for at, piece in zip(starts, pieces, strict=True):
                 here = names[at].as_py()
                 if here != name and parts:
