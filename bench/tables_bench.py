@@ -32,8 +32,8 @@ Spark ``local[2]``
 
 Standalone cluster (``pgoutput_codec.testing.sparkcluster``, two workers of one core, each
 pinned to its CPU, the package shipped)
-  the largest N's Spark mirror and its floors in an application given one core and one
-  given two, in turns (``--repeat`` rounds, a new application each): the speed-up.
+  the largest N's Spark mirror and its floors in an application given one core, then
+  one given two: the speed-up.
 
 Targets: one process within 2x of its floor; Spark N tables within 2x of the one-table
 run at every N; 1 -> 2 workers >= 1.6x on the largest N. Prints a table; writes
@@ -322,26 +322,20 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
 
 
 def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
-    """The one-core and the two-core application in turns, ``repeat`` rounds, each a new
-    application warmed on a small archive and then timed once; each figure its best round
-    (a drift of the machine between the two applications weighs on both alike)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pgoutput_codec.testing.sparkcluster import StandaloneCluster
     out = {}
     with StandaloneCluster(workers=2, cores=1, memory="2g", pin=True) as c:
         out["pinned"] = c.pin
-        for _ in range(repeat):
-            for cores in (1, 2):
-                spark = _cluster_session(c.url, cores)
-                try:
-                    spark_runs(spark, case["warm"], work, 1)      # warm: executors, Python workers
-                    r = spark_runs(spark, case, work, 1)
-                    r["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
-                finally:
-                    spark.stop()
-                held = out.setdefault(cores, r)
-                for k, v in r.items():
-                    if k.endswith("_s"):
-                        held[k] = min(held[k], v)
+        for cores in (1, 2):
+            spark = _cluster_session(c.url, cores)
+            try:
+                spark_runs(spark, case["warm"], work, 1)      # warm: executors, Python workers
+                r = spark_runs(spark, case, work, repeat)
+                r["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
+                out[cores] = r
+            finally:
+                spark.stop()
     out["speedup"] = {k: out[1][k] / out[2][k] for k in ("mirror_s", "pass_s", "nowrite_s", "writes_s", "spark_s")}
     return out
 
