@@ -341,9 +341,9 @@ def _joined(parts: list) -> pa.Table:
 
 
 class _Gathered:
-    """What bodies give back, in ``target``'s types, handed to Spark in batches of at
-    least :data:`_GATHER_ROWS` rows: a batch a group, a thousand groups, would cost
-    Spark and the worker a batch's fixed toll each."""
+    """What bodies give back, in ``target``'s types, handed to Spark in batches of
+    :data:`_GATHER_ROWS` rows or more (the last: what is left): a batch a group, a
+    thousand groups, would cost Spark and the worker a batch's fixed toll each."""
 
     def __init__(self, target: pa.Schema):
         self.target, self.held, self.rows = target, [], 0
