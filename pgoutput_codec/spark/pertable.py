@@ -33,7 +33,7 @@ from ..tables.rules import IncompleteTableWarning
 from . import types as ST
 from .changerows import pass2_of
 from .modes import MalformedPayloadError
-from .shipping import is_connect
+from .shipping import is_connect, local_frame
 from .tablerows import SHIFTED, flip, from_python, to_python
 
 __all__ = ["TABLE", "table_groups", "over_tables", "group_partitions", "write_for_workers", "based",
@@ -80,12 +80,12 @@ def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
     rel_type = changes.schema["relation_id"].dataType
     parts = []
     if rel_rows:
-        by_rel = spark.createDataFrame(rel_rows, T.StructType([
+        by_rel = local_frame(spark, rel_rows, T.StructType([
             T.StructField("relation_id", rel_type), T.StructField(TABLE, T.StringType()),
             T.StructField(_HELD, ST.LSN_TYPE)]))
         parts.append(changes.join(F.broadcast(by_rel), "relation_id"))
     if name_rows:
-        by_name = spark.createDataFrame(name_rows, T.StructType([
+        by_name = local_frame(spark, name_rows, T.StructType([
             T.StructField("schema", T.StringType()), T.StructField("table", T.StringType()),
             T.StructField(TABLE, T.StringType()), T.StructField(_HELD, ST.LSN_TYPE)]))
         parts.append(changes.where(F.col("relation_id").isNull()).join(F.broadcast(by_name), ["schema", "table"]))
@@ -98,7 +98,7 @@ def table_groups(changes: DataFrame, tables=None, held: dict | None = None,
     names = sorted(groups)
     more = sorted(set(extra or ()) - set(names))
     if more:
-        none = spark.createDataFrame([(n,) for n in more], T.StructType([T.StructField(TABLE, T.StringType())]))
+        none = local_frame(spark, [(n,) for n in more], T.StructType([T.StructField(TABLE, T.StringType())]))
         base = out if out is not None else changes.where(F.lit(False)).withColumn(TABLE, F.lit(None).cast("string"))
         out = base.unionByName(none, allowMissingColumns=True)
         names = sorted(names + more)

@@ -1,6 +1,7 @@
 """What crosses between the driver, Spark and the Python workers: the package itself
 (:func:`ship`, :func:`check_workers`), a value built on the driver (:func:`to_workers`),
-and a DataFrame's rows or physical plan brought back to the driver.
+a small DataFrame made on the driver (:func:`local_frame`), and a DataFrame's rows or
+physical plan brought back to the driver.
 
 The package on executors that do not have it: its compiled extensions reach them inside
 a packed environment (:func:`pgoutput_codec.packenv.pack_environment`) that Spark unpacks
@@ -39,14 +40,16 @@ import weakref
 from collections import OrderedDict
 
 import pyarrow as pa
+import pyspark
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..errors import PgoutputCodecError
 from ..packenv import ENV_NAME, pack_environment
 from . import types as ST
 
-__all__ = ["Held", "Shipped", "is_connect", "to_workers", "collect_arrow", "col", "physical_plan",
+__all__ = ["Held", "Shipped", "is_connect", "to_workers", "collect_arrow", "local_frame", "col", "physical_plan",
            "ship", "check_workers", "WorkerPythonError", "EXECUTOR_PYTHON", "PYTHON_CONF"]
 
 
@@ -116,6 +119,23 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     if batches:
         return pa.Table.from_batches(batches)
     return ST.arrow_schema_for(df.schema).empty_table()
+
+
+def local_frame(spark, rows: list, schema: T.StructType) -> DataFrame:
+    """A DataFrame of ``rows`` (tuples in ``schema``'s order) made on the driver. From
+    PySpark 4 on, built as Arrow: Spark plans it as a local table scan, read in the query
+    that uses it (a broadcast of it runs no job of its own); a list of rows on PySpark
+    3.5 is an RDD, which its first use reads in a job."""
+    if _ARROW_FRAMES:
+        target = ST.arrow_schema_for(schema)
+        cols = list(zip(*rows, strict=True)) if rows else [()] * len(target)
+        table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, target, strict=True)], schema=target)
+        return spark.createDataFrame(table, schema)
+    return spark.createDataFrame(rows, schema)
+
+
+#: PySpark's createDataFrame takes an Arrow table (4.0 on)
+_ARROW_FRAMES = int(pyspark.__version__.split(".")[0]) >= 4
 
 
 def col(name: str) -> Column:
