@@ -5,7 +5,8 @@ rows (int8 key, int4, text, numeric(12,2), timestamptz) inserted, then 10% of th
 updated and 5% deleted, spread over N tables (N = ``--tables``, default 10, 100, 1,000),
 and the one-table archive: the very same changes in one table (the same at every N).
 Each written as a Parquet archive directory. One run measures, each the best of
-``--repeat`` runs into a fresh target (one process: its four figures in turns):
+``--repeat`` runs into a fresh target (one process: its four figures in turns; Spark:
+each after one run untimed, so that a figure is not the first to meet the JIT):
 
 one process
   ``pgoutput_codec.mirror(archive dir, target)``, and ``mirror`` of its change rows decoded
@@ -28,7 +29,9 @@ Spark ``local[2]``
   tables in a Spark job of as many tasks as the mirror's pass (the rows shipped in the
   tasks): the writes alone, in the same executors; (alone) Spark's part with ours taken
   out: the archive read, its rows shuffled into N groups (by ``seq``) and handed to a
-  Python ``mapInArrow`` that cuts and counts the groups, no decoding.
+  Python ``mapInArrow`` that cuts and counts the groups, no decoding; (alone+w) the whole
+  mirror with ours taken out: the same pass, each group's final table (broadcast) written
+  by deltalake in the task holding the group.
 
 Standalone cluster (``pgoutput_codec.testing.sparkcluster``, two workers of one core, each
 pinned to its CPU, the package shipped)
@@ -50,6 +53,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -130,6 +134,37 @@ class _Counted:
             last, rows = g[-1], rows + len(g)
         yield pa.RecordBatch.from_pylist([{"groups": groups, "rows": rows}],
                                          schema=pa.schema([("groups", pa.int64()), ("rows", pa.int64())]))
+
+
+class _Written(_Counted):
+    """The whole mirror with ours taken out: :class:`_Counted`'s groups, each group's
+    final table (``blobs``, a broadcast of {group: Arrow IPC bytes}) written by deltalake
+    under ``root`` by the task that holds the group's rows, once."""
+
+    def __init__(self, blobs, root: str):
+        self.blobs, self.root = blobs, root
+
+    def __call__(self, batches):
+        import numpy as np
+        from deltalake import write_deltalake
+        written = groups = rows = 0
+        seen = set()
+        for b in batches:
+            g = b.column(b.schema.get_field_index("__group")).to_numpy(zero_copy_only=False)
+            if not len(g):
+                continue
+            for k in np.unique(g).tolist():
+                if k not in seen:
+                    seen.add(k)
+                    blob = self.blobs.value.get(k)
+                    if blob is not None:
+                        write_deltalake(f"{self.root}/{k}", pa.ipc.open_stream(blob).read_all())
+                        written += 1
+            rows += len(g)
+        groups = len(seen)
+        yield pa.RecordBatch.from_pylist([{"groups": groups, "rows": rows, "written": written}],
+                                         schema=pa.schema([("groups", pa.int64()), ("rows", pa.int64()),
+                                                           ("written", pa.int64())]))
 
 
 # ---------------------------------------------------------------- one process
@@ -286,7 +321,7 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
             runs = mirror(decode_changes(df, order_by="seq"), fresh())
         assert len(runs) == case["tables"] and sum(r.upserts for r in runs) == case["live"], runs[:3]
 
-    out = {"mirror_s": best(run, repeat, warmup=False)}
+    out = {"mirror_s": best(run, repeat)}
     schema = T.StructType([T.StructField("table", T.StringType()), T.StructField("rows", T.LongType())])
 
     def nowrite(net=True):
@@ -313,11 +348,63 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
         got = rows.mapInArrow(_Counted(), counted).collect()
         assert sum(r["rows"] for r in got) == case["messages"]
 
-    out["pass_s"] = best(lambda: nowrite(False), repeat, warmup=False)
-    out["spark_s"] = best(spark_alone, repeat, warmup=False)
-    out["nowrite_s"] = best(nowrite, repeat, warmup=False)
-    out["writes_s"] = best(writes, repeat, warmup=False)
+    by_group = spark.sparkContext.broadcast({k: data for k, (_, data) in enumerate(blobs)})
+    alone_root = _Fresh(work, f"spark-alone-{case['label']}-{spark.sparkContext.appName}")
+    wrote = T.StructType([*counted.fields, T.StructField("written", T.LongType())])
+
+    def spark_alone_writes():   # and each group's final table written where its rows are: ours all taken out
+        from pyspark.sql import functions as F
+        rows = (df.withColumn("__group", (F.col("seq") % case["tables"]).cast("int"))
+                .repartition(n_parts, "__group").sortWithinPartitions("__group", "seq"))
+        got = rows.mapInArrow(_Written(by_group, str(alone_root())), wrote).collect()
+        assert sum(r["written"] for r in got) == len(blobs) and sum(r["rows"] for r in got) == case["messages"]
+
+    out["pass_s"] = best(lambda: nowrite(False), repeat)
+    out["spark_s"] = best(spark_alone, repeat)
+    out["spark_writes_s"] = best(spark_alone_writes, repeat)
+    out["nowrite_s"] = best(nowrite, repeat)
+    out["writes_s"] = best(writes, repeat)
     out["partitions"] = n_parts
+    return out
+
+
+def _busy(cpu: int, memory: bool) -> None:
+    """A fixed amount of work pinned to ``cpu``: Python arithmetic, or copying 32 MiB
+    arrays (memory bound: past the caches)."""
+    import numpy as np
+    os.sched_setaffinity(0, {cpu})
+    if memory:
+        a = np.ones(32 << 20, np.uint8)
+        b = np.empty_like(a)
+        for _ in range(150):
+            np.copyto(b, a)
+    else:
+        x = 0
+        for i in range(20_000_000):
+            x += i * i
+
+
+def machine_ceiling(repeat: int = 5) -> dict:
+    """What two CPUs give at most here: the work of :func:`_busy` done twice at once, one
+    process pinned to each CPU, against once on one CPU, as throughput (2.0: two
+    CPUs are twice one), each time the two runs paired; the median of ``repeat``."""
+    import multiprocessing as mp
+
+    import numpy as np
+    ctx = mp.get_context("fork")
+
+    def timed(cpus, memory):
+        ps = [ctx.Process(target=_busy, args=(c, memory)) for c in cpus]
+        t0 = time.perf_counter()
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.join()
+        return time.perf_counter() - t0
+    out = {}
+    for memory, key in ((False, "cpu"), (True, "memory")):
+        timed([0], memory)      # (the pages of a first run)
+        out[key] = float(np.median([2 * timed([0], memory) / timed([0, 1], memory) for _ in range(repeat)]))
     return out
 
 
@@ -327,6 +414,8 @@ def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
     out = {}
     with StandaloneCluster(workers=2, cores=1, memory="2g", pin=True) as c:
         out["pinned"] = c.pin
+        if len(os.sched_getaffinity(0)) >= 2:    # (the cluster's daemons up, no application yet)
+            out["machine"] = machine_ceiling()
         for cores in (1, 2):
             spark = _cluster_session(c.url, cores)
             try:
@@ -336,7 +425,8 @@ def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
                 out[cores] = r
             finally:
                 spark.stop()
-    out["speedup"] = {k: out[1][k] / out[2][k] for k in ("mirror_s", "pass_s", "nowrite_s", "writes_s", "spark_s")}
+    out["speedup"] = {k: out[1][k] / out[2][k] for k in ("mirror_s", "pass_s", "nowrite_s", "writes_s", "spark_s",
+                                                         "spark_writes_s")}
     return out
 
 
@@ -402,7 +492,8 @@ def _print(res: dict) -> None:
           f"{res['machine']['load_after'][0]:.1f}")
     print(f"{'tables':>7} {'changes':>8} | {'mirror s':>8} {'rows s':>7} {'floor s':>8} {'×floor':>7} {'rows ×':>7}"
           f" {'read+w s':>8} {'×':>5} | {'fresh s':>7} {'floor s':>7} {'×floor':>7} {'read+w s':>8} {'×':>5} |"
-          f" {'spark s':>8} {'×one':>6} {'pass s':>7} {'nowrite s':>9} {'writes s':>8} {'×writes':>8} {'alone s':>7}")
+          f" {'spark s':>8} {'×one':>6} {'pass s':>7} {'nowrite s':>9} {'writes s':>8} {'×writes':>8} {'alone s':>7}"
+          f" {'alone+w s':>9} {'×':>5}")
     for label, c in cases.items():
         p = c["one_process"]
         line = f"{c['tables'] if label != ONE else '1 (one)':>7} {c['change_rows']:>8,} | {p['mirror_s']:8.2f} " \
@@ -414,7 +505,8 @@ def _print(res: dict) -> None:
         if s:
             line += f" {s['mirror_s']:8.2f} {s['mirror_s'] / one['spark']['mirror_s']:6.2f} {s['pass_s']:7.2f} " \
                     f"{s['nowrite_s']:9.2f} " \
-                    f"{s['writes_s']:8.2f} {s['mirror_s'] / s['writes_s']:8.2f} {s['spark_s']:7.2f}"
+                    f"{s['writes_s']:8.2f} {s['mirror_s'] / s['writes_s']:8.2f} {s['spark_s']:7.2f}" \
+                    f" {s['spark_writes_s']:9.2f} {s['mirror_s'] / s['spark_writes_s']:5.2f}"
         print(line)
     cl = res.get("cluster")
     if cl:
@@ -423,9 +515,12 @@ def _print(res: dict) -> None:
         print(f"{'measure':28s} {'1 core s':>9s} {'2 cores s':>9s} {'speed-up':>9s}")
         keys = (("mirror_s", "decode_changes + mirror"), ("pass_s", "the pass, groups counted"),
                 ("nowrite_s", "the pass, net changes"), ("writes_s", "the writes alone"),
-                ("spark_s", "Spark alone, no decoding"))
+                ("spark_s", "Spark alone, no decoding"), ("spark_writes_s", "Spark alone, and the writes"))
         for k, lab in keys:
             print(f"{lab:28s} {a[k]:9.2f} {b[k]:9.2f} {cl['speedup'][k]:8.2f}x")
+        if cl.get("machine"):
+            print(f"the machine, two processes each pinned to a CPU against one: Python arithmetic "
+                  f"{cl['machine']['cpu']:.2f}x, copying memory {cl['machine']['memory']:.2f}x")
 
 
 if __name__ == "__main__":
