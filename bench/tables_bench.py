@@ -136,7 +136,7 @@ class _Counted:
                                          schema=pa.schema([("groups", pa.int64()), ("rows", pa.int64())]))
 
 
-class _Written(_Counted):
+class _Written:
     """The whole mirror with ours taken out: :class:`_Counted`'s groups, each group's
     final table (``blobs``, a broadcast of {group: Arrow IPC bytes}) written by deltalake
     under ``root`` by the task that holds the group's rows, once."""
@@ -147,7 +147,7 @@ class _Written(_Counted):
     def __call__(self, batches):
         import numpy as np
         from deltalake import write_deltalake
-        written = groups = rows = 0
+        written = rows = 0
         seen = set()
         for b in batches:
             g = b.column(b.schema.get_field_index("__group")).to_numpy(zero_copy_only=False)
@@ -161,8 +161,7 @@ class _Written(_Counted):
                         write_deltalake(f"{self.root}/{k}", pa.ipc.open_stream(blob).read_all())
                         written += 1
             rows += len(g)
-        groups = len(seen)
-        yield pa.RecordBatch.from_pylist([{"groups": groups, "rows": rows, "written": written}],
+        yield pa.RecordBatch.from_pylist([{"groups": len(seen), "rows": rows, "written": written}],
                                          schema=pa.schema([("groups", pa.int64()), ("rows", pa.int64()),
                                                            ("written", pa.int64())]))
 
@@ -362,6 +361,7 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
     out["pass_s"] = best(lambda: nowrite(False), repeat)
     out["spark_s"] = best(spark_alone, repeat)
     out["spark_writes_s"] = best(spark_alone_writes, repeat)
+    by_group.destroy()
     out["nowrite_s"] = best(nowrite, repeat)
     out["writes_s"] = best(writes, repeat)
     out["partitions"] = n_parts
@@ -393,6 +393,8 @@ def machine_ceiling(repeat: int = 5) -> dict:
     import numpy as np
     ctx = mp.get_context("fork")
 
+    a, b = sorted(os.sched_getaffinity(0))[:2]
+
     def timed(cpus, memory):
         ps = [ctx.Process(target=_busy, args=(c, memory)) for c in cpus]
         t0 = time.perf_counter()
@@ -400,11 +402,13 @@ def machine_ceiling(repeat: int = 5) -> dict:
             p.start()
         for p in ps:
             p.join()
+        if any(p.exitcode != 0 for p in ps):
+            raise RuntimeError(f"a busy process on CPUs {cpus} failed")
         return time.perf_counter() - t0
     out = {}
     for memory, key in ((False, "cpu"), (True, "memory")):
-        timed([0], memory)      # (the pages of a first run)
-        out[key] = float(np.median([2 * timed([0], memory) / timed([0, 1], memory) for _ in range(repeat)]))
+        timed([a], memory)      # (the pages of a first run)
+        out[key] = float(np.median([2 * timed([a], memory) / timed([a, b], memory) for _ in range(repeat)]))
     return out
 
 
@@ -414,7 +418,7 @@ def cluster_runs(case: dict, work: Path, repeat: int) -> dict:
     out = {}
     with StandaloneCluster(workers=2, cores=1, memory="2g", pin=True) as c:
         out["pinned"] = c.pin
-        if len(os.sched_getaffinity(0)) >= 2:    # (the cluster's daemons up, no application yet)
+        if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2:    # (daemons up, no application)
             out["machine"] = machine_ceiling()
         for cores in (1, 2):
             spark = _cluster_session(c.url, cores)

@@ -123,9 +123,9 @@ def collect_arrow(df: DataFrame) -> pa.Table:
 
 def local_frame(spark, rows: list, schema: T.StructType) -> DataFrame:
     """A DataFrame of ``rows`` (tuples in ``schema``'s order) made on the driver. From
-    PySpark 4 on, built as Arrow: Spark plans it as a local table scan, read in the query
-    that uses it (a broadcast of it runs no job of its own); a list of rows on PySpark
-    3.5 is an RDD, which its first use reads in a job."""
+    PySpark 4 on, built as Arrow: Spark plans it as a local table scan, and the job that
+    feeds a broadcast of it starts no Python worker; a list of rows on PySpark 3.5 is an
+    RDD of pickled rows, which its first use reads through Python workers in a job."""
     if _ARROW_FRAMES:
         target = ST.arrow_schema_for(schema)
         cols = list(zip(*rows, strict=True)) if rows else [()] * len(target)

@@ -232,3 +232,25 @@ def test_a_kind_of_more_than_one_letter_is_an_error_naming_its_table(spark, tmp_
     assert mirror(read, tmp_path / "good", partitions=1) == mirror_1(rows, tmp_path / "one")
     with pytest.raises(Exception, match=rf"public\.u: change row seq={s0}: its after image holds a kind that is not"):
         mirror(bad, tmp_path / "bad", partitions=1)
+
+
+def test_a_local_frame_holds_its_rows_as_given(spark):
+    """The small maps the many-table pass joins are made on the driver (``local_frame``):
+    every value as given (nulls, 20-digit LSNs), and from PySpark 4 on a local table
+    scan, which a broadcast reads with no Python worker."""
+    from decimal import Decimal
+
+    from pyspark.sql import types as T
+
+    from pgoutput_codec.spark.shipping import is_connect, local_frame, physical_plan
+    from pgoutput_codec.spark.types import LSN_TYPE
+    schema = T.StructType([T.StructField("relation_id", T.LongType()), T.StructField("t", T.StringType()),
+                           T.StructField("held", LSN_TYPE)])
+    rows = [(16384, "public.a", None), (4294967295, 'odd."name', Decimal(2**64 - 1)), (1, None, Decimal(7))]
+    df = local_frame(spark, rows, schema)
+    assert df.schema == schema
+    assert sorted((tuple(r) for r in df.collect()), key=lambda r: r[0]) == sorted(rows, key=lambda r: r[0])
+    assert local_frame(spark, [], schema).count() == 0
+    import pyspark
+    if int(pyspark.__version__.split(".")[0]) >= 4 and not is_connect(spark):
+        assert "LocalTableScan" in physical_plan(df), physical_plan(df)
