@@ -339,12 +339,13 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
         assert sum(done) == len(items)
 
     counted = T.StructType([T.StructField("groups", T.LongType()), T.StructField("rows", T.LongType())])
+    from pyspark.sql import functions as F
+    # the archive's rows shuffled into N groups (by seq), each group's rows together and in order
+    grouped = (df.withColumn("__group", (F.col("seq") % case["tables"]).cast("int"))
+               .repartition(n_parts, "__group").sortWithinPartitions("__group", "seq"))
 
     def spark_alone():      # the archive read, shuffled into the groups, handed to Python: no decoding
-        from pyspark.sql import functions as F
-        rows = (df.withColumn("__group", (F.col("seq") % case["tables"]).cast("int"))
-                .repartition(n_parts, "__group").sortWithinPartitions("__group", "seq"))
-        got = rows.mapInArrow(_Counted(), counted).collect()
+        got = grouped.mapInArrow(_Counted(), counted).collect()
         assert sum(r["rows"] for r in got) == case["messages"]
 
     by_group = spark.sparkContext.broadcast({k: data for k, (_, data) in enumerate(blobs)})
@@ -352,10 +353,7 @@ def spark_runs(spark, case: dict, work: Path, repeat: int) -> dict:
     wrote = T.StructType([*counted.fields, T.StructField("written", T.LongType())])
 
     def spark_alone_writes():   # and each group's final table written where its rows are: ours all taken out
-        from pyspark.sql import functions as F
-        rows = (df.withColumn("__group", (F.col("seq") % case["tables"]).cast("int"))
-                .repartition(n_parts, "__group").sortWithinPartitions("__group", "seq"))
-        got = rows.mapInArrow(_Written(by_group, str(alone_root())), wrote).collect()
+        got = grouped.mapInArrow(_Written(by_group, str(alone_root())), wrote).collect()
         assert sum(r["written"] for r in got) == len(blobs) and sum(r["rows"] for r in got) == case["messages"]
 
     out["pass_s"] = best(lambda: nowrite(False), repeat)
